@@ -1,0 +1,131 @@
+# kvchat: the only build entry. `make run` and `make test` install missing Debian packages first.
+#   make            build build/kvchat (CUDA backend too when nvcc is found: CUDA=auto|0|1)
+#   make run        download GPT-2 124M if needed, then generate from PROMPT
+#   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
+#   make bench      kvchat bench on a random 124M-shaped checkpoint
+#   make fuzz       build the libFuzzer targets with clang and run each briefly
+#   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
+
+CC      ?= cc
+ARCH    ?= native
+BUILD   ?= build
+PYTHON  ?= /usr/bin/python3
+CUDA    ?= auto
+CUDA_HOME ?= /usr/local/cuda
+MODEL   ?=
+PROMPT  ?= The KV cache of a transformer is
+FUZZ_SECONDS ?= 30
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PKGS := gcc make libncurses-dev libreadline-dev libopenblas-dev libjansson-dev libpcre2-dev curl ca-certificates
+TEST_PKGS := python3 python3-numpy python3-regex tmux
+FUZZ_PKGS := clang libclang-rt-dev
+
+NVCC := $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(NVCC),1,0)
+endif
+CUDA_SRC := $(wildcard kernels/cuda/*.cu)
+
+WARN    := -Wall -Wextra -Wshadow -Wno-unknown-pragmas -Wno-format-truncation
+ifeq ($(CI),true)
+  WARN  += -Werror
+endif
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
+           -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+           -DKVCHAT_ASSETS='"$(CURDIR)/assets"'
+LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lm
+LDFLAGS += -fopenmp
+
+LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
+UNIT_SRC := $(wildcard tests/unit/*.c)
+
+ifeq ($(CUDA),1)
+ifneq ($(CUDA_SRC),)
+  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  CFLAGS  += -DKVCHAT_CUDA
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt
+  CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
+endif
+endif
+
+OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
+ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all run test unit asan fuzz bench test-gpt2 deps test-deps clean
+all: $(BUILD)/kvchat
+
+$(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/obj/%.o) $(OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -c -o $@ $<
+
+# AddressSanitizer + UBSan build of the binary and the unit tests (OpenMP off: its runtime is not
+# instrumented and only adds noise; the kernels run single-threaded there).
+$(BUILD)/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fopenmp,$(CFLAGS)) -O1 $(SAN) -c -o $@ $<
+
+$(BUILD)/asan/kvchat: $(BUILD)/asan/app/main.o $(ASAN_OBJ)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/asan/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/asan/%.o) $(ASAN_OBJ)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+
+asan: $(BUILD)/asan/kvchat $(BUILD)/asan/unit_tests
+
+deps:
+	@missing=$$(for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@dir="$(MODEL)"; [ -n "$$dir" ] || dir="$${KVCHAT_MODEL:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvchat/models/gpt2}"; \
+	if [ ! -s "$$dir/model.safetensors" ]; then \
+	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
+	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || exit 1; \
+	fi; \
+	$(BUILD)/kvchat generate -m "$$dir" -p "$(PROMPT)" -n 128
+
+test: deps
+	@$(MAKE) --no-print-directory deps PKGS="$(TEST_PKGS)"
+	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) bash tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@[ -s $(BUILD)/m124/model.safetensors ] || $(BUILD)/kvchat make-tiny-model $(BUILD)/m124 --layers 12 --heads 12 --embd 768 --ctx 1024
+	$(BUILD)/kvchat bench -m $(BUILD)/m124 --json $(BUILD)/bench.json
+
+test-gpt2: all
+	@bash tests/gpt2_known.sh $(BUILD)/kvchat "$(MODEL)"
+
+fuzz: deps
+	@$(MAKE) --no-print-directory deps PKGS="$(FUZZ_PKGS)"
+	@mkdir -p $(BUILD)/fuzz
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/safetensors \
+	  tests/fuzz/fuzz_safetensors.c model/safetensors.c kernels/err.c -ljansson
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
+	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c kernels/err.c -ljansson -lpcre2-8
+	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok
+	$(BUILD)/fuzz/safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-st tests/fuzz/seeds-safetensors
+	$(BUILD)/fuzz/tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-tok tests/fuzz/seeds-tokenizer
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

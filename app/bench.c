@@ -1,0 +1,202 @@
+/* kvchat bench: prefill and decode speed of this machine, as medians, with the weight bandwidth that
+ * decode implies (decode at batch 1 streams every weight once per token). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../kernels/err.h"
+#include "commands.h"
+#include "options.h"
+
+static const char HELP[] =
+    "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
+    "\n"
+    "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
+    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16).\n"
+    "Decode prints the bytes of weights read per token and the bandwidth that implies.\n"
+    "On a random 124M-shaped model: kvchat make-tiny-model /tmp/m124 --layers 12 --heads 12\n"
+    "  --embd 768 --ctx 1024 && kvchat bench -m /tmp/m124\n"
+    "\n"
+    "  -m, --model DIR    the model (default as for generate)\n"
+    "      --dtype LIST   comma-separated weight dtypes\n"
+    "      --runs N       timed runs per figure\n"
+    "      --json FILE    also write the figures as JSON\n"
+    "  -t, --threads N    CPU threads (default: all cores)\n";
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    double prefill128, prefill512, decode0, decode512;
+} figures;
+
+/* median seconds for a prefill of n tokens into an empty cache */
+static int time_prefill(loaded_model *lm, kv_cache *c, const int *ids, int n, float *logits, int runs, double *out)
+{
+    double t[64];
+    for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
+        kv_clear(c);
+        double t0 = now_s();
+        if (gpt2_forward(&lm->model, lm->backend, c, ids, n, logits))
+            return -1;
+        if (r)
+            t[r - 1] = now_s() - t0;
+    }
+    *out = median(t, runs);
+    return 0;
+}
+
+/* median seconds per decoded token after a context of `ctx` tokens */
+static int time_decode(loaded_model *lm, kv_cache *c, const int *ids, int ctx, float *logits, int runs, double *out)
+{
+    enum { STEPS = 16 };
+    double t[64 * STEPS];
+    int k = 0;
+    for (int r = 0; r <= runs; r++) {
+        kv_clear(c);
+        if (ctx && gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL))
+            return -1;
+        for (int s = 0; s < STEPS; s++) {
+            double t0 = now_s();
+            if (gpt2_forward(&lm->model, lm->backend, c, ids + ctx + s, 1, logits))
+                return -1;
+            if (r)
+                t[k++] = now_s() - t0;
+        }
+    }
+    *out = median(t, k);
+    return 0;
+}
+
+static int bench_one(loaded_model *lm, int runs, figures *f)
+{
+    const gpt2_config *cfg = &lm->model.cfg;
+    if (cfg->n_ctx < 512 + 16)
+        return err_set("bench needs a context of at least 528 tokens; this model has %d", cfg->n_ctx);
+    int *ids = malloc(sizeof *ids * 1024);
+    float *logits = err_malloc(sizeof(float) * cfg->vocab_size, "logits");
+    kv_cache *c = kv_create(lm->backend, cfg->n_layer, cfg->n_embd, cfg->n_ctx);
+    int rc = -1;
+    if (!ids || !logits || !c)
+        goto out;
+    uint64_t s = 42;
+    for (int i = 0; i < 1024; i++) { /* fixed pseudo-random prompt, the same for every dtype */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int)((s >> 33) % (uint64_t)cfg->vocab_size);
+    }
+    if (time_prefill(lm, c, ids, 128, logits, runs, &f->prefill128) ||
+        time_prefill(lm, c, ids, 512, logits, runs, &f->prefill512) ||
+        time_decode(lm, c, ids, 0, logits, runs, &f->decode0) ||
+        time_decode(lm, c, ids, 512, logits, runs, &f->decode512))
+        goto out;
+    rc = 0;
+out:
+    kv_free(c);
+    free(logits);
+    free(ids);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    const char *json_path = NULL, *dtypes = "f32,bf16,f16";
+    int runs = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+        if ((r = opt_match(argc, argv, &i, NULL, "--dtype", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dtypes = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--json", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            json_path = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
+            if (r < 0 || opt_int("--runs", v, 1, 64, &runs))
+                return EXIT_USAGE;
+        } else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+        } else {
+            return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
+        }
+    }
+    dtype list[8];
+    int n_types = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", dtypes);
+    for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn; tokn = strtok_r(NULL, ",", &save)) {
+        if (n_types == 8 || dt_parse(tokn, &list[n_types]))
+            return err_set("--dtype: expected a list of f32, bf16, f16, got '%s'", dtypes), EXIT_USAGE;
+        n_types++;
+    }
+    if (!n_types)
+        return err_set("--dtype: empty list"), EXIT_USAGE;
+    json_t *results = json_array();
+    int rc = 0;
+    for (int k = 0; k < n_types && !rc; k++) {
+        loaded_model lm;
+        mo.wtype = list[k];
+        if (load_model(&lm, &mo))
+            return json_decref(results), EXIT_RUNTIME;
+        if (k == 0) {
+            const gpt2_config *c = &lm.model.cfg;
+            printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d\n\n",
+                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs);
+            printf("weights  prefill-128  prefill-512   decode@0  decode@512   weights/token  bandwidth@0\n");
+            printf("         tok/s        tok/s         tok/s     tok/s        MB             GB/s\n");
+            fflush(stdout);
+        }
+        figures f;
+        if (bench_one(&lm, runs, &f)) {
+            rc = EXIT_RUNTIME;
+        } else {
+            double bytes = (double)gpt2_bytes_per_token(&lm.model);
+            printf("%-7s  %11.1f  %11.1f  %9.1f  %10.1f  %14.1f  %11.1f\n", dt_name(list[k]), 128 / f.prefill128,
+                   512 / f.prefill512, 1 / f.decode0, 1 / f.decode512, bytes / 1e6, bytes / f.decode0 / 1e9);
+            fflush(stdout);
+            json_array_append_new(results,
+                                  json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "dtype", dt_name(list[k]),
+                                            "prefill128_tok_s", 128 / f.prefill128, "prefill512_tok_s", 512 / f.prefill512,
+                                            "decode_ctx0_tok_s", 1 / f.decode0, "decode_ctx512_tok_s", 1 / f.decode512,
+                                            "weight_bytes_per_token", bytes, "bandwidth_ctx0_gb_s", bytes / f.decode0 / 1e9));
+        }
+        unload_model(&lm);
+    }
+    if (!rc && json_path) {
+        json_t *doc = json_pack("{s:s, s:i, s:o}", "model", mo.model_dir ? mo.model_dir : "", "runs", runs, "results", results);
+        if (json_dump_file(doc, json_path, JSON_INDENT(2))) {
+            err_set("--json %s: cannot write", json_path);
+            rc = EXIT_RUNTIME;
+        }
+        json_decref(doc);
+    } else {
+        json_decref(results);
+    }
+    return rc;
+}

@@ -1,0 +1,12 @@
+/* Subcommands: each takes its own argv (argv[0] is the subcommand) and returns the exit status. */
+#ifndef KVCHAT_COMMANDS_H
+#define KVCHAT_COMMANDS_H
+
+int cmd_generate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_make_tiny_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_get_model(int argc, char **argv);
+
+#endif

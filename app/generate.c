@@ -1,0 +1,243 @@
+/* kvchat generate: continue a prompt, streaming the new text (or ids) to stdout as it is made. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kernels/err.h"
+#include "commands.h"
+#include "options.h"
+#include "safe_text.h"
+
+static const char HELP[] =
+    "usage: kvchat generate [-m DIR] [-p TEXT | --prompt-ids 1,2,3] [options]\n"
+    "\n"
+    "Continues the prompt and streams the new text to stdout as it is generated.\n"
+    "Stops at <|endoftext|>, after --max-tokens, or when the context is full.\n"
+    "\n"
+    "  -p, --prompt TEXT      the prompt (default: start from <|endoftext|>)\n"
+    "      --prompt-ids LIST  the prompt as token ids, separated by commas or spaces\n"
+    "      --special          treat \"<|endoftext|>\" in the prompt text as the special token\n"
+    "      --output text|ids  print text (default) or the new token ids on one line\n"
+    "      --dump-logits FILE write the vocab-size little-endian float32 logits from which the\n"
+    "                         first new token was chosen\n"
+    "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
+    "  -q, --quiet            no timing summary on stderr\n";
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int parse_ids(const char *s, int **ids, int *n, int *cap)
+{
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > (1L << 24) || (*end && *end != ',' && *end != ' '))
+            return err_set("--prompt-ids: expected non-negative integers separated by commas, got '%s'", s);
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 64;
+            int *q = realloc(*ids, sizeof *q * (size_t)*cap);
+            if (!q)
+                return err_set("out of memory");
+            *ids = q;
+        }
+        (*ids)[(*n)++] = (int)v;
+        p = end;
+    }
+    return *n ? 0 : err_set("--prompt-ids: no ids given");
+}
+
+static int write_logits(const char *path, const float *logits, int V)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.part", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return err_set("--dump-logits %s: cannot create", path);
+    size_t w = fwrite(logits, sizeof(float), (size_t)V, f); /* x86-64 and arm64 are little-endian */
+    if (fclose(f) || w != (size_t)V || rename(tmp, path)) {
+        unlink(tmp);
+        return err_set("--dump-logits %s: write failed", path);
+    }
+    return 0;
+}
+
+typedef struct {
+    model_opts mo;
+    const char *prompt, *prompt_ids, *dump_logits;
+    int output_ids, no_cache, special, quiet;
+} gen_args;
+
+static int parse_args(gen_args *a, int argc, char **argv)
+{
+    model_opts_init(&a->mo);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = model_opts_parse(&a->mo, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return -1;
+        } else if ((r = opt_match(argc, argv, &i, "-p", "--prompt", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->prompt = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--prompt-ids", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->prompt_ids = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--dump-logits", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->dump_logits = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--output", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            if (strcmp(v, "text") && strcmp(v, "ids"))
+                return err_set("--output: expected text or ids, got '%s'", v);
+            a->output_ids = !strcmp(v, "ids");
+        } else if (opt_match(argc, argv, &i, NULL, "--no-cache", NULL)) {
+            a->no_cache = 1;
+        } else if (opt_match(argc, argv, &i, NULL, "--special", NULL)) {
+            a->special = 1;
+        } else if (opt_match(argc, argv, &i, "-q", "--quiet", NULL)) {
+            a->quiet = 1;
+        } else {
+            return err_set("unknown option '%s' (see kvchat generate --help)", argv[i]);
+        }
+    }
+    if (a->prompt && a->prompt_ids)
+        return err_set("give either --prompt or --prompt-ids, not both");
+    return 0;
+}
+
+static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
+{
+    gpt2_model *m = &lm->model;
+    int V = m->cfg.vocab_size, n_ctx = m->cfg.n_ctx, eos = tok_eos(lm->tok), rc = -1;
+    if (n_prompt > n_ctx)
+        return err_set("prompt is %d tokens; the model's context holds %d", n_prompt, n_ctx);
+    for (int i = 0; i < n_prompt; i++)
+        if (ids[i] >= V)
+            return err_set("prompt token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
+    kv_cache *cache = kv_create(lm->backend, m->cfg.n_layer, m->cfg.n_embd, n_ctx);
+    float *logits = err_malloc(sizeof(float) * V, "logits");
+    sampler smp = {0};
+    tok_stream ts;
+    tok_stream_init(&ts, lm->tok);
+    if (!cache || !logits || sampler_init(&smp, &a->mo.sp, V))
+        goto out;
+    int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0;
+    double t0 = now_s();
+    if (gpt2_forward(m, lm->backend, cache, ids, n_prompt, logits))
+        goto out;
+    double t_prefill = now_s() - t0;
+    if (a->dump_logits && write_logits(a->dump_logits, logits, V))
+        goto out;
+    signal(SIGINT, on_sigint);
+    t0 = now_s();
+    while (made < a->mo.n_predict && !interrupted) {
+        int id = sampler_next(&smp, logits, ids, n);
+        if (id == eos)
+            break;
+        ids[n++] = id;
+        made++;
+        size_t len;
+        if (a->output_ids) {
+            printf(made > 1 ? " %d" : "%d", id);
+        } else {
+            const char *text = tok_stream_push(&ts, id, &len);
+            safe_fwrite(stdout, text, len, raw);
+        }
+        fflush(stdout);
+        if (made == a->mo.n_predict)
+            break;
+        if (n == n_ctx) {
+            if (!a->quiet)
+                fprintf(stderr, "\n[stopped: the context of %d tokens is full]\n", n_ctx);
+            break;
+        }
+        int fail = a->no_cache ? (kv_clear(cache), gpt2_forward(m, lm->backend, cache, ids, n, logits))
+                               : gpt2_forward(m, lm->backend, cache, ids + n - 1, 1, logits);
+        if (fail)
+            goto out;
+    }
+    double t_decode = now_s() - t0;
+    if (!a->output_ids) {
+        size_t len;
+        const char *rest = tok_stream_flush(&ts, &len);
+        safe_fwrite(stdout, rest, len, raw);
+    }
+    putchar('\n');
+    fflush(stdout);
+    if (!a->quiet)
+        fprintf(stderr, "[prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens at %.1f tok/s%s]\n",
+                n_prompt, t_prefill * 1e3, n_prompt / t_prefill, made, made > 0 ? made / t_decode : 0.0,
+                a->no_cache ? ", no cache" : "");
+    rc = interrupted ? 130 : 0;
+out:
+    signal(SIGINT, SIG_DFL);
+    tok_stream_free(&ts);
+    sampler_free(&smp);
+    free(logits);
+    kv_free(cache);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    gen_args a = {0};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s\n%s%s", HELP, MODEL_OPTS_HELP, SAMPLING_OPTS_HELP);
+            return 0;
+        }
+    if (parse_args(&a, argc, argv))
+        return EXIT_USAGE;
+    int *ids = NULL, n = 0, cap = 0, rc = EXIT_USAGE;
+    if (a.prompt_ids && parse_ids(a.prompt_ids, &ids, &n, &cap))
+        goto out;
+    loaded_model lm;
+    rc = EXIT_RUNTIME;
+    if (load_model(&lm, &a.mo))
+        goto out;
+    if (a.prompt && tok_encode(lm.tok, a.prompt, strlen(a.prompt), a.special, &ids, &n, &cap))
+        goto unload;
+    if (n == 0) { /* GPT-2's unconditional start */
+        free(ids);
+        ids = malloc(sizeof *ids);
+        if (!ids) {
+            err_set("out of memory");
+            goto unload;
+        }
+        ids[n++] = tok_eos(lm.tok) >= 0 ? tok_eos(lm.tok) : lm.model.cfg.eos_id;
+    }
+    /* room for everything generated, without reallocating in the loop */
+    int need = n + a.mo.n_predict;
+    int *grown = realloc(ids, sizeof *ids * (size_t)need);
+    if (!grown) {
+        err_set("out of memory");
+        goto unload;
+    }
+    ids = grown;
+    int g = generate(&lm, &a, ids, n);
+    rc = g < 0 ? EXIT_RUNTIME : g;
+unload:
+    unload_model(&lm);
+out:
+    free(ids);
+    return rc;
+}

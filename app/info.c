@@ -1,0 +1,68 @@
+/* kvchat info: what a checkpoint is and what its KV cache will cost. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+#include "commands.h"
+#include "options.h"
+
+static const char HELP[] =
+    "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16]\n"
+    "\n"
+    "Prints the model's shape, parameter count, weight bytes, and the KV-cache memory per token\n"
+    "and at full context for each cache dtype (2 x n_layer x n_ctx x n_embd x bytes per element).\n";
+
+static void human(char *buf, size_t n, double bytes)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
+int cmd_info(int argc, char **argv)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s\n%s", HELP, MODEL_OPTS_HELP);
+            return 0;
+        }
+        int r = model_opts_parse(&mo, argc, argv, &i);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r == 0)
+            return err_set("unknown option '%s' (see kvchat info --help)", argv[i]), EXIT_USAGE;
+    }
+    loaded_model lm;
+    if (load_model(&lm, &mo))
+        return EXIT_RUNTIME;
+    const gpt2_config *c = &lm.model.cfg;
+    int64_t params = gpt2_param_count(c);
+    char a[32], b[32];
+    printf("model       %s\n", lm.dir);
+    printf("shape       %d layers x %d embd x %d heads (head dim %d), context %d, vocabulary %d\n", c->n_layer,
+           c->n_embd, c->n_head, c->n_embd / c->n_head, c->n_ctx, c->vocab_size);
+    printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);
+    human(a, sizeof a, (double)lm.model.st.map_len);
+    human(b, sizeof b, (double)params * dt_size(lm.model.wtype));
+    printf("weights     %s in the file (%s); %s as loaded (%s)\n", a, dt_name(lm.model.file_type), b,
+           dt_name(lm.model.wtype));
+    printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));
+    printf("\nKV cache    per token    full context (%d tokens)\n", c->n_ctx);
+    const char *names[] = {"f32", "f16", "bf16", "int8"};
+    const double elem[] = {4, 2, 2, 1};
+    for (int i = 0; i < 4; i++) {
+        double per = 2.0 * c->n_layer * c->n_embd * elem[i];
+        human(a, sizeof a, per);
+        human(b, sizeof b, per * c->n_ctx);
+        printf("  %-8s  %11s  %12s\n", names[i], a, b);
+    }
+    printf("(int8 adds a float scale per token and head: %d bytes per token)\n", 2 * c->n_layer * c->n_head * 4);
+    unload_model(&lm);
+    return 0;
+}

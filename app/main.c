@@ -1,0 +1,60 @@
+/* kvchat: the entry point. Dispatches subcommands and is the one place errors are printed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+#include "commands.h"
+#include "options.h"
+
+#ifndef KVCHAT_VERSION
+#define KVCHAT_VERSION "0.1.0"
+#endif
+
+static const char USAGE[] =
+    "kvchat " KVCHAT_VERSION ": GPT-2 chat with a KV cache you can watch\n"
+    "\n"
+    "usage: kvchat COMMAND [options]      (kvchat COMMAND --help for its options)\n"
+    "\n"
+    "commands:\n"
+    "  generate         continue a prompt, streaming tokens to stdout\n"
+    "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
+    "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
+    "  bench            prefill and decode speed on this machine\n"
+    "  get-model        download a GPT-2 checkpoint from Hugging Face\n"
+    "  make-tiny-model  write a random-weight GPT-2 checkpoint (tests, demos)\n"
+    "\n"
+    "environment:\n"
+    "  KVCHAT_MODEL     default model directory (else ~/.cache/kvchat/models/gpt2)\n";
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+} COMMANDS[] = {
+    {"generate", cmd_generate}, {"tokenize", cmd_tokenize}, {"info", cmd_info},
+    {"bench", cmd_bench},       {"get-model", cmd_get_model}, {"make-tiny-model", cmd_make_tiny_model},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts("kvchat " KVCHAT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) {
+            int rc = COMMANDS[i].run(argc - 1, argv + 1);
+            if (rc == EXIT_RUNTIME || rc == EXIT_USAGE)
+                fprintf(stderr, "kvchat %s: %s\n", argv[1], err_msg());
+            return rc;
+        }
+    fprintf(stderr, "kvchat: unknown command '%s' (see kvchat --help)\n", argv[1]);
+    return EXIT_USAGE;
+}

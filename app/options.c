@@ -1,0 +1,208 @@
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../kernels/err.h"
+
+const char MODEL_OPTS_HELP[] =
+    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors,\n"
+    "                         vocab.json, merges.txt); default $KVCHAT_MODEL, else the\n"
+    "                         gpt2 download in ~/.cache/kvchat/models/gpt2\n"
+    "      --device D         auto | cpu | cuda (default auto)\n"
+    "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"
+    "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"
+    "  -t, --threads N        CPU threads (default: all cores)\n";
+
+const char SAMPLING_OPTS_HELP[] =
+    "  -n, --max-tokens N     new tokens to generate (default 64)\n"
+    "      --temp T           temperature; 0 is greedy (default 0.8)\n"
+    "      --top-k K          keep the K most likely tokens; 0 is off (default 40)\n"
+    "      --top-p P          keep the smallest set with probability >= P; 1 is off (default 0.95)\n"
+    "      --repeat-penalty R divide logits of ids already in the context by R (default 1.1)\n"
+    "      --seed S           sampling seed; same seed and backend, same tokens (default 0)\n";
+
+static dtype default_dtype(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") ? DT_BF16 : DT_F32;
+}
+
+void model_opts_init(model_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = "auto";
+    o->wtype = default_dtype();
+    o->n_predict = 64;
+    o->sp = sampler_defaults();
+}
+
+int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname, const char **value)
+{
+    const char *a = argv[*i];
+    const char *names[2] = {shortname, longname};
+    for (int k = 0; k < 2; k++) {
+        if (!names[k])
+            continue;
+        size_t n = strlen(names[k]);
+        if (!strcmp(a, names[k])) {
+            if (!value)
+                return 1;
+            if (*i + 1 >= argc) {
+                err_set("%s needs a value", names[k]);
+                return -1;
+            }
+            *value = argv[++*i];
+            return 1;
+        }
+        if (value && !strncmp(a, names[k], n) && a[n] == '=' && names[k][1] == '-') {
+            *value = a + n + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int opt_int(const char *flag, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return err_set("%s: expected an integer from %ld to %ld, got '%s'", flag, lo, hi, s);
+    *out = (int)v;
+    return 0;
+}
+
+int opt_float(const char *flag, const char *s, double lo, double hi, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+        return err_set("%s: expected a number from %g to %g, got '%s'", flag, lo, hi, s);
+    *out = (float)v;
+    return 0;
+}
+
+int opt_u64(const char *flag, const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return err_set("%s: expected a non-negative integer, got '%s'", flag, s);
+    *out = v;
+    return 0;
+}
+
+int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
+{
+    const char *v = NULL;
+    int r;
+    unsigned long long u;
+#define MATCH(s, l) ((r = opt_match(argc, argv, i, s, l, &v)) != 0)
+    if (MATCH("-m", "--model")) {
+        o->model_dir = v;
+    } else if (MATCH(NULL, "--device")) {
+        if (r > 0 && strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+            return err_set("--device: expected auto, cpu or cuda, got '%s'", v);
+        o->device = v;
+    } else if (MATCH(NULL, "--dtype")) {
+        if (r > 0 && dt_parse(v, &o->wtype))
+            return err_set("--dtype: expected f32, bf16 or f16, got '%s'", v);
+    } else if (MATCH("-t", "--threads")) {
+        if (r > 0 && opt_int("--threads", v, 1, 1024, &o->threads))
+            return -1;
+    } else if (MATCH("-n", "--max-tokens")) {
+        if (r > 0 && opt_int("--max-tokens", v, 0, 1 << 20, &o->n_predict))
+            return -1;
+    } else if (MATCH(NULL, "--temp")) {
+        if (r > 0 && opt_float("--temp", v, 0, 100, &o->sp.temp))
+            return -1;
+    } else if (MATCH(NULL, "--top-k")) {
+        if (r > 0 && opt_int("--top-k", v, 0, 1 << 24, &o->sp.top_k))
+            return -1;
+    } else if (MATCH(NULL, "--top-p")) {
+        if (r > 0 && opt_float("--top-p", v, 0, 1, &o->sp.top_p))
+            return -1;
+        if (r > 0 && o->sp.top_p <= 0)
+            return err_set("--top-p: must be above 0, got '%s'", v);
+    } else if (MATCH(NULL, "--repeat-penalty")) {
+        if (r > 0 && opt_float("--repeat-penalty", v, 0.01, 100, &o->sp.repeat_penalty))
+            return -1;
+    } else if (MATCH(NULL, "--seed")) {
+        if (r > 0) {
+            if (opt_u64("--seed", v, &u))
+                return -1;
+            o->sp.seed = u;
+        }
+    } else {
+        return 0;
+    }
+#undef MATCH
+    return r < 0 ? -1 : 1;
+}
+
+int model_cache_dir(char *buf, size_t n, const char *name)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int w;
+    if (xdg && *xdg)
+        w = snprintf(buf, n, "%s/kvchat/models/%s", xdg, name);
+    else if (home && *home)
+        w = snprintf(buf, n, "%s/.cache/kvchat/models/%s", home, name);
+    else
+        return err_set("neither XDG_CACHE_HOME nor HOME is set; pass -m DIR");
+    return w < 0 || (size_t)w >= n ? err_set("model cache path too long") : 0;
+}
+
+const char *resolve_model_dir(const model_opts *o, char *buf, size_t n)
+{
+    const char *env = getenv("KVCHAT_MODEL");
+    if (o->model_dir)
+        snprintf(buf, n, "%s", o->model_dir);
+    else if (env && *env)
+        snprintf(buf, n, "%s", env);
+    else if (model_cache_dir(buf, n, "gpt2"))
+        return NULL;
+    return buf;
+}
+
+int load_model(loaded_model *lm, const model_opts *o)
+{
+    memset(lm, 0, sizeof *lm);
+    if (!resolve_model_dir(o, lm->dir, sizeof lm->dir))
+        return -1;
+    struct stat sb;
+    if (stat(lm->dir, &sb) || !S_ISDIR(sb.st_mode))
+        return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2` or pass -m DIR",
+                       lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
+    if (!(lm->backend = kb_create(o->device, o->threads)))
+        return -1;
+    if (!(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, o->wtype)) {
+        unload_model(lm);
+        return -1;
+    }
+    if (tok_vocab_size(lm->tok) > lm->model.cfg.vocab_size) {
+        err_set("%s: vocab.json has %d tokens but config.json's vocab_size is %d", lm->dir,
+                tok_vocab_size(lm->tok), lm->model.cfg.vocab_size);
+        unload_model(lm);
+        return -1;
+    }
+    return 0;
+}
+
+void unload_model(loaded_model *lm)
+{
+    gpt2_free(&lm->model);
+    tok_free(lm->tok);
+    if (lm->backend)
+        lm->backend->destroy(lm->backend);
+    memset(lm, 0, sizeof *lm);
+}

@@ -1,0 +1,248 @@
+/* kvchat make-tiny-model: a deterministic random-weight GPT-2 in the exact Hugging Face layout, with
+ * the real tokenizer files, for tests, benchmarks and the offline demo. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kernels/err.h"
+#include "../model/config.h"
+#include "../model/safetensors.h"
+#include "commands.h"
+#include "options.h"
+
+#ifndef KVCHAT_ASSETS
+#define KVCHAT_ASSETS "assets"
+#endif
+
+static const char HELP[] =
+    "usage: kvchat make-tiny-model DIR [options]\n"
+    "\n"
+    "Writes config.json, model.safetensors, vocab.json and merges.txt to DIR: a GPT-2 with\n"
+    "random weights (its text is noise) in the real Hugging Face layout.\n"
+    "\n"
+    "  --layers L   (default 2)     --heads H   (default 2)     --embd E   (default 64)\n"
+    "  --ctx C      (default 128)   --seed S    (default 1)     --dtype f32|f16|bf16 (default f32)\n"
+    "  --prefix     name tensors 'transformer.*', as some exports do\n"
+    "  --no-mask    leave out the h.N.attn.bias causal-mask buffers\n"
+    "The 124M shape: --layers 12 --heads 12 --embd 768 --ctx 1024\n";
+
+/* how each tensor is initialised: mean and standard deviation, or the causal mask */
+typedef struct {
+    float mean, std;
+    int mask;
+} init;
+
+typedef struct {
+    const gpt2_config *cfg;
+    dtype type;
+    uint64_t seed;
+    const st_entry *e;
+    const init *how;
+} tiny;
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Counter-based normal deviates: element k of tensor i is the same whatever the thread count. */
+static float gauss(uint64_t seed, int tensor, size_t k)
+{
+    uint64_t a = mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)tensor * 0x632be59bd9b4e019ull + k * 2 + 1);
+    uint64_t b = mix(a + 0x9e3779b97f4a7c15ull);
+    double u1 = (double)((a >> 11) + 1) * 0x1.0p-53, u2 = (double)(b >> 11) * 0x1.0p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static int fill(int i, void *buf, void *ctx)
+{
+    const tiny *t = ctx;
+    const init *h = &t->how[i];
+    if (h->mask) { /* lower-triangular float32, as transformers saves attn.bias */
+        int n = t->cfg->n_ctx;
+        float *m = buf;
+        for (int r = 0; r < n; r++)
+            for (int q = 0; q < n; q++)
+                m[(size_t)r * n + q] = q <= r ? 1.0f : 0.0f;
+        return 0;
+    }
+    size_t n = t->e[i].bytes / dt_size(t->type);
+    enum { CHUNK = 4096 };
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < n; c += CHUNK) {
+        float tmp[CHUNK];
+        size_t m = n - c < CHUNK ? n - c : CHUNK;
+        for (size_t k = 0; k < m; k++)
+            tmp[k] = h->mean + h->std * gauss(t->seed, i, c + k);
+        dt_from_f32((char *)buf + c * dt_size(t->type), tmp, t->type, m);
+    }
+    return 0;
+}
+
+static int copy_file(const char *src, const char *dir, const char *name)
+{
+    char dst[PATH_MAX], tmp[PATH_MAX];
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.part", dst);
+    FILE *in = fopen(src, "rb");
+    if (!in)
+        return err_set("%s: %s (set KVCHAT_ASSETS to the folder holding vocab.json and merges.txt)", src,
+                       strerror(errno));
+    FILE *out = fopen(tmp, "wb");
+    if (!out) {
+        fclose(in);
+        return err_set("%s: %s", tmp, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rc = err_set("%s: write failed", tmp);
+    if (ferror(in))
+        rc = err_set("%s: read failed", src);
+    fclose(in);
+    if (fclose(out) && !rc)
+        rc = err_set("%s: write failed", tmp);
+    if (!rc && rename(tmp, dst))
+        rc = err_set("%s: %s", dst, strerror(errno));
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64_t seed, int prefix, int mask)
+{
+    int per_layer = 12 + (mask ? 1 : 0), n = 4 + c->n_layer * per_layer, k = 0;
+    st_entry *e = calloc((size_t)n, sizeof *e);
+    init *how = calloc((size_t)n, sizeof *how);
+    char (*names)[96] = calloc((size_t)n, sizeof *names);
+    if (!e || !how || !names) {
+        free(e);
+        free(how);
+        free(names);
+        return err_set("out of memory");
+    }
+    const char *pre = prefix ? "transformer." : "";
+    const char *dt = type == DT_F32 ? "F32" : type == DT_F16 ? "F16" : "BF16";
+    int64_t C = c->n_embd;
+#define ADD(std_, mean_, r, cols, ...)                                                         \
+    do {                                                                                       \
+        snprintf(names[k], sizeof names[k], __VA_ARGS__);                                      \
+        e[k] = (st_entry){.name = names[k], .dtype = dt, .ndim = (r) != 0 ? 2 : 1,                  \
+                          .shape = {(r) != 0 ? (r) : (cols), (cols)}};                              \
+        e[k].bytes = (size_t)((r) != 0 ? (r) : 1) * (size_t)(cols) * dt_size(type);                 \
+        how[k] = (init){.mean = (mean_), .std = (std_)};                                       \
+        k++;                                                                                   \
+    } while (0)
+    /* Unit-gain initialisation (std 1/sqrt(fan_in)) rather than GPT-2's 0.02: every layer then moves
+     * the residual stream, so the random model's outputs depend on the whole context and its logits
+     * are far from flat, which makes tests against the reference meaningful. */
+    float s1 = 1.0f / sqrtf((float)C), s4 = 1.0f / sqrtf(4.0f * (float)C);
+    ADD(0.3f, 0, c->vocab_size, C, "%swte.weight", pre);
+    ADD(0.3f, 0, c->n_ctx, C, "%swpe.weight", pre);
+    for (int l = 0; l < c->n_layer; l++) {
+        ADD(0.1f, 1, 0, C, "%sh.%d.ln_1.weight", pre, l);
+        ADD(0.02f, 0, 0, C, "%sh.%d.ln_1.bias", pre, l);
+        if (mask) {
+            snprintf(names[k], sizeof names[k], "%sh.%d.attn.bias", pre, l);
+            e[k] = (st_entry){.name = names[k], .dtype = "F32", .ndim = 4, .shape = {1, 1, c->n_ctx, c->n_ctx},
+                              .bytes = (size_t)c->n_ctx * c->n_ctx * 4};
+            how[k++] = (init){.mask = 1};
+        }
+        ADD(s1, 0, C, 3 * C, "%sh.%d.attn.c_attn.weight", pre, l);
+        ADD(0.02f, 0, 0, 3 * C, "%sh.%d.attn.c_attn.bias", pre, l);
+        ADD(s1, 0, C, C, "%sh.%d.attn.c_proj.weight", pre, l);
+        ADD(0.02f, 0, 0, C, "%sh.%d.attn.c_proj.bias", pre, l);
+        ADD(0.1f, 1, 0, C, "%sh.%d.ln_2.weight", pre, l);
+        ADD(0.02f, 0, 0, C, "%sh.%d.ln_2.bias", pre, l);
+        ADD(s1, 0, C, 4 * C, "%sh.%d.mlp.c_fc.weight", pre, l);
+        ADD(0.02f, 0, 0, 4 * C, "%sh.%d.mlp.c_fc.bias", pre, l);
+        ADD(s4, 0, 4 * C, C, "%sh.%d.mlp.c_proj.weight", pre, l);
+        ADD(0.02f, 0, 0, C, "%sh.%d.mlp.c_proj.bias", pre, l);
+    }
+    ADD(0.1f, 1, 0, C, "%sln_f.weight", pre);
+    ADD(0.02f, 0, 0, C, "%sln_f.bias", pre);
+#undef ADD
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tiny t = {.cfg = c, .type = type, .seed = seed, .e = e, .how = how};
+    int rc = st_write(path, e, k, fill, &t);
+    free(e);
+    free(how);
+    free(names);
+    return rc;
+}
+
+int cmd_make_tiny_model(int argc, char **argv)
+{
+    gpt2_config c = {.n_layer = 2, .n_head = 2, .n_embd = 64, .n_ctx = 128, .vocab_size = 50257,
+                     .ln_eps = 1e-5f, .eos_id = 50256};
+    dtype type = DT_F32;
+    unsigned long long seed = 1;
+    int prefix = 0, mask = 1;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+#define INTOPT(name, field, lo, hi)                                                            \
+    if ((r = opt_match(argc, argv, &i, NULL, name, &v)) != 0) {                               \
+        if (r < 0 || opt_int(name, v, lo, hi, &field))                                        \
+            return EXIT_USAGE;                                                                 \
+        continue;                                                                              \
+    }
+        INTOPT("--layers", c.n_layer, 1, 1024)
+        INTOPT("--heads", c.n_head, 1, 4096)
+        INTOPT("--embd", c.n_embd, 1, 65536)
+        INTOPT("--ctx", c.n_ctx, 1, 65536)
+#undef INTOPT
+        if ((r = opt_match(argc, argv, &i, NULL, "--seed", &v)) != 0) {
+            if (r < 0 || opt_u64("--seed", v, &seed))
+                return EXIT_USAGE;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--dtype", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (dt_parse(v, &type))
+                return err_set("--dtype: expected f32, f16 or bf16, got '%s'", v), EXIT_USAGE;
+        } else if (opt_match(argc, argv, &i, NULL, "--prefix", NULL)) {
+            prefix = 1;
+        } else if (opt_match(argc, argv, &i, NULL, "--no-mask", NULL)) {
+            mask = 0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return err_set("unknown option '%s' (see kvchat make-tiny-model --help)", argv[i]), EXIT_USAGE;
+        } else if (dir) {
+            return err_set("one output directory, please (got '%s' and '%s')", dir, argv[i]), EXIT_USAGE;
+        } else {
+            dir = argv[i];
+        }
+    }
+    if (!dir)
+        return err_set("missing the output directory (see kvchat make-tiny-model --help)"), EXIT_USAGE;
+    if (cfg_validate(&c))
+        return EXIT_USAGE;
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return err_set("%s: %s", dir, strerror(errno)), EXIT_RUNTIME;
+    const char *assets = getenv("KVCHAT_ASSETS");
+    if (!assets || !*assets)
+        assets = KVCHAT_ASSETS;
+    char path[PATH_MAX], src[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(src, sizeof src, "%s/vocab.json", assets);
+    if (copy_file(src, dir, "vocab.json"))
+        return EXIT_RUNTIME;
+    snprintf(src, sizeof src, "%s/merges.txt", assets);
+    if (copy_file(src, dir, "merges.txt") || cfg_save(&c, path) || write_model(dir, &c, type, seed, prefix, mask))
+        return EXIT_RUNTIME;
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* The backend interface: everything the forward pass asks of a device. model/ calls only this;
+ * kernels/cpu/ implements it now and kernels/cuda/ will implement the same contracts.
+ * Activations are float32 row-major [tokens, features]; weights keep their storage dtype. */
+#ifndef KVCHAT_BACKEND_H
+#define KVCHAT_BACKEND_H
+
+#include <stddef.h>
+
+#include "dtype.h"
+
+/* A row-major [rows, cols] weight matrix in backend memory. */
+typedef struct {
+    const void *data;
+    dtype type;
+    int rows, cols;
+} kb_mat;
+
+typedef struct kb_backend kb_backend;
+struct kb_backend {
+    const char *name;     /* "cpu", ... */
+    void *ctx;            /* the implementation's own state */
+    int threads;
+
+    void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
+    void (*release)(kb_backend *b, void *p);
+    /* y[n, w.cols] = x[n, w.rows] @ w + bias (bias may be NULL): GPT-2's Conv1D layout. */
+    int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+    /* y[n, w.rows] = x[n, w.cols] @ w^T: the LM head against the tied token embedding. */
+    int (*matmul_t)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
+    /* x[i] = wte[ids[i]] + wpe[pos0 + i]. */
+    int (*embed)(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
+    /* y = layernorm(x) * g + beta over rows of C; y may equal x. */
+    int (*layernorm)(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
+    int (*add)(kb_backend *b, float *x, const float *y, size_t n);   /* x += y */
+    int (*gelu)(kb_backend *b, float *x, size_t n);                  /* tanh form, in place */
+    /* Causal self-attention for n new tokens at positions past..past+n-1. qkv is [n, 3C] (q, k, v);
+     * their k and v are first stored into rows past.. of the caches kc, vc ([positions, C]), then
+     * y[n, C] = softmax(q k^T / sqrt(C / n_head)) v over keys 0..position, per head. */
+    int (*attention)(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int past, int n,
+                     int n_head, int C);
+    void (*destroy)(kb_backend *b);
+};
+
+/* device: "cpu" (or "auto", which is the CPU until a GPU backend exists); threads <= 0: all cores. */
+kb_backend *kb_create(const char *device, int threads);
+
+#endif

@@ -1,0 +1,80 @@
+/* The CPU backend object: thread count and one growing scratch buffer shared by its kernels
+ * (a backend serves one forward pass at a time). */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../err.h"
+#include "cpu.h"
+
+typedef struct {
+    float *scratch;
+    size_t cap;
+} cpu_state;
+
+float *cpu_scratch(kb_backend *b, size_t floats)
+{
+    cpu_state *s = b->ctx;
+    if (floats <= s->cap)
+        return s->scratch;
+    float *p = NULL;
+    size_t bytes = (floats * sizeof(float) + 127) & ~(size_t)127;
+    if (posix_memalign((void **)&p, 128, bytes)) {
+        err_set("out of memory allocating %zu bytes of CPU scratch", bytes);
+        return NULL;
+    }
+    free(s->scratch);
+    s->scratch = p;
+    s->cap = floats;
+    return p;
+}
+
+static void *cpu_alloc(kb_backend *b, size_t bytes, const char *what)
+{
+    (void)b;
+    void *p = NULL;
+    if (posix_memalign(&p, 128, (bytes + 127) & ~(size_t)127)) {
+        err_set("out of memory allocating %zu bytes for %s", bytes, what);
+        return NULL;
+    }
+    return p;
+}
+
+static void cpu_release(kb_backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+static void cpu_destroy(kb_backend *b)
+{
+    if (!b)
+        return;
+    cpu_state *s = b->ctx;
+    free(s->scratch);
+    free(s);
+    free(b);
+}
+
+kb_backend *cpu_backend_create(int threads)
+{
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    kb_backend *b = err_calloc(1, sizeof *b, "the CPU backend");
+    cpu_state *s = err_calloc(1, sizeof *s, "the CPU backend");
+    if (!b || !s) {
+        free(b);
+        free(s);
+        return NULL;
+    }
+    openblas_set_num_threads(threads);
+    *b = (kb_backend){
+        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release,
+        .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
+        .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .destroy = cpu_destroy,
+    };
+    return b;
+}

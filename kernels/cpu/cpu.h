@@ -1,0 +1,19 @@
+/* The CPU backend: each kernel here is also the reference that kernels/cuda/ is tested against. */
+#ifndef KVCHAT_CPU_H
+#define KVCHAT_CPU_H
+
+#include "../backend.h"
+
+kb_backend *cpu_backend_create(int threads);
+/* Grows the backend's scratch buffer to at least `floats` floats; NULL (with error) on failure. */
+float *cpu_scratch(kb_backend *b, size_t floats);
+
+int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
+int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
+int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
+int cpu_add(kb_backend *b, float *x, const float *y, size_t n);
+int cpu_gelu(kb_backend *b, float *x, size_t n);
+int cpu_attention(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int past, int n, int n_head, int C);
+
+#endif

@@ -1,0 +1,21 @@
+#include "cpu.h"
+
+int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+{
+    int C = wte->cols;
+    size_t es = dt_size(wte->type), ps = dt_size(wpe->type);
+#pragma omp parallel for num_threads(b->threads) if (n > 16)
+    for (int i = 0; i < n; i++) {
+        float *row = x + (size_t)i * C, tmp[256];
+        const char *te = (const char *)wte->data + (size_t)ids[i] * C * es;
+        const char *pe = (const char *)wpe->data + (size_t)(pos0 + i) * C * ps;
+        for (int c = 0; c < C; c += 256) {
+            int m = C - c < 256 ? C - c : 256;
+            dt_to_f32(row + c, te + (size_t)c * es, wte->type, (size_t)m);
+            dt_to_f32(tmp, pe + (size_t)c * ps, wpe->type, (size_t)m);
+            for (int j = 0; j < m; j++)
+                row[c + j] += tmp[j];
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* Branch-free float exp that GCC vectorises (libm's expf and tanhf stay scalar and would dominate
+ * the GELU and softmax of a long prefill). Cephes' polynomial: about 1 ulp on the clamped range. */
+#ifndef KVCHAT_VECMATH_H
+#define KVCHAT_VECMATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline float vm_expf(float x)
+{
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.3365447505531f ? -87.3365447505531f : x;
+    float n = __builtin_roundf(x * 1.44269504088896341f);
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
+/* tanh through exp of a non-positive argument, so nothing overflows. */
+static inline float vm_tanhf(float x)
+{
+    float a = x < 0 ? -x : x;
+    float e = vm_expf(-2.0f * a);
+    float t = (1.0f - e) / (1.0f + e);
+    return x < 0 ? -t : t;
+}
+
+#endif

@@ -1,0 +1,50 @@
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char err_buf[1024];
+
+int err_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int err_wrap(const char *fmt, ...)
+{
+    char prefix[512], old[sizeof err_buf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err_buf, sizeof old);
+    snprintf(err_buf, sizeof err_buf, "%s: %s", prefix, old);
+    return -1;
+}
+
+const char *err_msg(void)
+{
+    return err_buf[0] ? err_buf : "unknown error";
+}
+
+void *err_malloc(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        err_set("out of memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void *err_calloc(size_t n, size_t size, const char *what)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        err_set("out of memory allocating %zu x %zu bytes for %s", n, size, what);
+    return p;
+}

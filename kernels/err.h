@@ -1,0 +1,17 @@
+/* One error message per thread, set where a failure happens and printed once by the caller at the
+ * top (app/main.c). Lives in kernels/ because it is the bottom layer: every layer reports through it. */
+#ifndef KVCHAT_ERR_H
+#define KVCHAT_ERR_H
+
+#include <stddef.h>
+
+/* Sets the message and returns -1, so failures read `return err_set("...")`. */
+int err_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prepends context ("loading model: ") to the current message; returns -1. */
+int err_wrap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *err_msg(void);
+/* malloc/calloc that set an error naming what was being allocated. */
+void *err_malloc(size_t bytes, const char *what);
+void *err_calloc(size_t n, size_t size, const char *what);
+
+#endif

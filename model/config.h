@@ -1,0 +1,16 @@
+/* GPT-2 hyper-parameters, read from a Hugging Face config.json. */
+#ifndef KVCHAT_CONFIG_H
+#define KVCHAT_CONFIG_H
+
+typedef struct {
+    int n_layer, n_head, n_embd, n_ctx, vocab_size;
+    float ln_eps;
+    int eos_id;
+} gpt2_config;
+
+int cfg_load(gpt2_config *c, const char *path);
+/* Checks the numbers are positive, consistent and small enough for 32-bit indexing. */
+int cfg_validate(const gpt2_config *c);
+int cfg_save(const gpt2_config *c, const char *path);
+
+#endif

@@ -1,0 +1,61 @@
+/* The GPT-2 forward pass over a backend: pre-norm blocks, causal attention reading the KV cache,
+ * tied LM head computed for the last position only (sampling needs no other). */
+#include <stdlib.h>
+
+#include "../kernels/err.h"
+#include "gpt2.h"
+
+static int ensure_work(gpt2_model *m, int n)
+{
+    if (n <= m->work_tokens)
+        return 0;
+    size_t C = m->cfg.n_embd, per = 2 * C + 3 * C + C + 4 * C;
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 128, per * n * sizeof(float)))
+        return err_set("out of memory for activations of %d tokens", n);
+    free(m->x);
+    m->x = p;
+    m->h = m->x + C * n;
+    m->qkv = m->h + C * n;
+    m->att = m->qkv + 3 * C * n;
+    m->fc = m->att + C * n;
+    m->work_tokens = n;
+    return 0;
+}
+
+int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, int n, float *logits)
+{
+    const gpt2_config *c = &m->cfg;
+    int C = c->n_embd, past = kv_len(cache);
+    if (n < 1)
+        return err_set("forward pass of no tokens");
+    if (past + n > kv_capacity(cache) || past + n > c->n_ctx)
+        return err_set("%d cached + %d new tokens exceed the context of %d", past, n,
+                       kv_capacity(cache) < c->n_ctx ? kv_capacity(cache) : c->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return err_set("token id %d is outside the vocabulary (0..%d)", ids[i], c->vocab_size - 1);
+    if (ensure_work(m, n))
+        return -1;
+    float *x = m->x, *h = m->h;
+    if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
+        return -1;
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        if (b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps) ||
+            b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
+            b->attention(b, m->att, m->qkv, kv_keys(cache, l), kv_values(cache, l), past, n, c->n_head, C) ||
+            b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) || b->add(b, x, h, (size_t)n * C) ||
+            b->layernorm(b, h, x, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
+            b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||
+            b->matmul(b, h, m->fc, n, &L->fcproj_w, L->fcproj_b) || b->add(b, x, h, (size_t)n * C))
+            return err_wrap("layer %d", l);
+    }
+    kv_advance(cache, n);
+    if (!logits)
+        return 0;
+    const float *last = x + (size_t)(n - 1) * C;
+    if (b->layernorm(b, h, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps) || b->matmul_t(b, logits, h, 1, &m->wte))
+        return err_wrap("LM head");
+    return 0;
+}

@@ -1,0 +1,198 @@
+/* Loading a Hugging Face GPT-2 checkpoint: every tensor found (with or without the "transformer."
+ * prefix), checked against the shape config.json implies, and kept in the compute dtype. */
+#include "gpt2.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+
+static int own(gpt2_model *m, void *p)
+{
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o = realloc(m->owned, sizeof *o * cap);
+        if (!o) {
+            free(p);
+            return err_set("out of memory");
+        }
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+static int file_dtype(const st_tensor *t, dtype *out)
+{
+    if (!strcmp(t->dtype, "F32"))
+        *out = DT_F32;
+    else if (!strcmp(t->dtype, "F16"))
+        *out = DT_F16;
+    else if (!strcmp(t->dtype, "BF16"))
+        *out = DT_BF16;
+    else
+        return err_set("tensor '%s' has dtype %s; kvchat reads F32, F16 and BF16", t->name, t->dtype);
+    return 0;
+}
+
+static const st_tensor *find(gpt2_model *m, const char *name, int rows, int cols)
+{
+    char alt[160];
+    const st_tensor *t = st_find(&m->st, name);
+    if (!t) {
+        snprintf(alt, sizeof alt, "transformer.%s", name);
+        t = st_find(&m->st, alt);
+    }
+    if (!t) {
+        err_set("tensor '%s' is missing", name);
+        return NULL;
+    }
+    int want_dims = rows ? 2 : 1;
+    int64_t want[2] = {rows ? rows : cols, cols};
+    int ok = t->ndim == want_dims;
+    for (int i = 0; ok && i < want_dims; i++)
+        ok = t->shape[i] == want[i];
+    if (!ok) {
+        char got[128] = "", *p = got;
+        for (int i = 0; i < t->ndim && p < got + sizeof got - 24; i++)
+            p += sprintf(p, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (rows)
+            err_set("tensor '%s' has shape [%s] but config.json implies [%d, %d]", name, got, rows, cols);
+        else
+            err_set("tensor '%s' has shape [%s] but config.json implies [%d]", name, got, cols);
+        return NULL;
+    }
+    return t;
+}
+
+/* Returns the tensor's data as `want`, in place when the file already holds it aligned. */
+static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
+{
+    dtype have;
+    if (file_dtype(t, &have))
+        return NULL;
+    size_t n = (t->end - t->begin) / dt_size(have);
+    if (have == want && (uintptr_t)t->data % dt_size(want) == 0)
+        return t->data;
+    void *dst = NULL;
+    if (posix_memalign(&dst, 128, n * dt_size(want) + 128)) {
+        err_set("out of memory converting tensor '%s'", t->name);
+        return NULL;
+    }
+    if (own(m, dst))
+        return NULL;
+    if (have == want) {
+        memcpy(dst, t->data, n * dt_size(want));
+        return dst;
+    }
+    enum { CHUNK = 1 << 16 };
+    float *tmp = err_malloc(CHUNK * sizeof(float), "weight conversion");
+    if (!tmp)
+        return NULL;
+    const char *src = t->data;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        if (have == DT_F32)
+            memcpy(tmp, src + i * 4, k * 4); /* may be unaligned in the file */
+        else
+            dt_to_f32(tmp, src + i * 2, have, k);
+        dt_from_f32((char *)dst + i * dt_size(want), tmp, want, k);
+    }
+    free(tmp);
+    return dst;
+}
+
+static const float *vec(gpt2_model *m, const char *name, int n)
+{
+    const st_tensor *t = find(m, name, 0, n);
+    return t ? as_type(m, t, DT_F32) : NULL;
+}
+
+static int mat(gpt2_model *m, kb_mat *out, const char *name, int rows, int cols)
+{
+    const st_tensor *t = find(m, name, rows, cols);
+    if (!t)
+        return -1;
+    *out = (kb_mat){.data = as_type(m, t, m->wtype), .type = m->wtype, .rows = rows, .cols = cols};
+    return out->data ? 0 : -1;
+}
+
+static int load_layer(gpt2_model *m, int l)
+{
+    int C = m->cfg.n_embd;
+    gpt2_layer *L = &m->layers[l];
+    char n[8][96];
+    static const char *const parts[8] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.bias", "attn.c_proj.bias",
+                                         "ln_2.weight", "ln_2.bias", "mlp.c_fc.bias", "mlp.c_proj.bias"};
+    static const int widths[8] = {1, 1, 3, 1, 1, 1, 4, 1};
+    const float **dst[8] = {&L->ln1_g, &L->ln1_b, &L->attn_b, &L->proj_b, &L->ln2_g, &L->ln2_b, &L->fc_b, &L->fcproj_b};
+    for (int i = 0; i < 8; i++) {
+        snprintf(n[i], sizeof n[i], "h.%d.%s", l, parts[i]);
+        if (!(*dst[i] = vec(m, n[i], widths[i] * C)))
+            return -1;
+    }
+    char w[4][96];
+    snprintf(w[0], sizeof w[0], "h.%d.attn.c_attn.weight", l);
+    snprintf(w[1], sizeof w[1], "h.%d.attn.c_proj.weight", l);
+    snprintf(w[2], sizeof w[2], "h.%d.mlp.c_fc.weight", l);
+    snprintf(w[3], sizeof w[3], "h.%d.mlp.c_proj.weight", l);
+    return mat(m, &L->attn_w, w[0], C, 3 * C) || mat(m, &L->proj_w, w[1], C, C) ||
+           mat(m, &L->fc_w, w[2], C, 4 * C) || mat(m, &L->fcproj_w, w[3], 4 * C, C);
+}
+
+int gpt2_load(gpt2_model *m, const char *dir, dtype wtype)
+{
+    char path[PATH_MAX];
+    memset(m, 0, sizeof *m);
+    m->wtype = wtype;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (cfg_load(&m->cfg, path))
+        return -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (st_open(&m->st, path))
+        return -1;
+    const gpt2_config *c = &m->cfg;
+    const st_tensor *wte = find(m, "wte.weight", c->vocab_size, c->n_embd);
+    if (!wte || file_dtype(wte, &m->file_type))
+        goto fail;
+    m->layers = err_calloc((size_t)c->n_layer, sizeof *m->layers, "layer table");
+    if (!m->layers || mat(m, &m->wte, "wte.weight", c->vocab_size, c->n_embd) ||
+        mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd) || !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
+        !(m->lnf_b = vec(m, "ln_f.bias", c->n_embd)))
+        goto fail;
+    for (int l = 0; l < c->n_layer; l++)
+        if (load_layer(m, l))
+            goto fail;
+    return 0;
+fail:
+    err_wrap("%s", path);
+    gpt2_free(m);
+    return -1;
+}
+
+void gpt2_free(gpt2_model *m)
+{
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->x);
+    st_close(&m->st);
+    memset(m, 0, sizeof *m);
+}
+
+int64_t gpt2_param_count(const gpt2_config *c)
+{
+    int64_t C = c->n_embd;
+    int64_t per_layer = 4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C);
+    return (int64_t)c->vocab_size * C + (int64_t)c->n_ctx * C + 2 * C + c->n_layer * per_layer;
+}
+
+uint64_t gpt2_bytes_per_token(const gpt2_model *m)
+{
+    uint64_t C = m->cfg.n_embd;
+    return (uint64_t)dt_size(m->wtype) * (m->cfg.n_layer * 12 * C * C + (uint64_t)m->cfg.vocab_size * C);
+}

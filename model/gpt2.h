@@ -1,0 +1,44 @@
+/* A GPT-2 checkpoint in memory: config, tokenizer-independent weights, and the forward pass. */
+#ifndef KVCHAT_GPT2_H
+#define KVCHAT_GPT2_H
+
+#include <stdint.h>
+
+#include "../kernels/backend.h"
+#include "config.h"
+#include "kvcache.h"
+#include "safetensors.h"
+
+typedef struct {
+    const float *ln1_g, *ln1_b, *attn_b, *proj_b, *ln2_g, *ln2_b, *fc_b, *fcproj_b;
+    kb_mat attn_w, proj_w, fc_w, fcproj_w;
+} gpt2_layer;
+
+typedef struct {
+    gpt2_config cfg;
+    dtype wtype;                 /* dtype of the big matrices as used for compute */
+    dtype file_type;             /* dtype in model.safetensors (of wte) */
+    kb_mat wte, wpe;
+    const float *lnf_g, *lnf_b;
+    gpt2_layer *layers;
+    st_file st;
+    void **owned;                /* buffers the loader allocated (converted weights) */
+    int n_owned, cap_owned;
+    /* activations for the largest batch seen so far */
+    float *x, *h, *qkv, *att, *fc;
+    int work_tokens;
+} gpt2_model;
+
+/* Loads DIR/config.json and DIR/model.safetensors, keeping weights in `wtype` (converted when the
+ * file holds another dtype; mapped in place when it matches). */
+int gpt2_load(gpt2_model *m, const char *dir, dtype wtype);
+void gpt2_free(gpt2_model *m);
+int64_t gpt2_param_count(const gpt2_config *c);
+/* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
+uint64_t gpt2_bytes_per_token(const gpt2_model *m);
+
+/* Runs n tokens at positions kv_len(cache).. through the model, appends their keys and values to the
+ * cache, and writes the last token's logits (vocab_size floats) to logits (if not NULL). */
+int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, int n, float *logits);
+
+#endif

@@ -1,0 +1,48 @@
+/* safetensors files: memory-mapped, header parsed with jansson, validated the way the reference
+ * implementation does before any tensor is touched. */
+#ifndef KVCHAT_SAFETENSORS_H
+#define KVCHAT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;
+    char dtype[12];         /* as written: "F32", "BF16", ... */
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t begin, end;    /* byte offsets inside the data buffer */
+    const void *data;       /* points into the mapping */
+} st_tensor;
+
+typedef struct {
+    st_tensor *tensors;
+    int n_tensors;
+    const uint8_t *map;     /* whole file; NULL when parsed from a caller's buffer */
+    size_t map_len;
+} st_file;
+
+/* Validates and indexes a complete file image held in memory (the fuzz target's entry). */
+int st_parse(st_file *f, const uint8_t *buf, size_t len);
+/* mmap()s PATH and parses it; errors name the file. */
+int st_open(st_file *f, const char *path);
+void st_close(st_file *f);
+const st_tensor *st_find(const st_file *f, const char *name);
+
+
+
+/* Writing: entries in file order; fill(i, buf, ctx) provides entry i's bytes when its turn comes, so
+ * a large checkpoint never has to be whole in memory. Written to PATH.part, then renamed. */
+typedef struct {
+    const char *name;
+    const char *dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    size_t bytes;
+} st_entry;
+
+int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx), void *ctx);
+
+#endif

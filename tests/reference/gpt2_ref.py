@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Independent float64 NumPy GPT-2: reads a Hugging Face checkpoint directory (safetensors parsed
+here, not by kvchat) and prints or saves logits, or greedy-decodes. The oracle for the C forward pass.
+
+usage: gpt2_ref.py DIR logits IDS OUT.npy      last position's logits for the comma-separated ids
+       gpt2_ref.py DIR greedy IDS N            N greedy tokens after the ids, printed space-separated
+"""
+import json
+import struct
+import sys
+
+import numpy as np
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, en = e["data_offsets"]
+        raw = data[base + b:base + en]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif e["dtype"] == "F16":
+            a = np.frombuffer(raw, dtype="<f2").astype(np.float64)
+        elif e["dtype"] == "BF16":
+            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            a = u.view(np.float32).astype(np.float64)
+        else:
+            continue
+        out[name.removeprefix("transformer.")] = a.reshape(e["shape"])
+    return out
+
+
+class GPT2:
+    def __init__(self, d):
+        cfg = json.load(open(d + "/config.json"))
+        self.L, self.H, self.C = cfg["n_layer"], cfg["n_head"], cfg["n_embd"]
+        self.eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.w = load_safetensors(d + "/model.safetensors")
+
+    def ln(self, x, p):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + self.eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
+
+    def logits(self, ids):
+        """Logits of every position, no cache: the whole sequence at once."""
+        w, C, H = self.w, self.C, self.H
+        T, hd = len(ids), C // H
+        x = w["wte.weight"][ids] + w["wpe.weight"][:T]
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        for l in range(self.L):
+            p = "h.%d." % l
+            qkv = self.ln(x, p + "ln_1") @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+            q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(T, H, hd).transpose(1, 0, 2) for i in range(3))
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            y = (s @ v).transpose(1, 0, 2).reshape(T, C)
+            x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+            h = self.ln(x, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
+            h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+            x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+        return self.ln(x, "ln_f") @ w["wte.weight"].T
+
+
+def main():
+    d, mode, ids = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3].split(",")]
+    m = GPT2(d)
+    if mode == "logits":
+        np.save(sys.argv[4], m.logits(ids)[-1])
+    elif mode == "greedy":
+        out = []
+        for _ in range(int(sys.argv[4])):
+            nxt = int(np.argmax(m.logits(ids + out)[-1]))
+            out.append(nxt)
+        print(" ".join(map(str, out)))
+    else:
+        sys.exit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

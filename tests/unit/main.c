@@ -1,0 +1,74 @@
+/* Runs every unit test table (or only tests whose name contains argv[1]). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#ifndef KVCHAT_ASSETS
+#define KVCHAT_ASSETS "assets"
+#endif
+
+int check_failed;
+const char *check_current;
+
+extern const unit_test dtype_tests[], safetensors_tests[], tokenizer_tests[], kernel_tests[], sampler_tests[],
+    options_tests[], forward_tests[];
+static const unit_test *const TABLES[] = {dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests,
+                                          sampler_tests, options_tests,     forward_tests};
+
+const char *asset(const char *name)
+{
+    static char buf[4][4096];
+    static int k;
+    const char *dir = getenv("KVCHAT_ASSETS");
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir && *dir ? dir : KVCHAT_ASSETS, name);
+    return buf[k];
+}
+
+static char tmp_root[64];
+static void cleanup(void)
+{
+    char cmd[128];
+    if (tmp_root[0]) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+        if (system(cmd)) {
+        }
+    }
+}
+
+const char *temp_dir(void)
+{
+    if (!tmp_root[0]) {
+        snprintf(tmp_root, sizeof tmp_root, "/tmp/kvchat-unit-XXXXXX");
+        if (!mkdtemp(tmp_root)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        atexit(cleanup);
+    }
+    return tmp_root;
+}
+
+int main(int argc, char **argv)
+{
+    int passed = 0, failed = 0;
+    for (size_t t = 0; t < sizeof TABLES / sizeof TABLES[0]; t++)
+        for (const unit_test *u = TABLES[t]; u->name; u++) {
+            if (argc > 1 && !strstr(u->name, argv[1]))
+                continue;
+            check_failed = 0;
+            check_current = u->name;
+            u->fn();
+            fflush(stdout);
+            if (check_failed)
+                failed++;
+            else {
+                printf("ok   %s\n", u->name);
+                passed++;
+            }
+        }
+    printf("unit: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

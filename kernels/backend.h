@@ -34,9 +34,10 @@ struct kb_backend {
     int (*add)(kb_backend *b, float *x, const float *y, size_t n);   /* x += y */
     int (*gelu)(kb_backend *b, float *x, size_t n);                  /* tanh form, in place */
     /* Causal self-attention for n new tokens at positions past..past+n-1. qkv is [n, 3C] (q, k, v);
-     * their k and v are first stored into rows past.. of the caches kc, vc ([positions, C]), then
-     * y[n, C] = softmax(q k^T / sqrt(C / n_head)) v over keys 0..position, per head. */
-    int (*attention)(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int past, int n,
+     * their k and v are first stored at positions past.. of the caches kc, vc, laid out head-major
+     * as [n_head, cap, C / n_head]; then y[n, C] = softmax(q k^T / sqrt(C / n_head)) v over keys
+     * 0..position, per head. */
+    int (*attention)(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int cap, int past, int n,
                      int n_head, int C);
     void (*destroy)(kb_backend *b);
 };

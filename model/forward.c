@@ -44,7 +44,8 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, 
         const gpt2_layer *L = &m->layers[l];
         if (b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps) ||
             b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
-            b->attention(b, m->att, m->qkv, kv_keys(cache, l), kv_values(cache, l), past, n, c->n_head, C) ||
+            b->attention(b, m->att, m->qkv, kv_keys(cache, l), kv_values(cache, l), kv_capacity(cache), past,
+                         n, c->n_head, C) ||
             b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) || b->add(b, x, h, (size_t)n * C) ||
             b->layernorm(b, h, x, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
             b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||

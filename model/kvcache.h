@@ -16,7 +16,7 @@ int kv_len(const kv_cache *c);
 int kv_capacity(const kv_cache *c);
 void kv_clear(kv_cache *c);
 size_t kv_bytes(const kv_cache *c);
-/* [capacity, C] key and value rows of one layer. */
+/* Key and value rows of one layer, head-major: [n_head, capacity, C / n_head]. */
 float *kv_keys(kv_cache *c, int layer);
 float *kv_values(kv_cache *c, int layer);
 /* Marks n more positions as filled (after the forward pass wrote them). */

@@ -70,7 +70,8 @@ kb_backend *cpu_backend_create(int threads)
         free(s);
         return NULL;
     }
-    openblas_set_num_threads(threads);
+    /* kernels call OpenBLAS from inside their own OpenMP threads, one GEMM per thread */
+    openblas_set_num_threads(1);
     *b = (kb_backend){
         .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,

@@ -154,9 +154,20 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
         dt_to_f32(tmp, w->data, w->type, (size_t)K * N);
         wf = tmp;
     }
-    for (int i = 0; i < n && bias; i++)
-        memcpy(y + (size_t)i * N, bias, sizeof(float) * N);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, N, K, 1.0f, x, K, wf, N, bias ? 1.0f : 0.0f, y, N);
+    /* each thread runs a single-threaded GEMM on its own band of output columns: one threading
+     * runtime (OpenMP) instead of two competing for the cores */
+#pragma omp parallel num_threads(b->threads)
+    {
+        int th = omp_get_thread_num(), cnt = omp_get_num_threads(), blocks = (N + 15) / 16;
+        int c0 = blocks * th / cnt * 16, c1 = blocks * (th + 1) / cnt * 16;
+        c1 = c1 < N ? c1 : N;
+        if (c1 > c0) {
+            for (int i = 0; i < n && bias; i++)
+                memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)(c1 - c0));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c1 - c0, K, 1.0f, x, K, wf + c0, N,
+                        bias ? 1.0f : 0.0f, y + c0, N);
+        }
+    }
     return 0;
 }
 

@@ -10,7 +10,8 @@ static inline float vm_expf(float x)
 {
     x = x > 88.0f ? 88.0f : x;
     x = x < -87.3365447505531f ? -87.3365447505531f : x;
-    float n = __builtin_roundf(x * 1.44269504088896341f);
+    /* round to nearest by the 1.5 * 2^23 trick: roundf() is a libm call and blocks vectorisation */
+    float n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;
     float r = x - n * 0.693359375f - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;

@@ -179,7 +179,7 @@ static void attention_case(int past, int n, int H, int C)
             }
             free(sc);
         }
-    CHECK(be()->attention(be(), y, qkv, kc, vc, past, n, H, C) == 0, "attention failed");
+    CHECK(be()->attention(be(), y, qkv, kc, vc, T, past, n, H, C) == 0, "attention failed");
     double e = rel_l2(y, ref, (size_t)n * C);
     CHECK(e < 1e-6, "attention past=%d n=%d: rel err %.3g", past, n, e);
     CHECK(!memcmp(kc + (size_t)past * C, qkv + C, sizeof(float) * C), "new key not stored in the cache");

@@ -71,17 +71,16 @@ $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -c -o $@ $<
 
-# AddressSanitizer + UBSan build of the binary and the unit tests (OpenMP off: its runtime is not
-# instrumented and only adds noise; the kernels run single-threaded there).
+# AddressSanitizer + UBSan build of the binary and the unit tests.
 $(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fopenmp,$(CFLAGS)) -O1 $(SAN) -c -o $@ $<
+	$(CC) $(CFLAGS) -O1 $(SAN) -c -o $@ $<
 
 $(BUILD)/asan/kvchat: $(BUILD)/asan/app/main.o $(ASAN_OBJ)
-	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/asan/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/asan/%.o) $(ASAN_OBJ)
-	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
 asan: $(BUILD)/asan/kvchat $(BUILD)/asan/unit_tests
 

@@ -11,6 +11,7 @@
 
 #include "../kernels/err.h"
 #include "commands.h"
+#include "files.h"
 #include "options.h"
 
 static const char HELP[] =
@@ -21,22 +22,6 @@ static const char HELP[] =
     "complete are kept. Needs curl and a network connection.\n";
 
 static const char *const FILES[] = {"config.json", "vocab.json", "merges.txt", "model.safetensors"};
-
-static int mkdirs(const char *path)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST)
-                return err_set("%s: %s", buf, strerror(errno));
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) && errno != EEXIST)
-        return err_set("%s: %s", buf, strerror(errno));
-    return 0;
-}
 
 static const char *curl_reason(int code)
 {
@@ -53,18 +38,24 @@ static const char *curl_reason(int code)
     }
 }
 
-static int fetch(const char *url, const char *dst, const char *name)
+/* Small files download silently (the first one doubles as the connectivity check, so an offline
+ * machine sees one clear line); the weights get curl's progress bar. */
+static int fetch(const char *url, const char *dst, const char *name, int progress)
 {
     char part[PATH_MAX];
     snprintf(part, sizeof part, "%s.part", dst);
-    fprintf(stderr, "%s\n", name);
+    if (progress)
+        fprintf(stderr, "%s\n", name);
+    fflush(stderr);
     pid_t pid = fork();
     if (pid < 0)
         return err_set("fork: %s", strerror(errno));
     if (pid == 0) {
         /* -C - resumes a .part left by an interrupted run */
-        execlp("curl", "curl", "-fL", "--retry", "2", "--connect-timeout", "20", "-C", "-", "--progress-bar",
-               "-o", part, url, (char *)NULL);
+        if (!progress && !freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execlp("curl", "curl", "-fL", "--retry", "2", "--connect-timeout", "20", "-C", "-",
+               progress ? "--progress-bar" : "--silent", "-o", part, url, (char *)NULL);
         _exit(127);
     }
     int st;
@@ -129,7 +120,7 @@ int cmd_get_model(int argc, char **argv)
         snprintf(dir, sizeof dir, "%s", dir_opt);
     else if (model_cache_dir(dir, sizeof dir, local))
         return EXIT_RUNTIME;
-    if (mkdirs(dir))
+    if (make_dirs(dir))
         return EXIT_RUNTIME;
     for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
         char dst[PATH_MAX + 64], url[512];
@@ -138,7 +129,7 @@ int cmd_get_model(int argc, char **argv)
         if (!stat(dst, &sb) && sb.st_size > 0)
             continue;
         snprintf(url, sizeof url, "https://huggingface.co/%s/resolve/main/%s", repo, FILES[i]);
-        if (fetch(url, dst, FILES[i]))
+        if (fetch(url, dst, FILES[i], !strcmp(FILES[i], "model.safetensors")))
             return EXIT_RUNTIME;
     }
     printf("%s\n", dir);

@@ -13,6 +13,7 @@
 #include "../model/config.h"
 #include "../model/safetensors.h"
 #include "commands.h"
+#include "files.h"
 #include "options.h"
 
 #ifndef KVCHAT_ASSETS
@@ -84,38 +85,6 @@ static int fill(int i, void *buf, void *ctx)
         dt_from_f32((char *)buf + c * dt_size(t->type), tmp, t->type, m);
     }
     return 0;
-}
-
-static int copy_file(const char *src, const char *dir, const char *name)
-{
-    char dst[PATH_MAX], tmp[PATH_MAX];
-    snprintf(dst, sizeof dst, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.part", dst);
-    FILE *in = fopen(src, "rb");
-    if (!in)
-        return err_set("%s: %s (set KVCHAT_ASSETS to the folder holding vocab.json and merges.txt)", src,
-                       strerror(errno));
-    FILE *out = fopen(tmp, "wb");
-    if (!out) {
-        fclose(in);
-        return err_set("%s: %s", tmp, strerror(errno));
-    }
-    char buf[1 << 16];
-    size_t n;
-    int rc = 0;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = err_set("%s: write failed", tmp);
-    if (ferror(in))
-        rc = err_set("%s: read failed", src);
-    fclose(in);
-    if (fclose(out) && !rc)
-        rc = err_set("%s: write failed", tmp);
-    if (!rc && rename(tmp, dst))
-        rc = err_set("%s: %s", dst, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    return rc;
 }
 
 static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64_t seed, int prefix, int mask)
@@ -231,18 +200,21 @@ int cmd_make_tiny_model(int argc, char **argv)
         return err_set("missing the output directory (see kvchat make-tiny-model --help)"), EXIT_USAGE;
     if (cfg_validate(&c))
         return EXIT_USAGE;
-    if (mkdir(dir, 0755) && errno != EEXIST)
-        return err_set("%s: %s", dir, strerror(errno)), EXIT_RUNTIME;
+    if (make_dirs(dir))
+        return EXIT_RUNTIME;
     const char *assets = getenv("KVCHAT_ASSETS");
     if (!assets || !*assets)
         assets = KVCHAT_ASSETS;
-    char path[PATH_MAX], src[PATH_MAX];
+    char path[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "merges.txt" : "vocab.json";
+        snprintf(src, sizeof src, "%s/%s", assets, name);
+        snprintf(dst, sizeof dst, "%s/%s", dir, name);
+        if (copy_file(src, dst))
+            return err_wrap("tokenizer files (set KVCHAT_ASSETS to the folder holding them)"), EXIT_RUNTIME;
+    }
     snprintf(path, sizeof path, "%s/config.json", dir);
-    snprintf(src, sizeof src, "%s/vocab.json", assets);
-    if (copy_file(src, dir, "vocab.json"))
-        return EXIT_RUNTIME;
-    snprintf(src, sizeof src, "%s/merges.txt", assets);
-    if (copy_file(src, dir, "merges.txt") || cfg_save(&c, path) || write_model(dir, &c, type, seed, prefix, mask))
+    if (cfg_save(&c, path) || write_model(dir, &c, type, seed, prefix, mask))
         return EXIT_RUNTIME;
     return 0;
 }

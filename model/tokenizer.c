@@ -151,8 +151,9 @@ static int load_vocab(tokenizer *t, const char *path, json_t **vocab_out)
     int max_id = -1;
     json_object_foreach(v, key, val) {
         if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1 << 24)) {
+            err_set("%s: id of token '%.40s' is not an integer in 0..16777215", path, key);
             json_decref(v);
-            return err_set("%s: id of token '%.40s' is not an integer in 0..16777215", path, key);
+            return -1;
         }
         max_id = json_integer_value(val) > max_id ? (int)json_integer_value(val) : max_id;
         total += strlen(key);

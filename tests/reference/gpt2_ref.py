@@ -4,7 +4,10 @@ here, not by kvchat) and prints or saves logits, or greedy-decodes. The oracle f
 
 usage: gpt2_ref.py DIR logits IDS OUT.npy      last position's logits for the comma-separated ids
        gpt2_ref.py DIR greedy IDS N            N greedy tokens after the ids, printed space-separated
+With ROUND=bf16 or ROUND=f16 in the environment, the weight matrices are first rounded to that type
+(nearest even), as kvchat's --dtype does when it converts an f32 checkpoint.
 """
+import os
 import json
 import struct
 import sys
@@ -37,12 +40,29 @@ def load_safetensors(path):
     return out
 
 
+def round_to(a, kind):
+    if kind == "f16":
+        return a.astype(np.float32).astype(np.float16).astype(np.float64)
+    if kind == "bf16":
+        u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+        u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+        return u.astype(np.uint32).view(np.float32).astype(np.float64)
+    return a
+
+
+MATRICES = ("wte.weight", "wpe.weight", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
 class GPT2:
     def __init__(self, d):
         cfg = json.load(open(d + "/config.json"))
         self.L, self.H, self.C = cfg["n_layer"], cfg["n_head"], cfg["n_embd"]
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
         self.w = load_safetensors(d + "/model.safetensors")
+        kind = os.environ.get("ROUND", "")
+        for k in self.w:
+            if k.endswith(MATRICES):
+                self.w[k] = round_to(self.w[k], kind)
 
     def ln(self, x, p):
         mu = x.mean(-1, keepdims=True)

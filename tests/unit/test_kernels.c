@@ -160,10 +160,11 @@ static void attention_case(int past, int n, int H, int C)
             int len = past + t + 1;
             double *sc = malloc(sizeof(double) * len), mx = -1e300, sum = 0;
             for (int j = 0; j < len; j++) {
-                const float *k = j < past ? kc + j * C : qkv + (j - past) * 3 * C + C;
+                /* cached rows are head-major: [H, T, hd] */
+                const float *k = j < past ? kc + ((size_t)h * T + j) * hd : qkv + (j - past) * 3 * C + C + h * hd;
                 double d = 0;
                 for (int c = 0; c < hd; c++)
-                    d += (double)qkv[t * 3 * C + h * hd + c] * k[h * hd + c];
+                    d += (double)qkv[t * 3 * C + h * hd + c] * k[c];
                 sc[j] = d / sqrt(hd);
                 mx = fmax(mx, sc[j]);
             }
@@ -172,8 +173,8 @@ static void attention_case(int past, int n, int H, int C)
             for (int c = 0; c < hd; c++) {
                 double o = 0;
                 for (int j = 0; j < len; j++) {
-                    const float *v = j < past ? vc + j * C : qkv + (j - past) * 3 * C + 2 * C;
-                    o += sc[j] / sum * v[h * hd + c];
+                    const float *v = j < past ? vc + ((size_t)h * T + j) * hd : qkv + (j - past) * 3 * C + 2 * C + h * hd;
+                    o += sc[j] / sum * v[c];
                 }
                 ref[t * C + h * hd + c] = o;
             }
@@ -182,9 +183,11 @@ static void attention_case(int past, int n, int H, int C)
     CHECK(be()->attention(be(), y, qkv, kc, vc, T, past, n, H, C) == 0, "attention failed");
     double e = rel_l2(y, ref, (size_t)n * C);
     CHECK(e < 1e-6, "attention past=%d n=%d: rel err %.3g", past, n, e);
-    CHECK(!memcmp(kc + (size_t)past * C, qkv + C, sizeof(float) * C), "new key not stored in the cache");
-    CHECK(!memcmp(vc + (size_t)(T - 1) * C, qkv + (size_t)(n - 1) * 3 * C + 2 * C, sizeof(float) * C),
-          "new value not stored in the cache");
+    int h = H - 1;
+    CHECK(!memcmp(kc + ((size_t)h * T + past) * hd, qkv + C + h * hd, sizeof(float) * hd),
+          "new key not stored head-major in the cache");
+    CHECK(!memcmp(vc + ((size_t)h * T + T - 1) * hd, qkv + (size_t)(n - 1) * 3 * C + 2 * C + h * hd, sizeof(float) * hd),
+          "new value not stored head-major in the cache");
     free(qkv);
     free(kc);
     free(vc);
@@ -198,6 +201,8 @@ static void attention_all(void)
     attention_case(0, 7, 4, 32);
     attention_case(13, 1, 3, 24);
     attention_case(9, 5, 2, 16);
+    attention_case(0, 70, 2, 32);  /* GEMM path, two row blocks */
+    attention_case(11, 20, 4, 32); /* GEMM path after a cached prefix */
 }
 
 static void embed(void)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite (make test): C unit tests, the same under AddressSanitizer/UBSan, the CLI and
+# bad-input suites (again under the sanitizers), the NumPy reference and tokenizer corpus.
+# Ends with one line: "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export PYTHON=${PYTHON:-/usr/bin/python3}
+export TMP=$(mktemp -d /tmp/kvchat-test-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+. tests/lib.sh
+
+unit() { # runs a unit-test binary and counts its ok/FAIL lines
+    local bin=$1 tag=$2 out
+    out=$("$bin" 2>&1)
+    echo "$out" | grep -E '^(ok|FAIL|     )' | sed "s/^ok   /ok   $tag/; s/^FAIL /FAIL $tag/"
+    PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+    FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+    if ! echo "$out" | grep -q '^unit: '; then
+        fail "$tag(crashed)" "$(echo "$out" | tail -5 | tr '\n' ' ')"
+    fi
+}
+
+export ASAN_OPTIONS=detect_leaks=1
+unit "$BUILD/unit_tests" ""
+unit "$BUILD/asan/unit_tests" "asan:"
+
+for suite in tests/test_cli.sh tests/test_reference.sh tests/test_tokenizer.sh; do
+    KV=$BUILD/kvchat TAG=
+    . "$suite"
+done
+# bad input again under the sanitizers: no crash, no leak, same messages
+KV=$BUILD/asan/kvchat TAG=asan:
+. tests/test_bad_input.sh
+KV=$BUILD/kvchat TAG=
+. tests/test_bad_input.sh
+
+echo "$PASS passed, $FAIL failed, $SKIP skipped"
+[ "$FAIL" = 0 ]

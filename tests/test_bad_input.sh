@@ -1,0 +1,54 @@
+# Bad flags, files and prompts: one-line errors naming the thing, exit 1 (runtime) or 2 (usage), no
+# crash and (under the sanitizer build) no leak. Sourced by run.sh with KV, TAG, TMP, PYTHON.
+
+B=$TMP/bad-${TAG%:}
+rm -rf "$B"
+mkdir -p "$B"
+"$KV" make-tiny-model "$B/good" --layers 1 --heads 2 --embd 16 --ctx 32 >/dev/null
+damage() { # damage NAME KIND: copy the good model to $B/NAME and break it
+    rm -rf "$B/$1"
+    cp -r "$B/good" "$B/$1"
+    "$PYTHON" tests/damage_checkpoint.py "$B/$1" "$2"
+}
+
+# usage errors: exit 2
+expect_error "${TAG}bad/unknown command" 2 "unknown command 'frobnicate'" "$KV" frobnicate
+expect_error "${TAG}bad/unknown flag" 2 "unknown option '--frob'" "$KV" generate -m "$B/good" --frob
+expect_error "${TAG}bad/--temp abc" 2 "--temp: expected a number" "$KV" generate -m "$B/good" --temp abc
+expect_error "${TAG}bad/--top-p 2" 2 "--top-p: expected a number from 0 to 1" "$KV" generate -m "$B/good" --top-p 2
+expect_error "${TAG}bad/-n -1" 2 "--max-tokens: expected an integer" "$KV" generate -m "$B/good" -n -1
+expect_error "${TAG}bad/--dtype q4" 2 "--dtype: expected" "$KV" generate -m "$B/good" --dtype q4
+expect_error "${TAG}bad/missing value" 2 "--seed needs a value" "$KV" generate -m "$B/good" --seed
+expect_error "${TAG}bad/--prompt-ids junk" 2 "--prompt-ids: expected" "$KV" generate -m "$B/good" --prompt-ids 1,x
+expect_error "${TAG}bad/--device tpu" 2 "--device: expected auto, cpu or cuda" "$KV" generate -m "$B/good" --device tpu
+expect_error "${TAG}bad/make-tiny-model heads" 2 "not a positive multiple of n_head" "$KV" make-tiny-model "$B/x" --embd 10 --heads 3
+
+# runtime errors: exit 1, naming the file (and tensor)
+expect_error "${TAG}bad/missing model dir" 1 "$B/nope does not exist" "$KV" generate -m "$B/nope"
+expect_error "${TAG}bad/prompt id out of vocab" 1 "token id 60000 is outside the vocabulary" \
+    "$KV" generate -m "$B/good" --prompt-ids 60000
+expect_error "${TAG}bad/prompt longer than context" 1 "prompt is 40 tokens; the model's context holds 32" \
+    "$KV" generate -m "$B/good" --prompt-ids "$(seq -s, 1 40)"
+expect_error "${TAG}bad/--decode bad id" 1 "'99999' is not a token id" "$KV" tokenize -m "$B/good" --decode "1 99999"
+
+while IFS='|' read -r kind pattern; do
+    damage "$kind" "$kind"
+    expect_error "${TAG}bad/$kind" 1 "$pattern" "$KV" generate -m "$B/$kind" -p hi -n 1
+done <<'CASES'
+empty|model.safetensors: file is 0 bytes, too short
+truncated|model.safetensors: .*(past the end|data buffer)
+header-past-eof|model.safetensors: header length [0-9]+ runs past the end of the file
+header-huge|model.safetensors: header length [0-9]+ exceeds the limit
+bad-json|model.safetensors: header JSON is invalid
+unknown-dtype|model.safetensors: tensor '.*': unknown dtype 'F12'
+int-dtype|model.safetensors: tensor 'wpe.weight' has dtype I32
+missing-tensor|model.safetensors: tensor 'h.0.mlp.c_fc.weight' is missing
+wrong-shape|model.safetensors: tensor 'h.0.attn.c_attn.weight' has shape \[16, 16\] but config.json implies \[16, 48\]
+overlap|model.safetensors: tensor '.*': data_offsets .* overlap the previous tensor
+config-embd|model.safetensors: tensor 'wte.weight' has shape \[50257, 16\] but config.json implies \[50257, 32\]
+config-json|config.json: .*line
+config-missing-key|config.json: missing 'n_layer'
+config-heads|config.json: n_embd 16 is not a positive multiple of n_head 3
+no-vocab|vocab.json: No such file
+bad-merges|merges.txt: line 2 merges tokens not in the vocabulary
+CASES

@@ -1,0 +1,51 @@
+# The command-line contract: help, generate, tokenize, info, get-model offline, determinism.
+# Sourced by run.sh with KV (the binary), TAG, TMP and PYTHON set.
+
+M=$TMP/cli-model
+"$KV" make-tiny-model "$M" --layers 2 --heads 2 --embd 64 --ctx 48 --seed 5 >/dev/null
+
+for cmd in generate tokenize info bench get-model make-tiny-model; do
+    check "${TAG}cli/$cmd --help" "$KV" "$cmd" --help
+done
+check "${TAG}cli/--help lists commands" bash -c "'$KV' --help | grep -q 'make-tiny-model'"
+
+gen() { "$KV" generate -m "$M" --dtype f32 -q "$@"; }
+ids=$(gen -p "Hello world" -n 12 --temp 0 --output ids)
+same "${TAG}cli/generate -n counts tokens" 12 "$(echo "$ids" | wc -w)"
+text=$(gen -p "Hello world" -n 12 --temp 0)
+decoded=$("$KV" tokenize -m "$M" --decode "$ids")
+same "${TAG}cli/streamed text equals decoding its ids" "$decoded" "$text"
+same "${TAG}cli/greedy is deterministic" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids)"
+s1=$(gen -p "Hi" -n 16 --temp 1.5 --top-k 0 --top-p 1 --seed 11 --output ids)
+s2=$(gen -p "Hi" -n 16 --temp 1.5 --top-k 0 --top-p 1 --seed 11 --output ids)
+s3=$(gen -p "Hi" -n 16 --temp 1.5 --top-k 0 --top-p 1 --seed 12 --output ids)
+same "${TAG}cli/same seed, same tokens" "$s1" "$s2"
+if [ "$s1" != "$s3" ]; then pass "${TAG}cli/other seed, other tokens"; else fail "${TAG}cli/other seed, other tokens" "identical"; fi
+same "${TAG}cli/prompt text equals prompt ids" "$ids" \
+    "$(gen --prompt-ids "$("$KV" tokenize -m "$M" "Hello world" | tr ' ' ,)" -n 12 --temp 0 --output ids)"
+
+# the context (48) fills: generation stops there and says so on stderr
+out=$("$KV" generate -m "$M" --dtype f32 --prompt-ids "$(seq -s, 100 139)" -n 30 --temp 0 --output ids 2>"$TMP/ctx.err")
+same "${TAG}cli/stops when the context is full" 8 "$(echo "$out" | wc -w)"
+check "${TAG}cli/says the context is full" grep -q "context of 48 tokens is full" "$TMP/ctx.err"
+
+# tokenize: stdin equals argument; known ids
+same "${TAG}cli/tokenize known ids" "15496 995" "$("$KV" tokenize -m "$M" "Hello world")"
+same "${TAG}cli/tokenize stdin" "$("$KV" tokenize -m "$M" "$(printf 'a\tb  c')")" "$(printf 'a\tb  c' | "$KV" tokenize -m "$M")"
+same "${TAG}cli/tokenize --special" "50256 15496" "$("$KV" tokenize -m "$M" --special "<|endoftext|>Hello")"
+
+# info: KV bytes from 2 x n_layer x n_embd x bytes (2 x 2 x 64 x 4 = 1 KiB per token, 48 KiB at 48)
+info=$("$KV" info -m "$M")
+check "${TAG}cli/info parameter count" grep -q "parameters  $((50257 * 64 + 48 * 64 + 2 * 64 + 2 * (4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64)))" <<<"$info"
+check "${TAG}cli/info kv table" grep -qE "f32 +1.0 KiB +48.0 KiB" <<<"$info"
+
+# get-model offline: one clear line, nothing left that looks complete
+expect_error "${TAG}cli/get-model offline" 1 "downloading https://huggingface.co/.*(resolve|connect|network)" \
+    "$KV" get-model gpt2 --dir "$TMP/dl"
+if [ ! -e "$TMP/dl/config.json" ]; then pass "${TAG}cli/get-model leaves no partial file"; else fail "${TAG}cli/get-model leaves no partial file" "config.json exists"; fi
+
+# --no-cache gives the same greedy tokens (the full comparison is in test_reference.sh)
+same "${TAG}cli/--no-cache same tokens" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids --no-cache)"
+# --dump-logits writes vocab-size float32
+gen -p "Hello" -n 1 --temp 0 --dump-logits "$TMP/l.bin" >/dev/null
+same "${TAG}cli/--dump-logits size" $((50257 * 4)) "$(stat -c %s "$TMP/l.bin")"

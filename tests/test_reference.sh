@@ -1,0 +1,49 @@
+# The C forward pass against the independent float64 NumPy GPT-2 (tests/reference/gpt2_ref.py) on
+# several tiny shapes and all three checkpoint dtypes: last-position logits to a relative L2 error
+# under 1e-5, and greedy decoding with the cache = without it = NumPy. Sourced by run.sh.
+
+REF=tests/reference/gpt2_ref.py
+IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
+rel_err() { # rel_err C.bin REF.npy
+    "$PYTHON" -c "import numpy as np, sys
+a = np.fromfile(sys.argv[1], '<f4').astype(np.float64); r = np.load(sys.argv[2])
+print('%.3g' % (np.linalg.norm(a - r) / np.linalg.norm(r)) if a.shape == r.shape else 'shape-mismatch')" "$1" "$2"
+}
+under() { "$PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$1" "$2" 2>/dev/null; }
+
+logits_case() { # logits_case NAME DIR DTYPE [ROUND]
+    local name=$1 dir=$2 dt=$3 round=${4:-}
+    "$KV" generate -m "$dir" --dtype "$dt" --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
+        ROUND=$round "$PYTHON" "$REF" "$dir" logits "$IDS" "$TMP/r.npy" || { fail "$name" "a run failed"; return; }
+    local e
+    e=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
+    if under "$e" 1e-5; then pass "$name (rel err $e)"; else fail "$name" "relative L2 error $e (limit 1e-5)"; fi
+}
+
+R=$TMP/ref
+shapes=("1 1 16 32" "2 4 64 64" "3 3 48 40")
+for s in "${shapes[@]}"; do
+    read -r L H E C <<<"$s"
+    for dt in f32 f16 bf16; do
+        dir=$R/l$L-h$H-e$E-$dt
+        "$KV" make-tiny-model "$dir" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --dtype "$dt" --seed "$L$E" >/dev/null
+        logits_case "${TAG}ref/logits ${L}x${E}x${H} $dt" "$dir" "$dt"
+    done
+done
+
+# f32 checkpoint converted at load: NumPy rounds the same matrices the same way
+for dt in bf16 f16; do
+    logits_case "${TAG}ref/logits f32 file as --dtype $dt" "$R/l2-h4-e64-f32" "$dt" "$dt"
+done
+# other layouts of the same format
+"$KV" make-tiny-model "$R/prefixed" --layers 2 --heads 2 --embd 32 --ctx 32 --prefix --no-mask >/dev/null
+logits_case "${TAG}ref/logits transformer.-prefixed names, no mask buffers" "$R/prefixed" f32
+
+for s in "2 4 64 64" "3 3 48 40"; do
+    read -r L H E C <<<"$s"
+    dir=$R/l$L-h$H-e$E-f32
+    want=$("$PYTHON" "$REF" "$dir" greedy 464,3290 20)
+    g="$KV generate -m $dir --dtype f32 --prompt-ids 464,3290 -n 20 --temp 0 --repeat-penalty 1 -q --output ids"
+    same "${TAG}ref/greedy with cache = NumPy (${L}x${E})" "$want" "$($g)"
+    same "${TAG}ref/greedy without cache = NumPy (${L}x${E})" "$want" "$($g --no-cache)"
+done

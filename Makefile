@@ -92,11 +92,12 @@ deps:
 	fi
 
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -s --no-print-directory all
 	@dir="$(MODEL)"; [ -n "$$dir" ] || dir="$${KVCHAT_MODEL:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvchat/models/gpt2}"; \
 	if [ ! -s "$$dir/model.safetensors" ]; then \
 	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
-	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || exit 1; \
+	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || { \
+	    echo "Offline? Random weights (noise, but real speed): $(BUILD)/kvchat make-tiny-model $(BUILD)/tiny && make run MODEL=$(BUILD)/tiny"; exit 1; }; \
 	fi; \
 	$(BUILD)/kvchat generate -m "$$dir" -p "$(PROMPT)" -n 128
 

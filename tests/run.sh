@@ -35,5 +35,12 @@ KV=$BUILD/asan/kvchat TAG=asan:
 KV=$BUILD/kvchat TAG=
 . tests/test_bad_input.sh
 
+# real GPT-2 weights, when this machine has them (never in CI)
+out=$(bash tests/gpt2_known.sh "$BUILD/kvchat")
+echo "$out" | grep -E '^(ok|FAIL|skip) '
+PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+SKIP=$((SKIP + $(echo "$out" | grep -c '^skip ')))
+
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" = 0 ]

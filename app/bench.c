@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "options.h"
 
-static const char HELP[] =
+const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
@@ -124,10 +124,6 @@ int cmd_bench(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(HELP, stdout);
-            return 0;
-        }
         if ((r = opt_match(argc, argv, &i, NULL, "--dtype", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;

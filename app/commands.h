@@ -2,6 +2,9 @@
 #ifndef KVCHAT_COMMANDS_H
 #define KVCHAT_COMMANDS_H
 
+/* `kvchat CMD --help` prints CMD's text; main.c handles it for every command. */
+extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[], BENCH_HELP[], GET_MODEL_HELP[];
+
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);

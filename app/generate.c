@@ -11,7 +11,7 @@
 #include "options.h"
 #include "safe_text.h"
 
-static const char HELP[] =
+const char GENERATE_HELP[] =
     "usage: kvchat generate [-m DIR] [-p TEXT | --prompt-ids 1,2,3] [options]\n"
     "\n"
     "Continues the prompt and streams the new text to stdout as it is generated.\n"
@@ -24,7 +24,8 @@ static const char HELP[] =
     "      --dump-logits FILE write the vocab-size little-endian float32 logits from which the\n"
     "                         first new token was chosen\n"
     "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
-    "  -q, --quiet            no timing summary on stderr\n";
+    "  -q, --quiet            no timing summary on stderr\n"
+    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP;
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
@@ -200,11 +201,6 @@ out:
 int cmd_generate(int argc, char **argv)
 {
     gen_args a = {0};
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("%s\n%s%s", HELP, MODEL_OPTS_HELP, SAMPLING_OPTS_HELP);
-            return 0;
-        }
     if (parse_args(&a, argc, argv))
         return EXIT_USAGE;
     int *ids = NULL, n = 0, cap = 0, rc = EXIT_USAGE;

@@ -14,7 +14,7 @@
 #include "files.h"
 #include "options.h"
 
-static const char HELP[] =
+const char GET_MODEL_HELP[] =
     "usage: kvchat get-model gpt2|gpt2-medium|gpt2-large|gpt2-xl|OWNER/REPO [--dir DIR]\n"
     "\n"
     "Downloads config.json, model.safetensors, vocab.json and merges.txt from Hugging Face into\n"
@@ -80,10 +80,6 @@ int cmd_get_model(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(HELP, stdout);
-            return 0;
-        }
         if ((r = opt_match(argc, argv, &i, NULL, "--dir", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;

@@ -6,11 +6,12 @@
 #include "commands.h"
 #include "options.h"
 
-static const char HELP[] =
+const char INFO_HELP[] =
     "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16]\n"
     "\n"
     "Prints the model's shape, parameter count, weight bytes, and the KV-cache memory per token\n"
-    "and at full context for each cache dtype (2 x n_layer x n_ctx x n_embd x bytes per element).\n";
+    "and at full context for each cache dtype (2 x n_layer x n_ctx x n_embd x bytes per element).\n"
+    "\n" MODEL_OPTS_HELP;
 
 static void human(char *buf, size_t n, double bytes)
 {
@@ -28,10 +29,6 @@ int cmd_info(int argc, char **argv)
     model_opts mo;
     model_opts_init(&mo);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("%s\n%s", HELP, MODEL_OPTS_HELP);
-            return 0;
-        }
         int r = model_opts_parse(&mo, argc, argv, &i);
         if (r < 0)
             return EXIT_USAGE;

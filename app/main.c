@@ -29,9 +29,14 @@ static const char USAGE[] =
 static const struct {
     const char *name;
     int (*run)(int, char **);
+    const char *help;
 } COMMANDS[] = {
-    {"generate", cmd_generate}, {"tokenize", cmd_tokenize}, {"info", cmd_info},
-    {"bench", cmd_bench},       {"get-model", cmd_get_model}, {"make-tiny-model", cmd_make_tiny_model},
+    {"generate", cmd_generate, GENERATE_HELP},
+    {"tokenize", cmd_tokenize, TOKENIZE_HELP},
+    {"info", cmd_info, INFO_HELP},
+    {"bench", cmd_bench, BENCH_HELP},
+    {"get-model", cmd_get_model, GET_MODEL_HELP},
+    {"make-tiny-model", cmd_make_tiny_model, MAKE_TINY_MODEL_HELP},
 };
 
 int main(int argc, char **argv)
@@ -50,6 +55,11 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) {
+            for (int k = 2; k < argc; k++)
+                if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+                    fputs(COMMANDS[i].help, stdout);
+                    return 0;
+                }
             int rc = COMMANDS[i].run(argc - 1, argv + 1);
             if (rc == EXIT_RUNTIME || rc == EXIT_USAGE)
                 fprintf(stderr, "kvchat %s: %s\n", argv[1], err_msg());

@@ -24,9 +24,22 @@ typedef struct {
 void model_opts_init(model_opts *o);
 /* Consumes argv[*i] (and its value) if it is a shared option: 1 if consumed, 0 if not, -1 on error. */
 int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
-/* The help lines for those options. */
-extern const char MODEL_OPTS_HELP[];
-extern const char SAMPLING_OPTS_HELP[];
+/* The help lines for those options, as literals so commands can append them to their own. */
+#define MODEL_OPTS_HELP                                                                          \
+    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors,\n"  \
+    "                         vocab.json, merges.txt); default $KVCHAT_MODEL, else the\n"        \
+    "                         gpt2 download in ~/.cache/kvchat/models/gpt2\n"                    \
+    "      --device D         auto | cpu | cuda (default auto)\n"                                 \
+    "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"     \
+    "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"        \
+    "  -t, --threads N        CPU threads (default: all cores)\n"
+#define SAMPLING_OPTS_HELP                                                                       \
+    "  -n, --max-tokens N     new tokens to generate (default 64)\n"                             \
+    "      --temp T           temperature; 0 is greedy (default 0.8)\n"                          \
+    "      --top-k K          keep the K most likely tokens; 0 is off (default 40)\n"            \
+    "      --top-p P          keep the smallest set with probability >= P; 1 is off (default 0.95)\n" \
+    "      --repeat-penalty R divide logits of ids already in the context by R (default 1.1)\n" \
+    "      --seed S           sampling seed; same seed and backend, same tokens (default 0)\n"
 
 /* argv[*i] is FLAG or FLAG=VALUE: sets *value and advances *i; 1 if matched, 0 if not, -1 if the
  * value is missing. Either name may be NULL. */

@@ -20,7 +20,7 @@
 #define KVCHAT_ASSETS "assets"
 #endif
 
-static const char HELP[] =
+const char MAKE_TINY_MODEL_HELP[] =
     "usage: kvchat make-tiny-model DIR [options]\n"
     "\n"
     "Writes config.json, model.safetensors, vocab.json and merges.txt to DIR: a GPT-2 with\n"
@@ -161,10 +161,6 @@ int cmd_make_tiny_model(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(HELP, stdout);
-            return 0;
-        }
 #define INTOPT(name, field, lo, hi)                                                            \
     if ((r = opt_match(argc, argv, &i, NULL, name, &v)) != 0) {                               \
         if (r < 0 || opt_int(name, v, lo, hi, &field))                                        \

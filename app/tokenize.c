@@ -9,7 +9,7 @@
 #include "options.h"
 #include "safe_text.h"
 
-static const char HELP[] =
+const char TOKENIZE_HELP[] =
     "usage: kvchat tokenize [-m DIR] [--special] [TEXT]\n"
     "       kvchat tokenize [-m DIR] --decode \"ID ID ...\"\n"
     "\n"
@@ -93,10 +93,6 @@ int cmd_tokenize(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(HELP, stdout);
-            return 0;
-        }
         if ((r = opt_match(argc, argv, &i, "-m", "--model", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;

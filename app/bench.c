@@ -49,11 +49,11 @@ typedef struct {
 } figures;
 
 /* median seconds for a prefill of n tokens into an empty cache */
-static int time_prefill(loaded_model *lm, kv_cache *c, const int *ids, int n, float *logits, int runs, double *out)
+static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, float *logits, int runs, double *out)
 {
     double t[64];
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
-        kv_clear(c);
+        kv_truncate(c, 0);
         double t0 = now_s();
         if (gpt2_forward(&lm->model, lm->backend, c, ids, n, logits))
             return -1;
@@ -65,13 +65,13 @@ static int time_prefill(loaded_model *lm, kv_cache *c, const int *ids, int n, fl
 }
 
 /* median seconds per decoded token after a context of `ctx` tokens */
-static int time_decode(loaded_model *lm, kv_cache *c, const int *ids, int ctx, float *logits, int runs, double *out)
+static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, float *logits, int runs, double *out)
 {
     enum { STEPS = 16 };
     double t[64 * STEPS];
     int k = 0;
     for (int r = 0; r <= runs; r++) {
-        kv_clear(c);
+        kv_truncate(c, 0);
         if (ctx && gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL))
             return -1;
         for (int s = 0; s < STEPS; s++) {
@@ -93,7 +93,7 @@ static int bench_one(loaded_model *lm, int runs, figures *f)
         return err_set("bench needs a context of at least 528 tokens; this model has %d", cfg->n_ctx);
     int *ids = malloc(sizeof *ids * 1024);
     float *logits = err_malloc(sizeof(float) * cfg->vocab_size, "logits");
-    kv_cache *c = kv_create(lm->backend, cfg->n_layer, cfg->n_embd, cfg->n_ctx);
+    kv_seq *c = kv_seq_new(lm->pool, 0);
     int rc = -1;
     if (!ids || !logits || !c)
         goto out;
@@ -109,7 +109,7 @@ static int bench_one(loaded_model *lm, int runs, figures *f)
         goto out;
     rc = 0;
 out:
-    kv_free(c);
+    kv_seq_free(c);
     free(logits);
     free(ids);
     return rc;
@@ -147,7 +147,7 @@ int cmd_bench(int argc, char **argv)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", dtypes);
     for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn; tokn = strtok_r(NULL, ",", &save)) {
-        if (n_types == 8 || dt_parse(tokn, &list[n_types]))
+        if (n_types == 8 || dt_parse(tokn, &list[n_types]) || list[n_types] == DT_I8)
             return err_set("--dtype: expected a list of f32, bf16, f16, got '%s'", dtypes), EXIT_USAGE;
         n_types++;
     }

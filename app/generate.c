@@ -25,7 +25,7 @@ const char GENERATE_HELP[] =
     "                         first new token was chosen\n"
     "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
     "  -q, --quiet            no timing summary on stderr\n"
-    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP;
+    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
@@ -128,13 +128,13 @@ static int parse_args(gen_args *a, int argc, char **argv)
 static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
 {
     gpt2_model *m = &lm->model;
-    int V = m->cfg.vocab_size, n_ctx = m->cfg.n_ctx, eos = tok_eos(lm->tok), rc = -1;
+    int V = m->cfg.vocab_size, n_ctx = kv_pool_opts(lm->pool)->window, eos = tok_eos(lm->tok), rc = -1;
     if (n_prompt > n_ctx)
-        return err_set("prompt is %d tokens; the model's context holds %d", n_prompt, n_ctx);
+        return err_set("prompt is %d tokens; the context holds %d", n_prompt, n_ctx);
     for (int i = 0; i < n_prompt; i++)
         if (ids[i] >= V)
             return err_set("prompt token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
-    kv_cache *cache = kv_create(lm->backend, m->cfg.n_layer, m->cfg.n_embd, n_ctx);
+    kv_seq *cache = kv_seq_new(lm->pool, 0);
     float *logits = err_malloc(sizeof(float) * V, "logits");
     sampler smp = {0};
     tok_stream ts;
@@ -171,7 +171,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
                 fprintf(stderr, "\n[stopped: the context of %d tokens is full]\n", n_ctx);
             break;
         }
-        int fail = a->no_cache ? (kv_clear(cache), gpt2_forward(m, lm->backend, cache, ids, n, logits))
+        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_forward(m, lm->backend, cache, ids, n, logits))
                                : gpt2_forward(m, lm->backend, cache, ids + n - 1, 1, logits);
         if (fail)
             goto out;
@@ -194,7 +194,7 @@ out:
     tok_stream_free(&ts);
     sampler_free(&smp);
     free(logits);
-    kv_free(cache);
+    kv_seq_free(cache);
     return rc;
 }
 

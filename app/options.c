@@ -23,6 +23,7 @@ void model_opts_init(model_opts *o)
     o->wtype = default_dtype();
     o->n_predict = 64;
     o->sp = sampler_defaults();
+    o->kv = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32};
 }
 
 int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname, const char **value)
@@ -84,6 +85,61 @@ int opt_u64(const char *flag, const char *s, unsigned long long *out)
     return 0;
 }
 
+int opt_size(const char *flag, const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B'))
+        end += *end == 'i' ? 2 : 1;
+    if (errno || end == s || *end || !(v > 0) || v * mul > 1e15)
+        return err_set("%s: expected a size such as 512M or 2G, got '%s'", flag, s);
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int cache_opt(model_opts *o, int argc, char **argv, int *i)
+{
+    const char *v = NULL;
+    int r;
+#define MATCH(l) ((r = opt_match(argc, argv, i, NULL, l, &v)) != 0)
+    if (MATCH("--ctx")) {
+        if (r > 0 && opt_int("--ctx", v, 1, 65536, &o->kv.window))
+            return -1;
+    } else if (MATCH("--cache-mem")) {
+        if (r > 0 && opt_size("--cache-mem", v, &o->kv.pool_bytes))
+            return -1;
+    } else if (MATCH("--block-tokens")) {
+        if (r > 0 && opt_int("--block-tokens", v, 1, 4096, &o->kv.block_tokens))
+            return -1;
+    } else if (MATCH("--grow-factor")) {
+        if (r > 0 && opt_float("--grow-factor", v, 1.01, 16, &o->kv.grow_factor))
+            return -1;
+    } else if (MATCH("--cache-layout")) {
+        if (r > 0 && strcmp(v, "paged") && strcmp(v, "contiguous"))
+            return err_set("--cache-layout: expected paged or contiguous, got '%s'", v);
+        if (r > 0)
+            o->kv.layout = strcmp(v, "paged") ? KV_CONTIGUOUS : KV_PAGED;
+    } else if (MATCH("--cache-dtype")) {
+        if (r > 0 && dt_parse(v, &o->kv.type))
+            return err_set("--cache-dtype: expected f32, f16, bf16 or int8, got '%s'", v);
+    } else if (opt_match(argc, argv, i, NULL, "--prealloc", NULL)) {
+        o->kv.prealloc = 1;
+        return 1;
+    } else {
+        return 0;
+    }
+#undef MATCH
+    return r < 0 ? -1 : 1;
+}
+
 int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
 {
     const char *v = NULL;
@@ -97,7 +153,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
             return err_set("--device: expected auto, cpu or cuda, got '%s'", v);
         o->device = v;
     } else if (MATCH(NULL, "--dtype")) {
-        if (r > 0 && dt_parse(v, &o->wtype))
+        if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
             return err_set("--dtype: expected f32, bf16 or f16, got '%s'", v);
     } else if (MATCH("-t", "--threads")) {
         if (r > 0 && opt_int("--threads", v, 1, 1024, &o->threads))
@@ -126,7 +182,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
             o->sp.seed = u;
         }
     } else {
-        return 0;
+        return cache_opt(o, argc, argv, i);
     }
 #undef MATCH
     return r < 0 ? -1 : 1;
@@ -178,11 +234,20 @@ int load_model(loaded_model *lm, const model_opts *o)
         unload_model(lm);
         return -1;
     }
+    kv_opts kv = o->kv;
+    if (!kv.window)
+        kv.window = lm->model.cfg.n_ctx;
+    if (!(lm->bus = ev_bus_create()) || !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {
+        unload_model(lm);
+        return -1;
+    }
     return 0;
 }
 
 void unload_model(loaded_model *lm)
 {
+    kv_pool_free(lm->pool);
+    ev_bus_free(lm->bus);
     gpt2_free(&lm->model);
     tok_free(lm->tok);
     if (lm->backend)

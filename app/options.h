@@ -6,7 +6,9 @@
 #include <stddef.h>
 
 #include "../kernels/backend.h"
+#include "../model/events.h"
 #include "../model/gpt2.h"
+#include "../model/kvcache.h"
 #include "../model/sampler.h"
 #include "../model/tokenizer.h"
 
@@ -19,6 +21,7 @@ typedef struct {
     int threads;
     int n_predict;
     sampler_params sp;
+    kv_opts kv;              /* kv.window 0: the model's context */
 } model_opts;
 
 void model_opts_init(model_opts *o);
@@ -33,6 +36,15 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
     "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"     \
     "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"        \
     "  -t, --threads N        CPU threads (default: all cores)\n"
+#define CACHE_OPTS_HELP                                                                          \
+    "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
+    "      --cache-mem SIZE   KV pool size, e.g. 512M or 2G (default: 4 full windows, at most\n" \
+    "                         half the free memory)\n"                                          \
+    "      --cache-layout L   paged (default) | contiguous\n"                                    \
+    "      --block-tokens N   positions per paged block (default 16)\n"                          \
+    "      --cache-dtype T    f32 (default) | f16 | bf16 | int8 (per-token, per-head scale)\n"   \
+    "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
+    "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                       \
     "  -n, --max-tokens N     new tokens to generate (default 64)\n"                             \
     "      --temp T           temperature; 0 is greedy (default 0.8)\n"                          \
@@ -47,6 +59,8 @@ int opt_match(int argc, char **argv, int *i, const char *shortname, const char *
 int opt_int(const char *flag, const char *s, long lo, long hi, int *out);
 int opt_float(const char *flag, const char *s, double lo, double hi, float *out);
 int opt_u64(const char *flag, const char *s, unsigned long long *out);
+/* 512, 64K, 512M, 2G (powers of 1024) */
+int opt_size(const char *flag, const char *s, size_t *out);
 
 /* ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME */
 int model_cache_dir(char *buf, size_t n, const char *name);
@@ -56,6 +70,8 @@ typedef struct {
     gpt2_model model;
     tokenizer *tok;
     kb_backend *backend;
+    ev_bus *bus;
+    kv_pool *pool;
     char dir[4096];
 } loaded_model;
 

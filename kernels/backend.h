@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "dtype.h"
+#include "kvlayout.h"
 
 /* A row-major [rows, cols] weight matrix in backend memory. */
 typedef struct {
@@ -33,12 +34,10 @@ struct kb_backend {
     int (*layernorm)(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
     int (*add)(kb_backend *b, float *x, const float *y, size_t n);   /* x += y */
     int (*gelu)(kb_backend *b, float *x, size_t n);                  /* tanh form, in place */
-    /* Causal self-attention for n new tokens at positions past..past+n-1. qkv is [n, 3C] (q, k, v);
-     * their k and v are first stored at positions past.. of the caches kc, vc, laid out head-major
-     * as [n_head, cap, C / n_head]; then y[n, C] = softmax(q k^T / sqrt(C / n_head)) v over keys
-     * 0..position, per head. */
-    int (*attention)(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int cap, int past, int n,
-                     int n_head, int C);
+    /* Causal self-attention of layer `layer` for n new tokens at positions past..past+n-1. qkv is
+     * [n, 3C] (q, k, v per token); the new k and v are first stored in the cache (converted to its
+     * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head. */
+    int (*attention)(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
     void (*destroy)(kb_backend *b);
 };
 

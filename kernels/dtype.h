@@ -6,12 +6,13 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef enum { DT_F32, DT_F16, DT_BF16 } dtype;
+/* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. */
+typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8 } dtype;
 
 size_t dt_size(dtype t);
-const char *dt_name(dtype t);                 /* "f32", "f16", "bf16" */
-int dt_parse(const char *s, dtype *out);      /* accepts f32/f16/bf16, any case; -1 if unknown */
-/* Whole-array conversions, multithreaded for large arrays. */
+const char *dt_name(dtype t);                 /* "f32", "f16", "bf16", "int8" */
+int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8), any case; -1 if unknown */
+/* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1). */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n);
 

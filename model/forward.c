@@ -23,20 +23,20 @@ static int ensure_work(gpt2_model *m, int n)
     return 0;
 }
 
-int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, int n, float *logits)
+int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
 {
     const gpt2_config *c = &m->cfg;
     int C = c->n_embd, past = kv_len(cache);
     if (n < 1)
         return err_set("forward pass of no tokens");
-    if (past + n > kv_capacity(cache) || past + n > c->n_ctx)
-        return err_set("%d cached + %d new tokens exceed the context of %d", past, n,
-                       kv_capacity(cache) < c->n_ctx ? kv_capacity(cache) : c->n_ctx);
+    if (past + n > c->n_ctx)
+        return err_set("%d cached + %d new tokens exceed the context of %d", past, n, c->n_ctx);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
             return err_set("token id %d is outside the vocabulary (0..%d)", ids[i], c->vocab_size - 1);
-    if (ensure_work(m, n))
+    if (ensure_work(m, n) || kv_reserve(cache, n))
         return -1;
+    const kb_kv *kv = kv_view(cache);
     float *x = m->x, *h = m->h;
     if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
         return -1;
@@ -44,8 +44,7 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, 
         const gpt2_layer *L = &m->layers[l];
         if (b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps) ||
             b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
-            b->attention(b, m->att, m->qkv, kv_keys(cache, l), kv_values(cache, l), kv_capacity(cache), past,
-                         n, c->n_head, C) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, n) ||
             b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) || b->add(b, x, h, (size_t)n * C) ||
             b->layernorm(b, h, x, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
             b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||

@@ -38,7 +38,8 @@ int64_t gpt2_param_count(const gpt2_config *c);
 uint64_t gpt2_bytes_per_token(const gpt2_model *m);
 
 /* Runs n tokens at positions kv_len(cache).. through the model, appends their keys and values to the
- * cache, and writes the last token's logits (vocab_size floats) to logits (if not NULL). */
-int gpt2_forward(gpt2_model *m, kb_backend *b, kv_cache *cache, const int *ids, int n, float *logits);
+ * cache (reserving room first), and writes the last token's logits (vocab_size floats) to logits
+ * (if not NULL). On failure the cache keeps its previous length. */
+int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
 
 #endif

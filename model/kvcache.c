@@ -1,44 +1,531 @@
 #include "kvcache.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "../kernels/err.h"
 
-struct kv_cache {
+static const int ZERO_TABLE[1] = {0};
+
+struct kv_pool {
     kb_backend *b;
-    int n_layer, C, cap, len;
-    float *k, *v;
+    kv_opts o;
+    ev_bus *bus;
+    int L, H, hd;
+    size_t tok_bytes;            /* one position across all layers, K and V (and int8 scales) */
+    size_t used;                 /* bytes of the pool that sequences hold */
+    char *mem;                   /* paged: the pool */
+    size_t block_bytes;
+    int n_blocks, n_free, *free_list, *refs;
+    kv_seq **seqs;
+    int n_seqs, cap_seqs;
+    unsigned long tick;
 };
 
-kv_cache *kv_create(kb_backend *b, int n_layer, int C, int capacity)
+struct kv_seq {
+    kv_pool *p;
+    int conv, len, busy, grows;
+    int *table, n_table;         /* paged: the block table */
+    char *buf;                   /* contiguous: the buffer ... */
+    int cap;                     /* ... and its capacity in positions */
+    char *host;                  /* offloaded rows, one block of exactly len positions */
+    int offloaded;
+    unsigned long last_used;
+    kb_kv view;
+};
+
+static kb_kv base_view(const kv_pool *p)
 {
-    kv_cache *c = err_calloc(1, sizeof *c, "the KV cache");
-    if (!c)
+    return (kb_kv){.type = p->o.type, .n_layer = p->L, .n_head = p->H, .head_dim = p->hd};
+}
+
+/* A single block of `tokens` positions at mem: the contiguous buffer and the host copy. */
+static kb_kv flat_view(const kv_pool *p, void *mem, int tokens)
+{
+    kb_kv v = base_view(p);
+    v.base = mem;
+    v.table = ZERO_TABLE;
+    v.block_tokens = tokens > 0 ? tokens : 1;
+    v.block_bytes = kvl_block_bytes(p->o.type, p->L, p->H, p->hd, v.block_tokens);
+    return v;
+}
+
+static size_t flat_bytes(const kv_pool *p, int tokens)
+{
+    return kvl_block_bytes(p->o.type, p->L, p->H, p->hd, tokens > 0 ? tokens : 1);
+}
+
+/* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks. Safe for
+ * dst == src when dp <= sp. */
+static void copy_rows(const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
+{
+    size_t row = (size_t)src->head_dim * dt_size(src->type);
+    while (n > 0) {
+        int run = n;
+        run = src->block_tokens - sp % src->block_tokens < run ? src->block_tokens - sp % src->block_tokens : run;
+        run = dst->block_tokens - dp % dst->block_tokens < run ? dst->block_tokens - dp % dst->block_tokens : run;
+        for (int l = 0; l < src->n_layer; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int h = 0; h < src->n_head; h++) {
+                    memmove(kvl_row(dst, l, kv, h, dp), kvl_row(src, l, kv, h, sp), row * run);
+                    if (src->type == DT_I8)
+                        memmove(kvl_scale(dst, l, kv, h, dp), kvl_scale(src, l, kv, h, sp), sizeof(float) * run);
+                }
+        dp += run;
+        sp += run;
+        n -= run;
+    }
+}
+
+static void refresh_view(kv_seq *s)
+{
+    kv_pool *p = s->p;
+    if (p->o.layout == KV_PAGED) {
+        s->view = base_view(p);
+        s->view.base = p->mem;
+        s->view.table = s->table;
+        s->view.block_tokens = p->o.block_tokens;
+        s->view.block_bytes = p->block_bytes;
+    } else {
+        s->view = flat_view(p, s->buf, s->cap);
+    }
+}
+
+void kv_opts_default(kv_opts *o, const gpt2_config *cfg)
+{
+    *o = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32, .window = cfg->n_ctx};
+}
+
+kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o, ev_bus *bus)
+{
+    if (o->block_tokens < 1 || o->block_tokens > 4096)
+        return err_set("--block-tokens %d is not in 1..4096", o->block_tokens), NULL;
+    if (o->window < 1 || o->window > cfg->n_ctx)
+        return err_set("--ctx %d is not in 1..%d (the model's context)", o->window, cfg->n_ctx), NULL;
+    if (o->grow_factor < 1.01f || o->grow_factor > 16)
+        return err_set("--grow-factor %g is not in 1.01..16", o->grow_factor), NULL;
+    kv_pool *p = err_calloc(1, sizeof *p, "the KV pool");
+    if (!p)
         return NULL;
-    size_t per = (size_t)n_layer * capacity * C * sizeof(float);
-    *c = (kv_cache){.b = b, .n_layer = n_layer, .C = C, .cap = capacity};
-    c->k = b->alloc(b, per, "KV cache keys");
-    c->v = c->k ? b->alloc(b, per, "KV cache values") : NULL;
-    if (!c->v) {
-        kv_free(c);
+    p->b = b;
+    p->o = *o;
+    p->bus = bus;
+    p->L = cfg->n_layer;
+    p->H = cfg->n_head;
+    p->hd = cfg->n_embd / cfg->n_head;
+    p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) + (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
+    if (!p->o.pool_bytes) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        size_t want = 4 * (size_t)o->window * p->tok_bytes, avail = pages > 0 && page > 0 ? (size_t)pages * page / 2 : want;
+        p->o.pool_bytes = want < avail ? want : avail;
+    }
+    if (o->layout == KV_PAGED) {
+        p->block_bytes = kvl_block_bytes(o->type, p->L, p->H, p->hd, o->block_tokens);
+        p->n_blocks = (int)(p->o.pool_bytes / p->block_bytes);
+        if (p->n_blocks < 1) {
+            err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)", p->o.pool_bytes, p->block_bytes);
+            free(p);
+            return NULL;
+        }
+        p->o.pool_bytes = (size_t)p->n_blocks * p->block_bytes;
+        p->mem = b->alloc(b, p->o.pool_bytes, "the KV pool");
+        p->free_list = err_malloc(sizeof(int) * p->n_blocks, "the KV pool");
+        p->refs = err_calloc((size_t)p->n_blocks, sizeof(int), "the KV pool");
+        if (!p->mem || !p->free_list || !p->refs) {
+            kv_pool_free(p);
+            return NULL;
+        }
+        for (int i = 0; i < p->n_blocks; i++)
+            p->free_list[i] = p->n_blocks - 1 - i;
+        p->n_free = p->n_blocks;
+    }
+    return p;
+}
+
+void kv_pool_free(kv_pool *p)
+{
+    if (!p)
+        return;
+    while (p->n_seqs)
+        kv_seq_free(p->seqs[p->n_seqs - 1]);
+    if (p->mem)
+        p->b->release(p->b, p->mem);
+    free(p->free_list);
+    free(p->refs);
+    free(p->seqs);
+    free(p);
+}
+
+size_t kv_bytes_per_token(const kv_pool *p) { return p->tok_bytes; }
+const kv_opts *kv_pool_opts(const kv_pool *p) { return &p->o; }
+
+void kv_pool_get_stats(const kv_pool *p, kv_pool_stats *st)
+{
+    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes, .used_bytes = p->used, .blocks_total = p->n_blocks,
+                          .blocks_used = p->n_blocks - p->n_free, .sequences = p->n_seqs};
+    for (int i = 0; i < p->n_seqs; i++)
+        st->offloaded += p->seqs[i]->offloaded;
+}
+
+kv_seq *kv_seq_new(kv_pool *p, int conv)
+{
+    kv_seq *s = err_calloc(1, sizeof *s, "a KV sequence");
+    if (!s)
+        return NULL;
+    s->p = p;
+    s->conv = conv;
+    if (p->o.layout == KV_PAGED &&
+        !(s->table = err_malloc(sizeof(int) * (size_t)(p->o.window / p->o.block_tokens + 2), "a block table"))) {
+        free(s);
         return NULL;
     }
+    if (p->n_seqs == p->cap_seqs) {
+        int cap = p->cap_seqs ? 2 * p->cap_seqs : 8;
+        kv_seq **q = realloc(p->seqs, sizeof *q * cap);
+        if (!q) {
+            free(s->table);
+            free(s);
+            return err_set("out of memory"), NULL;
+        }
+        p->seqs = q;
+        p->cap_seqs = cap;
+    }
+    p->seqs[p->n_seqs++] = s;
+    refresh_view(s);
+    return s;
+}
+
+static void release_block(kv_pool *p, int blk)
+{
+    if (--p->refs[blk] == 0) {
+        p->free_list[p->n_free++] = blk;
+        p->used -= p->block_bytes;
+    }
+}
+
+/* Gives back the device memory of the positions from `len` on. */
+static void drop_after(kv_seq *s, int len)
+{
+    kv_pool *p = s->p;
+    s->len = len;
+    if (p->o.layout != KV_PAGED || s->offloaded)
+        return;
+    int keep = (len + p->o.block_tokens - 1) / p->o.block_tokens;
+    while (s->n_table > keep)
+        release_block(p, s->table[--s->n_table]);
+}
+
+static void release_all(kv_seq *s)
+{
+    kv_pool *p = s->p;
+    if (p->o.layout == KV_PAGED) {
+        while (s->n_table)
+            release_block(p, s->table[--s->n_table]);
+    } else if (s->buf) {
+        p->b->release(p->b, s->buf);
+        p->used -= flat_bytes(p, s->cap);
+        s->buf = NULL;
+        s->cap = 0;
+    }
+    refresh_view(s);
+}
+
+void kv_seq_free(kv_seq *s)
+{
+    if (!s)
+        return;
+    kv_pool *p = s->p;
+    release_all(s);
+    free(s->host);
+    free(s->table);
+    for (int i = 0; i < p->n_seqs; i++)
+        if (p->seqs[i] == s) {
+            p->seqs[i] = p->seqs[--p->n_seqs];
+            break;
+        }
+    free(s);
+}
+
+int kv_len(const kv_seq *s) { return s->len; }
+int kv_is_offloaded(const kv_seq *s) { return s->offloaded; }
+void kv_set_busy(kv_seq *s, int busy) { s->busy = busy; }
+void kv_advance(kv_seq *s, int n) { s->len += n; }
+
+void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
+{
+    const kv_pool *p = s->p;
+    memset(st, 0, sizeof *st);
+    st->len = s->len;
+    st->used_bytes = (size_t)s->len * p->tok_bytes;
+    st->grows = s->grows;
+    st->offloaded = s->offloaded;
+    if (s->offloaded) {
+        st->host_bytes = flat_bytes(p, s->len);
+    } else if (p->o.layout == KV_PAGED) {
+        st->blocks = s->n_table;
+        st->capacity = s->n_table * p->o.block_tokens;
+        st->reserved_bytes = (size_t)s->n_table * p->block_bytes;
+        for (int i = 0; i < s->n_table; i++)
+            st->shared_blocks += p->refs[s->table[i]] > 1;
+    } else {
+        st->capacity = s->cap;
+        st->reserved_bytes = s->buf ? flat_bytes(p, s->cap) : 0;
+    }
+}
+
+static size_t free_bytes(const kv_pool *p)
+{
+    return p->o.layout == KV_PAGED ? (size_t)p->n_free * p->block_bytes : p->o.pool_bytes - p->used;
+}
+
+/* Offloads least recently used idle sequences until `bytes` are free. */
+static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
+{
+    while (free_bytes(p) < bytes) {
+        kv_seq *victim = NULL;
+        for (int i = 0; i < p->n_seqs; i++) {
+            kv_seq *c = p->seqs[i];
+            if (c == requester || c->busy || c->offloaded || (c->n_table == 0 && !c->buf))
+                continue;
+            if (!victim || c->last_used < victim->last_used)
+                victim = c;
+        }
+        if (!victim)
+            return err_set("the KV pool (%zu bytes) is full: %zu more bytes are needed and no idle conversation "
+                           "is left to move to host memory; raise --cache-mem or shorten --ctx",
+                           p->o.pool_bytes, bytes - free_bytes(p));
+        if (kv_offload(victim))
+            return -1;
+    }
+    return 0;
+}
+
+static int alloc_block(kv_pool *p, const kv_seq *requester)
+{
+    if (make_room(p, requester, p->block_bytes))
+        return -1;
+    int blk = p->free_list[--p->n_free];
+    p->refs[blk] = 1;
+    p->used += p->block_bytes;
+    return blk;
+}
+
+/* Gives table slot i a block of its own, copying the `rows` filled positions. */
+static int unshare(kv_seq *s, int i, int rows, size_t *copied)
+{
+    kv_pool *p = s->p;
+    int nb = alloc_block(p, s);
+    if (nb < 0)
+        return -1;
+    kb_kv to = s->view; /* the new block alone, as positions 0.. */
+    to.base = p->mem + (size_t)nb * p->block_bytes;
+    to.table = ZERO_TABLE;
+    copy_rows(&to, 0, &s->view, i * p->o.block_tokens, rows);
+    release_block(p, s->table[i]);
+    s->table[i] = nb;
+    *copied += (size_t)rows * p->tok_bytes;
+    return 0;
+}
+
+static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
+{
+    kv_pool *p = s->p;
+    int cap = p->o.prealloc ? p->o.window : s->cap ? (int)ceilf(s->cap * p->o.grow_factor) : p->o.block_tokens;
+    cap = cap < need ? need : cap;
+    cap = cap > p->o.window ? p->o.window : cap;
+    size_t old = s->buf ? flat_bytes(p, s->cap) : 0, bytes = flat_bytes(p, cap);
+    if (make_room(p, s, bytes))
+        return -1;
+    char *buf = p->b->alloc(p->b, bytes, "a contiguous KV cache");
+    if (!buf)
+        return -1;
+    kb_kv to = flat_view(p, buf, cap);
+    if (s->len)
+        copy_rows(&to, 0, &s->view, 0, s->len);
+    if (s->buf)
+        p->b->release(p->b, s->buf);
+    p->used += bytes - old;
+    s->buf = buf;
+    s->cap = cap;
+    *added = bytes - old;
+    *copied = (size_t)s->len * p->tok_bytes;
+    return 0;
+}
+
+int kv_reserve(kv_seq *s, int n)
+{
+    kv_pool *p = s->p;
+    int need = s->len + n;
+    if (need > p->o.window)
+        return err_set("%d cached + %d new tokens exceed the window of %d", s->len, n, p->o.window);
+    if (s->offloaded && kv_restore(s))
+        return -1;
+    s->last_used = ++p->tick;
+    double t0 = ev_clock();
+    int from = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
+    size_t added = 0, copied = 0;
+    if (p->o.layout == KV_PAGED) {
+        int bt = p->o.block_tokens, i = s->len / bt;
+        if (s->len % bt && p->refs[s->table[i]] > 1 && unshare(s, i, s->len % bt, &copied))
+            return -1;
+        while (s->n_table * bt < need) {
+            int blk = alloc_block(p, s);
+            if (blk < 0)
+                return -1;
+            s->table[s->n_table++] = blk;
+            added += p->block_bytes;
+        }
+    } else if (need > s->cap && grow_contiguous(s, need, &added, &copied)) {
+        return -1;
+    }
+    refresh_view(s);
+    int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
+    if (added) {
+        s->grows++;
+        ev_emit(p->bus, s->conv, "grow",
+                json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes", (json_int_t)added, "copied",
+                          (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+    } else if (copied) {
+        ev_emit(p->bus, s->conv, "cow", json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+    }
+    return 0;
+}
+
+const kb_kv *kv_view(kv_seq *s)
+{
+    return &s->view;
+}
+
+int kv_truncate(kv_seq *s, int len)
+{
+    if (len < 0 || len > s->len)
+        return err_set("cannot truncate %d cached tokens to %d", s->len, len);
+    int from = s->len;
+    drop_after(s, len);
+    refresh_view(s);
+    if (len != from)
+        ev_emit(s->p->bus, s->conv, "truncate", json_pack("{s:i, s:i}", "from", from, "to", len));
+    return 0;
+}
+
+int kv_shift(kv_seq *s, int dst, int src, int n)
+{
+    kv_pool *p = s->p;
+    if (dst < 0 || dst > src || n < 0 || src + n > s->len)
+        return err_set("cannot shift positions %d..%d to %d", src, src + n, dst);
+    if (s->offloaded && kv_restore(s))
+        return -1;
+    size_t copied = 0;
+    if (p->o.layout == KV_PAGED) {
+        int bt = p->o.block_tokens;
+        for (int i = dst / bt; i * bt < dst + n; i++)
+            if (p->refs[s->table[i]] > 1 && unshare(s, i, bt, &copied))
+                return -1;
+        refresh_view(s);
+    }
+    copy_rows(&s->view, dst, &s->view, src, n);
+    drop_after(s, dst + n);
+    refresh_view(s);
+    return 0;
+}
+
+kv_seq *kv_fork(kv_seq *s, int conv)
+{
+    kv_pool *p = s->p;
+    if (s->offloaded && kv_restore(s))
+        return NULL;
+    kv_seq *c = kv_seq_new(p, conv);
+    if (!c)
+        return NULL;
+    double t0 = ev_clock();
+    size_t copied = 0;
+    int shared = 0;
+    if (p->o.layout == KV_PAGED) {
+        for (int i = 0; i < s->n_table; i++) {
+            c->table[i] = s->table[i];
+            p->refs[s->table[i]]++;
+        }
+        c->n_table = shared = s->n_table;
+        c->len = s->len;
+        drop_after(c, c->len);
+        refresh_view(c);
+    } else {
+        if (s->len && kv_reserve(c, s->len)) {
+            kv_seq_free(c);
+            return NULL;
+        }
+        copy_rows(&c->view, 0, &s->view, 0, s->len);
+        c->len = s->len;
+        copied = (size_t)s->len * p->tok_bytes;
+    }
+    c->last_used = ++p->tick;
+    ev_emit(p->bus, conv, "fork",
+            json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", s->len, "shared_blocks", shared,
+                      "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     return c;
 }
 
-void kv_free(kv_cache *c)
+int kv_offload(kv_seq *s)
 {
-    if (!c)
-        return;
-    c->b->release(c->b, c->k);
-    c->b->release(c->b, c->v);
-    free(c);
+    kv_pool *p = s->p;
+    if (s->offloaded)
+        return 0;
+    double t0 = ev_clock();
+    size_t bytes = flat_bytes(p, s->len);
+    char *host = err_malloc(bytes, "an offloaded KV cache");
+    if (!host)
+        return -1;
+    kb_kv to = flat_view(p, host, s->len);
+    if (s->len)
+        copy_rows(&to, 0, &s->view, 0, s->len);
+    release_all(s);
+    s->host = host;
+    s->offloaded = 1;
+    ev_emit(p->bus, s->conv, "offload",
+            json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms", (ev_clock() - t0) * 1e3));
+    return 0;
 }
 
-int kv_len(const kv_cache *c) { return c->len; }
-int kv_capacity(const kv_cache *c) { return c->cap; }
-void kv_clear(kv_cache *c) { c->len = 0; }
-size_t kv_bytes(const kv_cache *c) { return 2 * (size_t)c->n_layer * c->cap * c->C * sizeof(float); }
-float *kv_keys(kv_cache *c, int layer) { return c->k + (size_t)layer * c->cap * c->C; }
-float *kv_values(kv_cache *c, int layer) { return c->v + (size_t)layer * c->cap * c->C; }
-void kv_advance(kv_cache *c, int n) { c->len += n; }
+int kv_restore(kv_seq *s)
+{
+    kv_pool *p = s->p;
+    if (!s->offloaded)
+        return 0;
+    double t0 = ev_clock();
+    int len = s->len;
+    s->offloaded = 0;
+    s->len = 0;
+    size_t added, copied;
+    int rc = 0;
+    if (p->o.layout == KV_PAGED) {
+        while (!rc && s->n_table * p->o.block_tokens < len) {
+            int blk = alloc_block(p, s);
+            if (blk < 0)
+                rc = -1;
+            else
+                s->table[s->n_table++] = blk;
+        }
+    } else if (len) {
+        rc = grow_contiguous(s, len, &added, &copied);
+    }
+    if (rc) { /* stays offloaded: nothing is lost */
+        release_all(s);
+        s->offloaded = 1;
+        s->len = len;
+        return -1;
+    }
+    refresh_view(s);
+    kb_kv from = flat_view(p, s->host, len);
+    if (len)
+        copy_rows(&s->view, 0, &from, 0, len);
+    free(s->host);
+    s->host = NULL;
+    s->len = len;
+    s->last_used = ++p->tick;
+    ev_emit(p->bus, s->conv, "restore",
+            json_pack("{s:i, s:I, s:f}", "tokens", len, "bytes", (json_int_t)flat_bytes(p, len), "ms",
+                      (ev_clock() - t0) * 1e3));
+    return 0;
+}

@@ -1,25 +1,78 @@
-/* The per-conversation KV cache: keys and values of every layer for the tokens seen so far, so a new
- * token costs one position instead of the whole prefix. */
+/* The KV cache manager. One pool of cache memory per backend; each conversation owns a sequence
+ * (kv_seq) whose keys and values live either in fixed blocks of the pool reached through a block
+ * table (paged, the default: forks share blocks and copy on write) or in one buffer that grows by
+ * a factor with a copy (contiguous). When the pool is full, the least recently used inactive
+ * sequence moves to host memory and comes back when it is used again. Everything it does is an event
+ * on the bus (grow, fork, truncate, offload, restore). */
 #ifndef KVCHAT_KVCACHE_H
 #define KVCHAT_KVCACHE_H
 
 #include <stddef.h>
 
 #include "../kernels/backend.h"
+#include "config.h"
+#include "events.h"
 
-typedef struct kv_cache kv_cache;
+typedef enum { KV_PAGED, KV_CONTIGUOUS } kv_layout;
 
-/* Room for `capacity` positions of n_layer layers of width C, in backend memory. */
-kv_cache *kv_create(kb_backend *b, int n_layer, int C, int capacity);
-void kv_free(kv_cache *c);
-int kv_len(const kv_cache *c);
-int kv_capacity(const kv_cache *c);
-void kv_clear(kv_cache *c);
-size_t kv_bytes(const kv_cache *c);
-/* Key and value rows of one layer, head-major: [n_head, capacity, C / n_head]. */
-float *kv_keys(kv_cache *c, int layer);
-float *kv_values(kv_cache *c, int layer);
-/* Marks n more positions as filled (after the forward pass wrote them). */
-void kv_advance(kv_cache *c, int n);
+typedef struct {
+    size_t pool_bytes;    /* the whole pool; 0: a few full windows, bounded by free memory */
+    int block_tokens;     /* paged block size in positions (default 16); contiguous start size */
+    kv_layout layout;
+    float grow_factor;    /* contiguous growth (default 2) */
+    int prealloc;         /* contiguous: the whole window at once */
+    dtype type;           /* f32, f16, bf16, int8 */
+    int window;           /* positions a sequence may hold (the model's context, or --ctx) */
+} kv_opts;
+
+typedef struct {
+    int len, capacity;              /* positions used and allocated */
+    size_t used_bytes, reserved_bytes;
+    int blocks, shared_blocks;      /* paged: blocks in the table, of which shared with another sequence */
+    int grows, offloaded;
+    size_t host_bytes;              /* held in host memory while offloaded */
+} kv_seq_stats;
+
+typedef struct {
+    size_t pool_bytes, used_bytes;
+    int blocks_total, blocks_used;  /* paged only */
+    int sequences, offloaded;
+} kv_pool_stats;
+
+typedef struct kv_pool kv_pool;
+typedef struct kv_seq kv_seq;
+
+void kv_opts_default(kv_opts *o, const gpt2_config *cfg);
+kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o, ev_bus *bus);
+void kv_pool_free(kv_pool *p);
+void kv_pool_get_stats(const kv_pool *p, kv_pool_stats *st);
+size_t kv_bytes_per_token(const kv_pool *p);
+const kv_opts *kv_pool_opts(const kv_pool *p);
+
+/* A new empty sequence; conv is the id its events carry. */
+kv_seq *kv_seq_new(kv_pool *p, int conv);
+void kv_seq_free(kv_seq *s);
+int kv_len(const kv_seq *s);
+void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);
+
+/* Makes room for n more positions that this sequence alone owns (allocating, growing, copying shared
+ * blocks, restoring it if offloaded, offloading others if the pool is full). */
+int kv_reserve(kv_seq *s, int n);
+/* Where attention finds this sequence's rows; valid until the next call that changes it. */
+const kb_kv *kv_view(kv_seq *s);
+/* n more positions (written by the forward pass after kv_reserve) are now filled. */
+void kv_advance(kv_seq *s, int n);
+/* Keeps the first len positions (rolling back a reply costs nothing to recompute). */
+int kv_truncate(kv_seq *s, int len);
+/* Moves positions [src, src + n) down to dst and drops everything after: the approximate "shift"
+ * eviction (the moved keys keep the positions they were computed at). */
+int kv_shift(kv_seq *s, int dst, int src, int n);
+/* A new sequence with the same first len positions, sharing blocks (paged) or copied (contiguous). */
+kv_seq *kv_fork(kv_seq *s, int conv);
+int kv_offload(kv_seq *s);
+int kv_restore(kv_seq *s);
+int kv_is_offloaded(const kv_seq *s);
+/* The sequence in use is never chosen for offloading. */
+void kv_set_busy(kv_seq *s, int busy);
 
 #endif

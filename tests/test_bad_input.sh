@@ -27,7 +27,7 @@ expect_error "${TAG}bad/make-tiny-model heads" 2 "not a positive multiple of n_h
 expect_error "${TAG}bad/missing model dir" 1 "$B/nope does not exist" "$KV" generate -m "$B/nope"
 expect_error "${TAG}bad/prompt id out of vocab" 1 "token id 60000 is outside the vocabulary" \
     "$KV" generate -m "$B/good" --prompt-ids 60000
-expect_error "${TAG}bad/prompt longer than context" 1 "prompt is 40 tokens; the model's context holds 32" \
+expect_error "${TAG}bad/prompt longer than context" 1 "prompt is 40 tokens; the context holds 32" \
     "$KV" generate -m "$B/good" --prompt-ids "$(seq -s, 1 40)"
 expect_error "${TAG}bad/--decode bad id" 1 "'99999' is not a token id" "$KV" tokenize -m "$B/good" --decode "1 99999"
 

@@ -1,18 +1,21 @@
-/* Causal self-attention over a head-major KV cache ([n_head, capacity, head_dim] per layer, so each
- * head's keys are one contiguous run). Decode (few queries) loops over keys; prefill computes scores
- * and outputs per head with GEMMs, in row blocks that skip the masked upper triangle. */
+/* Causal self-attention reading keys and values through the cache layout of kernels/kvlayout.h
+ * (paged or contiguous; f32, f16, bf16 or int8 rows). Decode (few queries) walks the cached rows
+ * directly; prefill first widens each head's rows into contiguous f32 and runs GEMMs, in row blocks
+ * that skip the masked upper triangle. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "../kvlayout.h"
 #include "cpu.h"
+#include "simd.h"
 #include "vecmath.h"
 
 #define GEMM_MIN_QUERIES 16
 #define ROW_BLOCK 64
 
-/* scale, causal mask at column `limit`, softmax in place over s[0..limit) */
+/* scale, then softmax in place over s[0..limit) */
 static void softmax_row(float *s, int limit, float scale)
 {
     float mx = -INFINITY, sum = 0;
@@ -29,31 +32,74 @@ static void softmax_row(float *s, int limit, float scale)
         s[j] *= inv;
 }
 
-static void one_query(float *o, const float *q, const float *k, const float *v, int len, int hd, float scale, float *s)
+static void store_row(const kb_kv *kv, int layer, int which, int head, int pos, const float *src)
 {
-    for (int j = 0; j < len; j++) {
-        float d = 0;
-#pragma omp simd reduction(+ : d)
-        for (int c = 0; c < hd; c++)
-            d += q[c] * k[(size_t)j * hd + c];
-        s[j] = d;
+    void *dst = kvl_row(kv, layer, which, head, pos);
+    int hd = kv->head_dim;
+    if (kv->type != DT_I8) {
+        dt_from_f32(dst, src, kv->type, (size_t)hd);
+        return;
     }
+    float mx = 0;
+    for (int c = 0; c < hd; c++)
+        mx = fabsf(src[c]) > mx ? fabsf(src[c]) : mx;
+    float scale = mx / 127.0f, inv = mx > 0 ? 127.0f / mx : 0;
+    int8_t *q = dst;
+    for (int c = 0; c < hd; c++)
+        q[c] = (int8_t)__builtin_rintf(src[c] * inv);
+    *kvl_scale(kv, layer, which, head, pos) = scale;
+}
+
+static float row_scale(const kb_kv *kv, int layer, int which, int head, int pos)
+{
+    return kv->type == DT_I8 ? *kvl_scale(kv, layer, which, head, pos) : 1.0f;
+}
+
+/* the first `len` rows of one head's keys or values as f32 [len, head_dim] */
+static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int head, int len)
+{
+    int hd = kv->head_dim;
+    for (int p = 0; p < len; p++) {
+        float *d = dst + (size_t)p * hd;
+        dt_to_f32(d, kvl_row(kv, layer, which, head, p), kv->type, (size_t)hd);
+        if (kv->type == DT_I8) {
+            float s = *kvl_scale(kv, layer, which, head, p);
+            for (int c = 0; c < hd; c++)
+                d[c] *= s;
+        }
+    }
+}
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void one_query_t(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s,
+                        dtype t)
+{
+    int hd = kv->head_dim;
+    for (int j = 0; j < len; j++)
+        s[j] = dot_t(q, kvl_row(kv, layer, 0, head, j), t, 0, hd) * row_scale(kv, layer, 0, head, j);
     softmax_row(s, len, scale);
     memset(o, 0, sizeof(float) * hd);
-    for (int j = 0; j < len; j++) {
-        float p = s[j];
-#pragma omp simd
-        for (int c = 0; c < hd; c++)
-            o[c] += p * v[(size_t)j * hd + c];
+    for (int j = 0; j < len; j++)
+        axpy_t(o, s[j] * row_scale(kv, layer, 1, head, j), kvl_row(kv, layer, 1, head, j), t, hd);
+}
+
+static void one_query(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s)
+{
+    switch (kv->type) {
+    case DT_F32: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F32); break;
+    case DT_F16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F16); break;
+    case DT_BF16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_BF16); break;
+    case DT_I8: one_query_t(o, q, kv, layer, head, len, scale, s, DT_I8); break;
     }
 }
 
 /* rows [r0, r1) of one head: S = Q K^T over the keys they may see, softmax, O = P V */
-static void query_block(float *y, const float *qkv, const float *k, const float *v, int past, int r0, int r1, int hd,
+static void query_block(float *y, const float *q, const float *k, const float *v, int past, int r0, int r1, int hd,
                         int C, float scale, float *s)
 {
     int keys = past + r1, rows = r1 - r0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f, qkv + (size_t)r0 * 3 * C, 3 * C, k, hd,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, hd,
                 0.0f, s, keys);
     for (int t = 0; t < rows; t++) {
         int limit = past + r0 + t + 1;
@@ -64,33 +110,38 @@ static void query_block(float *y, const float *qkv, const float *k, const float 
                 y + (size_t)r0 * C, C);
 }
 
-int cpu_attention(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int cap, int past, int n, int n_head,
-                  int C)
+int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n)
 {
-    int hd = C / n_head, T = past + n, gemm = n >= GEMM_MIN_QUERIES;
+    int H = kv->n_head, hd = kv->head_dim, C = H * hd, T = past + n, gemm = n >= GEMM_MIN_QUERIES;
     for (int t = 0; t < n; t++)
-        for (int h = 0; h < n_head; h++) {
-            size_t dst = ((size_t)h * cap + past + t) * hd, src = (size_t)t * 3 * C + (size_t)h * hd;
-            memcpy(kc + dst, qkv + src + C, sizeof(float) * hd);
-            memcpy(vc + dst, qkv + src + 2 * C, sizeof(float) * hd);
+        for (int h = 0; h < H; h++) {
+            const float *src = qkv + (size_t)t * 3 * C + (size_t)h * hd;
+            store_row(kv, layer, 0, h, past + t, src + C);
+            store_row(kv, layer, 1, h, past + t, src + 2 * C);
         }
-    size_t per_thread = gemm ? (size_t)ROW_BLOCK * T : (size_t)T;
-    float *scores = cpu_scratch(b, per_thread * b->threads);
-    if (!scores)
+    size_t per_thread = gemm ? (size_t)ROW_BLOCK * T : (size_t)T, widened = gemm ? 2 * (size_t)T * C : 0;
+    float *scratch = cpu_scratch(b, widened + per_thread * b->threads);
+    if (!scratch)
         return -1;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = 1.0f / sqrtf((float)hd), *wide = scratch, *scores = scratch + widened;
+    if (gemm) {
+#pragma omp parallel for collapse(2) num_threads(b->threads)
+        for (int h = 0; h < H; h++)
+            for (int which = 0; which < 2; which++)
+                widen_head(wide + ((size_t)which * H + h) * T * hd, kv, layer, which, h, T);
+    }
     int blocks = gemm ? (n + ROW_BLOCK - 1) / ROW_BLOCK : n;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->threads)
-    for (int h = 0; h < n_head; h++)
+    for (int h = 0; h < H; h++)
         for (int blk = 0; blk < blocks; blk++) {
             float *s = scores + per_thread * omp_get_thread_num();
-            const float *k = kc + (size_t)h * cap * hd, *v = vc + (size_t)h * cap * hd;
             if (gemm) {
                 int r1 = (blk + 1) * ROW_BLOCK < n ? (blk + 1) * ROW_BLOCK : n;
+                const float *k = wide + (size_t)h * T * hd, *v = wide + ((size_t)H + h) * T * hd;
                 query_block(y + (size_t)h * hd, qkv + (size_t)h * hd, k, v, past, blk * ROW_BLOCK, r1, hd, C, scale, s);
             } else {
-                one_query(y + (size_t)blk * C + (size_t)h * hd, qkv + (size_t)blk * 3 * C + (size_t)h * hd, k, v,
-                          past + blk + 1, hd, scale, s);
+                one_query(y + (size_t)blk * C + (size_t)h * hd, qkv + (size_t)blk * 3 * C + (size_t)h * hd, kv, layer,
+                          h, past + blk + 1, scale, s);
             }
         }
     return 0;

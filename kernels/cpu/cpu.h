@@ -14,7 +14,6 @@ int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb
 int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
 int cpu_add(kb_backend *b, float *x, const float *y, size_t n);
 int cpu_gelu(kb_backend *b, float *x, size_t n);
-int cpu_attention(kb_backend *b, float *y, const float *qkv, float *kc, float *vc, int cap, int past, int n, int n_head,
-                  int C);
+int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

@@ -3,71 +3,15 @@
  * partial sums in cache, so the product runs at memory bandwidth. Many tokens (prefill): the weights
  * are widened to f32 when needed and OpenBLAS does the GEMM. */
 #include <cblas.h>
-#include <immintrin.h>
 #include <omp.h>
 #include <string.h>
 
 #include "../err.h"
 #include "cpu.h"
+#include "simd.h"
 
 /* Up to this many tokens, re-reading a cached band of weight rows beats widening them for a GEMM. */
 #define STREAM_MAX_TOKENS 8
-
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE float ld1(const void *p, size_t i, dtype t)
-{
-    if (t == DT_F32)
-        return ((const float *)p)[i];
-    if (t == DT_BF16)
-        return dt_bf16_to_f32(((const uint16_t *)p)[i]);
-    return dt_f16_to_f32(((const uint16_t *)p)[i]);
-}
-
-#if defined(__AVX512F__)
-#define VW 16
-typedef __m512 vf;
-INLINE vf vld(const void *p, size_t i, dtype t)
-{
-    if (t == DT_F32)
-        return _mm512_loadu_ps((const float *)p + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
-    if (t == DT_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-}
-#define VLOADF(p) _mm512_loadu_ps(p)
-#define VSTOREF(p, v) _mm512_storeu_ps(p, v)
-#define VSET1(x) _mm512_set1_ps(x)
-#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define VZERO() _mm512_setzero_ps()
-#define VSUM(v) _mm512_reduce_add_ps(v)
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define VW 8
-typedef __m256 vf;
-INLINE vf vld(const void *p, size_t i, dtype t)
-{
-    if (t == DT_F32)
-        return _mm256_loadu_ps((const float *)p + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    if (t == DT_BF16)
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    return _mm256_cvtph_ps(h);
-}
-INLINE float vsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
-#define VLOADF(p) _mm256_loadu_ps(p)
-#define VSTOREF(p, v) _mm256_storeu_ps(p, v)
-#define VSET1(x) _mm256_set1_ps(x)
-#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define VZERO() _mm256_setzero_ps()
-#define VSUM(v) vsum8(v)
-#endif
 
 /* acc[0..N) += sum over r<4 of x[r] * W[row + r][0..N) */
 INLINE void rows4_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N, const float *x)
@@ -126,6 +70,7 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
         case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
         case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
         case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
+        case DT_I8: break; /* weights are never int8 */
         }
         for (int c = cnt; c < nt && th == 0; c++) /* threads the runtime did not give us */
             memset(part + per * c, 0, per * sizeof(float));
@@ -171,29 +116,12 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
     return 0;
 }
 
-INLINE float dot(const float *x, const void *w, dtype t, size_t off, int C)
-{
-    int c = 0;
-    float s = 0;
-#ifdef VW
-    vf a0 = VZERO(), a1 = VZERO();
-    for (; c + 2 * VW <= C; c += 2 * VW) {
-        a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), a0);
-        a1 = VFMA(VLOADF(x + c + VW), vld(w, off + c + VW, t), a1);
-    }
-    s = VSUM(a0) + VSUM(a1);
-#endif
-    for (; c < C; c++)
-        s += x[c] * ld1(w, off + c, t);
-    return s;
-}
-
 INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V, int C)
 {
 #pragma omp for schedule(static)
     for (int v = 0; v < V; v++)
         for (int tok = 0; tok < n; tok++)
-            y[(size_t)tok * V + v] = dot(x + (size_t)tok * C, w, t, (size_t)v * C, C);
+            y[(size_t)tok * V + v] = dot_t(x + (size_t)tok * C, w, t, (size_t)v * C, C);
 }
 
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
@@ -203,6 +131,7 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
     case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;
     case DT_BF16: dots(y, x, n, w->data, DT_BF16, w->rows, w->cols); break;
     case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
+    case DT_I8: break;
     }
     return 0;
 }

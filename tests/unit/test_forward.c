@@ -47,8 +47,10 @@ static void cache_equals_recompute(void)
         int V = m.cfg.vocab_size, ids[30];
         for (int i = 0; i < 30; i++)
             ids[i] = (i * 7919 + 13) % V;
-        kv_cache *inc = kv_create(b, m.cfg.n_layer, m.cfg.n_embd, m.cfg.n_ctx);
-        kv_cache *full = kv_create(b, m.cfg.n_layer, m.cfg.n_embd, m.cfg.n_ctx);
+        kv_opts ko;
+        kv_opts_default(&ko, &m.cfg);
+        kv_pool *pool = kv_pool_create(b, &m.cfg, &ko, NULL);
+        kv_seq *inc = kv_seq_new(pool, 0), *full = kv_seq_new(pool, 1);
         float *a = malloc(sizeof(float) * V), *r = malloc(sizeof(float) * V);
         double worst = 0;
         /* prefill 9 (GEMM path), then single tokens (streamed path), then a chunk of 5 */
@@ -60,21 +62,20 @@ static void cache_equals_recompute(void)
                 gpt2_forward(&m, b, inc, ids + 25, 5, a);
             else
                 continue;
-            kv_clear(full);
+            kv_truncate(full, 0);
             CHECK(gpt2_forward(&m, b, full, ids, n, r) == 0, "full pass: %s", err_msg());
             worst = fmax(worst, rel(a, r, V));
         }
         CHECK(kv_len(inc) == 30, "cache length %d", kv_len(inc));
         CHECK(worst < 1e-5, "%s: cached vs recomputed rel err %.3g", types[t], worst);
-        CHECK(gpt2_forward(&m, b, inc, ids, 11, a) == -1 && strstr(err_msg(), "exceed the context"),
+        CHECK(gpt2_forward(&m, b, inc, ids, 11, a) == -1 && strstr(err_msg(), "exceed the"),
               "overflowing the context was not refused: %s", err_msg());
         int bad = V;
         CHECK(gpt2_forward(&m, b, full, &bad, 1, a) == -1 && strstr(err_msg(), "outside the vocabulary"),
               "bad id accepted");
         free(a);
         free(r);
-        kv_free(inc);
-        kv_free(full);
+        kv_pool_free(pool);
         gpt2_free(&m);
     }
     b->destroy(b);

@@ -6,6 +6,7 @@
 
 #include "../../kernels/backend.h"
 #include "../../kernels/cpu/cpu.h"
+#include "../../kernels/kvlayout.h"
 #include "check.h"
 
 static kb_backend *be(void)
@@ -141,30 +142,54 @@ static void layernorm_gelu_add(void)
     CHECK(a[0] == 1.5f && a[1] == 0 && a[2] == 7, "add");
 }
 
-static void attention_case(int past, int n, int H, int C)
+/* widened value of a cached row element, read through the layout contract */
+static double cached(const kb_kv *kv, int layer, int which, int head, int pos, int c)
 {
-    uint64_t s = (uint64_t)(past * 17 + n);
-    int T = past + n, hd = C / H;
-    float *qkv = malloc(sizeof(float) * n * 3 * C), *kc = calloc((size_t)T * C, 4), *vc = calloc((size_t)T * C, 4);
-    float *y = malloc(sizeof(float) * n * C);
+    const void *row = kvl_row(kv, layer, which, head, pos);
+    double v = kv->type == DT_F32 ? ((const float *)row)[c]
+             : kv->type == DT_F16 ? dt_f16_to_f32(((const uint16_t *)row)[c])
+             : kv->type == DT_BF16 ? dt_bf16_to_f32(((const uint16_t *)row)[c]) : ((const int8_t *)row)[c];
+    return kv->type == DT_I8 ? v * *kvl_scale(kv, layer, which, head, pos) : v;
+}
+
+/* Attention of layer 1 of a 2-layer cache, paged (blocks of 4 in scrambled order) or contiguous. The
+ * reference is computed in double from what the cache holds after the call; a second check bounds
+ * how far the stored rows are from the values they came from. */
+static void attention_case(int past, int n, int H, int C, dtype t, int paged)
+{
+    uint64_t s = (uint64_t)(past * 17 + n + t * 3 + paged);
+    int T = past + n, hd = C / H, bt = paged ? 4 : T, nb = (T + bt - 1) / bt;
+    kb_kv kv = {.type = t, .n_layer = 2, .n_head = H, .head_dim = hd, .block_tokens = bt};
+    kv.block_bytes = kvl_block_bytes(t, 2, H, hd, bt);
+    int *table = malloc(sizeof(int) * (size_t)nb);
+    for (int i = 0; i < nb; i++) /* blocks in reverse order: positions must go through the table */
+        table[i] = paged ? nb - 1 - i : 0;
+    kv.table = table;
+    kv.base = calloc((size_t)nb, kv.block_bytes);
+    float *qkv = malloc(sizeof(float) * n * 3 * C), *y = malloc(sizeof(float) * n * C);
     double *ref = malloc(sizeof(double) * n * C);
-    for (int i = 0; i < past * C; i++) {
-        kc[i] = rnd(&s) * 2;
-        vc[i] = rnd(&s);
-    }
+    /* past rows stored the way the kernel stores them: run the kernel on the prefix first */
+    float *pre = malloc(sizeof(float) * (past ? past : 1) * 3 * C), *yp = malloc(sizeof(float) * (past ? past : 1) * C);
+    for (int i = 0; i < past * 3 * C; i++)
+        pre[i] = rnd(&s) * 2;
+    if (past)
+        CHECK(be()->attention(be(), yp, pre, &kv, 1, 0, past) == 0, "prefix failed");
     for (int i = 0; i < n * 3 * C; i++)
         qkv[i] = rnd(&s) * 2;
-    /* reference: keys/values are the cached rows, then the new tokens' own */
-    for (int t = 0; t < n; t++)
+    CHECK(be()->attention(be(), y, qkv, &kv, 1, past, n) == 0, "attention failed");
+    double tol = t == DT_F32 ? 1e-6 : t == DT_I8 ? 0.02 : t == DT_BF16 ? 0.01 : 0.001, worst = 0;
+    for (int tok = 0; tok < n; tok++)
         for (int h = 0; h < H; h++) {
-            int len = past + t + 1;
+            for (int c = 0; c < hd; c++) { /* stored rows are close to their sources */
+                double want = qkv[tok * 3 * C + C + h * hd + c];
+                worst = fmax(worst, fabs(cached(&kv, 1, 0, h, past + tok, c) - want) / 2.0);
+            }
+            int len = past + tok + 1;
             double *sc = malloc(sizeof(double) * len), mx = -1e300, sum = 0;
             for (int j = 0; j < len; j++) {
-                /* cached rows are head-major: [H, T, hd] */
-                const float *k = j < past ? kc + ((size_t)h * T + j) * hd : qkv + (j - past) * 3 * C + C + h * hd;
                 double d = 0;
                 for (int c = 0; c < hd; c++)
-                    d += (double)qkv[t * 3 * C + h * hd + c] * k[c];
+                    d += (double)qkv[tok * 3 * C + h * hd + c] * cached(&kv, 1, 0, h, j, c);
                 sc[j] = d / sqrt(hd);
                 mx = fmax(mx, sc[j]);
             }
@@ -172,37 +197,35 @@ static void attention_case(int past, int n, int H, int C)
                 sum += (sc[j] = exp(sc[j] - mx));
             for (int c = 0; c < hd; c++) {
                 double o = 0;
-                for (int j = 0; j < len; j++) {
-                    const float *v = j < past ? vc + ((size_t)h * T + j) * hd : qkv + (j - past) * 3 * C + 2 * C + h * hd;
-                    o += sc[j] / sum * v[c];
-                }
-                ref[t * C + h * hd + c] = o;
+                for (int j = 0; j < len; j++)
+                    o += sc[j] / sum * cached(&kv, 1, 1, h, j, c);
+                ref[tok * C + h * hd + c] = o;
             }
             free(sc);
         }
-    CHECK(be()->attention(be(), y, qkv, kc, vc, T, past, n, H, C) == 0, "attention failed");
     double e = rel_l2(y, ref, (size_t)n * C);
-    CHECK(e < 1e-6, "attention past=%d n=%d: rel err %.3g", past, n, e);
-    int h = H - 1;
-    CHECK(!memcmp(kc + ((size_t)h * T + past) * hd, qkv + C + h * hd, sizeof(float) * hd),
-          "new key not stored head-major in the cache");
-    CHECK(!memcmp(vc + ((size_t)h * T + T - 1) * hd, qkv + (size_t)(n - 1) * 3 * C + 2 * C + h * hd, sizeof(float) * hd),
-          "new value not stored head-major in the cache");
+    CHECK(e < 1e-5, "attention %s %s past=%d n=%d: rel err %.3g", dt_name(t), paged ? "paged" : "contiguous", past, n, e);
+    CHECK(worst < tol, "%s rows stored %.3g away from their values (limit %.3g)", dt_name(t), worst, tol);
+    free(pre);
+    free(yp);
+    free(table);
+    free(kv.base);
     free(qkv);
-    free(kc);
-    free(vc);
     free(y);
     free(ref);
 }
 
 static void attention_all(void)
 {
-    attention_case(0, 1, 2, 16);
-    attention_case(0, 7, 4, 32);
-    attention_case(13, 1, 3, 24);
-    attention_case(9, 5, 2, 16);
-    attention_case(0, 70, 2, 32);  /* GEMM path, two row blocks */
-    attention_case(11, 20, 4, 32); /* GEMM path after a cached prefix */
+    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    for (int t = 0; t < 4; t++)
+        for (int paged = 0; paged < 2; paged++) {
+            attention_case(0, 1, 2, 16, types[t], paged);
+            attention_case(13, 1, 3, 24, types[t], paged);
+            attention_case(9, 5, 2, 16, types[t], paged);
+            attention_case(0, 70, 2, 32, types[t], paged);  /* GEMM path, two row blocks */
+            attention_case(11, 20, 4, 32, types[t], paged); /* GEMM path after a cached prefix */
+        }
 }
 
 static void embed(void)

@@ -1,0 +1,108 @@
+/* Vector helpers shared by the CPU kernels: load VW elements of any storage dtype as floats.
+ * AVX-512 or AVX2+FMA+F16C when the build targets them (-march), plain C otherwise. */
+#ifndef KVCHAT_SIMD_H
+#define KVCHAT_SIMD_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "../dtype.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* element i of an array of type t, widened (DT_I8 without its scale) */
+INLINE float ld1(const void *p, size_t i, dtype t)
+{
+    if (t == DT_F32)
+        return ((const float *)p)[i];
+    if (t == DT_BF16)
+        return dt_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == DT_I8)
+        return ((const int8_t *)p)[i];
+    return dt_f16_to_f32(((const uint16_t *)p)[i]);
+}
+
+#if defined(__AVX512F__)
+#define VW 16
+typedef __m512 vf;
+INLINE vf vld(const void *p, size_t i, dtype t)
+{
+    if (t == DT_F32)
+        return _mm512_loadu_ps((const float *)p + i);
+    if (t == DT_I8)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)p + i))));
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
+    if (t == DT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+#define VLOADF(p) _mm512_loadu_ps(p)
+#define VSTOREF(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VZERO() _mm512_setzero_ps()
+#define VSUM(v) _mm512_reduce_add_ps(v)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define VW 8
+typedef __m256 vf;
+INLINE vf vld(const void *p, size_t i, dtype t)
+{
+    if (t == DT_F32)
+        return _mm256_loadu_ps((const float *)p + i);
+    if (t == DT_I8)
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)p + i))));
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (t == DT_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+INLINE float vsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+#define VLOADF(p) _mm256_loadu_ps(p)
+#define VSTOREF(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VZERO() _mm256_setzero_ps()
+#define VSUM(v) vsum8(v)
+#endif
+
+
+/* dot(x[0..n), w[off..off+n)) with w of type t */
+INLINE float dot_t(const float *x, const void *w, dtype t, size_t off, int n)
+{
+    int c = 0;
+    float s = 0;
+#ifdef VW
+    vf a0 = VZERO(), a1 = VZERO();
+    for (; c + 2 * VW <= n; c += 2 * VW) {
+        a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), a0);
+        a1 = VFMA(VLOADF(x + c + VW), vld(w, off + c + VW, t), a1);
+    }
+    for (; c + VW <= n; c += VW)
+        a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), a0);
+    s = VSUM(a0) + VSUM(a1);
+#endif
+    for (; c < n; c++)
+        s += x[c] * ld1(w, off + c, t);
+    return s;
+}
+
+/* y[0..n) += a * w[0..n) with w of type t */
+INLINE void axpy_t(float *restrict y, float a, const void *w, dtype t, int n)
+{
+    int c = 0;
+#ifdef VW
+    vf av = VSET1(a);
+    for (; c + VW <= n; c += VW)
+        VSTOREF(y + c, VFMA(vld(w, (size_t)c, t), av, VLOADF(y + c)));
+#endif
+    for (; c < n; c++)
+        y[c] += a * ld1(w, (size_t)c, t);
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* Where a cached key or value lives: the layout contract between the cache manager (model/kvcache.c)
+ * and every backend's attention kernel.
+ *
+ * Positions are grouped in blocks of block_tokens. A block holds, for every layer, K then V, every
+ * head, its block_tokens rows of head_dim elements: offset ((layer * 2 + kv) * n_head + head) *
+ * block_tokens + row. For DT_I8 a float scale per row follows the data in the same order. The paged
+ * cache uses many small blocks from one pool; the contiguous cache is a single block as large as its
+ * capacity; an offloaded copy in host memory is one block of exactly its length. */
+#ifndef KVCHAT_KVLAYOUT_H
+#define KVCHAT_KVLAYOUT_H
+
+#include <stddef.h>
+
+#include "dtype.h"
+
+typedef struct {
+    void *base;            /* block 0 starts here */
+    const int *table;      /* table[p / block_tokens] is the block holding position p */
+    int block_tokens;
+    size_t block_bytes;    /* distance between consecutive blocks */
+    dtype type;
+    int n_layer, n_head, head_dim;
+} kb_kv;
+
+static inline size_t kvl_rows_per_block(const kb_kv *v)
+{
+    return (size_t)v->n_layer * 2 * v->n_head * v->block_tokens;
+}
+
+static inline size_t kvl_block_bytes(dtype t, int n_layer, int n_head, int head_dim, int block_tokens)
+{
+    size_t rows = (size_t)n_layer * 2 * n_head * block_tokens;
+    size_t bytes = rows * head_dim * dt_size(t) + (t == DT_I8 ? rows * sizeof(float) : 0);
+    return (bytes + 127) & ~(size_t)127; /* every block 128-byte aligned */
+}
+
+static inline size_t kvl_row_index(const kb_kv *v, int layer, int kv, int head, int pos)
+{
+    return ((size_t)(layer * 2 + kv) * v->n_head + head) * v->block_tokens + pos % v->block_tokens;
+}
+
+static inline char *kvl_block(const kb_kv *v, int pos)
+{
+    return (char *)v->base + (size_t)v->table[pos / v->block_tokens] * v->block_bytes;
+}
+
+static inline void *kvl_row(const kb_kv *v, int layer, int kv, int head, int pos)
+{
+    return kvl_block(v, pos) + kvl_row_index(v, layer, kv, head, pos) * v->head_dim * dt_size(v->type);
+}
+
+static inline float *kvl_scale(const kb_kv *v, int layer, int kv, int head, int pos)
+{
+    return (float *)(kvl_block(v, pos) + kvl_rows_per_block(v) * v->head_dim) + kvl_row_index(v, layer, kv, head, pos);
+}
+
+#endif

@@ -1,0 +1,80 @@
+#include "events.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../kernels/err.h"
+
+#define MAX_SINKS 8
+
+struct ev_bus {
+    pthread_mutex_t lock;
+    double start;
+    struct {
+        ev_sink fn;
+        void *ctx;
+    } sinks[MAX_SINKS];
+    int n_sinks;
+};
+
+double ev_clock(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+ev_bus *ev_bus_create(void)
+{
+    ev_bus *b = err_calloc(1, sizeof *b, "the event bus");
+    if (!b)
+        return NULL;
+    pthread_mutex_init(&b->lock, NULL);
+    b->start = ev_clock();
+    return b;
+}
+
+void ev_bus_free(ev_bus *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+int ev_subscribe(ev_bus *b, ev_sink sink, void *ctx)
+{
+    pthread_mutex_lock(&b->lock);
+    int rc = b->n_sinks < MAX_SINKS ? 0 : err_set("too many event subscribers");
+    if (!rc) {
+        b->sinks[b->n_sinks].fn = sink;
+        b->sinks[b->n_sinks++].ctx = ctx;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+double ev_now(const ev_bus *b)
+{
+    return ev_clock() - b->start;
+}
+
+void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields)
+{
+    if (!b) {
+        json_decref(fields);
+        return;
+    }
+    json_t *ev = json_pack("{s:s, s:i, s:f}", "ev", type, "conv", conv, "t", ev_now(b));
+    if (ev && fields)
+        json_object_update(ev, fields);
+    json_decref(fields);
+    if (!ev)
+        return;
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->n_sinks; i++)
+        b->sinks[i].fn(b->sinks[i].ctx, ev);
+    pthread_mutex_unlock(&b->lock);
+    json_decref(ev);
+}

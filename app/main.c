@@ -16,6 +16,7 @@ static const char USAGE[] =
     "usage: kvchat COMMAND [options]      (kvchat COMMAND --help for its options)\n"
     "\n"
     "commands:\n"
+    "  chat             chat (--no-tui: one message per line on stdin, one reply per line)\n"
     "  generate         continue a prompt, streaming tokens to stdout\n"
     "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
@@ -31,6 +32,7 @@ static const struct {
     int (*run)(int, char **);
     const char *help;
 } COMMANDS[] = {
+    {"chat", cmd_chat, CHAT_HELP},
     {"generate", cmd_generate, GENERATE_HELP},
     {"tokenize", cmd_tokenize, TOKENIZE_HELP},
     {"info", cmd_info, INFO_HELP},

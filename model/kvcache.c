@@ -30,8 +30,8 @@ struct kv_seq {
     int *table, n_table;         /* paged: the block table */
     char *buf;                   /* contiguous: the buffer ... */
     int cap;                     /* ... and its capacity in positions */
-    char *host;                  /* offloaded rows, one block of exactly len positions */
-    int offloaded;
+    char *host;                  /* offloaded rows: one block of host_tokens positions (a later */
+    int host_tokens, offloaded;  /* truncation only lowers len) */
     unsigned long last_used;
     kb_kv view;
 };
@@ -262,7 +262,7 @@ void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
     st->grows = s->grows;
     st->offloaded = s->offloaded;
     if (s->offloaded) {
-        st->host_bytes = flat_bytes(p, s->len);
+        st->host_bytes = flat_bytes(p, s->host_tokens);
     } else if (p->o.layout == KV_PAGED) {
         st->blocks = s->n_table;
         st->capacity = s->n_table * p->o.block_tokens;
@@ -426,8 +426,6 @@ int kv_shift(kv_seq *s, int dst, int src, int n)
         refresh_view(s);
     }
     copy_rows(&s->view, dst, &s->view, src, n);
-    drop_after(s, dst + n);
-    refresh_view(s);
     return 0;
 }
 
@@ -452,7 +450,11 @@ kv_seq *kv_fork(kv_seq *s, int conv)
         drop_after(c, c->len);
         refresh_view(c);
     } else {
-        if (s->len && kv_reserve(c, s->len)) {
+        int busy = s->busy, rc;
+        s->busy = 1; /* making room for the copy must not move the parent out */
+        rc = s->len ? kv_reserve(c, s->len) : 0;
+        s->busy = busy;
+        if (rc) {
             kv_seq_free(c);
             return NULL;
         }
@@ -482,6 +484,7 @@ int kv_offload(kv_seq *s)
         copy_rows(&to, 0, &s->view, 0, s->len);
     release_all(s);
     s->host = host;
+    s->host_tokens = s->len;
     s->offloaded = 1;
     ev_emit(p->bus, s->conv, "offload",
             json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms", (ev_clock() - t0) * 1e3));
@@ -517,7 +520,7 @@ int kv_restore(kv_seq *s)
         return -1;
     }
     refresh_view(s);
-    kb_kv from = flat_view(p, s->host, len);
+    kb_kv from = flat_view(p, s->host, s->host_tokens);
     if (len)
         copy_rows(&s->view, 0, &from, 0, len);
     free(s->host);

@@ -64,8 +64,8 @@ const kb_kv *kv_view(kv_seq *s);
 void kv_advance(kv_seq *s, int n);
 /* Keeps the first len positions (rolling back a reply costs nothing to recompute). */
 int kv_truncate(kv_seq *s, int len);
-/* Moves positions [src, src + n) down to dst and drops everything after: the approximate "shift"
- * eviction (the moved keys keep the positions they were computed at). */
+/* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the approximate
+ * "shift" eviction, whose moved keys keep the positions they were computed at. */
 int kv_shift(kv_seq *s, int dst, int src, int n);
 /* A new sequence with the same first len positions, sharing blocks (paged) or copied (contiguous). */
 kv_seq *kv_fork(kv_seq *s, int conv);

@@ -50,11 +50,6 @@ static void store_row(const kb_kv *kv, int layer, int which, int head, int pos, 
     *kvl_scale(kv, layer, which, head, pos) = scale;
 }
 
-static float row_scale(const kb_kv *kv, int layer, int which, int head, int pos)
-{
-    return kv->type == DT_I8 ? *kvl_scale(kv, layer, which, head, pos) : 1.0f;
-}
-
 /* the first `len` rows of one head's keys or values as f32 [len, head_dim] */
 static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int head, int len)
 {
@@ -72,16 +67,33 @@ static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int he
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* Rows of one head are contiguous within a block: walk them run by run, not position by position. */
 INLINE void one_query_t(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s,
                         dtype t)
 {
-    int hd = kv->head_dim;
-    for (int j = 0; j < len; j++)
-        s[j] = dot_t(q, kvl_row(kv, layer, 0, head, j), t, 0, hd) * row_scale(kv, layer, 0, head, j);
+    int hd = kv->head_dim, bt = kv->block_tokens;
+    for (int j = 0; j < len;) {
+        int run = bt - j % bt < len - j ? bt - j % bt : len - j;
+        const void *k = kvl_row(kv, layer, 0, head, j);
+        for (int r = 0; r < run; r++)
+            s[j + r] = dot_t(q, k, t, (size_t)r * hd, hd);
+        if (t == DT_I8) {
+            const float *ks = kvl_scale(kv, layer, 0, head, j);
+            for (int r = 0; r < run; r++)
+                s[j + r] *= ks[r];
+        }
+        j += run;
+    }
     softmax_row(s, len, scale);
     memset(o, 0, sizeof(float) * hd);
-    for (int j = 0; j < len; j++)
-        axpy_t(o, s[j] * row_scale(kv, layer, 1, head, j), kvl_row(kv, layer, 1, head, j), t, hd);
+    for (int j = 0; j < len;) {
+        int run = bt - j % bt < len - j ? bt - j % bt : len - j;
+        const char *v = kvl_row(kv, layer, 1, head, j);
+        const float *vs = t == DT_I8 ? kvl_scale(kv, layer, 1, head, j) : NULL;
+        for (int r = 0; r < run; r++)
+            axpy_t(o, s[j + r] * (vs ? vs[r] : 1.0f), v + (size_t)r * hd * dt_size(t), t, hd);
+        j += run;
+    }
 }
 
 static void one_query(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s)

@@ -10,19 +10,11 @@
 #include "../../kernels/err.h"
 #include "../../model/gpt2.h"
 #include "check.h"
+#include "model_fixture.h"
 
 static const char *model_dir(const char *dtype_name)
 {
-    static char dir[3][4200];
-    int k = dtype_name[1] == '3' ? 0 : dtype_name[0] == 'f' ? 1 : 2;
-    if (!dir[k][0]) {
-        snprintf(dir[k], sizeof dir[k], "%s/m-%s", temp_dir(), dtype_name);
-        char *argv[] = {"make-tiny-model", dir[k], "--layers", "2", "--heads", "4", "--embd", "32", "--ctx", "40",
-                        "--seed", "3", "--dtype", (char *)dtype_name};
-        if (cmd_make_tiny_model(14, argv))
-            printf("make-tiny-model: %s\n", err_msg());
-    }
-    return dir[k];
+    return fixture_model(dtype_name, 40);
 }
 
 static double rel(const float *a, const float *b, int n)

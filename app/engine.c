@@ -1,0 +1,684 @@
+#include "engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+
+typedef struct {
+    int id;
+    kv_seq *seq;
+    int *ids, n_ids, cap_ids;        /* the window: exactly what the cache holds */
+    chat_turn *turns;
+    int n_turns, cap_turns;
+    int keep;
+    sampler smp;
+    double last_used;
+    long long needed, served;        /* tokens the model needed / found in the cache */
+    int evictions, approximate;      /* approximate: a shift eviction happened */
+    int fid_checks, fid_agree;
+} conv;
+
+struct engine {
+    loaded_model *lm;
+    model_opts mo;
+    engine_opts o;
+    int window;
+    conv **convs;
+    int n_convs, next_id;
+    float *logits, *ref_logits;
+    kv_pool *ref_pool;               /* the fidelity check's private from-scratch cache */
+    engine_text_fn on_text;
+    void *text_ctx;
+    atomic_int cancel;
+    pthread_t worker;
+    int running, job_conv, job_rc;
+    char *job_text, *job_reply;
+    char job_err[1024];
+};
+
+static conv *find(const engine *e, int id)
+{
+    for (int i = 0; i < e->n_convs; i++)
+        if (e->convs[i]->id == id)
+            return e->convs[i];
+    err_set("no conversation %d", id);
+    return NULL;
+}
+
+static int push_ids(conv *c, const int *ids, int n)
+{
+    if (c->n_ids + n > c->cap_ids) {
+        int cap = c->cap_ids ? c->cap_ids : 256;
+        while (cap < c->n_ids + n)
+            cap *= 2;
+        int *p = realloc(c->ids, sizeof *p * (size_t)cap);
+        if (!p)
+            return err_set("out of memory");
+        c->ids = p;
+        c->cap_ids = cap;
+    }
+    memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
+    c->n_ids += n;
+    return 0;
+}
+
+static int push_turn(conv *c, int role, int start)
+{
+    if (c->n_turns == c->cap_turns) {
+        int cap = c->cap_turns ? 2 * c->cap_turns : 16;
+        chat_turn *t = realloc(c->turns, sizeof *t * (size_t)cap);
+        if (!t)
+            return err_set("out of memory");
+        c->turns = t;
+        c->cap_turns = cap;
+    }
+    c->turns[c->n_turns++] = (chat_turn){.start = start, .role = role};
+    return 0;
+}
+
+static void free_conv(conv *c)
+{
+    kv_seq_free(c->seq);
+    sampler_free(&c->smp);
+    free(c->ids);
+    free(c->turns);
+    free(c);
+}
+
+engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo)
+{
+    engine *e = err_calloc(1, sizeof *e, "the chat engine");
+    if (!e)
+        return NULL;
+    e->lm = lm;
+    e->mo = *mo;
+    e->o = *eo;
+    e->window = kv_pool_opts(lm->pool)->window;
+    e->next_id = 1;
+    int V = lm->model.cfg.vocab_size;
+    e->logits = err_malloc(sizeof(float) * V, "logits");
+    e->ref_logits = err_malloc(sizeof(float) * V, "logits");
+    if (!e->logits || !e->ref_logits) {
+        engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void engine_free(engine *e)
+{
+    if (!e)
+        return;
+    if (e->running)
+        engine_turn_wait(e, NULL);
+    for (int i = 0; i < e->n_convs; i++)
+        free_conv(e->convs[i]);
+    free(e->convs);
+    kv_pool_free(e->ref_pool);
+    free(e->logits);
+    free(e->ref_logits);
+    free(e);
+}
+
+void engine_on_text(engine *e, engine_text_fn fn, void *ctx)
+{
+    e->on_text = fn;
+    e->text_ctx = ctx;
+}
+
+static conv *add_conv(engine *e, kv_seq *seq)
+{
+    conv *c = err_calloc(1, sizeof *c, "a conversation");
+    if (!c)
+        return NULL;
+    c->id = e->next_id;
+    c->seq = seq ? seq : kv_seq_new(e->lm->pool, c->id);
+    conv **list = realloc(e->convs, sizeof *list * (size_t)(e->n_convs + 1));
+    if (!c->seq || !list || sampler_init(&c->smp, &e->mo.sp, e->lm->model.cfg.vocab_size)) {
+        if (list)
+            e->convs = list;
+        free_conv(c);
+        return NULL;
+    }
+    e->convs = list;
+    e->convs[e->n_convs++] = c;
+    e->next_id++;
+    c->last_used = ev_clock();
+    return c;
+}
+
+int engine_new_conv(engine *e)
+{
+    conv *c = add_conv(e, NULL);
+    return c ? c->id : -1;
+}
+
+int engine_fork(engine *e, int id)
+{
+    conv *p = find(e, id);
+    if (!p)
+        return -1;
+    kv_seq *seq = kv_fork(p->seq, e->next_id);
+    if (!seq)
+        return -1;
+    conv *c = add_conv(e, seq);
+    if (!c) {
+        kv_seq_free(seq);
+        return -1;
+    }
+    if (push_ids(c, p->ids, p->n_ids))
+        return -1;
+    for (int i = 0; i < p->n_turns; i++) {
+        if (push_turn(c, p->turns[i].role, p->turns[i].start))
+            return -1;
+        c->turns[i] = p->turns[i];
+    }
+    c->keep = p->keep;
+    c->approximate = p->approximate;
+    return c->id;
+}
+
+int engine_conv_count(const engine *e) { return e->n_convs; }
+int engine_conv_id(const engine *e, int index) { return e->convs[index]->id; }
+const float *engine_logits(const engine *e) { return e->logits; }
+
+const int *engine_window(const engine *e, int id, int *n)
+{
+    conv *c = find(e, id);
+    *n = c ? c->n_ids : 0;
+    return c ? c->ids : NULL;
+}
+
+const chat_turn *engine_turns(const engine *e, int id, int *n)
+{
+    conv *c = find(e, id);
+    *n = c ? c->n_turns : 0;
+    return c ? c->turns : NULL;
+}
+
+void engine_stats(engine *e, int id)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return;
+    kv_seq_stats s;
+    kv_pool_stats p;
+    kv_seq_get_stats(c->seq, &s);
+    kv_pool_get_stats(e->lm->pool, &p);
+    const kv_opts *ko = kv_pool_opts(e->lm->pool);
+    json_t *f = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I}",
+                          "tokens", s.len, "capacity", s.capacity, "window", e->window, "bytes_used",
+                          (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
+                          (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
+                          (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
+                          "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
+                          "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
+                          "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep,
+                          "cache_dtype", dt_name(ko->type), "layout", ko->layout == KV_PAGED ? "paged" : "contiguous",
+                          "host_bytes", (json_int_t)s.host_bytes);
+    if (f && c->approximate)
+        json_object_set_new(f, "approximate", json_true());
+    ev_emit(e->lm->bus, c->id, "stats", f);
+}
+
+/* ---- eviction ---- */
+
+/* Drops at least `need` tokens (and evict_min when it can) after the kept prefix: whole unpinned
+ * turns from the oldest, except the turn in progress, of which only the oldest part that is still
+ * needed goes. Exact mode re-prefills everything after the first dropped position at its new
+ * position; shift mode moves the cached rows down without recomputing (approximate). */
+static int evict(engine *e, conv *c, int need)
+{
+    double t0 = ev_clock();
+    int n = c->n_ids, target = e->o.evict_min > 0 ? e->o.evict_min : e->window / 4;
+    target = target < need ? need : target;
+    unsigned char *drop = calloc((size_t)n, 2);
+    int *newpos = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!drop || !newpos) {
+        free(drop);
+        free(newpos);
+        return err_set("out of memory");
+    }
+    unsigned char *fixed = drop + n; /* kept prefix, preamble and pinned turns */
+    for (int i = 0; i < c->keep && i < n; i++)
+        fixed[i] = 1;
+    for (int t = 0; t < c->n_turns; t++)
+        if (c->turns[t].pinned || c->turns[t].role == ROLE_PREAMBLE)
+            memset(fixed + c->turns[t].start, 1, (size_t)c->turns[t].len);
+    int dropped = 0;
+    for (int t = 0; t + 1 < c->n_turns && dropped < target; t++)
+        for (int i = c->turns[t].start; i < c->turns[t].start + c->turns[t].len; i++)
+            if (!fixed[i])
+                drop[i] = 1, dropped++;
+    for (int i = 0; i < n && dropped < need; i++) /* the turn in progress, oldest first */
+        if (!fixed[i] && !drop[i])
+            drop[i] = 1, dropped++;
+    if (dropped < need) {
+        free(drop);
+        free(newpos);
+        return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill it (/unpin some)",
+                       e->window);
+    }
+    int first = 0, w = 0;
+    while (first < n && !drop[first])
+        first++;
+    for (int i = 0; i < n; i++) {
+        newpos[i] = w;
+        w += !drop[i];
+    }
+    newpos[n] = w;
+    int nt = 0;
+    for (int t = 0; t < c->n_turns; t++) {
+        chat_turn tu = c->turns[t];
+        int kept = 0, start = newpos[tu.start + tu.len];
+        for (int i = tu.start + tu.len - 1; i >= tu.start; i--)
+            if (!drop[i])
+                kept++, start = newpos[i];
+        if (kept || t == c->n_turns - 1) {
+            tu.start = start;
+            tu.len = kept;
+            c->turns[nt++] = tu;
+        }
+    }
+    c->n_turns = nt;
+    json_t *ranges = json_array();
+    for (int i = 0; i < n;) {
+        if (!drop[i]) {
+            c->ids[newpos[i]] = c->ids[i];
+            i++;
+            continue;
+        }
+        int s0 = i;
+        while (i < n && drop[i])
+            i++;
+        json_array_append_new(ranges, json_pack("[i, i]", s0, i - s0));
+    }
+    c->n_ids = w;
+    int recomputed = 0, rc = 0;
+    if (e->o.evict == EVICT_EXACT) {
+        recomputed = w - first;
+        rc = kv_truncate(c->seq, first);
+        if (!rc && recomputed)
+            rc = gpt2_forward(&e->lm->model, e->lm->backend, c->seq, c->ids + first, recomputed, NULL);
+    } else {
+        for (int i = first; i < n && !rc;) { /* every surviving run after `first` moves down, in order */
+            if (drop[i]) {
+                i++;
+                continue;
+            }
+            int s0 = i;
+            while (i < n && !drop[i])
+                i++;
+            rc = kv_shift(c->seq, newpos[s0], s0, i - s0);
+        }
+        if (!rc)
+            rc = kv_truncate(c->seq, w);
+        c->approximate = 1;
+    }
+    free(drop);
+    free(newpos);
+    if (rc) {
+        json_decref(ranges);
+        return err_wrap("eviction");
+    }
+    c->evictions++;
+    ev_emit(e->lm->bus, c->id, "evict",
+            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o}", "keep", first, "dropped", dropped, "recomputed", recomputed, "ms",
+                      (ev_clock() - t0) * 1e3, "mode", e->o.evict == EVICT_EXACT ? "exact" : "shift (approximate)",
+                      "ranges", ranges));
+    return 0;
+}
+
+/* room for n more tokens in the window */
+static int make_room(engine *e, conv *c, int n)
+{
+    return c->n_ids + n > e->window ? evict(e, c, c->n_ids + n - e->window) : 0;
+}
+
+/* ---- fidelity ---- */
+
+static void fidelity(engine *e, conv *c)
+{
+    loaded_model *lm = e->lm;
+    if (!e->ref_pool) {
+        kv_opts o;
+        kv_opts_default(&o, &lm->model.cfg);
+        o.window = e->window;
+        o.layout = KV_CONTIGUOUS;
+        o.prealloc = 1;
+        o.pool_bytes = 2 * (size_t)lm->model.cfg.n_layer * lm->model.cfg.n_embd * 4 * (size_t)(e->window + 16) + (1 << 20);
+        if (!(e->ref_pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, NULL)))
+            return;
+    }
+    kv_seq *s = kv_seq_new(e->ref_pool, c->id);
+    if (!s || gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
+        kv_seq_free(s);
+        return;
+    }
+    kv_seq_free(s);
+    int V = lm->model.cfg.vocab_size, a = 0, b = 0;
+    double ma = -INFINITY, mb = -INFINITY, za = 0, zb = 0, kl = 0;
+    for (int i = 0; i < V; i++) {
+        if (e->ref_logits[i] > ma)
+            ma = e->ref_logits[i], a = i;
+        if (e->logits[i] > mb)
+            mb = e->logits[i], b = i;
+    }
+    for (int i = 0; i < V; i++) {
+        za += exp(e->ref_logits[i] - ma);
+        zb += exp(e->logits[i] - mb);
+    }
+    for (int i = 0; i < V; i++) { /* KL(fresh || cached) */
+        double lp = e->ref_logits[i] - ma - log(za), lq = e->logits[i] - mb - log(zb);
+        kl += exp(lp) * (lp - lq);
+    }
+    c->fid_checks++;
+    c->fid_agree += a == b;
+    ev_emit(lm->bus, c->id, "fidelity",
+            json_pack("{s:b, s:f, s:i, s:f, s:b}", "top1", a == b, "kl", kl > 0 ? kl : 0.0, "tokens", c->n_ids, "agree_rate",
+                      (double)c->fid_agree / c->fid_checks, "approximate", c->approximate));
+}
+
+/* ---- turns ---- */
+
+static int last_turn(const conv *c, int role)
+{
+    for (int t = c->n_turns - 1; t >= 0; t--)
+        if (c->turns[t].role == role)
+            return t;
+    return -1;
+}
+
+
+static int forward(engine *e, conv *c, const int *ids, int n)
+{
+    return gpt2_forward(&e->lm->model, e->lm->backend, c->seq, ids, n, e->logits);
+}
+
+static void offload_idle(engine *e, const conv *active)
+{
+    if (e->o.idle_offload <= 0)
+        return;
+    double now = ev_clock();
+    for (int i = 0; i < e->n_convs; i++) {
+        conv *c = e->convs[i];
+        if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) && now - c->last_used > e->o.idle_offload)
+            kv_offload(c->seq);
+    }
+}
+
+/* appends a user message (after the preamble, for a new conversation) and prefills it */
+static int user_turn(engine *e, conv *c, const char *text)
+{
+    const tokenizer *tok = e->lm->tok;
+    int *pre = NULL, np = 0, cap_p = 0, *msg = NULL, nm = 0, cap_m = 0, rc = -1;
+    int first_user = last_turn(c, ROLE_USER) < 0;
+    if (c->n_turns == 0) {
+        if (tpl_preamble(e->o.tpl, tok, &pre, &np, &cap_p))
+            goto out;
+        int keep = e->o.keep >= 0 ? e->o.keep : np;
+        c->keep = keep > e->window / 2 ? e->window / 2 : keep;
+    }
+    if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
+        goto out;
+    int room = e->window - (c->keep > np ? c->keep : np) - 1, *m = msg;
+    if (nm > room) { /* longer than the window: keep its end, and say so */
+        ev_emit(e->lm->bus, c->id, "notice",
+                json_pack("{s:s, s:i, s:i}", "text", "message longer than the window: its beginning was cut", "tokens",
+                          nm, "kept", room));
+        m += nm - room;
+        nm = room;
+    }
+    double t0 = ev_clock();
+    if (make_room(e, c, np + nm))
+        goto out;
+    int cached = kv_len(c->seq);
+    if (np && (push_turn(c, ROLE_PREAMBLE, c->n_ids) || push_ids(c, pre, np)))
+        goto out;
+    if (np)
+        c->turns[c->n_turns - 1].len = np;
+    if (push_turn(c, ROLE_USER, c->n_ids) || push_ids(c, m, nm))
+        goto out;
+    c->turns[c->n_turns - 1].len = nm;
+    if (forward(e, c, c->ids + cached, c->n_ids - cached))
+        goto out;
+    c->needed += c->n_ids;
+    c->served += cached;
+    json_t *arr = json_array();
+    for (int i = cached; i < c->n_ids; i++)
+        json_array_append_new(arr, json_integer(c->ids[i]));
+    ev_emit(e->lm->bus, c->id, "prefill", json_pack("{s:o, s:i, s:f}", "ids", arr, "cached", cached, "ms", (ev_clock() - t0) * 1e3));
+    rc = 0;
+out:
+    free(pre);
+    free(msg);
+    return rc;
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int *tok_end;     /* reply text length after each token */
+    int n_tok;
+} reply_text;
+
+static int reply_add(reply_text *r, const char *s, size_t n)
+{
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *p = realloc(r->buf, cap);
+        if (!p)
+            return err_set("out of memory");
+        r->buf = p;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, s, n);
+    r->len += n;
+    r->buf[r->len] = 0;
+    return 0;
+}
+
+/* generates the reply to what the window ends with */
+static int reply(engine *e, conv *c, char **out)
+{
+    loaded_model *lm = e->lm;
+    int eos = tok_eos(lm->tok), rc = 0, made = 0;
+    size_t emitted = 0;
+    int stopped = 0;
+    const char *stop = tpl_stop(e->o.tpl);
+    reply_text r = {0};
+    tok_stream ts;
+    tok_stream_init(&ts, lm->tok);
+    if (push_turn(c, ROLE_ASSISTANT, c->n_ids) || !(r.tok_end = malloc(sizeof(int) * (size_t)(e->mo.n_predict + 1))))
+        return err_set("out of memory");
+    int turn = c->n_turns - 1;
+    kv_set_busy(c->seq, 1);
+    while (made < e->mo.n_predict && !atomic_load(&e->cancel)) {
+        double t0 = ev_clock();
+        if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
+            fidelity(e, c);
+        int id = sampler_next(&c->smp, e->logits, c->ids, c->n_ids);
+        int end = id == eos;
+        if (end && !tpl_keeps_eos(e->o.tpl))
+            break;
+        if ((rc = make_room(e, c, 1)))
+            break;
+        turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
+        if ((rc = push_ids(c, &id, 1)))
+            break;
+        c->turns[turn].len++;
+        made++;
+        if ((rc = forward(e, c, &id, 1)))
+            break;
+        ev_emit(lm->bus, c->id, "token", json_pack("{s:i, s:f}", "id", id, "ms", (ev_clock() - t0) * 1e3));
+        if (end)
+            break;
+        size_t len;
+        const char *piece = tok_stream_push(&ts, id, &len);
+        if ((rc = reply_add(&r, piece, len)))
+            break;
+        r.tok_end[r.n_tok++] = (int)r.len;
+        if (stop && strstr(r.buf, stop)) { /* roll back to before the stop text */
+            int at = (int)(strstr(r.buf, stop) - r.buf), k = 0;
+            while (k < r.n_tok && r.tok_end[k] <= at)
+                k++;
+            int keep_tokens = c->n_ids - (r.n_tok - k);
+            rc = kv_truncate(c->seq, keep_tokens);
+            c->turns[turn].len -= c->n_ids - keep_tokens;
+            c->n_ids = keep_tokens;
+            r.len = (size_t)(k ? r.tok_end[k - 1] : 0);
+            r.buf[r.len] = 0;
+            stopped = 1;
+            break;
+        }
+        /* hold back what may be the start of the stop text */
+        size_t safe = r.len;
+        for (size_t k = stop ? strlen(stop) - 1 : 0; k > 0; k--)
+            if (r.len >= k && !memcmp(r.buf + r.len - k, stop, k)) {
+                safe = r.len - k;
+                break;
+            }
+        if (e->on_text && safe > emitted)
+            e->on_text(e->text_ctx, c->id, r.buf + emitted, safe - emitted);
+        emitted = safe > emitted ? safe : emitted;
+    }
+    kv_set_busy(c->seq, 0);
+    if (!rc && !stopped) {
+        size_t len;
+        const char *rest = tok_stream_flush(&ts, &len);
+        rc = reply_add(&r, rest, len);
+    }
+    if (!rc && e->on_text && r.len > emitted && r.buf)
+        e->on_text(e->text_ctx, c->id, r.buf + emitted, r.len - emitted);
+    tok_stream_free(&ts);
+    free(r.tok_end);
+    c->last_used = ev_clock();
+    if (!r.buf)
+        rc = rc ? rc : reply_add(&r, "", 0);
+    if (out && !rc)
+        *out = r.buf;
+    else
+        free(r.buf);
+    return rc;
+}
+
+int engine_turn(engine *e, int id, const char *text, char **out)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    if (out)
+        *out = NULL;
+    offload_idle(e, c);
+    c->last_used = ev_clock();
+    kv_set_busy(c->seq, 1);
+    int rc = user_turn(e, c, text);
+    kv_set_busy(c->seq, 0);
+    if (!rc)
+        rc = reply(e, c, out);
+    engine_stats(e, id);
+    return rc;
+}
+
+static void *worker(void *arg)
+{
+    engine *e = arg;
+    e->job_rc = engine_turn(e, e->job_conv, e->job_text, &e->job_reply);
+    if (e->job_rc)
+        snprintf(e->job_err, sizeof e->job_err, "%s", err_msg());
+    return NULL;
+}
+
+int engine_turn_start(engine *e, int id, const char *text)
+{
+    if (e->running)
+        return err_set("a reply is already being generated");
+    if (!find(e, id))
+        return -1;
+    free(e->job_text);
+    if (!(e->job_text = strdup(text)))
+        return err_set("out of memory");
+    e->job_conv = id;
+    e->job_reply = NULL;
+    atomic_store(&e->cancel, 0);
+    if (pthread_create(&e->worker, NULL, worker, e))
+        return err_set("cannot start the generation thread");
+    e->running = 1;
+    return 0;
+}
+
+int engine_turn_wait(engine *e, char **reply_out)
+{
+    if (!e->running)
+        return err_set("no reply is being generated");
+    pthread_join(e->worker, NULL);
+    e->running = 0;
+    free(e->job_text);
+    e->job_text = NULL;
+    if (e->job_rc) {
+        free(e->job_reply);
+        return err_set("%s", e->job_err);
+    }
+    if (reply_out)
+        *reply_out = e->job_reply;
+    else
+        free(e->job_reply);
+    return 0;
+}
+
+void engine_cancel(engine *e)
+{
+    atomic_store(&e->cancel, 1);
+}
+
+int engine_retry(engine *e, int id, char **out)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    int t = last_turn(c, ROLE_ASSISTANT);
+    if (t < 0 || t != c->n_turns - 1)
+        return err_set("nothing to retry: the conversation does not end with a reply");
+    int to = c->turns[t].start;
+    if (kv_truncate(c->seq, to))
+        return -1;
+    c->n_ids = to;
+    c->n_turns = t;
+    /* the logits of the position before the reply: recompute that one token */
+    if (kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1))
+        return -1;
+    int rc = reply(e, c, out);
+    engine_stats(e, id);
+    return rc;
+}
+
+int engine_clear(engine *e, int id)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
+    int to = keep_turns ? c->turns[0].len : 0;
+    if (kv_truncate(c->seq, to))
+        return -1;
+    c->n_ids = to;
+    c->n_turns = keep_turns;
+    return 0;
+}
+
+int engine_pin(engine *e, int id, int turn, int pinned)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    if (turn < 0 || turn >= c->n_turns)
+        return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
+    c->turns[turn].pinned = pinned;
+    return 0;
+}

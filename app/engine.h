@@ -1,0 +1,64 @@
+/* The chat engine: conversations whose KV cache lives across turns, exact sliding-window eviction,
+ * forks, rollbacks, the fidelity check, and the events of all of it. The TUI and `chat --no-tui`
+ * both drive it; a turn runs on its own thread and can be cancelled between tokens. */
+#ifndef KVCHAT_ENGINE_H
+#define KVCHAT_ENGINE_H
+
+#include <stddef.h>
+
+#include "options.h"
+#include "template.h"
+
+typedef enum { EVICT_EXACT, EVICT_SHIFT } evict_mode;
+
+typedef struct {
+    template_kind tpl;
+    int keep;              /* tokens never evicted; -1: the template's preamble */
+    int evict_min;         /* at least this many per eviction; 0: a quarter of the window */
+    evict_mode evict;
+    int fidelity;          /* check every N generated tokens; 0: off */
+    double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
+} engine_opts;
+
+enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT };
+
+typedef struct {
+    int start, len, role, pinned;
+} chat_turn;
+
+typedef struct engine engine;
+
+/* Called from the generation thread with each piece of complete UTF-8 text of a reply. */
+typedef void (*engine_text_fn)(void *ctx, int conv, const char *text, size_t len);
+
+engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo);
+void engine_free(engine *e);
+void engine_on_text(engine *e, engine_text_fn fn, void *ctx);
+
+/* Conversations are numbered from 1; returns the new id or -1. */
+int engine_new_conv(engine *e);
+int engine_fork(engine *e, int conv);
+int engine_conv_count(const engine *e);
+int engine_conv_id(const engine *e, int index);
+
+/* Runs one turn to the end in the calling thread; *reply (malloc'd) gets the reply text. */
+int engine_turn(engine *e, int conv, const char *text, char **reply);
+/* The same on the engine's thread: start, then wait (cancel makes it stop between tokens). */
+int engine_turn_start(engine *e, int conv, const char *text);
+int engine_turn_wait(engine *e, char **reply);
+void engine_cancel(engine *e);
+/* Generates the last reply again, rolling the cache back to before it. */
+int engine_retry(engine *e, int conv, char **reply);
+/* Removes every turn (the cache rolls back to the kept prefix). */
+int engine_clear(engine *e, int conv);
+int engine_pin(engine *e, int conv, int turn, int pinned);
+
+/* What the model sees now: the window's token ids and its turns (valid until the next change). */
+const int *engine_window(const engine *e, int conv, int *n);
+const chat_turn *engine_turns(const engine *e, int conv, int *n);
+/* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass. */
+const float *engine_logits(const engine *e);
+/* Writes the conversation's stats event now. */
+void engine_stats(engine *e, int conv);
+
+#endif

@@ -1,0 +1,52 @@
+#include "template.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+
+static const char *const NAMES[] = {"gpt2", "dialogpt", "none"};
+static const char GPT2_PREAMBLE[] = "A conversation between a curious user and a helpful assistant.\n";
+
+int tpl_parse(const char *s, template_kind *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, NAMES[i])) {
+            *out = (template_kind)i;
+            return 0;
+        }
+    return err_set("--template: expected gpt2, dialogpt or none, got '%s'", s);
+}
+
+const char *tpl_name(template_kind t) { return NAMES[t]; }
+
+int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap)
+{
+    if (t != TPL_GPT2)
+        return 0;
+    return tok_encode(tok, GPT2_PREAMBLE, strlen(GPT2_PREAMBLE), 0, ids, n, cap);
+}
+
+int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first, int **ids, int *n, int *cap)
+{
+    if (t == TPL_NONE)
+        return tok_encode(tok, text, len, 0, ids, n, cap);
+    if (t == TPL_DIALOGPT) {
+        if (tok_encode(tok, text, len, 0, ids, n, cap))
+            return -1;
+        int eos = tok_eos(tok);
+        return tok_encode(tok, "<|endoftext|>", 13, eos >= 0, ids, n, cap);
+    }
+    size_t total = len + 32;
+    char *buf = err_malloc(total, "a chat turn");
+    if (!buf)
+        return -1;
+    int w = snprintf(buf, total, "%sUser: %.*s\nAssistant:", first ? "" : "\n", (int)len, text);
+    int rc = tok_encode(tok, buf, (size_t)w, 0, ids, n, cap);
+    free(buf);
+    return rc;
+}
+
+const char *tpl_stop(template_kind t) { return t == TPL_GPT2 ? "\nUser:" : NULL; }
+int tpl_keeps_eos(template_kind t) { return t == TPL_DIALOGPT; }

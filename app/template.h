@@ -1,0 +1,23 @@
+/* Chat templates: how a conversation is written as GPT-2 tokens.
+ *   gpt2      a short preamble, then "User: ...\nAssistant:" turns; a reply ends at "\nUser:"
+ *   dialogpt  every turn followed by <|endoftext|>, as DialoGPT was trained
+ *   none      each message's tokens as they are */
+#ifndef KVCHAT_TEMPLATE_H
+#define KVCHAT_TEMPLATE_H
+
+#include "../model/tokenizer.h"
+
+typedef enum { TPL_GPT2, TPL_DIALOGPT, TPL_NONE } template_kind;
+
+int tpl_parse(const char *s, template_kind *out);
+const char *tpl_name(template_kind t);
+/* Tokens before the first turn (appended to *ids). */
+int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap);
+/* The tokens of a user message; `first` when no turn precedes it. */
+int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first, int **ids, int *n, int *cap);
+/* Text that ends a reply (NULL: only <|endoftext|> and the token limit do). */
+const char *tpl_stop(template_kind t);
+/* Whether a reply's <|endoftext|> belongs in the conversation (DialoGPT's turn separator). */
+int tpl_keeps_eos(template_kind t);
+
+#endif

@@ -1,0 +1,291 @@
+/* The chat engine: multi-turn reuse, exact eviction, pinning, long messages, cancel, retry, fork and
+ * the fidelity check; the reference is always a from-scratch pass over what the model should see. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../app/engine.h"
+#include "../../kernels/err.h"
+#include "check.h"
+#include "model_fixture.h"
+
+typedef struct {
+    loaded_model lm;
+    engine *e;
+    json_t *events;
+    kv_pool *ref;
+    float *want;
+} rig;
+
+static void collect(void *ctx, json_t *ev)
+{
+    json_array_append(((rig *)ctx)->events, ev);
+}
+
+static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
+{
+    memset(r, 0, sizeof *r);
+    model_opts mo;
+    model_opts_init(&mo);
+    mo.model_dir = fixture_model("f32", 64);
+    mo.wtype = DT_F32;
+    mo.threads = 2;
+    mo.n_predict = n_predict;
+    mo.sp.temp = 0;
+    mo.sp.repeat_penalty = 1;
+    mo.kv.window = ctx;
+    if (load_model(&r->lm, &mo)) {
+        CHECK(0, "load: %s", err_msg());
+        return -1;
+    }
+    r->events = json_array();
+    ev_subscribe(r->lm.bus, collect, r);
+    r->e = engine_create(&r->lm, &mo, eo);
+    kv_opts o;
+    kv_opts_default(&o, &r->lm.model.cfg);
+    o.layout = KV_CONTIGUOUS;
+    o.prealloc = 1;
+    r->ref = kv_pool_create(r->lm.backend, &r->lm.model.cfg, &o, NULL);
+    r->want = malloc(sizeof(float) * r->lm.model.cfg.vocab_size);
+    return r->e && r->ref ? 0 : -1;
+}
+
+static void teardown(rig *r)
+{
+    engine_free(r->e);
+    kv_pool_free(r->ref);
+    free(r->want);
+    json_decref(r->events);
+    unload_model(&r->lm);
+}
+
+/* the engine's cached logits against a fresh pass over the conversation's window */
+static double fresh_error(rig *r, int conv)
+{
+    int n;
+    const int *ids = engine_window(r->e, conv, &n);
+    kv_seq *s = kv_seq_new(r->ref, 0);
+    double num = 0, den = 0;
+    if (gpt2_forward(&r->lm.model, r->lm.backend, s, ids, n, r->want)) {
+        kv_seq_free(s);
+        return 1;
+    }
+    kv_seq_free(s);
+    const float *got = engine_logits(r->e);
+    for (int i = 0; i < r->lm.model.cfg.vocab_size; i++) {
+        num += (double)(got[i] - r->want[i]) * (got[i] - r->want[i]);
+        den += (double)r->want[i] * r->want[i];
+    }
+    return sqrt(num / den);
+}
+
+static int count(rig *r, const char *ev)
+{
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->events, i, v) n += !strcmp(json_string_value(json_object_get(v, "ev")), ev);
+    return n;
+}
+
+static json_t *last(rig *r, const char *ev)
+{
+    json_t *found = NULL, *v;
+    size_t i;
+    json_array_foreach(r->events, i, v) if (!strcmp(json_string_value(json_object_get(v, "ev")), ev)) found = v;
+    return found;
+}
+
+static const char *const MESSAGES[] = {"Hello there", "How are you today?", "Tell me about the cache",
+                                       "And what happens when it fills up?", "Thanks, that helps a lot", "Bye now"};
+
+static void multi_turn(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1};
+    if (setup(&r, 64, &eo, 6))
+        return;
+    int c = engine_new_conv(r.e), before = 0;
+    for (int t = 0; t < 3; t++) {
+        char *reply = NULL;
+        CHECK(engine_turn(r.e, c, MESSAGES[t], &reply) == 0, "turn %d: %s", t, err_msg());
+        json_t *p = last(&r, "prefill");
+        int cached = (int)json_integer_value(json_object_get(p, "cached")), n;
+        engine_window(r.e, c, &n);
+        CHECK(cached == before, "turn %d: prefill found %d cached tokens, the conversation had %d", t, cached, before);
+        CHECK(before + (int)json_array_size(json_object_get(p, "ids")) <= n, "turn %d: prefill re-processed old tokens", t);
+        double err = fresh_error(&r, c);
+        CHECK(err < 1e-5, "turn %d: cached logits vs from scratch: %.3g", t, err);
+        before = n;
+        free(reply);
+    }
+    CHECK(count(&r, "stats") == 3 && count(&r, "token") > 0, "stats or token events missing");
+    json_t *st = last(&r, "stats");
+    CHECK(json_real_value(json_object_get(st, "hit_rate")) > 0.5, "hit rate %.2f after three turns",
+          json_real_value(json_object_get(st, "hit_rate")));
+    teardown(&r);
+}
+
+static void eviction_exact_and_pinned(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8};
+    if (setup(&r, 48, &eo, 6))
+        return;
+    int c = engine_new_conv(r.e), n;
+    const int *w = engine_window(r.e, c, &n);
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, c, "pin me", &reply) == 0, "first turn: %s", err_msg());
+    free(reply);
+    w = engine_window(r.e, c, &n);
+    int pre[64], n_pre = 0, nt;
+    const chat_turn *turns = engine_turns(r.e, c, &nt);
+    CHECK(nt >= 2 && turns[0].role == ROLE_PREAMBLE && turns[1].role == ROLE_USER, "turn layout");
+    memcpy(pre, w, sizeof(int) * (size_t)turns[0].len);
+    n_pre = turns[0].len;
+    int pinned[32], n_pinned = turns[1].len;
+    memcpy(pinned, w + turns[1].start, sizeof(int) * (size_t)n_pinned);
+    engine_pin(r.e, c, 1, 1);
+    for (int t = 0; t < 8; t++) {
+        CHECK(engine_turn(r.e, c, MESSAGES[t % 6], &reply) == 0, "turn %d: %s", t, err_msg());
+        free(reply);
+        double err = fresh_error(&r, c);
+        CHECK(err < 1e-5, "turn %d: after eviction, cached vs from scratch %.3g", t, err);
+        w = engine_window(r.e, c, &n);
+        CHECK(n <= 48, "window overflow %d", n);
+        CHECK(!memcmp(w, pre, sizeof(int) * (size_t)n_pre), "the kept prefix changed");
+        CHECK(!memcmp(w + n_pre, pinned, sizeof(int) * (size_t)n_pinned), "the pinned turn was evicted");
+    }
+    json_t *ev = last(&r, "evict");
+    CHECK(count(&r, "evict") > 0 && ev, "no evictions happened");
+    if (ev) {
+        int keep = (int)json_integer_value(json_object_get(ev, "keep"));
+        CHECK(keep >= n_pre + n_pinned, "eviction started at %d, inside kept or pinned tokens", keep);
+        CHECK(!strcmp(json_string_value(json_object_get(ev, "mode")), "exact"), "mode");
+    }
+    teardown(&r);
+}
+
+static void long_message(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1};
+    if (setup(&r, 48, &eo, 4))
+        return;
+    int c = engine_new_conv(r.e), n;
+    char text[4000] = "";
+    for (int i = 0; i < 60; i++)
+        strcat(text, "many words ");
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, c, text, &reply) == 0, "long message: %s", err_msg());
+    free(reply);
+    engine_window(r.e, c, &n);
+    CHECK(n <= 48, "window %d", n);
+    CHECK(count(&r, "notice") == 1, "no notice about the cut message");
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after a cut message");
+    CHECK(engine_turn(r.e, c, "short", &reply) == 0, "next turn: %s", err_msg());
+    free(reply);
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after the next turn");
+    teardown(&r);
+}
+
+static int pieces;
+static engine *cancel_target;
+static void cancel_after_two(void *ctx, int conv, const char *t, size_t n)
+{
+    (void)ctx, (void)conv, (void)t, (void)n;
+    if (++pieces == 2)
+        engine_cancel(cancel_target);
+}
+
+static void cancel_mid_reply(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0};
+    if (setup(&r, 64, &eo, 30))
+        return;
+    int c = engine_new_conv(r.e), n0, n1;
+    cancel_target = r.e;
+    pieces = 0;
+    engine_on_text(r.e, cancel_after_two, NULL);
+    char *reply = NULL;
+    CHECK(engine_turn_start(r.e, c, "count to thirty") == 0 && engine_turn_wait(r.e, &reply) == 0, "turn: %s", err_msg());
+    engine_window(r.e, c, &n0);
+    CHECK(count(&r, "token") < 30 && count(&r, "token") >= 2, "cancel did not stop the reply (%d tokens)", count(&r, "token"));
+    CHECK(fresh_error(&r, c) < 1e-5, "cache inconsistent after cancel");
+    free(reply);
+    engine_on_text(r.e, NULL, NULL);
+    CHECK(engine_turn(r.e, c, "again", &reply) == 0, "turn after cancel: %s", err_msg());
+    engine_window(r.e, c, &n1);
+    CHECK(n1 > n0 && fresh_error(&r, c) < 1e-5, "turn after cancel");
+    free(reply);
+    teardown(&r);
+}
+
+static void retry_and_fork(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_DIALOGPT, .keep = 0};
+    if (setup(&r, 64, &eo, 5))
+        return;
+    int c = engine_new_conv(r.e), n;
+    char *a = NULL, *b = NULL;
+    CHECK(engine_turn(r.e, c, "hi", &a) == 0, "turn: %s", err_msg());
+    CHECK(engine_retry(r.e, c, &b) == 0, "retry: %s", err_msg());
+    CHECK(a && b && !strcmp(a, b), "greedy retry gave another reply: '%s' vs '%s'", a ? a : "", b ? b : "");
+    CHECK(count(&r, "truncate") >= 1, "retry did not roll the cache back");
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after retry");
+    free(a);
+    free(b);
+    int f = engine_fork(r.e, c);
+    CHECK(f > 0, "fork: %s", err_msg());
+    json_t *fe = last(&r, "fork");
+    CHECK(fe && json_integer_value(json_object_get(fe, "shared_blocks")) > 0, "fork shared no blocks");
+    CHECK(engine_turn(r.e, f, "in the fork", &a) == 0 && fresh_error(&r, f) < 1e-5, "fork turn");
+    CHECK(engine_turn(r.e, c, "in the parent", &b) == 0 && fresh_error(&r, c) < 1e-5, "parent turn after fork");
+    engine_window(r.e, f, &n);
+    free(a);
+    free(b);
+    teardown(&r);
+}
+
+static void fidelity_exact_vs_shift(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        rig r;
+        engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .fidelity = 1,
+                          .evict = mode ? EVICT_SHIFT : EVICT_EXACT};
+        if (setup(&r, 40, &eo, 6))
+            return;
+        int c = engine_new_conv(r.e);
+        char *reply;
+        for (int t = 0; t < 6; t++) {
+            CHECK(engine_turn(r.e, c, MESSAGES[t], &reply) == 0, "turn: %s", err_msg());
+            free(reply);
+        }
+        double worst = 0;
+        int approx = 0, agree = 1;
+        size_t i;
+        json_t *v;
+        json_array_foreach(r.events, i, v)
+        {
+            if (strcmp(json_string_value(json_object_get(v, "ev")), "fidelity"))
+                continue;
+            double kl = json_real_value(json_object_get(v, "kl"));
+            worst = kl > worst ? kl : worst;
+            approx |= json_is_true(json_object_get(v, "approximate"));
+            agree &= json_is_true(json_object_get(v, "top1"));
+        }
+        CHECK(count(&r, "fidelity") > 5 && count(&r, "evict") > 0, "fidelity or evict events missing");
+        if (mode == 0)
+            CHECK(worst < 1e-6 && agree && !approx, "exact eviction drifted: KL %.3g", worst);
+        else
+            CHECK(approx && worst > 1e-4, "shift eviction shows no drift (KL %.3g) or is not marked approximate", worst);
+        teardown(&r);
+    }
+}
+
+TEST_TABLE(engine_tests, {"engine/multi_turn_reuses_cache", multi_turn},
+           {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},
+           {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
+           {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

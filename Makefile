@@ -2,7 +2,7 @@
 #   make            build build/kvchat (CUDA backend too when nvcc is found: CUDA=auto|0|1)
 #   make run        download GPT-2 124M if needed, then generate from PROMPT
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
-#   make bench      kvchat bench on a random 124M-shaped checkpoint
+#   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
 #   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
 
@@ -110,6 +110,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@[ -s $(BUILD)/m124/model.safetensors ] || $(BUILD)/kvchat make-tiny-model $(BUILD)/m124 --layers 12 --heads 12 --embd 768 --ctx 1024
 	$(BUILD)/kvchat bench -m $(BUILD)/m124 --json $(BUILD)/bench.json
+	$(BUILD)/kvchat bench --turns -m $(BUILD)/m124 --json $(BUILD)/bench-turns.json
 
 test-gpt2: all
 	@bash tests/gpt2_known.sh $(BUILD)/kvchat "$(MODEL)"

@@ -7,17 +7,24 @@
 #include <time.h>
 
 #include "../kernels/err.h"
+#include "bench.h"
 #include "commands.h"
 #include "options.h"
 
 const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
+    "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16).\n"
     "Decode prints the bytes of weights read per token and the bandwidth that implies.\n"
     "On a random 124M-shaped model: kvchat make-tiny-model /tmp/m124 --layers 12 --heads 12\n"
     "  --embd 768 --ctx 1024 && kvchat bench -m /tmp/m124\n"
+    "\n"
+    "--turns measures what the persistent cache buys instead: time to first token per turn of a\n"
+    "conversation growing to the full window (kept cache vs re-prefilling the history), one eviction\n"
+    "per cache layout (copies, peak memory, fragmentation, time), and 1000 tokens with and without\n"
+    "a KV cache.\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -38,7 +45,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -60,7 +67,7 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, floa
         if (r)
             t[r - 1] = now_s() - t0;
     }
-    *out = median(t, runs);
+    *out = bench_median(t, runs);
     return 0;
 }
 
@@ -82,7 +89,7 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, flo
                 t[k++] = now_s() - t0;
         }
     }
-    *out = median(t, k);
+    *out = bench_median(t, k);
     return 0;
 }
 
@@ -119,8 +126,9 @@ int cmd_bench(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    const char *json_path = NULL, *dtypes = "f32,bf16,f16";
-    int runs = 5;
+    static const char default_types[] = "f32,bf16,f16";
+    const char *json_path = NULL, *dtypes = default_types;
+    int runs = 5, turns = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -132,6 +140,8 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             json_path = v;
+        } else if (opt_match(argc, argv, &i, NULL, "--turns", NULL)) {
+            turns = 1;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
             if (r < 0 || opt_int("--runs", v, 1, 64, &runs))
                 return EXIT_USAGE;
@@ -141,6 +151,18 @@ int cmd_bench(int argc, char **argv)
         } else {
             return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
         }
+    }
+    if (turns) {
+        loaded_model lm;
+        if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
+            return err_set("--dtype: with --turns, one of f32, bf16, f16"), EXIT_USAGE;
+        if (load_model(&lm, &mo))
+            return EXIT_RUNTIME;
+        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(mo.wtype),
+               dt_name(mo.kv.type), lm.backend->threads);
+        int rc = bench_turns(&lm, &mo, json_path) ? EXIT_RUNTIME : 0;
+        unload_model(&lm);
+        return rc;
     }
     dtype list[8];
     int n_types = 0;

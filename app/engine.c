@@ -658,6 +658,22 @@ int engine_retry(engine *e, int id, char **out)
     return rc;
 }
 
+int engine_edit(engine *e, int id, const char *text, char **out)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    int t = last_turn(c, ROLE_USER);
+    if (t < 0)
+        return err_set("nothing to edit: the conversation has no message yet");
+    int to = c->turns[t].start;
+    if (kv_truncate(c->seq, to))
+        return -1;
+    c->n_ids = to;
+    c->n_turns = t;
+    return engine_turn(e, id, text, out);
+}
+
 int engine_clear(engine *e, int id)
 {
     conv *c = find(e, id);

@@ -49,6 +49,9 @@ int engine_turn_wait(engine *e, char **reply);
 void engine_cancel(engine *e);
 /* Generates the last reply again, rolling the cache back to before it. */
 int engine_retry(engine *e, int conv, char **reply);
+/* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to before
+ * it, and replies. */
+int engine_edit(engine *e, int conv, const char *text, char **reply);
 /* Removes every turn (the cache rolls back to the kept prefix). */
 int engine_clear(engine *e, int conv);
 int engine_pin(engine *e, int conv, int turn, int pinned);

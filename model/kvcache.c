@@ -15,7 +15,7 @@ struct kv_pool {
     ev_bus *bus;
     int L, H, hd;
     size_t tok_bytes;            /* one position across all layers, K and V (and int8 scales) */
-    size_t used;                 /* bytes of the pool that sequences hold */
+    size_t used, peak;           /* bytes of the pool that sequences hold, now and at most */
     char *mem;                   /* paged: the pool */
     size_t block_bytes;
     int n_blocks, n_free, *free_list, *refs;
@@ -163,7 +163,8 @@ const kv_opts *kv_pool_opts(const kv_pool *p) { return &p->o; }
 
 void kv_pool_get_stats(const kv_pool *p, kv_pool_stats *st)
 {
-    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes, .used_bytes = p->used, .blocks_total = p->n_blocks,
+    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes, .used_bytes = p->used, .peak_bytes = p->peak,
+                          .blocks_total = p->n_blocks,
                           .blocks_used = p->n_blocks - p->n_free, .sequences = p->n_seqs};
     for (int i = 0; i < p->n_seqs; i++)
         st->offloaded += p->seqs[i]->offloaded;
@@ -309,6 +310,7 @@ static int alloc_block(kv_pool *p, const kv_seq *requester)
     int blk = p->free_list[--p->n_free];
     p->refs[blk] = 1;
     p->used += p->block_bytes;
+    p->peak = p->used > p->peak ? p->used : p->peak;
     return blk;
 }
 
@@ -342,6 +344,7 @@ static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
     if (!buf)
         return -1;
     kb_kv to = flat_view(p, buf, cap);
+    p->peak = p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
     if (s->len)
         copy_rows(&to, 0, &s->view, 0, s->len);
     if (s->buf)
@@ -406,7 +409,8 @@ int kv_truncate(kv_seq *s, int len)
     drop_after(s, len);
     refresh_view(s);
     if (len != from)
-        ev_emit(s->p->bus, s->conv, "truncate", json_pack("{s:i, s:i}", "from", from, "to", len));
+        ev_emit(s->p->bus, s->conv, "truncate",
+                json_pack("{s:i, s:i, s:I}", "from", from, "to", len, "bytes", (json_int_t)((size_t)(from - len) * s->p->tok_bytes)));
     return 0;
 }
 

@@ -34,7 +34,7 @@ typedef struct {
 } kv_seq_stats;
 
 typedef struct {
-    size_t pool_bytes, used_bytes;
+    size_t pool_bytes, used_bytes, peak_bytes;  /* peak counts a contiguous growth's two buffers */
     int blocks_total, blocks_used;  /* paged only */
     int sequences, offloaded;
 } kv_pool_stats;

@@ -14,6 +14,7 @@ skip() { SKIP=$((SKIP + 1)); echo "skip $1: $2"; }
 check() {
     local name=$1
     shift
+    local out
     if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "exit $?: $(echo "$out" | tail -3 | tr '\n' ' ')"; fi
 }
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../app/engine.h"
 #include "../../kernels/err.h"
@@ -237,6 +238,13 @@ static void retry_and_fork(void)
     CHECK(fresh_error(&r, c) < 1e-5, "logits after retry");
     free(a);
     free(b);
+    int n_before;
+    engine_window(r.e, c, &n_before);
+    CHECK(engine_edit(r.e, c, "hello instead", &a) == 0, "edit: %s", err_msg());
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after editing the last message");
+    json_t *p = last(&r, "prefill");
+    CHECK(p && json_integer_value(json_object_get(p, "cached")) == 0, "edit did not roll back to before the message");
+    free(a);
     int f = engine_fork(r.e, c);
     CHECK(f > 0, "fork: %s", err_msg());
     json_t *fe = last(&r, "fork");
@@ -285,7 +293,30 @@ static void fidelity_exact_vs_shift(void)
     }
 }
 
-TEST_TABLE(engine_tests, {"engine/multi_turn_reuses_cache", multi_turn},
+static void idle_offload(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .idle_offload = 0.001};
+    if (setup(&r, 64, &eo, 3))
+        return;
+    int a = engine_new_conv(r.e), b = engine_new_conv(r.e);
+    char *reply;
+    CHECK(engine_turn(r.e, a, "first conversation", &reply) == 0, "a: %s", err_msg());
+    free(reply);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK(engine_turn(r.e, b, "second conversation", &reply) == 0, "b: %s", err_msg());
+    free(reply);
+    json_t *off = last(&r, "offload");
+    CHECK(off && json_integer_value(json_object_get(off, "conv")) == a, "idle conversation %d was not offloaded", a);
+    CHECK(engine_turn(r.e, a, "back to the first", &reply) == 0, "a again: %s", err_msg());
+    free(reply);
+    CHECK(count(&r, "restore") >= 1, "no restore event");
+    CHECK(fresh_error(&r, a) < 1e-5, "logits after restore");
+    teardown(&r);
+}
+
+TEST_TABLE(engine_tests, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},
            {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
            {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

@@ -1,0 +1,263 @@
+/* kvchat bench --turns: what keeping the cache alive buys. Time to first token for each turn of a
+ * conversation that grows to the full window (persistent cache vs re-prefilling the history, as a
+ * stateless server does), what one eviction costs per cache layout, and 1000 tokens generated with
+ * and without a KV cache. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+#include "bench.h"
+
+enum { USER_TOKENS = 48, REPLY_TOKENS = 16 };
+
+typedef struct {
+    size_t copied;
+} copy_count;
+
+static void count_copies(void *ctx, json_t *ev)
+{
+    const char *t = json_string_value(json_object_get(ev, "ev"));
+    if (t && (!strcmp(t, "grow") || !strcmp(t, "cow")))
+        ((copy_count *)ctx)->copied += (size_t)json_integer_value(json_object_get(ev, "copied"));
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+/* a conversation of turns (48 user tokens + a 16-token greedy reply) until the window is nearly full */
+static int ttft_table(loaded_model *lm, int window, float *logits, json_t *out)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    int *hist = malloc(sizeof(int) * (size_t)window), n = 0, rc = -1;
+    kv_seq *live = kv_seq_new(lm->pool, 1), *fresh = kv_seq_new(lm->pool, 2);
+    if (!hist || !live || !fresh)
+        goto out;
+    printf("Time to first token per turn (%d-token messages, %d-token replies)\n", USER_TOKENS, REPLY_TOKENS);
+    printf("turn  history  persistent ms  x turn 1  stateless ms  x turn 1\n");
+    double first_live = 0, first_fresh = 0;
+    for (int turn = 1; n + USER_TOKENS + REPLY_TOKENS <= window; turn++) {
+        int history = n;
+        for (int i = 0; i < USER_TOKENS; i++)
+            hist[n + i] = (int)((unsigned)(n + i) * 2654435761u % (unsigned)c->vocab_size);
+        double t0 = ev_clock();
+        if (gpt2_forward(&lm->model, lm->backend, live, hist + n, USER_TOKENS, logits))
+            goto out;
+        double t_live = ev_clock() - t0;
+        kv_truncate(fresh, 0);
+        t0 = ev_clock();
+        if (gpt2_forward(&lm->model, lm->backend, fresh, hist, n + USER_TOKENS, NULL))
+            goto out;
+        double t_fresh = ev_clock() - t0;
+        n += USER_TOKENS;
+        for (int r = 0; r < REPLY_TOKENS; r++) {
+            hist[n] = argmax(logits, c->vocab_size);
+            if (gpt2_forward(&lm->model, lm->backend, live, hist + n, 1, logits))
+                goto out;
+            n++;
+        }
+        if (turn == 1)
+            first_live = t_live, first_fresh = t_fresh;
+        printf("%4d  %7d  %13.1f  %8.2f  %12.1f  %8.2f\n", turn, history, t_live * 1e3, t_live / first_live,
+               t_fresh * 1e3, t_fresh / first_fresh);
+        fflush(stdout);
+        json_array_append_new(out, json_pack("{s:i, s:i, s:f, s:f}", "turn", turn, "history", history,
+                                             "ttft_persistent_ms", t_live * 1e3, "ttft_stateless_ms", t_fresh * 1e3));
+    }
+    rc = 0;
+out:
+    kv_seq_free(live);
+    kv_seq_free(fresh);
+    free(hist);
+    return rc;
+}
+
+static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, float *logits, json_t *out)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    const char *names[3] = {"paged", "contiguous", "contiguous --prealloc"};
+    int keep = 32, drop = window / 4, rc = 0;
+    printf("\nOne eviction at a full window of %d (keep %d, drop %d, re-prefill %d), by layout\n", window, keep, drop,
+           window - keep - drop);
+    printf("layout                  grows  copied MB  peak MB  frag KB  evict ms  decode tok/s after\n");
+    int *ids = malloc(sizeof(int) * (size_t)window);
+    for (int i = 0; i < window; i++)
+        ids[i] = (int)((unsigned)i * 2246822519u % (unsigned)c->vocab_size);
+    for (int l = 0; l < 3 && !rc; l++) {
+        kv_opts o = mo->kv;
+        o.window = window;
+        o.layout = l ? KV_CONTIGUOUS : KV_PAGED;
+        o.prealloc = l == 2;
+        ev_bus *bus = ev_bus_create();
+        copy_count cc = {0};
+        ev_subscribe(bus, count_copies, &cc);
+        kv_pool *pool = kv_pool_create(lm->backend, c, &o, bus);
+        kv_seq *s = pool ? kv_seq_new(pool, 1) : NULL;
+        if (!s) {
+            rc = -1;
+            break;
+        }
+        for (int n = 0; n < window - 1 && !rc; n += 64) { /* fill as a conversation would: in turns */
+            int k = window - 1 - n < 64 ? window - 1 - n : 64;
+            rc = gpt2_forward(&lm->model, lm->backend, s, ids + n, k, NULL);
+        }
+        kv_pool_stats ps;
+        kv_pool_get_stats(pool, &ps);
+        size_t peak = ps.peak_bytes;
+        kv_seq_stats st;
+        kv_seq_get_stats(s, &st);
+        double t0 = ev_clock();
+        if (!rc)
+            rc = kv_truncate(s, keep) ||
+                 gpt2_forward(&lm->model, lm->backend, s, ids + keep + drop, window - 1 - keep - drop, logits);
+        double t_evict = ev_clock() - t0, steps[16];
+        for (int i = 0; i < 16 && !rc; i++) {
+            t0 = ev_clock();
+            rc = gpt2_forward(&lm->model, lm->backend, s, ids + i, 1, logits);
+            steps[i] = ev_clock() - t0;
+        }
+        if (!rc) {
+            double med = bench_median(steps, 16);
+            printf("%-22s  %5d  %9.1f  %7.1f  %7.1f  %8.1f  %18.1f\n", names[l], st.grows, cc.copied / 1e6, peak / 1e6,
+                   (st.reserved_bytes - st.used_bytes) / 1024.0, t_evict * 1e3, 1 / med);
+            json_array_append_new(out, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f}", "layout", names[l], "grows",
+                                                 st.grows, "copied_bytes", (json_int_t)cc.copied, "peak_bytes",
+                                                 (json_int_t)peak, "fragmentation_bytes",
+                                                 (json_int_t)(st.reserved_bytes - st.used_bytes), "evict_ms",
+                                                 t_evict * 1e3, "decode_tok_s", 1 / med));
+        }
+        kv_pool_free(pool);
+        ev_bus_free(bus);
+    }
+    free(ids);
+    return rc;
+}
+
+/* 1000 tokens: decoded with the cache, versus recomputing the whole prefix for each (integrated from
+ * measured prefix lengths, since running it in full takes minutes) */
+static int thousand_tokens(loaded_model *lm, int window, float *logits, json_t *out)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    int total = window < 1000 ? window : 1000, rc = 0;
+    int *ids = malloc(sizeof(int) * (size_t)total);
+    kv_seq *s = kv_seq_new(lm->pool, 3);
+    if (!ids || !s)
+        return err_set("out of memory");
+    ids[0] = c->eos_id;
+    double t0 = ev_clock();
+    for (int i = 0; i < total && !rc; i++) {
+        rc = gpt2_forward(&lm->model, lm->backend, s, ids + i, 1, logits);
+        if (i + 1 < total)
+            ids[i + 1] = argmax(logits, c->vocab_size);
+    }
+    double with_cache = ev_clock() - t0, without = 0, prev_t = 0;
+    int prev_n = 0;
+    for (int k = 1; k <= 10 && !rc; k++) { /* trapezoid over prefix lengths total/10 .. total */
+        int n = total * k / 10;
+        kv_truncate(s, 0);
+        t0 = ev_clock();
+        rc = gpt2_forward(&lm->model, lm->backend, s, ids, n, logits);
+        double t = ev_clock() - t0;
+        without += (n - prev_n) * (t + (k == 1 ? t * 0.5 : prev_t)) / 2;
+        prev_t = t;
+        prev_n = n;
+    }
+    kv_seq_free(s);
+    free(ids);
+    if (rc)
+        return -1;
+    printf("\n%d tokens generated: %.2f s with the KV cache, about %.1f s without it (%.0fx; estimated from 10\n"
+           "measured prefix lengths). nanoGPT, as reported: 12.85 s vs 49.37 s (3.8x).\n",
+           total, with_cache, without, without / with_cache);
+    json_object_set_new(out, "tokens", json_integer(total));
+    json_object_set_new(out, "with_cache_s", json_real(with_cache));
+    json_object_set_new(out, "without_cache_s_estimated", json_real(without));
+    return 0;
+}
+
+/* each cache dtype against an f32 cache: logits after a 512-token prefill, and greedy agreement */
+static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, json_t *out)
+{
+    enum { PROMPT = 512, GEN = 128 };
+    const gpt2_config *c = &lm->model.cfg;
+    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    int V = c->vocab_size, ref_ids[GEN], rc = 0;
+    float *ref = malloc(sizeof(float) * V);
+    int *ids = malloc(sizeof(int) * (PROMPT + GEN));
+    if (!ref || !ids)
+        return err_set("out of memory");
+    for (int i = 0; i < PROMPT; i++)
+        ids[i] = (int)((unsigned)i * 2654435761u % (unsigned)V);
+    printf("\nCache dtype vs f32 cache: logits after a %d-token prompt, and %d greedy tokens\n", PROMPT, GEN);
+    printf("cache   bytes/token  rel L2 error  greedy tokens equal  first divergence\n");
+    for (int t = 0; t < 4 && !rc; t++) {
+        kv_opts o = mo->kv;
+        o.window = PROMPT + GEN;
+        o.type = types[t];
+        o.pool_bytes = 0;
+        kv_pool *pool = kv_pool_create(lm->backend, c, &o, NULL);
+        kv_seq *s = pool ? kv_seq_new(pool, 1) : NULL;
+        rc = !s || gpt2_forward(&lm->model, lm->backend, s, ids, PROMPT, logits);
+        double num = 0, den = 0;
+        if (t == 0)
+            memcpy(ref, logits, sizeof(float) * V);
+        for (int i = 0; i < V; i++) {
+            num += (double)(logits[i] - ref[i]) * (logits[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        int same = 0, diverge = -1;
+        for (int g = 0; g < GEN && !rc; g++) {
+            int id = argmax(logits, V);
+            if (t == 0)
+                ref_ids[g] = id;
+            same += id == ref_ids[g];
+            if (id != ref_ids[g] && diverge < 0)
+                diverge = g;
+            ids[PROMPT + g] = ref_ids[g]; /* teacher-forced on the f32 tokens, so every position compares */
+            rc = gpt2_forward(&lm->model, lm->backend, s, ids + PROMPT + g, 1, logits);
+        }
+        if (!rc) {
+            char where[16] = "none";
+            if (diverge >= 0)
+                snprintf(where, sizeof where, "token %d", diverge + 1);
+            printf("%-6s  %11zu  %12.2e  %13d / %d  %16s\n", dt_name(types[t]), kv_bytes_per_token(pool),
+                   sqrt(num / den), same, GEN, where);
+            json_array_append_new(out, json_pack("{s:s, s:I, s:f, s:i, s:i}", "cache_dtype", dt_name(types[t]),
+                                                 "bytes_per_token", (json_int_t)kv_bytes_per_token(pool), "rel_l2",
+                                                 sqrt(num / den), "greedy_equal", same, "of", GEN));
+        }
+        kv_pool_free(pool);
+    }
+    free(ref);
+    free(ids);
+    return rc ? -1 : 0;
+}
+
+int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
+{
+    int window = kv_pool_opts(lm->pool)->window;
+    float *logits = err_malloc(sizeof(float) * lm->model.cfg.vocab_size, "logits");
+    json_t *ttft = json_array(), *evict = json_array(), *gen = json_object(), *dtypes = json_array();
+    int rc = !logits || ttft_table(lm, window, logits, ttft) || eviction_costs(lm, mo, window, logits, evict) ||
+             thousand_tokens(lm, window, logits, gen) || cache_dtypes(lm, mo, logits, dtypes);
+    if (!rc && json_path) {
+        json_t *doc = json_pack("{s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict, "generate", gen, "cache_dtypes",
+                                dtypes);
+        if (json_dump_file(doc, json_path, JSON_INDENT(2)))
+            rc = err_set("--json %s: cannot write", json_path);
+        json_decref(doc);
+    } else {
+        json_decref(ttft);
+        json_decref(evict);
+        json_decref(gen);
+        json_decref(dtypes);
+    }
+    free(logits);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,49 @@
+# chat --no-tui: one reply line per message, the event stream, eviction and its flags.
+# Sourced by run.sh with KV, TAG, TMP, PYTHON.
+
+CM=$TMP/chat-model
+"$KV" make-tiny-model "$CM" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 9 >/dev/null
+msgs=$'Hello there\nHow are you today?\nTell me about the cache, please.\nAnd then?\nOne more\nThe last message'
+chat() { "$KV" chat --no-tui -m "$CM" --dtype f32 -n 8 --seed 1 "$@"; }
+
+out=$(printf '%s\n' "$msgs" | chat --events "$TMP/ev.jsonl")
+same "${TAG}chat/one reply line per message" 6 "$(echo "$out" | wc -l)"
+check "${TAG}chat/events are JSON lines with ev, conv, t" "$PYTHON" - "$TMP/ev.jsonl" <<'PY'
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+assert evs and all({"ev", "conv", "t"} <= e.keys() for e in evs)
+kinds = {e["ev"] for e in evs}
+assert {"prefill", "token", "grow", "stats", "evict"} <= kinds, kinds
+pre = [e for e in evs if e["ev"] == "prefill"]
+assert len(pre) == 6 and pre[0]["cached"] == 0
+# from the second turn on, the cache already holds the conversation: only new tokens are prefilled
+for p in pre[1:]:
+    assert p["cached"] > 0 and len(p["ids"]) < 20, p
+st = [e for e in evs if e["ev"] == "stats"][-1]
+for k in ("tokens", "capacity", "bytes_used", "bytes_reserved", "pool_bytes", "fragmentation", "hit_rate", "grows", "evictions"):
+    assert k in st, k
+assert st["tokens"] <= 64
+PY
+same "${TAG}chat/same seed, same replies" "$out" "$(printf '%s\n' "$msgs" | chat)"
+
+for layout in "--cache-layout contiguous" "--cache-layout contiguous --prealloc" "--cache-dtype f16" "--cache-dtype int8" "--block-tokens 4"; do
+    o=$(printf '%s\n' "$msgs" | chat $layout --temp 0)
+    same "${TAG}chat/$layout: replies" 6 "$(echo "$o" | wc -l)"
+done
+# exact eviction gives the same greedy replies whatever the layout (f32 cache)
+a=$(printf '%s\n' "$msgs" | chat --temp 0 --repeat-penalty 1)
+b=$(printf '%s\n' "$msgs" | chat --temp 0 --repeat-penalty 1 --cache-layout contiguous --block-tokens 7)
+same "${TAG}chat/paged = contiguous (greedy, with evictions)" "$a" "$b"
+
+printf '%s\n' "$msgs" | chat --evict shift --fidelity 2 --events "$TMP/shift.jsonl" >/dev/null
+check "${TAG}chat/--evict shift is labelled approximate" grep -q '"mode":"shift (approximate)"' "$TMP/shift.jsonl"
+check "${TAG}chat/--fidelity reports" grep -q '"ev":"fidelity"' "$TMP/shift.jsonl"
+
+expect_error "${TAG}chat/--evict bad" 2 "--evict: expected exact or shift" "$KV" chat --no-tui -m "$CM" --evict maybe
+expect_error "${TAG}chat/--template bad" 2 "--template: expected gpt2, dialogpt or none" "$KV" chat --no-tui -m "$CM" --template llama
+expect_error "${TAG}chat/--cache-layout bad" 2 "--cache-layout: expected paged or contiguous" "$KV" chat --no-tui -m "$CM" --cache-layout ring
+expect_error "${TAG}chat/--cache-mem bad" 2 "--cache-mem: expected a size" "$KV" chat --no-tui -m "$CM" --cache-mem 12Q
+expect_error "${TAG}chat/--cache-dtype bad" 2 "--cache-dtype: expected" "$KV" chat --no-tui -m "$CM" --cache-dtype q4
+expect_error "${TAG}chat/--ctx above the model" 1 "--ctx 100 is not in 1..64" "$KV" chat --no-tui -m "$CM" --ctx 100
+expect_error "${TAG}chat/--events unwritable" 1 "--events /nonexistent/ev.jsonl" "$KV" chat --no-tui -m "$CM" --events /nonexistent/ev.jsonl
+expect_error "${TAG}chat/--cache-mem too small" 1 "smaller than one block" "$KV" chat --no-tui -m "$CM" --cache-mem 1K

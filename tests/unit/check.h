@@ -33,5 +33,7 @@ typedef struct {
 const char *asset(const char *name);
 /* A fresh temporary directory for this test (removed at exit). */
 const char *temp_dir(void);
+/* Relative L2 error of a against the reference b. */
+double rel_err(const float *a, const float *b, int n);
 
 #endif

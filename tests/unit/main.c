@@ -1,4 +1,5 @@
 /* Runs every unit test table (or only tests whose name contains argv[1]). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,16 @@ const char *asset(const char *name)
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir && *dir ? dir : KVCHAT_ASSETS, name);
     return buf[k];
+}
+
+double rel_err(const float *a, const float *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
 }
 
 static char tmp_root[64];

@@ -66,18 +66,12 @@ static double fresh_error(rig *r, int conv)
     int n;
     const int *ids = engine_window(r->e, conv, &n);
     kv_seq *s = kv_seq_new(r->ref, 0);
-    double num = 0, den = 0;
     if (gpt2_forward(&r->lm.model, r->lm.backend, s, ids, n, r->want)) {
         kv_seq_free(s);
         return 1;
     }
     kv_seq_free(s);
-    const float *got = engine_logits(r->e);
-    for (int i = 0; i < r->lm.model.cfg.vocab_size; i++) {
-        num += (double)(got[i] - r->want[i]) * (got[i] - r->want[i]);
-        den += (double)r->want[i] * r->want[i];
-    }
-    return sqrt(num / den);
+    return rel_err(engine_logits(r->e), r->want, r->lm.model.cfg.vocab_size);
 }
 
 static int count(rig *r, const char *ev)

@@ -17,16 +17,6 @@ static const char *model_dir(const char *dtype_name)
     return fixture_model(dtype_name, 40);
 }
 
-static double rel(const float *a, const float *b, int n)
-{
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
-
 static void cache_equals_recompute(void)
 {
     const char *types[3] = {"f32", "f16", "bf16"};
@@ -56,7 +46,7 @@ static void cache_equals_recompute(void)
                 continue;
             kv_truncate(full, 0);
             CHECK(gpt2_forward(&m, b, full, ids, n, r) == 0, "full pass: %s", err_msg());
-            worst = fmax(worst, rel(a, r, V));
+            worst = fmax(worst, rel_err(a, r, V));
         }
         CHECK(kv_len(inc) == 30, "cache length %d", kv_len(inc));
         CHECK(worst < 1e-5, "%s: cached vs recomputed rel err %.3g", types[t], worst);

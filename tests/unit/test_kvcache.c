@@ -24,16 +24,6 @@ static int rnd(int n)
     return (int)((rng >> 33) % (uint64_t)n);
 }
 
-static double rel(const float *a, const float *b, int n)
-{
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
-
 typedef struct {
     gpt2_model m;
     kb_backend *b;
@@ -57,7 +47,7 @@ static double step_and_compare(rig *r, tracked *t)
         return 1;
     }
     CHECK(kv_len(t->s) == t->n, "cache length %d, sequence %d", kv_len(t->s), t->n);
-    return rel(r->got, r->want, r->m.cfg.vocab_size);
+    return rel_err(r->got, r->want, r->m.cfg.vocab_size);
 }
 
 static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int steps, int *offloads)

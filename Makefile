@@ -34,11 +34,11 @@ endif
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
            -I/usr/include/x86_64-linux-gnu/openblas-pthread \
-           -DKVCHAT_ASSETS='"$(CURDIR)/assets"'
-LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lm
+           -DKVCHAT_ASSETS='"$(CURDIR)/assets"' -DNCURSES_WIDECHAR=1
+LDLIBS  := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lm -lpthread
 LDFLAGS += -fopenmp
 
-LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
+LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
 ifeq ($(CUDA),1)

@@ -12,6 +12,7 @@
 #include "events_log.h"
 #include "options.h"
 #include "safe_text.h"
+#include "tui.h"
 
 #define CHAT_OPTS_HELP                                                                           \
     "      --template T       gpt2 (default) | dialogpt | none\n"                                \
@@ -25,13 +26,18 @@
     "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n"
 
 const char CHAT_HELP[] =
-    "usage: kvchat chat --no-tui [-m DIR] [options] < messages\n"
+    "usage: kvchat [chat] [-m DIR] [options]               the full-screen chat\n"
+    "       kvchat chat --no-tui [-m DIR] [options] < messages\n"
     "\n"
-    "Reads one user message per line, appends it to the conversation and writes the reply as one\n"
-    "line (newlines inside it become spaces). The KV cache lives across turns: each turn processes\n"
-    "only its new tokens. When the window fills, the oldest turns after the kept prefix are evicted\n"
-    "and what remains is re-prefilled at its new positions, exactly. Ctrl-C stops the reply being\n"
-    "generated (what was generated stays in the conversation).\n"
+    "Chat with GPT-2 and watch its KV cache: the cache lives across turns (each turn processes only\n"
+    "its new tokens); when the window fills, the oldest turns after the kept prefix are evicted and\n"
+    "what remains is re-prefilled at its new positions, exactly. F1 in the chat lists keys and\n"
+    "commands. Ctrl-C stops the reply being generated (what was generated stays).\n"
+    "\n"
+    "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line and\n"
+    "writes each reply as one line (newlines inside it become spaces).\n"
+    "\n"
+    "      --no-tui           line mode\n"
     "\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static engine *running_engine;
@@ -116,7 +122,8 @@ int cmd_chat(int argc, char **argv)
         } else
             return err_set("unknown option '%s' (see kvchat chat --help)", argv[i]), EXIT_USAGE;
     }
-    (void)no_tui; /* the TUI is not built yet: line mode is the only mode */
+    /* the TUI needs a terminal on both ends; pipes and files get the line mode */
+    int tui = !no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     loaded_model lm;
     if (load_model(&lm, &mo))
         return EXIT_RUNTIME;
@@ -126,6 +133,10 @@ int cmd_chat(int argc, char **argv)
     if ((events && events_log_open(&log, events, lm.bus)) || !(e = engine_create(&lm, &mo, &eo)) ||
         (conv = engine_new_conv(e)) < 0)
         goto out;
+    if (tui) {
+        rc = tui_run(&lm, e, &eo);
+        goto out;
+    }
     engine_on_text(e, print_text, &raw);
     running_engine = e;
     signal(SIGINT, on_sigint);

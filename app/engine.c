@@ -33,7 +33,7 @@ struct engine {
     kv_pool *ref_pool;               /* the fidelity check's private from-scratch cache */
     engine_text_fn on_text;
     void *text_ctx;
-    atomic_int cancel;
+    atomic_int cancel, done;
     pthread_t worker;
     int running, job_conv, job_rc;
     char *job_text, *job_reply;
@@ -200,6 +200,11 @@ const chat_turn *engine_turns(const engine *e, int id, int *n)
     return c ? c->turns : NULL;
 }
 
+static int evict_target(const engine *e)
+{
+    return e->o.evict_min > 0 ? e->o.evict_min : e->window / 4;
+}
+
 void engine_stats(engine *e, int id)
 {
     conv *c = find(e, id);
@@ -210,14 +215,15 @@ void engine_stats(engine *e, int id)
     kv_seq_get_stats(c->seq, &s);
     kv_pool_get_stats(e->lm->pool, &p);
     const kv_opts *ko = kv_pool_opts(e->lm->pool);
-    json_t *f = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I}",
+    json_t *f = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I}",
                           "tokens", s.len, "capacity", s.capacity, "window", e->window, "bytes_used",
                           (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
                           (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
                           (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
                           "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
                           "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
-                          "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep,
+                          "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep, "evict_min",
+                          evict_target(e),
                           "cache_dtype", dt_name(ko->type), "layout", ko->layout == KV_PAGED ? "paged" : "contiguous",
                           "host_bytes", (json_int_t)s.host_bytes);
     if (f && c->approximate)
@@ -227,37 +233,22 @@ void engine_stats(engine *e, int id)
 
 /* ---- eviction ---- */
 
-/* Drops at least `need` tokens (and evict_min when it can) after the kept prefix: whole unpinned
- * turns from the oldest, except the turn in progress, of which only the oldest part that is still
- * needed goes. Exact mode re-prefills everything after the first dropped position at its new
- * position; shift mode moves the cached rows down without recomputing (approximate). */
-static int evict(engine *e, conv *c, int need)
+/* Evicts by the window rule (model/window.c). Exact mode re-prefills everything after the first
+ * dropped position at its new position; shift mode moves the cached rows down without recomputing
+ * (approximate). */
+static int evict(engine *e, conv *c, int need, int open_last)
 {
     double t0 = ev_clock();
-    int n = c->n_ids, target = e->o.evict_min > 0 ? e->o.evict_min : e->window / 4;
-    target = target < need ? need : target;
-    unsigned char *drop = calloc((size_t)n, 2);
+    int n = c->n_ids;
+    unsigned char *drop = malloc((size_t)n + 1);
     int *newpos = malloc(sizeof(int) * (size_t)(n + 1));
     if (!drop || !newpos) {
         free(drop);
         free(newpos);
         return err_set("out of memory");
     }
-    unsigned char *fixed = drop + n; /* kept prefix, preamble and pinned turns */
-    for (int i = 0; i < c->keep && i < n; i++)
-        fixed[i] = 1;
-    for (int t = 0; t < c->n_turns; t++)
-        if (c->turns[t].pinned || c->turns[t].role == ROLE_PREAMBLE)
-            memset(fixed + c->turns[t].start, 1, (size_t)c->turns[t].len);
-    int dropped = 0;
-    for (int t = 0; t + 1 < c->n_turns && dropped < target; t++)
-        for (int i = c->turns[t].start; i < c->turns[t].start + c->turns[t].len; i++)
-            if (!fixed[i])
-                drop[i] = 1, dropped++;
-    for (int i = 0; i < n && dropped < need; i++) /* the turn in progress, oldest first */
-        if (!fixed[i] && !drop[i])
-            drop[i] = 1, dropped++;
-    if (dropped < need) {
+    int dropped = win_plan(c->turns, c->n_turns, n, c->keep, need, evict_target(e), open_last, drop);
+    if (dropped < 0) {
         free(drop);
         free(newpos);
         return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill it (/unpin some)",
@@ -333,10 +324,10 @@ static int evict(engine *e, conv *c, int need)
     return 0;
 }
 
-/* room for n more tokens in the window */
-static int make_room(engine *e, conv *c, int n)
+/* room for n more tokens in the window; open_last: the last turn is a reply in progress */
+static int make_room(engine *e, conv *c, int n, int open_last)
 {
-    return c->n_ids + n > e->window ? evict(e, c, c->n_ids + n - e->window) : 0;
+    return c->n_ids + n > e->window ? evict(e, c, c->n_ids + n - e->window, open_last) : 0;
 }
 
 /* ---- fidelity ---- */
@@ -434,7 +425,7 @@ static int user_turn(engine *e, conv *c, const char *text)
         nm = room;
     }
     double t0 = ev_clock();
-    if (make_room(e, c, np + nm))
+    if (make_room(e, c, np + nm, 0))
         goto out;
     int cached = kv_len(c->seq);
     if (np && (push_turn(c, ROLE_PREAMBLE, c->n_ids) || push_ids(c, pre, np)))
@@ -451,7 +442,8 @@ static int user_turn(engine *e, conv *c, const char *text)
     json_t *arr = json_array();
     for (int i = cached; i < c->n_ids; i++)
         json_array_append_new(arr, json_integer(c->ids[i]));
-    ev_emit(e->lm->bus, c->id, "prefill", json_pack("{s:o, s:i, s:f}", "ids", arr, "cached", cached, "ms", (ev_clock() - t0) * 1e3));
+    ev_emit(e->lm->bus, c->id, "prefill",
+            json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms", (ev_clock() - t0) * 1e3));
     rc = 0;
 out:
     free(pre);
@@ -507,7 +499,7 @@ static int reply(engine *e, conv *c, char **out)
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
-        if ((rc = make_room(e, c, 1)))
+        if ((rc = make_room(e, c, 1, 1)))
             break;
         turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
         if ((rc = push_ids(c, &id, 1)))
@@ -589,9 +581,11 @@ int engine_turn(engine *e, int id, const char *text, char **out)
 static void *worker(void *arg)
 {
     engine *e = arg;
-    e->job_rc = engine_turn(e, e->job_conv, e->job_text, &e->job_reply);
+    e->job_rc = e->job_text ? engine_turn(e, e->job_conv, e->job_text, &e->job_reply)
+                            : engine_retry(e, e->job_conv, &e->job_reply);
     if (e->job_rc)
         snprintf(e->job_err, sizeof e->job_err, "%s", err_msg());
+    atomic_store(&e->done, 1);
     return NULL;
 }
 
@@ -602,11 +596,13 @@ int engine_turn_start(engine *e, int id, const char *text)
     if (!find(e, id))
         return -1;
     free(e->job_text);
-    if (!(e->job_text = strdup(text)))
+    e->job_text = NULL;
+    if (text && !(e->job_text = strdup(text)))
         return err_set("out of memory");
     e->job_conv = id;
     e->job_reply = NULL;
     atomic_store(&e->cancel, 0);
+    atomic_store(&e->done, 0);
     if (pthread_create(&e->worker, NULL, worker, e))
         return err_set("cannot start the generation thread");
     e->running = 1;
@@ -637,6 +633,29 @@ void engine_cancel(engine *e)
     atomic_store(&e->cancel, 1);
 }
 
+int engine_turn_done(const engine *e)
+{
+    return !e->running || atomic_load(&e->done);
+}
+
+void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
+{
+    uint64_t old_seed = e->mo.sp.seed;
+    e->mo.sp = *sp;
+    e->mo.n_predict = n_predict;
+    for (int i = 0; i < e->n_convs; i++) {
+        sampler *smp = &e->convs[i]->smp;
+        smp->p = *sp;
+        if (sp->seed != old_seed)
+            smp->rng = sp->seed ^ 0x9e3779b97f4a7c15ull;
+    }
+}
+
+const model_opts *engine_model_opts(const engine *e)
+{
+    return &e->mo;
+}
+
 int engine_retry(engine *e, int id, char **out)
 {
     conv *c = find(e, id);
@@ -651,8 +670,12 @@ int engine_retry(engine *e, int id, char **out)
     c->n_ids = to;
     c->n_turns = t;
     /* the logits of the position before the reply: recompute that one token */
+    double t0 = ev_clock();
     if (kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1))
         return -1;
+    ev_emit(e->lm->bus, c->id, "prefill",
+            json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
+                      (ev_clock() - t0) * 1e3));
     int rc = reply(e, c, out);
     engine_stats(e, id);
     return rc;
@@ -696,5 +719,6 @@ int engine_pin(engine *e, int id, int turn, int pinned)
     if (turn < 0 || turn >= c->n_turns)
         return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
     c->turns[turn].pinned = pinned;
+    ev_emit(e->lm->bus, c->id, "pin", json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
     return 0;
 }

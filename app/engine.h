@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "../model/window.h"
 #include "options.h"
 #include "template.h"
 
@@ -20,11 +21,7 @@ typedef struct {
     double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
 } engine_opts;
 
-enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT };
-
-typedef struct {
-    int start, len, role, pinned;
-} chat_turn;
+typedef win_turn chat_turn;
 
 typedef struct engine engine;
 
@@ -43,10 +40,16 @@ int engine_conv_id(const engine *e, int index);
 
 /* Runs one turn to the end in the calling thread; *reply (malloc'd) gets the reply text. */
 int engine_turn(engine *e, int conv, const char *text, char **reply);
-/* The same on the engine's thread: start, then wait (cancel makes it stop between tokens). */
+/* The same on the engine's thread: start, then wait (cancel makes it stop between tokens). A NULL
+ * text retries the last reply instead (engine_retry). */
 int engine_turn_start(engine *e, int conv, const char *text);
 int engine_turn_wait(engine *e, char **reply);
 void engine_cancel(engine *e);
+/* Whether a started turn has finished (engine_turn_wait will not block). */
+int engine_turn_done(const engine *e);
+/* New sampling settings for every conversation's next reply (a new seed restarts its stream). */
+void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict);
+const model_opts *engine_model_opts(const engine *e);
 /* Generates the last reply again, rolling the cache back to before it. */
 int engine_retry(engine *e, int conv, char **reply);
 /* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to before

@@ -13,10 +13,11 @@
 static const char USAGE[] =
     "kvchat " KVCHAT_VERSION ": GPT-2 chat with a KV cache you can watch\n"
     "\n"
-    "usage: kvchat COMMAND [options]      (kvchat COMMAND --help for its options)\n"
+    "usage: kvchat [options]              the full-screen chat (kvchat chat --help)\n"
+    "       kvchat COMMAND [options]      (kvchat COMMAND --help for its options)\n"
     "\n"
     "commands:\n"
-    "  chat             chat (--no-tui: one message per line on stdin, one reply per line)\n"
+    "  chat             the full-screen chat (--no-tui: one message per line on stdin)\n"
     "  generate         continue a prompt, streaming tokens to stdout\n"
     "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
@@ -43,9 +44,13 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fputs(USAGE, stderr);
-        return EXIT_USAGE;
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
+                     strcmp(argv[1], "--version"))) {
+        /* plain `kvchat [options]` is the chat */
+        int rc = cmd_chat(argc, argv);
+        if (rc == EXIT_RUNTIME || rc == EXIT_USAGE)
+            fprintf(stderr, "kvchat: %s\n", err_msg());
+        return rc;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(USAGE, stdout);

@@ -153,7 +153,7 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
 int cmd_make_tiny_model(int argc, char **argv)
 {
     gpt2_config c = {.n_layer = 2, .n_head = 2, .n_embd = 64, .n_ctx = 128, .vocab_size = 50257,
-                     .ln_eps = 1e-5f, .eos_id = 50256};
+                     .ln_eps = 1e-5f, .eos_id = 50256, .random_weights = 1};
     dtype type = DT_F32;
     unsigned long long seed = 1;
     int prefix = 0, mask = 1;

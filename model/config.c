@@ -53,6 +53,7 @@ int cfg_load(gpt2_config *c, const char *path)
         err_wrap("%s", path);
         goto out;
     }
+    c->random_weights = json_is_true(json_object_get(root, "kvchat_random_weights"));
     json_t *eps = json_object_get(root, "layer_norm_epsilon");
     if (eps) {
         if (!json_is_number(eps) || json_number_value(eps) <= 0 || json_number_value(eps) > 1) {
@@ -98,6 +99,8 @@ int cfg_save(const gpt2_config *c, const char *path)
                              "eos_token_id", c->eos_id);
     if (!root)
         return err_set("%s: cannot build config JSON", path);
+    if (c->random_weights)
+        json_object_set_new(root, "kvchat_random_weights", json_true());
     int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(root);
     return rc ? err_set("%s: cannot write", path) : 0;

@@ -6,6 +6,7 @@ typedef struct {
     int n_layer, n_head, n_embd, n_ctx, vocab_size;
     float ln_eps;
     int eos_id;
+    int random_weights;   /* written by make-tiny-model: the text is noise */
 } gpt2_config;
 
 int cfg_load(gpt2_config *c, const char *path);

@@ -55,6 +55,17 @@ int ev_subscribe(ev_bus *b, ev_sink sink, void *ctx)
     return rc;
 }
 
+void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx)
+{
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->n_sinks; i++)
+        if (b->sinks[i].fn == sink && b->sinks[i].ctx == ctx) {
+            b->sinks[i] = b->sinks[--b->n_sinks];
+            break;
+        }
+    pthread_mutex_unlock(&b->lock);
+}
+
 double ev_now(const ev_bus *b)
 {
     return ev_clock() - b->start;

@@ -13,6 +13,7 @@ typedef void (*ev_sink)(void *ctx, json_t *ev);
 ev_bus *ev_bus_create(void);
 void ev_bus_free(ev_bus *b);
 int ev_subscribe(ev_bus *b, ev_sink sink, void *ctx);
+void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx);
 /* Sends {"ev": type, "conv": conv, "t": now, ...fields}; takes ownership of fields (an object or
  * NULL). A NULL bus drops the event. */
 void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields);

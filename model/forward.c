@@ -5,11 +5,16 @@
 #include "../kernels/err.h"
 #include "gpt2.h"
 
+size_t gpt2_workspace_bytes(const gpt2_config *c, int n)
+{
+    return (size_t)(2 + 3 + 1 + 4) * c->n_embd * n * sizeof(float);
+}
+
 static int ensure_work(gpt2_model *m, int n)
 {
     if (n <= m->work_tokens)
         return 0;
-    size_t C = m->cfg.n_embd, per = 2 * C + 3 * C + C + 4 * C;
+    size_t C = m->cfg.n_embd, per = gpt2_workspace_bytes(&m->cfg, 1) / sizeof(float);
     float *p = NULL;
     if (posix_memalign((void **)&p, 128, per * n * sizeof(float)))
         return err_set("out of memory for activations of %d tokens", n);

@@ -36,6 +36,8 @@ void gpt2_free(gpt2_model *m);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
 uint64_t gpt2_bytes_per_token(const gpt2_model *m);
+/* Activation memory for a batch of n tokens (what the forward pass allocates). */
+size_t gpt2_workspace_bytes(const gpt2_config *c, int n);
 
 /* Runs n tokens at positions kv_len(cache).. through the model, appends their keys and values to the
  * cache (reserving room first), and writes the last token's logits (vocab_size floats) to logits

@@ -1,0 +1,523 @@
+/* The TUI main loop. The generation thread never waits on the screen: events and reply text go into
+ * a queue that this loop drains, applies to the widgets' state and draws at most ~20 times a second. */
+#include "tui.h"
+
+#include <limits.h>
+#include <locale.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "../kernels/err.h"
+#include "../ui/cache_model.h"
+#include "../ui/cache_panel.h"
+#include "../ui/chat_pane.h"
+#include "../ui/format.h"
+#include "../ui/input.h"
+#include "../ui/screen.h"
+
+#define MAX_CONVS 64
+
+typedef struct item {
+    json_t *ev;          /* an event, or NULL for reply text */
+    int conv;
+    char *text;
+    struct item *next;
+} item;
+
+typedef struct {
+    loaded_model *lm;
+    engine *e;
+    engine_opts eo;
+    screen scr;
+    cache_model cm;
+    chat_pane panes[MAX_CONVS + 1];
+    int conv, generating, gen_conv, quit, help, dirty, redraw_input;
+    char *pending;       /* a line entered while a reply was streaming */
+    char status[256];
+    double status_until;
+    pthread_mutex_t lock;
+    item *head, *tail;
+} tui;
+
+static double now(void) { return ev_clock(); }
+
+static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return;
+    it->ev = ev ? json_incref(ev) : NULL;
+    it->conv = conv;
+    if (text && !(it->text = strndup(text, len))) {
+        json_decref(it->ev);
+        free(it);
+        return;
+    }
+    pthread_mutex_lock(&t->lock);
+    if (t->tail)
+        t->tail->next = it;
+    else
+        t->head = it;
+    t->tail = it;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_event(void *ctx, json_t *ev) { enqueue(ctx, ev, 0, NULL, 0); }
+static void on_text(void *ctx, int conv, const char *text, size_t len) { enqueue(ctx, NULL, conv, text, len); }
+
+static void say(tui *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(tui *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->status, sizeof t->status, fmt, ap);
+    va_end(ap);
+    t->status_until = now() + 6;
+    t->dirty = 1;
+}
+
+static chat_pane *pane(tui *t, int conv)
+{
+    return conv >= 1 && conv <= MAX_CONVS ? &t->panes[conv] : &t->panes[0];
+}
+
+static void drain(tui *t)
+{
+    pthread_mutex_lock(&t->lock);
+    item *it = t->head;
+    t->head = t->tail = NULL;
+    pthread_mutex_unlock(&t->lock);
+    while (it) {
+        item *next = it->next;
+        if (it->ev) {
+            cm_apply(&t->cm, it->ev);
+            const char *type = json_string_value(json_object_get(it->ev, "ev"));
+            if (type && !strcmp(type, "notice")) {
+                const char *txt = json_string_value(json_object_get(it->ev, "text"));
+                int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
+                chat_pane_add(pane(t, c), MSG_NOTICE, txt ? txt : "", txt ? strlen(txt) : 0);
+            }
+            json_decref(it->ev);
+        } else {
+            chat_pane_append(pane(t, it->conv), it->text, strlen(it->text));
+        }
+        free(it->text);
+        free(it);
+        t->dirty = 1;
+        it = next;
+    }
+}
+
+static void draw(tui *t)
+{
+    const model_opts *mo = engine_model_opts(t->e);
+    char banner[160] = "";
+    if (t->lm->model.cfg.random_weights)
+        snprintf(banner, sizeof banner, "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
+    chat_pane_draw(pane(t, t->conv), &t->scr, t->scr.chat, banner[0] ? banner : NULL);
+    cache_panel_draw(&t->cm, t->conv, &t->scr, t->scr.panel);
+    WINDOW *st = t->scr.status;
+    werase(st);
+    wbkgd(st, (chtype)screen_attr(&t->scr, CP_STATUS));
+    int w = getmaxx(st);
+    if (t->status[0] && now() < t->status_until)
+        ui_drawf(st, 0, 0, w, " %s", t->status);
+    else
+        ui_drawf(st, 0, 0, w, " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
+                 t->cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k,
+                 mo->sp.top_p, mo->n_predict, t->generating ? "  generating..." : "", t->generating ? "stop" : "quit");
+    wnoutrefresh(st);
+    if (t->help) {
+        static const char *const lines[] = {
+            "Keys", "  Enter        send          Ctrl-C  stop the reply (idle: quit)",
+            "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
+            "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
+            "  Ctrl-R       search history         F1  this help", "Commands",
+            "  /new  /conv N  /fork  /retry  /clear  /pin [N]  /unpin [N]",
+            "  /set n|temp|top_k|top_p|repeat_penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
+            "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
+        int n = (int)(sizeof lines / sizeof lines[0]), hw = 66 < COLS ? 66 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
+        WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
+        if (hwin) {
+            werase(hwin);
+            box(hwin, 0, 0);
+            for (int i = 0; i < n && i + 1 < hh - 1; i++)
+                ui_drawf(hwin, i + 1, 2, hw - 4, "%s", lines[i]);
+            wnoutrefresh(hwin);
+            delwin(hwin);
+        }
+    }
+    input_redraw();
+    t->dirty = 0;
+}
+
+static int start_turn(tui *t, const char *line)
+{
+    chat_pane_add(pane(t, t->conv), MSG_USER, line, strlen(line));
+    chat_pane_add(pane(t, t->conv), MSG_ASSISTANT, "", 0);
+    pane(t, t->conv)->scroll = 0;
+    if (engine_turn_start(t->e, t->conv, line)) {
+        say(t, "%s", err_msg());
+        return -1;
+    }
+    t->generating = 1;
+    t->gen_conv = t->conv;
+    t->dirty = 1;
+    return 0;
+}
+
+static void finish_turn(tui *t)
+{
+    char *reply = NULL;
+    if (engine_turn_wait(t->e, &reply))
+        say(t, "error: %s", err_msg());
+    free(reply);
+    t->generating = 0;
+    drain(t);
+    if (t->pending) {
+        char *line = t->pending;
+        t->pending = NULL;
+        start_turn(t, line);
+        free(line);
+    }
+}
+
+static int switch_to(tui *t, int conv)
+{
+    for (int i = 0; i < engine_conv_count(t->e); i++)
+        if (engine_conv_id(t->e, i) == conv) {
+            t->conv = conv;
+            t->dirty = 1;
+            return 0;
+        }
+    say(t, "no conversation %d", conv);
+    return -1;
+}
+
+static void cycle(tui *t, int dir)
+{
+    int n = engine_conv_count(t->e), at = 0;
+    for (int i = 0; i < n; i++)
+        if (engine_conv_id(t->e, i) == t->conv)
+            at = i;
+    switch_to(t, engine_conv_id(t->e, (at + dir + n) % n));
+}
+
+static void new_conv(tui *t)
+{
+    int id = engine_new_conv(t->e);
+    if (id < 0 || id > MAX_CONVS) {
+        say(t, "cannot open another conversation");
+        return;
+    }
+    switch_to(t, id);
+    say(t, "conversation %d", id);
+}
+
+/* turn N as the user counts them: the turns after the preamble that are in the window */
+static int turn_index(tui *t, const char *arg, int pinned_default)
+{
+    int n;
+    const chat_turn *turns = engine_turns(t->e, t->conv, &n);
+    if (!arg || !*arg) {
+        for (int i = n - 1; i >= 0; i--)
+            if (turns[i].role == ROLE_USER && (!pinned_default || turns[i].pinned))
+                return i;
+        return -1;
+    }
+    int want = atoi(arg), k = 0;
+    for (int i = 0; i < n; i++)
+        if (turns[i].role != ROLE_PREAMBLE && ++k == want)
+            return i;
+    return -1;
+}
+
+static void show(tui *t)
+{
+    const model_opts *mo = engine_model_opts(t->e);
+    const kv_opts *ko = kv_pool_opts(t->lm->pool);
+    const gpt2_config *c = &t->lm->model.cfg;
+    char buf[1024], a[32], b[32];
+    snprintf(buf, sizeof buf,
+             "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
+             "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, max %d tokens.\n"
+             "cache: %s, %s, window %d, %s per token, pool %s, template %s, eviction %s, keep %s.",
+             t->cm.model, c->n_layer, c->n_embd, c->n_head, c->n_ctx, dt_name(t->lm->model.wtype), t->lm->backend->name,
+             mo->sp.temp, mo->sp.top_k, mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
+             ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
+             fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
+             tpl_name(t->eo.tpl), t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)",
+             t->eo.keep >= 0 ? "--keep" : "the preamble");
+    chat_pane_add(pane(t, t->conv), MSG_NOTICE, buf, strlen(buf));
+}
+
+static void set_param(tui *t, char *args)
+{
+    char *key = strtok(args, " "), *val = strtok(NULL, " ");
+    model_opts mo = *engine_model_opts(t->e);
+    if (!key || !val) {
+        say(t, "/set needs a name and a value: /set temp 0.7");
+        return;
+    }
+    int rc;
+    unsigned long long u;
+    if (!strcmp(key, "n"))
+        rc = opt_int("n", val, 0, 1 << 20, &mo.n_predict);
+    else if (!strcmp(key, "temp"))
+        rc = opt_float("temp", val, 0, 100, &mo.sp.temp);
+    else if (!strcmp(key, "top_k"))
+        rc = opt_int("top_k", val, 0, 1 << 24, &mo.sp.top_k);
+    else if (!strcmp(key, "top_p"))
+        rc = opt_float("top_p", val, 0.001, 1, &mo.sp.top_p);
+    else if (!strcmp(key, "repeat_penalty"))
+        rc = opt_float("repeat_penalty", val, 0.01, 100, &mo.sp.repeat_penalty);
+    else if (!strcmp(key, "seed")) {
+        rc = opt_u64("seed", val, &u);
+        mo.sp.seed = u;
+    } else {
+        say(t, "/set: unknown setting '%s' (n, temp, top_k, top_p, repeat_penalty, seed)", key);
+        return;
+    }
+    if (rc) {
+        say(t, "/set: %s", err_msg());
+        return;
+    }
+    engine_set_sampling(t->e, &mo.sp, mo.n_predict);
+    say(t, "%s = %s", key, val);
+}
+
+static void command(tui *t, char *line)
+{
+    char *cmd = line + 1, *args = strchr(cmd, ' ');
+    if (args)
+        *args++ = 0;
+    else
+        args = cmd + strlen(cmd);
+    int busy = t->generating;
+    if (!strcmp(cmd, "quit") || !strcmp(cmd, "q") || !strcmp(cmd, "exit")) {
+        t->quit = 1;
+    } else if (!strcmp(cmd, "help")) {
+        t->help = 1;
+    } else if (!strcmp(cmd, "show")) {
+        show(t);
+    } else if (!strcmp(cmd, "set")) {
+        set_param(t, args);
+    } else if (!strcmp(cmd, "save")) {
+        say(t, "/save: saving sessions is not available in this version yet");
+    } else if (busy) {
+        say(t, "/%s: wait for the reply to finish (Ctrl-C stops it)", cmd);
+    } else if (!strcmp(cmd, "new")) {
+        new_conv(t);
+    } else if (!strcmp(cmd, "conv")) {
+        if (!*args)
+            say(t, "/conv needs a number (1..%d)", engine_conv_count(t->e));
+        else
+            switch_to(t, atoi(args));
+    } else if (!strcmp(cmd, "fork")) {
+        int id = engine_fork(t->e, t->conv);
+        if (id < 0 || id > MAX_CONVS) {
+            say(t, "/fork: %s", id < 0 ? err_msg() : "too many conversations");
+            return;
+        }
+        chat_pane *from = pane(t, t->conv), *to = pane(t, id);
+        for (int i = 0; i < from->n; i++)
+            chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "", from->msgs[i].len);
+        switch_to(t, id);
+        say(t, "forked conversation %d into %d (blocks shared until written)", t->conv, id);
+    } else if (!strcmp(cmd, "retry")) {
+        chat_pane *p = pane(t, t->conv);
+        if (!p->n || p->msgs[p->n - 1].role != MSG_ASSISTANT) {
+            say(t, "/retry: the conversation does not end with a reply");
+            return;
+        }
+        p->msgs[p->n - 1].len = 0;
+        if (engine_turn_start(t->e, t->conv, NULL)) {
+            say(t, "/retry: %s", err_msg());
+            return;
+        }
+        t->generating = 1;
+        t->gen_conv = t->conv;
+    } else if (!strcmp(cmd, "clear")) {
+        if (engine_clear(t->e, t->conv))
+            say(t, "/clear: %s", err_msg());
+        else {
+            chat_pane_free(pane(t, t->conv));
+            say(t, "cleared: the cache rolled back to the kept prefix");
+        }
+    } else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) {
+        int pin = cmd[0] == 'p', idx = turn_index(t, args, !pin);
+        if (idx < 0 || engine_pin(t->e, t->conv, idx, pin))
+            say(t, "/%s: no such turn%s", cmd, *args ? "" : " (give its number, 1 = oldest in the window)");
+        else
+            say(t, "turn %s %s", *args ? args : "(last message)", pin ? "pinned: eviction skips it" : "unpinned");
+    } else {
+        say(t, "unknown command /%s (F1 or /help lists them)", cmd);
+    }
+    t->dirty = 1;
+}
+
+static void on_entered(tui *t, char *line)
+{
+    if (line[0] == '/') {
+        command(t, line);
+    } else if (!line[0]) {
+        /* nothing */
+    } else if (t->generating) {
+        free(t->pending);
+        t->pending = strdup(line);
+        say(t, "queued: it is sent when this reply ends");
+    } else {
+        start_turn(t, line);
+    }
+    free(line);
+}
+
+static void emit_model_event(loaded_model *lm)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    const char *name = strrchr(lm->dir, '/');
+    name = name && name[1] ? name + 1 : lm->dir;
+    ev_emit(lm->bus, 0, "model",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s}", "name", name, "backend", lm->backend->name, "params",
+                      (json_int_t)gpt2_param_count(c), "weights_bytes",
+                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
+                      (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
+                      (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
+                      "weights_dtype", dt_name(lm->model.wtype)));
+}
+
+static void history_path(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(buf, n, "%s/kvchat/history", xdg);
+    else if (home && *home)
+        snprintf(buf, n, "%s/.local/state/kvchat/history", home);
+    else
+        buf[0] = 0;
+}
+
+int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
+{
+    tui *t = calloc(1, sizeof *t);
+    if (!t)
+        return err_set("out of memory"), EXIT_RUNTIME;
+    t->lm = lm;
+    t->e = e;
+    t->eo = *eo;
+    pthread_mutex_init(&t->lock, NULL);
+    cm_init(&t->cm);
+    setlocale(LC_ALL, "");
+    if (ev_subscribe(lm->bus, on_event, t)) {
+        free(t);
+        return EXIT_RUNTIME;
+    }
+    engine_on_text(e, on_text, t);
+    emit_model_event(lm);
+    t->conv = engine_conv_count(e) ? engine_conv_id(e, 0) : engine_new_conv(e);
+    if (t->conv < 0 || screen_open(&t->scr)) {
+        free(t);
+        return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
+    }
+    char hist[PATH_MAX];
+    history_path(hist, sizeof hist);
+    input_open(t->scr.input, "> ", hist[0] ? hist : NULL);
+    drain(t);
+    draw(t);
+    double last_draw = now();
+    while (!t->quit) {
+        int k = input_poll();
+        if (t->help && k != IN_NONE && k != IN_RESIZE) {
+            t->help = 0;
+            t->dirty = 1;
+            if (k != IN_LINE)
+                continue;
+        }
+        switch (k) {
+        case IN_INTERRUPT:
+            if (t->generating) {
+                engine_cancel(e);
+                say(t, "stopped: the reply so far stays in the conversation");
+            } else {
+                t->quit = 1;
+            }
+            break;
+        case IN_EOF:
+            t->quit = 1;
+            break;
+        case IN_LINE:
+            on_entered(t, input_take_line());
+            break;
+        case IN_NEW_CONV:
+            if (t->generating)
+                say(t, "wait for the reply to finish (Ctrl-C stops it)");
+            else
+                new_conv(t);
+            break;
+        case IN_PREV_CONV:
+        case IN_NEXT_CONV:
+            cycle(t, k == IN_NEXT_CONV ? 1 : -1);
+            break;
+        case IN_PAGE_UP:
+        case IN_PAGE_DOWN:
+            chat_pane_scroll(pane(t, t->conv), (k == IN_PAGE_UP ? 1 : -1) * (t->scr.layout.chat.h - 2));
+            t->dirty = 1;
+            break;
+        case IN_WHEEL_UP:
+        case IN_WHEEL_DOWN:
+            chat_pane_scroll(pane(t, t->conv), k == IN_WHEEL_UP ? 3 : -3);
+            t->dirty = 1;
+            break;
+        case IN_HELP:
+            t->help = 1;
+            t->dirty = 1;
+            break;
+        case IN_RESIZE:
+            screen_relayout(&t->scr);
+            input_set_window(t->scr.input);
+            t->dirty = 1;
+            break;
+        default:
+            break;
+        }
+        if (t->generating && engine_turn_done(e))
+            finish_turn(t);
+        drain(t);
+        if (t->status[0] && now() >= t->status_until) {
+            t->status[0] = 0;
+            t->dirty = 1;
+        }
+        if (t->dirty && now() - last_draw >= 0.045) {
+            draw(t);
+            last_draw = now();
+        }
+    }
+    if (t->generating) {
+        engine_cancel(e);
+        finish_turn(t);
+    }
+    input_close();
+    screen_close(&t->scr);
+    engine_on_text(e, NULL, NULL);
+    ev_unsubscribe(lm->bus, on_event, t);
+    for (int i = 0; i <= MAX_CONVS; i++)
+        chat_pane_free(&t->panes[i]);
+    free(t->pending);
+    cm_free(&t->cm);
+    item *it = t->head;
+    while (it) {
+        item *next = it->next;
+        json_decref(it->ev);
+        free(it->text);
+        free(it);
+        it = next;
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+    return 0;
+}

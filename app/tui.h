@@ -1,0 +1,10 @@
+/* The full-screen chat: the engine on its thread, the UI widgets fed by the event stream. */
+#ifndef KVCHAT_TUI_H
+#define KVCHAT_TUI_H
+
+#include "engine.h"
+
+/* Runs until the user quits; returns the exit status. */
+int tui_run(loaded_model *lm, engine *e, const engine_opts *eo);
+
+#endif

@@ -1,0 +1,257 @@
+#include "cache_model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+void cm_init(cache_model *m)
+{
+    memset(m, 0, sizeof *m);
+}
+
+void cm_free(cache_model *m)
+{
+    for (int i = 0; i < m->n_convs; i++)
+        free(m->convs[i].turns);
+    free(m->convs);
+    memset(m, 0, sizeof *m);
+}
+
+cm_conv *cm_conv_get(cache_model *m, int id)
+{
+    for (int i = 0; i < m->n_convs; i++)
+        if (m->convs[i].id == id)
+            return &m->convs[i];
+    return NULL;
+}
+
+static cm_conv *conv_for(cache_model *m, int id)
+{
+    cm_conv *c = cm_conv_get(m, id);
+    if (c)
+        return c;
+    cm_conv *list = realloc(m->convs, sizeof *list * (size_t)(m->n_convs + 1));
+    if (!list)
+        return NULL;
+    m->convs = list;
+    c = &m->convs[m->n_convs++];
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    return c;
+}
+
+static void logf_(cache_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(cache_model *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->log[m->log_head], sizeof m->log[0], fmt, ap);
+    va_end(ap);
+    m->log_head = (m->log_head + 1) % CM_LOG_LINES;
+    if (m->log_n < CM_LOG_LINES)
+        m->log_n++;
+}
+
+const char *cm_log_line(const cache_model *m, int i)
+{
+    if (i >= m->log_n)
+        return NULL;
+    return m->log[(m->log_head - 1 - i + 2 * CM_LOG_LINES) % CM_LOG_LINES];
+}
+
+static int add_turn(cm_conv *c, int role)
+{
+    if (c->n_turns == c->cap_turns) {
+        int cap = c->cap_turns ? 2 * c->cap_turns : 16;
+        win_turn *t = realloc(c->turns, sizeof *t * (size_t)cap);
+        if (!t)
+            return -1;
+        c->turns = t;
+        c->cap_turns = cap;
+    }
+    c->turns[c->n_turns++] = (win_turn){.start = c->n_cells, .role = role};
+    return 0;
+}
+
+static void append(cm_conv *c, int role, int n)
+{
+    if (n <= 0)
+        return;
+    if ((!c->n_turns || c->turns[c->n_turns - 1].role != role) && add_turn(c, role))
+        return;
+    c->turns[c->n_turns - 1].len += n;
+    c->n_cells += n;
+}
+
+static void cut(cm_conv *c, int to)
+{
+    if (to >= c->n_cells)
+        return;
+    c->n_cells = to < 0 ? 0 : to;
+    while (c->n_turns && c->turns[c->n_turns - 1].start >= c->n_cells)
+        c->n_turns--;
+    if (c->n_turns) {
+        win_turn *t = &c->turns[c->n_turns - 1];
+        t->len = c->n_cells - t->start;
+    }
+}
+
+/* removes [s, s + len) and renumbers the turns after it */
+static void remove_span(cm_conv *c, int s, int len)
+{
+    int nt = 0;
+    for (int i = 0; i < c->n_turns; i++) {
+        win_turn t = c->turns[i];
+        int a = t.start, b = t.start + t.len;
+        int ov0 = a > s ? a : s, ov1 = b < s + len ? b : s + len;
+        if (ov1 > ov0)
+            t.len -= ov1 - ov0;
+        t.start = a >= s + len ? a - len : a > s ? s : a;
+        if (t.len > 0 || i == c->n_turns - 1)
+            c->turns[nt++] = t;
+    }
+    c->n_turns = nt;
+    c->n_cells -= len;
+}
+
+static int geti(const json_t *ev, const char *k) { return (int)json_integer_value(json_object_get(ev, k)); }
+static double getd(const json_t *ev, const char *k) { return json_number_value(json_object_get(ev, k)); }
+
+void cm_apply(cache_model *m, const json_t *ev)
+{
+    const char *type = json_string_value(json_object_get(ev, "ev"));
+    if (!type)
+        return;
+    char a[32], b[32];
+    if (!strcmp(type, "model")) {
+        snprintf(m->model, sizeof m->model, "%s", json_string_value(json_object_get(ev, "name")) ?: "?");
+        snprintf(m->backend, sizeof m->backend, "%s", json_string_value(json_object_get(ev, "backend")) ?: "?");
+        m->weights_bytes = getd(ev, "weights_bytes");
+        m->workspace_bytes = getd(ev, "workspace_bytes");
+        m->params = getd(ev, "params");
+        m->pool_bytes = getd(ev, "pool_bytes");
+        m->random_weights = json_is_true(json_object_get(ev, "random_weights"));
+        m->n_ctx = geti(ev, "n_ctx");
+        return;
+    }
+    cm_conv *c = conv_for(m, geti(ev, "conv"));
+    if (!c)
+        return;
+    if (!strcmp(type, "prefill")) {
+        size_t n = json_array_size(json_object_get(ev, "ids"));
+        int pre = geti(ev, "preamble");
+        cut(c, geti(ev, "cached"));
+        append(c, ROLE_PREAMBLE, pre);
+        append(c, ROLE_USER, (int)n - pre);
+        c->prefill_tokens = (int)n;
+        c->prefill_ms = getd(ev, "ms");
+        c->prefill_tok_s = c->prefill_ms > 0 ? n / (c->prefill_ms / 1e3) : 0;
+        c->decode_tokens = 0;
+        c->decode_ms = 0;
+        c->awaiting_first = 1;
+        graph_push(&m->history, c->n_cells, 0);
+    } else if (!strcmp(type, "token")) {
+        append(c, ROLE_ASSISTANT, 1);
+        double ms = getd(ev, "ms");
+        if (c->awaiting_first) {
+            c->ttft_ms = c->prefill_ms + ms;
+            c->awaiting_first = 0;
+        }
+        c->decode_tokens++;
+        c->decode_ms += ms;
+        c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
+        graph_push(&m->history, c->n_cells, 0);
+    } else if (!strcmp(type, "truncate")) {
+        cut(c, geti(ev, "to"));
+        graph_push(&m->history, c->n_cells, 0);
+        logf_(m, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
+    } else if (!strcmp(type, "evict")) {
+        json_t *ranges = json_object_get(ev, "ranges"), *r;
+        for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* from the end: earlier starts stay valid */
+            r = json_array_get(ranges, (size_t)i);
+            remove_span(c, (int)json_integer_value(json_array_get(r, 0)), (int)json_integer_value(json_array_get(r, 1)));
+        }
+        if (!strncmp(json_string_value(json_object_get(ev, "mode")) ?: "", "shift", 5))
+            c->approximate = 1;
+        graph_push(&m->history, c->n_cells, 'E');
+        logf_(m, "conv %d evict -%d tok, re-prefill %d tok %s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
+              fmt_ms(a, sizeof a, getd(ev, "ms")), c->approximate ? " (approx)" : "");
+    } else if (!strcmp(type, "grow")) {
+        graph_mark(&m->history, 'G');
+        logf_(m, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),
+              fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
+    } else if (!strcmp(type, "cow")) {
+        logf_(m, "conv %d copy-on-write %s", c->id, fmt_bytes(a, sizeof a, getd(ev, "copied")));
+    } else if (!strcmp(type, "offload") || !strcmp(type, "restore")) {
+        c->offloaded = type[0] == 'o';
+        logf_(m, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
+    } else if (!strcmp(type, "fork")) {
+        cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
+        if (p && p != c && p->n_turns) { /* the fork starts as a copy of its parent's window */
+            c = cm_conv_get(m, geti(ev, "conv"));
+            p = cm_conv_get(m, geti(ev, "parent"));
+            win_turn *t = malloc(sizeof *t * (size_t)p->cap_turns);
+            if (t) {
+                memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
+                free(c->turns);
+                c->turns = t;
+                c->cap_turns = p->cap_turns;
+                c->n_turns = p->n_turns;
+                c->n_cells = p->n_cells;
+                c->keep = p->keep;
+                c->window = p->window;
+            }
+        }
+        logf_(m, "fork conv %d from %d, %d shared blocks", geti(ev, "conv"), geti(ev, "parent"), geti(ev, "shared_blocks"));
+    } else if (!strcmp(type, "pin")) {
+        int t = geti(ev, "turn");
+        if (t >= 0 && t < c->n_turns)
+            c->turns[t].pinned = json_is_true(json_object_get(ev, "pinned"));
+    } else if (!strcmp(type, "fidelity")) {
+        c->has_fidelity = 1;
+        c->fid_top1 = json_is_true(json_object_get(ev, "top1"));
+        c->fid_kl = getd(ev, "kl");
+        c->fid_rate = getd(ev, "agree_rate");
+    } else if (!strcmp(type, "notice")) {
+        logf_(m, "conv %d: %s", c->id, json_string_value(json_object_get(ev, "text")) ?: "");
+    } else if (!strcmp(type, "stats")) {
+        c->have_stats = 1;
+        c->capacity = geti(ev, "capacity");
+        c->window = geti(ev, "window");
+        c->keep = geti(ev, "keep");
+        c->evict_min = geti(ev, "evict_min");
+        c->bytes_used = getd(ev, "bytes_used");
+        c->bytes_reserved = getd(ev, "bytes_reserved");
+        c->fragmentation = getd(ev, "fragmentation");
+        c->host_bytes = getd(ev, "host_bytes");
+        c->hit_rate = getd(ev, "hit_rate");
+        c->grows = geti(ev, "grows");
+        c->evictions = geti(ev, "evictions");
+        c->shared_blocks = geti(ev, "shared_blocks");
+        c->approximate |= json_is_true(json_object_get(ev, "approximate"));
+        snprintf(c->dtype, sizeof c->dtype, "%s", json_string_value(json_object_get(ev, "cache_dtype")) ?: "");
+        snprintf(c->layout, sizeof c->layout, "%s", json_string_value(json_object_get(ev, "layout")) ?: "");
+        m->pool_bytes = getd(ev, "pool_bytes");
+        m->pool_used = getd(ev, "pool_used");
+        m->blocks_used = geti(ev, "blocks_used");
+        m->blocks_total = geti(ev, "blocks_total");
+        m->offloaded_convs = geti(ev, "offloaded_convs");
+        c->turns_seen++;
+        int turn_tokens = c->prefill_tokens + c->decode_tokens;
+        c->avg_turn_tokens += (turn_tokens - c->avg_turn_tokens) / c->turns_seen;
+    }
+}
+
+int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left)
+{
+    *tokens_left = c->window > c->n_cells ? c->window - c->n_cells : 0;
+    *turns_left = c->avg_turn_tokens > 0 ? *tokens_left / c->avg_turn_tokens : 0;
+    if (!c->window || !c->n_cells)
+        return 0;
+    /* as the engine will when the next message does not fit: at least evict_min, oldest turns first */
+    int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, 1, c->evict_min, 0, drop);
+    return n < 0 ? 0 : n;
+}

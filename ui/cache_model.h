@@ -1,0 +1,57 @@
+/* What the cache panel shows, built only from the event stream (live or replayed): per conversation,
+ * the window as cells by turn and role, the numbers of the last stats event, the speed of the last
+ * turn, fidelity; for the whole pool, a size history with grow and evict marks and an event log. */
+#ifndef KVCHAT_UI_CACHE_MODEL_H
+#define KVCHAT_UI_CACHE_MODEL_H
+
+#include <jansson.h>
+
+#include "../model/window.h"
+#include "graph.h"
+
+#define CM_LOG_LINES 32
+
+typedef struct {
+    int id;
+    win_turn *turns;
+    int n_turns, cap_turns, n_cells;
+    int keep, window, capacity, evict_min;
+    double bytes_used, bytes_reserved, fragmentation, host_bytes, hit_rate;
+    int grows, evictions, shared_blocks, offloaded, approximate, have_stats;
+    char dtype[8], layout[16];
+    /* the last turn */
+    double prefill_tok_s, decode_tok_s, ttft_ms, decode_ms;
+    int prefill_tokens, decode_tokens, awaiting_first;
+    double prefill_ms;
+    /* tokens per turn, for the eviction forecast */
+    double avg_turn_tokens;
+    int turns_seen;
+    int has_fidelity, fid_top1;
+    double fid_kl, fid_rate;
+} cm_conv;
+
+typedef struct {
+    cm_conv *convs;
+    int n_convs;
+    double pool_bytes, pool_used;
+    int blocks_used, blocks_total, offloaded_convs;
+    graph history;            /* tokens of the conversation the event was about */
+    char log[CM_LOG_LINES][96];
+    int log_head, log_n;
+    /* the model event */
+    char model[160], backend[64];
+    double weights_bytes, workspace_bytes, params;
+    int random_weights, n_ctx;
+} cache_model;
+
+void cm_init(cache_model *m);
+void cm_free(cache_model *m);
+void cm_apply(cache_model *m, const json_t *ev);
+cm_conv *cm_conv_get(cache_model *m, int id);   /* NULL if unknown */
+/* What the next eviction of conversation c would drop (drop[0..n_cells)), and the forecast: tokens
+ * left before it, and at the average turn size, turns left. Returns the tokens it would drop. */
+int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left);
+/* The i-th newest log line (0 = newest), NULL past the end. */
+const char *cm_log_line(const cache_model *m, int i);
+
+#endif

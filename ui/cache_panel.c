@@ -1,0 +1,158 @@
+#include "cache_panel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+static void bar(WINDOW *w, const screen *s, int y, int x, int width, double frac)
+{
+    int fill = (int)(frac * width + 0.5);
+    fill = fill < 0 ? 0 : fill > width ? width : fill;
+    wmove(w, y, x);
+    wattron(w, screen_attr(s, CP_BAR));
+    for (int i = 0; i < fill; i++)
+        waddch(w, s->color ? ' ' : '#');
+    wattroff(w, screen_attr(s, CP_BAR));
+    wattron(w, screen_attr(s, CP_DIM));
+    for (int i = fill; i < width; i++)
+        waddch(w, s->color ? ACS_CKBOARD : '.');
+    wattroff(w, screen_attr(s, CP_DIM));
+}
+
+/* which turn a cell belongs to */
+static const win_turn *turn_at(const cm_conv *c, int pos)
+{
+    for (int t = 0; t < c->n_turns; t++)
+        if (pos >= c->turns[t].start && pos < c->turns[t].start + c->turns[t].len)
+            return &c->turns[t];
+    return NULL;
+}
+
+static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int width)
+{
+    int cells = rows * width, window = c->window ? c->window : c->n_cells;
+    if (window <= 0 || cells <= 0)
+        return;
+    int per = (window + cells - 1) / cells; /* tokens per character cell */
+    unsigned char *drop = calloc((size_t)(c->n_cells + 1), 1);
+    int left;
+    double turns_left;
+    if (drop)
+        cm_preview(c, drop, &left, &turns_left);
+    for (int i = 0; i * per < window && i < cells; i++) {
+        int pos = i * per, pair = CP_DIM;
+        chtype ch = '.';
+        if (pos < c->n_cells) {
+            const win_turn *t = turn_at(c, pos);
+            int role = t ? t->role : ROLE_USER;
+            ch = role == ROLE_USER ? 'u' : role == ROLE_ASSISTANT ? 'a' : 'p';
+            pair = role == ROLE_USER ? CP_USER : CP_ASSISTANT;
+            if (pos < c->keep || role == ROLE_PREAMBLE)
+                pair = CP_KEEP, ch = 'k';
+            if (t && t->pinned)
+                pair = CP_PIN, ch = 'P';
+            if (drop && drop[pos])
+                pair = CP_EVICT, ch = 'x';
+        }
+        wattron(w, screen_attr(s, pair));
+        mvwaddch(w, y + i / width, 1 + i % width, ch);
+        wattroff(w, screen_attr(s, pair));
+    }
+    free(drop);
+}
+
+void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
+{
+    if (!w)
+        return;
+    int h, W;
+    getmaxyx(w, h, W);
+    werase(w);
+    box(w, 0, 0);
+    int iw = W - 2, y = 1;
+    cm_conv *c = cm_conv_get(m, conv);
+    char a[32], b[32], d[32];
+    wattron(w, A_BOLD);
+    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s %s%s ", conv, c && c->layout[0] ? c->layout : "",
+             c && c->dtype[0] ? c->dtype : "", c && c->approximate ? "  APPROXIMATE (shift)" : "");
+    wattroff(w, A_BOLD);
+    if (!c || !c->window) {
+        ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
+        wnoutrefresh(w);
+        return;
+    }
+    /* occupancy */
+    ui_drawf(w, y, 1, iw, "%d / %d tok  cap %d  %s / %s", c->n_cells, c->window, c->capacity,
+             fmt_bytes(a, sizeof a, c->bytes_used), fmt_bytes(b, sizeof b, c->bytes_reserved));
+    y++;
+    if (y < h - 1)
+        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window);
+    if (y < h - 1)
+        ui_drawf(w, y++, 1, iw, "pool %s / %s  blocks %d/%d", fmt_bytes(a, sizeof a, m->pool_used),
+                 fmt_bytes(b, sizeof b, m->pool_bytes), m->blocks_used, m->blocks_total);
+    if (y < h - 1)
+        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evictions %d", c->shared_blocks,
+                 fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs, c->grows, c->evictions);
+    /* the map: as many rows as fit while leaving room for the rest */
+    int rest = h - y - 1, map_rows = rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
+    if (map_rows) {
+        cache_map(w, s, c, y, map_rows, iw);
+        y += map_rows;
+        unsigned char *drop = calloc((size_t)c->n_cells + 1, 1);
+        int left = 0;
+        double turns = 0;
+        int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
+        free(drop);
+        ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns)", n, left, turns);
+    }
+    /* history graph */
+    rest = h - y - 1;
+    int graph_rows = rest >= 12 ? 4 : rest >= 8 ? 2 : 0;
+    if (graph_rows) {
+        int heights[512];
+        char marks[512];
+        int cols = iw - 8 < 512 ? iw - 8 : 512;
+        double mx = graph_columns(&m->history, cols, graph_rows, heights, marks);
+        static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+        ui_drawf(w, y, 1, 7, "%5.0f", mx);
+        for (int r = 0; r < graph_rows; r++)
+            for (int col = 0; col < cols; col++) {
+                int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
+                filled = filled < 0 ? 0 : filled > 8 ? 8 : filled;
+                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] == 'G' ? CP_PIN : CP_GRAPH;
+                wattron(w, screen_attr(s, pair));
+                if (s->color)
+                    mvwaddstr(w, y + r, 8 + col, levels[filled]);
+                else
+                    mvwaddch(w, y + r, 8 + col, filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
+                wattroff(w, screen_attr(s, pair));
+            }
+        ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
+        y += graph_rows;
+    }
+    /* speed and memory */
+    if (y < h - 1)
+        ui_drawf(w, y++, 1, iw, "prefill %s  decode %s", fmt_rate(a, sizeof a, c->prefill_tok_s),
+                 fmt_rate(b, sizeof b, c->decode_tok_s));
+    if (y < h - 1)
+        ui_drawf(w, y++, 1, iw, "TTFT %s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms), c->hit_rate * 100);
+    if (y < h - 1 && c->has_fidelity)
+        ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%", c->fid_top1 ? "same" : "DIFFERS", c->fid_kl,
+                 c->fid_rate * 100);
+    if (y < h - 1)
+        ui_drawf(w, y++, 1, iw, "%s: weights %s  pool %s  work %s", strcmp(m->backend, "cpu") ? m->backend : "host",
+                 fmt_bytes(a, sizeof a, m->weights_bytes), fmt_bytes(b, sizeof b, m->pool_bytes),
+                 fmt_bytes(d, sizeof d, m->workspace_bytes));
+    /* event log, newest at the bottom */
+    int log_rows = h - 1 - y;
+    for (int i = 0; i < log_rows; i++) {
+        const char *line = cm_log_line(m, log_rows - 1 - i);
+        if (!line)
+            continue;
+        wattron(w, screen_attr(s, CP_DIM));
+        ui_draw(w, y + i, 1, line, strlen(line), iw);
+        wattroff(w, screen_attr(s, CP_DIM));
+    }
+    wnoutrefresh(w);
+}

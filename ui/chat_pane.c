@@ -1,0 +1,116 @@
+#include "chat_pane.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+void chat_pane_free(chat_pane *p)
+{
+    for (int i = 0; i < p->n; i++)
+        free(p->msgs[i].text);
+    free(p->msgs);
+    memset(p, 0, sizeof *p);
+}
+
+int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 32;
+        chat_msg *m = realloc(p->msgs, sizeof *m * (size_t)cap);
+        if (!m)
+            return -1;
+        p->msgs = m;
+        p->cap = cap;
+    }
+    p->msgs[p->n++] = (chat_msg){.role = role};
+    return chat_pane_append(p, text, len);
+}
+
+int chat_pane_append(chat_pane *p, const char *text, size_t len)
+{
+    if (!p->n)
+        return -1;
+    chat_msg *m = &p->msgs[p->n - 1];
+    if (m->len + len + 1 > m->cap) {
+        size_t cap = m->cap ? m->cap : 64;
+        while (cap < m->len + len + 1)
+            cap *= 2;
+        char *t = realloc(m->text, cap);
+        if (!t)
+            return -1;
+        m->text = t;
+        m->cap = cap;
+    }
+    memcpy(m->text + m->len, text, len);
+    m->len += len;
+    m->text[m->len] = 0;
+    return 0;
+}
+
+void chat_pane_scroll(chat_pane *p, int lines)
+{
+    p->scroll += lines;
+    if (p->scroll < 0)
+        p->scroll = 0;
+}
+
+static const char *const LABEL[] = {"you  ", "gpt-2", "  ·  "};
+
+/* lines of message i at width w (label column included) */
+static int msg_lines(const chat_msg *m, int w)
+{
+    return ui_wrap(m->text ? m->text : "", m->len, w, NULL, 0);
+}
+
+void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner)
+{
+    int h, W;
+    getmaxyx(w, h, W);
+    werase(w);
+    int text_w = W - 7 > 8 ? W - 7 : W;
+    ui_line blines[8];
+    int nb = banner ? ui_wrap(banner, strlen(banner), W, blines, 8) : 0;
+    nb = nb > 8 ? 8 : nb;
+    int total = nb;
+    for (int i = 0; i < p->n; i++)
+        total += msg_lines(&p->msgs[i], text_w) + 1;
+    int max_scroll = total > h ? total - h : 0;
+    if (p->scroll > max_scroll)
+        p->scroll = max_scroll;
+    int first = total - h - p->scroll; /* the line index shown at the top */
+    first = first < 0 ? 0 : first;
+    int line = 0;
+    for (int k = 0; k < nb; k++, line++)
+        if (line >= first && line - first < h) {
+            wattron(w, screen_attr(s, CP_WARN));
+            ui_draw(w, line - first, 0, banner + blines[k].start, blines[k].len, W);
+            wattroff(w, screen_attr(s, CP_WARN));
+        }
+    ui_line lines[512];
+    for (int i = 0; i < p->n && line - first < h; i++) {
+        const chat_msg *m = &p->msgs[i];
+        int n = ui_wrap(m->text ? m->text : "", m->len, text_w, lines, 512);
+        int pair = m->role == MSG_USER ? CP_USER : m->role == MSG_ASSISTANT ? CP_ASSISTANT : CP_NOTICE;
+        for (int k = 0; k < n; k++, line++) {
+            if (line < first || line - first >= h || k >= 512)
+                continue;
+            int y = line - first;
+            if (k == 0 && W > 10) {
+                wattron(w, screen_attr(s, CP_DIM));
+                mvwaddstr(w, y, 0, LABEL[m->role]);
+                wattroff(w, screen_attr(s, CP_DIM));
+            }
+            wattron(w, screen_attr(s, pair));
+            ui_draw(w, y, W > 10 ? 7 : 0, m->text + lines[k].start, lines[k].len, text_w);
+            wattroff(w, screen_attr(s, pair));
+        }
+        line++; /* a blank line between messages */
+    }
+    if (p->scroll > 0 && h > 0) {
+        wattron(w, screen_attr(s, CP_DIM));
+        ui_drawf(w, h - 1, W > 24 ? W - 24 : 0, 24, "-- %d lines below --", p->scroll);
+        wattroff(w, screen_attr(s, CP_DIM));
+    }
+    wnoutrefresh(w);
+}

@@ -1,0 +1,207 @@
+#include "input.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <readline/history.h>
+#include <readline/readline.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "screen.h"
+#include "text.h"
+
+static WINDOW *win;
+static int pending_byte = -1;
+static char *entered;
+static int got_line, got_eof;
+static char history_file[PATH_MAX];
+
+static int getc_hook(FILE *f)
+{
+    (void)f;
+    int c = pending_byte;
+    pending_byte = -1;
+    return c < 0 ? EOF : c;
+}
+
+static int avail_hook(void)
+{
+    return pending_byte >= 0;
+}
+
+static void noop_prep(int meta)
+{
+    (void)meta;
+}
+
+static void noop_deprep(void)
+{
+}
+
+static void on_line(char *line)
+{
+    if (!line) {
+        got_eof = 1;
+        return;
+    }
+    if (*line)
+        add_history(line);
+    free(entered);
+    entered = line;
+    got_line = 1;
+}
+
+void input_redraw(void)
+{
+    if (!win)
+        return;
+    int w = getmaxx(win);
+    werase(win);
+    const char *prompt = rl_display_prompt ? rl_display_prompt : "";
+    size_t plen = strlen(prompt), llen = rl_line_buffer ? strlen(rl_line_buffer) : 0;
+    int pcols = ui_width(prompt, plen);
+    int cursor = pcols + ui_width(rl_line_buffer ? rl_line_buffer : "", (size_t)rl_point);
+    /* scroll the line so the cursor stays visible */
+    size_t from = 0;
+    int shift = cursor >= w - 1 ? cursor - (w - 2) : 0, skipped = 0;
+    while (shift > skipped && from < llen) {
+        ui_char c = ui_next(rl_line_buffer + from, llen - from);
+        skipped += c.cols;
+        from += (size_t)c.bytes;
+    }
+    int x = 0;
+    if (!shift) {
+        wattron(win, A_BOLD);
+        x = ui_draw(win, 0, 0, prompt, plen, w);
+        wattroff(win, A_BOLD);
+    }
+    ui_draw(win, 0, x, rl_line_buffer + from, llen - from, w - x);
+    wmove(win, 0, cursor - (shift ? skipped : 0) < w ? cursor - (shift ? skipped : 0) : w - 1);
+    wnoutrefresh(win);
+    doupdate();
+}
+
+
+int input_open(WINDOW *w, const char *prompt, const char *history_path)
+{
+    win = w;
+    rl_catch_signals = 0;
+    rl_catch_sigwinch = 0;
+    rl_change_environment = 0;
+    rl_prep_term_function = noop_prep;
+    rl_deprep_term_function = noop_deprep;
+    rl_getc_function = getc_hook;
+    rl_input_available_hook = avail_hook;
+    rl_redisplay_function = input_redraw;
+    rl_readline_name = "kvchat";
+    /* Ctrl-N is the application's (a new conversation); keep readline from binding it first */
+    history_file[0] = 0;
+    if (history_path) {
+        snprintf(history_file, sizeof history_file, "%s", history_path);
+        read_history(history_file); /* a missing file is a first run */
+    }
+    rl_callback_handler_install(prompt, on_line);
+    return 0;
+}
+
+void input_close(void)
+{
+    rl_callback_handler_remove();
+    if (history_file[0]) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", history_file);
+        for (char *p = dir + 1; *p; p++)
+            if (*p == '/') {
+                *p = 0;
+                mkdir(dir, 0700);
+                *p = '/';
+            }
+        if (!write_history(history_file))
+            history_truncate_file(history_file, 1000);
+    }
+    free(entered);
+    entered = NULL;
+    win = NULL;
+}
+
+void input_set_window(WINDOW *w)
+{
+    win = w;
+}
+
+static void feed(int byte)
+{
+    pending_byte = byte;
+    rl_callback_read_char();
+}
+
+/* the bytes of an escape sequence that arrive together with ESC */
+static int read_sequence(unsigned char *buf, int max)
+{
+    int n = 0;
+    wtimeout(win, 5);
+    while (n < max) {
+        int c = wgetch(win);
+        if (c == ERR)
+            break;
+        buf[n++] = (unsigned char)c;
+        if (n >= 2 && buf[0] == '[' && buf[1] == 'M' && n < 5)
+            continue; /* a mouse report: three bytes follow */
+        if (n >= 2 && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '~') && buf[0] == '[' && !(n == 2 && c == 'M'))
+            break;
+        if (n == 2 && buf[0] == 'O')
+            break;
+    }
+    wtimeout(win, 50);
+    return n;
+}
+
+int input_poll(void)
+{
+    int c = wgetch(win);
+    if (c == ERR)
+        return IN_NONE;
+    if (c == KEY_RESIZE)
+        return IN_RESIZE;
+    if (c == 3)
+        return IN_INTERRUPT;
+    if (c == 14)
+        return IN_NEW_CONV;
+    if (c == 27) {
+        unsigned char seq[16];
+        int n = read_sequence(seq, (int)sizeof seq);
+        struct {
+            const char *s;
+            int key;
+        } known[] = {{"[5~", IN_PAGE_UP}, {"[6~", IN_PAGE_DOWN}, {"[1;5D", IN_PREV_CONV}, {"[1;5C", IN_NEXT_CONV},
+                     {"OP", IN_HELP},     {"[11~", IN_HELP}};
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if ((int)strlen(known[k].s) == n && !memcmp(seq, known[k].s, (size_t)n))
+                return known[k].key;
+        if (n == 5 && seq[0] == '[' && seq[1] == 'M') /* mouse: 96 wheel up, 97 wheel down */
+            return seq[2] == 96 ? IN_WHEEL_UP : seq[2] == 97 ? IN_WHEEL_DOWN : IN_NONE;
+        feed(27);
+        for (int i = 0; i < n; i++)
+            feed(seq[i]);
+    } else {
+        feed(c);
+    }
+    if (got_eof) {
+        got_eof = 0;
+        return IN_EOF;
+    }
+    if (got_line) {
+        got_line = 0;
+        return IN_LINE;
+    }
+    return IN_NONE;
+}
+
+char *input_take_line(void)
+{
+    char *l = entered;
+    entered = NULL;
+    return l;
+}

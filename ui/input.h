@@ -1,0 +1,24 @@
+/* The input line: GNU readline through its callback interface, drawn in an ncurses window (emacs
+ * keys, Ctrl-R search, UTF-8 editing, history kept across runs). Keys the application owns (paging,
+ * switching conversations, F1, Ctrl-C, the mouse wheel) are recognised here and returned instead. */
+#ifndef KVCHAT_UI_INPUT_H
+#define KVCHAT_UI_INPUT_H
+
+#include <curses.h>
+
+enum {
+    IN_NONE, IN_INTERRUPT, IN_NEW_CONV, IN_PAGE_UP, IN_PAGE_DOWN, IN_PREV_CONV, IN_NEXT_CONV, IN_HELP, IN_WHEEL_UP,
+    IN_WHEEL_DOWN, IN_RESIZE, IN_LINE, IN_EOF
+};
+
+/* history_path may be NULL (no history file). */
+int input_open(WINDOW *w, const char *prompt, const char *history_path);
+void input_close(void);
+void input_set_window(WINDOW *w);
+/* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line). */
+int input_poll(void);
+/* The entered line (malloc'd; the caller frees it). */
+char *input_take_line(void);
+void input_redraw(void);
+
+#endif

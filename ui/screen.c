@@ -1,0 +1,124 @@
+#include "screen.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+static const struct {
+    short fg, bg;
+    int mono;
+} PAIRS[CP_COUNT] = {
+    [CP_USER] = {COLOR_CYAN, -1, A_BOLD},
+    [CP_ASSISTANT] = {COLOR_WHITE, -1, A_NORMAL},
+    [CP_NOTICE] = {COLOR_YELLOW, -1, A_DIM},
+    [CP_KEEP] = {COLOR_BLUE, -1, A_BOLD},
+    [CP_PIN] = {COLOR_MAGENTA, -1, A_BOLD},
+    [CP_EVICT] = {COLOR_RED, -1, A_REVERSE},
+    [CP_DIM] = {COLOR_WHITE, -1, A_DIM},
+    [CP_BAR] = {COLOR_GREEN, -1, A_REVERSE},
+    [CP_STATUS] = {COLOR_BLACK, COLOR_WHITE, A_REVERSE},
+    [CP_WARN] = {COLOR_RED, -1, A_BOLD},
+    [CP_GRAPH] = {COLOR_GREEN, -1, A_NORMAL},
+};
+
+int screen_attr(const screen *s, int pair)
+{
+    return s->color ? (int)(COLOR_PAIR(pair) | (pair == CP_USER || pair == CP_WARN ? A_BOLD : 0)) : PAIRS[pair].mono;
+}
+
+static void make_windows(screen *s)
+{
+    layout_compute(COLS, LINES, &s->layout);
+    const ui_layout *l = &s->layout;
+    s->chat = newwin(l->chat.h, l->chat.w, l->chat.y, l->chat.x);
+    s->panel = l->panel.h > 0 ? newwin(l->panel.h, l->panel.w, l->panel.y, l->panel.x) : NULL;
+    s->input = newwin(l->input.h, l->input.w, l->input.y, l->input.x);
+    s->status = newwin(l->status.h, l->status.w, l->status.y, l->status.x);
+    /* readline wants the raw bytes: no keypad translation on the input window, which is read */
+    keypad(s->input, FALSE);
+    wtimeout(s->input, 50);
+}
+
+static void free_windows(screen *s)
+{
+    WINDOW **w[4] = {&s->chat, &s->panel, &s->input, &s->status};
+    for (int i = 0; i < 4; i++)
+        if (*w[i]) {
+            delwin(*w[i]);
+            *w[i] = NULL;
+        }
+}
+
+int screen_open(screen *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!initscr())
+        return -1;
+    raw(); /* Ctrl-C arrives as a byte: it stops a reply instead of killing the program */
+    noecho();
+    nonl();
+    const char *nc = getenv("NO_COLOR");
+    if (has_colors() && !(nc && *nc)) {
+        start_color();
+        use_default_colors();
+        for (int i = 1; i < CP_COUNT; i++)
+            init_pair((short)i, PAIRS[i].fg, PAIRS[i].bg);
+        s->color = 1;
+    }
+    printf("\033[?1000h"); /* mouse reports, for the wheel */
+    fflush(stdout);
+    make_windows(s);
+    return 0;
+}
+
+void screen_close(screen *s)
+{
+    free_windows(s);
+    if (!isendwin()) {
+        printf("\033[?1000l");
+        fflush(stdout);
+        endwin();
+    }
+}
+
+void screen_relayout(screen *s)
+{
+    free_windows(s);
+    endwin();
+    refresh();
+    clear();
+    make_windows(s);
+}
+
+int ui_draw(WINDOW *w, int y, int x, const char *s, size_t n, int max_cols)
+{
+    int cols = 0;
+    wmove(w, y, x);
+    for (size_t i = 0; i < n;) {
+        ui_char c = ui_next(s + i, n - i);
+        if (cols + c.cols > max_cols)
+            break;
+        if (c.caret) {
+            waddch(w, '^');
+            waddnwstr(w, &c.wc, 1);
+        } else if (c.cols > 0 || cols > 0) {
+            waddnwstr(w, &c.wc, 1);
+        }
+        cols += c.cols;
+        i += (size_t)c.bytes;
+    }
+    return cols;
+}
+
+int ui_drawf(WINDOW *w, int y, int x, int max_cols, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ui_draw(w, y, x, buf, n < (int)sizeof buf ? (size_t)(n < 0 ? 0 : n) : sizeof buf - 1, max_cols);
+}

@@ -1,0 +1,32 @@
+/* The terminal: ncurses set up for readline (raw bytes, no keypad translation), colours with a
+ * monochrome fallback (and none under NO_COLOR), one window per layout part, safe text drawing. */
+#ifndef KVCHAT_UI_SCREEN_H
+#define KVCHAT_UI_SCREEN_H
+
+#include <curses.h>
+#include <stddef.h>
+
+#include "layout.h"
+
+enum {
+    CP_NONE, CP_USER, CP_ASSISTANT, CP_NOTICE, CP_KEEP, CP_PIN, CP_EVICT, CP_DIM, CP_BAR, CP_STATUS, CP_WARN, CP_GRAPH,
+    CP_COUNT
+};
+
+typedef struct {
+    WINDOW *chat, *panel, *input, *status;
+    ui_layout layout;
+    int color;
+} screen;
+
+int screen_open(screen *s);
+void screen_close(screen *s);
+/* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE). */
+void screen_relayout(screen *s);
+/* Attribute for a colour pair, or the monochrome stand-in. */
+int screen_attr(const screen *s, int pair);
+/* Draws s[0..n) at (y, x) within max_cols columns, control characters as ^X; returns columns used. */
+int ui_draw(WINDOW *w, int y, int x, const char *s, size_t n, int max_cols);
+int ui_drawf(WINDOW *w, int y, int x, int max_cols, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#endif

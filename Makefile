@@ -1,8 +1,10 @@
 # kvchat: the only build entry. `make run` and `make test` install missing Debian packages first.
 #   make            build build/kvchat (CUDA backend too when nvcc is found: CUDA=auto|0|1)
-#   make run        download GPT-2 124M if needed, then generate from PROMPT
+#   make run        download GPT-2 124M if needed, then open the chat
+#   make demo       the chat on a random-weight 124M-shaped model (no download)
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
+#   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
 #   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
 
@@ -13,7 +15,6 @@ PYTHON  ?= /usr/bin/python3
 CUDA    ?= auto
 CUDA_HOME ?= /usr/local/cuda
 MODEL   ?=
-PROMPT  ?= The KV cache of a transformer is
 FUZZ_SECONDS ?= 30
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -54,7 +55,7 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run test unit asan fuzz bench test-gpt2 deps test-deps clean
+.PHONY: all run demo test unit asan fuzz bench bench-tui test-gpt2 deps test-deps clean
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -97,18 +98,29 @@ run: deps
 	if [ ! -s "$$dir/model.safetensors" ]; then \
 	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
 	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || { \
-	    echo "Offline? Random weights (noise, but real speed): $(BUILD)/kvchat make-tiny-model $(BUILD)/tiny && make run MODEL=$(BUILD)/tiny"; exit 1; }; \
+	    echo "Offline? 'make demo' opens the chat on a random-weight GPT-2 (its text is noise; the cache is real)."; exit 1; }; \
 	fi; \
-	$(BUILD)/kvchat generate -m "$$dir" -p "$(PROMPT)" -n 128
+	$(BUILD)/kvchat -m "$$dir" 
 
 test: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(TEST_PKGS)"
 	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) bash tests/run.sh
 
+# a random-weight model of GPT-2 124M's shape: real sizes and speeds, noise for text
+$(BUILD)/m124/model.safetensors: | $(BUILD)/kvchat
+	$(BUILD)/kvchat make-tiny-model $(BUILD)/m124 --layers 12 --heads 12 --embd 768 --ctx 1024
+
+demo: deps
+	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
+	$(BUILD)/kvchat -m $(BUILD)/m124
+
+bench-tui: deps
+	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
+	bash tests/bench_tui.sh $(BUILD)/kvchat $(BUILD)/m124
+
 bench: deps
-	@$(MAKE) --no-print-directory all
-	@[ -s $(BUILD)/m124/model.safetensors ] || $(BUILD)/kvchat make-tiny-model $(BUILD)/m124 --layers 12 --heads 12 --embd 768 --ctx 1024
+	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
 	$(BUILD)/kvchat bench -m $(BUILD)/m124 --json $(BUILD)/bench.json
 	$(BUILD)/kvchat bench --turns -m $(BUILD)/m124 --json $(BUILD)/bench-turns.json
 

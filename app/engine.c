@@ -376,6 +376,27 @@ static void fidelity(engine *e, conv *c)
 
 /* ---- turns ---- */
 
+/* the conversation (and its cache) back to its first `to` tokens: a retry, an edit, a reply that
+ * ran into the stop text */
+static int rollback(engine *e, conv *c, int to)
+{
+    int from = c->n_ids;
+    if (kv_truncate(c->seq, to))
+        return -1;
+    c->n_ids = to;
+    while (c->n_turns && c->turns[c->n_turns - 1].start >= to && c->n_turns > 1)
+        c->n_turns--;
+    if (c->n_turns) {
+        chat_turn *t = &c->turns[c->n_turns - 1];
+        t->len = to - t->start < 0 ? 0 : to - t->start;
+    }
+    if (to != from)
+        ev_emit(e->lm->bus, c->id, "truncate",
+                json_pack("{s:i, s:i, s:I}", "from", from, "to", to, "bytes",
+                          (json_int_t)((size_t)(from - to) * kv_bytes_per_token(e->lm->pool))));
+    return 0;
+}
+
 static int last_turn(const conv *c, int role)
 {
     for (int t = c->n_turns - 1; t >= 0; t--)
@@ -520,10 +541,7 @@ static int reply(engine *e, conv *c, char **out)
             int at = (int)(strstr(r.buf, stop) - r.buf), k = 0;
             while (k < r.n_tok && r.tok_end[k] <= at)
                 k++;
-            int keep_tokens = c->n_ids - (r.n_tok - k);
-            rc = kv_truncate(c->seq, keep_tokens);
-            c->turns[turn].len -= c->n_ids - keep_tokens;
-            c->n_ids = keep_tokens;
+            rc = rollback(e, c, c->n_ids - (r.n_tok - k));
             r.len = (size_t)(k ? r.tok_end[k - 1] : 0);
             r.buf[r.len] = 0;
             stopped = 1;
@@ -572,8 +590,10 @@ int engine_turn(engine *e, int id, const char *text, char **out)
     kv_set_busy(c->seq, 1);
     int rc = user_turn(e, c, text);
     kv_set_busy(c->seq, 0);
-    if (!rc)
+    if (!rc) {
+        engine_stats(e, id);
         rc = reply(e, c, out);
+    }
     engine_stats(e, id);
     return rc;
 }
@@ -665,9 +685,8 @@ int engine_retry(engine *e, int id, char **out)
     if (t < 0 || t != c->n_turns - 1)
         return err_set("nothing to retry: the conversation does not end with a reply");
     int to = c->turns[t].start;
-    if (kv_truncate(c->seq, to))
+    if (rollback(e, c, to))
         return -1;
-    c->n_ids = to;
     c->n_turns = t;
     /* the logits of the position before the reply: recompute that one token */
     double t0 = ev_clock();
@@ -689,10 +708,8 @@ int engine_edit(engine *e, int id, const char *text, char **out)
     int t = last_turn(c, ROLE_USER);
     if (t < 0)
         return err_set("nothing to edit: the conversation has no message yet");
-    int to = c->turns[t].start;
-    if (kv_truncate(c->seq, to))
+    if (rollback(e, c, c->turns[t].start))
         return -1;
-    c->n_ids = to;
     c->n_turns = t;
     return engine_turn(e, id, text, out);
 }
@@ -703,10 +720,8 @@ int engine_clear(engine *e, int id)
     if (!c)
         return -1;
     int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
-    int to = keep_turns ? c->turns[0].len : 0;
-    if (kv_truncate(c->seq, to))
+    if (rollback(e, c, keep_turns ? c->turns[0].len : 0))
         return -1;
-    c->n_ids = to;
     c->n_turns = keep_turns;
     return 0;
 }

@@ -67,7 +67,7 @@ static int fetch(const char *url, const char *dst, const char *name, int progres
         return err_set("curl is not installed; install it (apt-get install curl) and try again");
     if (code)
         return err_set("downloading %s: %s (curl exit %d). Without a network, pass -m DIR with a local "
-                       "checkpoint, or try the offline demo model: kvchat make-tiny-model DIR",
+                       "checkpoint, or try the offline demo: make demo",
                        url, curl_reason(code), code);
     if (rename(part, dst))
         return err_set("%s: %s", dst, strerror(errno));

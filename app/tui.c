@@ -431,12 +431,10 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
     draw(t);
     double last_draw = now();
     while (!t->quit) {
-        int k = input_poll();
-        if (t->help && k != IN_NONE && k != IN_RESIZE) {
+        int k = input_poll(!t->help);
+        if (k == IN_KEY) { /* any key closes the help */
             t->help = 0;
             t->dirty = 1;
-            if (k != IN_LINE)
-                continue;
         }
         switch (k) {
         case IN_INTERRUPT:

@@ -405,12 +405,8 @@ int kv_truncate(kv_seq *s, int len)
 {
     if (len < 0 || len > s->len)
         return err_set("cannot truncate %d cached tokens to %d", s->len, len);
-    int from = s->len;
     drop_after(s, len);
     refresh_view(s);
-    if (len != from)
-        ev_emit(s->p->bus, s->conv, "truncate",
-                json_pack("{s:i, s:i, s:I}", "from", from, "to", len, "bytes", (json_int_t)((size_t)(from - len) * s->p->tok_bytes)));
     return 0;
 }
 

@@ -2,8 +2,9 @@
  * (kv_seq) whose keys and values live either in fixed blocks of the pool reached through a block
  * table (paged, the default: forks share blocks and copy on write) or in one buffer that grows by
  * a factor with a copy (contiguous). When the pool is full, the least recently used inactive
- * sequence moves to host memory and comes back when it is used again. Everything it does is an event
- * on the bus (grow, fork, truncate, offload, restore). */
+ * sequence moves to host memory and comes back when it is used again. What it does is an event on the
+ * bus (grow, cow, fork, offload, restore); truncation is the caller's to report, since only the
+ * caller knows whether it is a rollback or a step of an eviction. */
 #ifndef KVCHAT_KVCACHE_H
 #define KVCHAT_KVCACHE_H
 

@@ -102,6 +102,9 @@ static void cut(cm_conv *c, int to)
 /* removes [s, s + len) and renumbers the turns after it */
 static void remove_span(cm_conv *c, int s, int len)
 {
+    if (s < 0 || len <= 0 || s >= c->n_cells)
+        return;
+    len = s + len > c->n_cells ? c->n_cells - s : len;
     int nt = 0;
     for (int i = 0; i < c->n_turns; i++) {
         win_turn t = c->turns[i];
@@ -143,6 +146,10 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (!strcmp(type, "prefill")) {
         size_t n = json_array_size(json_object_get(ev, "ids"));
         int pre = geti(ev, "preamble");
+        if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
+            c->turns_seen++;
+            c->avg_turn_tokens += (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
+        }
         cut(c, geti(ev, "cached"));
         append(c, ROLE_PREAMBLE, pre);
         append(c, ROLE_USER, (int)n - pre);
@@ -239,9 +246,6 @@ void cm_apply(cache_model *m, const json_t *ev)
         m->blocks_used = geti(ev, "blocks_used");
         m->blocks_total = geti(ev, "blocks_total");
         m->offloaded_convs = geti(ev, "offloaded_convs");
-        c->turns_seen++;
-        int turn_tokens = c->prefill_tokens + c->decode_tokens;
-        c->avg_turn_tokens += (turn_tokens - c->avg_turn_tokens) / c->turns_seen;
     }
 }
 

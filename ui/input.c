@@ -158,13 +158,20 @@ static int read_sequence(unsigned char *buf, int max)
     return n;
 }
 
-int input_poll(void)
+int input_poll(int feed_keys)
 {
     int c = wgetch(win);
     if (c == ERR)
         return IN_NONE;
     if (c == KEY_RESIZE)
         return IN_RESIZE;
+    if (!feed_keys) {
+        if (c == 27) {
+            unsigned char seq[16];
+            read_sequence(seq, (int)sizeof seq);
+        }
+        return IN_KEY;
+    }
     if (c == 3)
         return IN_INTERRUPT;
     if (c == 14)

@@ -8,15 +8,16 @@
 
 enum {
     IN_NONE, IN_INTERRUPT, IN_NEW_CONV, IN_PAGE_UP, IN_PAGE_DOWN, IN_PREV_CONV, IN_NEXT_CONV, IN_HELP, IN_WHEEL_UP,
-    IN_WHEEL_DOWN, IN_RESIZE, IN_LINE, IN_EOF
+    IN_WHEEL_DOWN, IN_RESIZE, IN_LINE, IN_EOF, IN_KEY
 };
 
 /* history_path may be NULL (no history file). */
 int input_open(WINDOW *w, const char *prompt, const char *history_path);
 void input_close(void);
 void input_set_window(WINDOW *w);
-/* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line). */
-int input_poll(void);
+/* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line).
+ * With feed 0 (an overlay is open) keys are not given to readline: any key returns IN_KEY. */
+int input_poll(int feed);
 /* The entered line (malloc'd; the caller frees it). */
 char *input_take_line(void);
 void input_redraw(void);

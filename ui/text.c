@@ -66,6 +66,8 @@ int ui_wrap(const char *s, size_t n, int width, ui_line *out, int max)
         size_t end = i, next;
         if (i >= n || s[i] == '\n') {
             next = i + 1;
+        } else if (s[i] == ' ') { /* the line is full exactly at a space */
+            next = i + 1;
         } else if (brk != (size_t)-1 && brk > start) { /* break at the last space that fits */
             end = brk;
             next = brk + 1;

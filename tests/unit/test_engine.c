@@ -7,6 +7,7 @@
 
 #include "../../app/engine.h"
 #include "../../kernels/err.h"
+#include "../../ui/cache_model.h"
 #include "check.h"
 #include "model_fixture.h"
 
@@ -114,7 +115,7 @@ static void multi_turn(void)
         before = n;
         free(reply);
     }
-    CHECK(count(&r, "stats") == 3 && count(&r, "token") > 0, "stats or token events missing");
+    CHECK(count(&r, "stats") == 6 && count(&r, "token") > 0, "stats (after each prefill and reply) or tokens missing");
     json_t *st = last(&r, "stats");
     CHECK(json_real_value(json_object_get(st, "hit_rate")) > 0.5, "hit rate %.2f after three turns",
           json_real_value(json_object_get(st, "hit_rate")));
@@ -310,7 +311,51 @@ static void idle_offload(void)
     teardown(&r);
 }
 
-TEST_TABLE(engine_tests, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
+/* The panel's model rebuilt from the events alone must match the engine's window: evictions (exact and
+ * shift), stop-text rollbacks, retries, edits and pins included. */
+static void events_rebuild_the_window(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        rig r;
+        engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict = mode ? EVICT_SHIFT : EVICT_EXACT};
+        if (setup(&r, 48, &eo, 7))
+            return;
+        sampler_params sp = {.temp = 1.0f, .top_k = 0, .top_p = 1, .repeat_penalty = 1, .seed = 5};
+        engine_set_sampling(r.e, &sp, 7); /* sampled replies: varied lengths and turn shapes */
+        int c = engine_new_conv(r.e);
+        char *reply;
+        for (int t = 0; t < 12; t++) {
+            int rc = t % 5 == 3 ? engine_retry(r.e, c, &reply) : t % 5 == 4 ? engine_edit(r.e, c, "edited", &reply)
+                                                                           : engine_turn(r.e, c, MESSAGES[t % 6], &reply);
+            CHECK(rc == 0, "step %d: %s", t, err_msg());
+            free(reply);
+            if (t == 1)
+                engine_pin(r.e, c, 1, 1);
+        }
+        cache_model m;
+        cm_init(&m);
+        size_t i;
+        json_t *v;
+        json_array_foreach(r.events, i, v) cm_apply(&m, v);
+        int n, nt;
+        engine_window(r.e, c, &n);
+        const chat_turn *turns = engine_turns(r.e, c, &nt);
+        cm_conv *mc = cm_conv_get(&m, c);
+        CHECK(mc && mc->n_cells == n, "%s: panel has %d cells, the window %d tokens", mode ? "shift" : "exact",
+              mc ? mc->n_cells : -1, n);
+        int same = mc && mc->n_turns == nt;
+        for (int k = 0; same && k < nt; k++)
+            same = mc->turns[k].start == turns[k].start && mc->turns[k].len == turns[k].len &&
+                   mc->turns[k].role == turns[k].role && mc->turns[k].pinned == turns[k].pinned;
+        CHECK(same, "%s: the panel's turns differ from the engine's (%d vs %d turns)", mode ? "shift" : "exact",
+              mc ? mc->n_turns : -1, nt);
+        CHECK(count(&r, "evict") > 0 && count(&r, "truncate") > 0, "the run had no eviction or rollback");
+        cm_free(&m);
+        teardown(&r);
+    }
+}
+
+TEST_TABLE(engine_tests, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},
            {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
            {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

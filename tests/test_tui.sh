@@ -1,0 +1,73 @@
+# The full-screen chat driven through tmux: start, send, watch the reply stream and the panel's
+# numbers, resize to 80x24 and back, Ctrl-C mid-reply then chat again, switch conversations, /quit
+# exits 0. Sourced by run.sh with KV, TAG, TMP.
+
+if ! command -v tmux >/dev/null; then
+    skip "${TAG}tui/all" "tmux is not installed"
+    return 0 2>/dev/null || exit 0
+fi
+TM="tmux -L kvchat-test-$$"
+TUIM=$TMP/tui-model
+"$KV" make-tiny-model "$TUIM" --layers 4 --heads 4 --embd 256 --ctx 256 --seed 4 >/dev/null
+screen_text() { $TM capture-pane -t tui -p 2>/dev/null; }
+wait_for() { # wait_for PATTERN [SECONDS]: polls the screen
+    local deadline=$((SECONDS + ${2:-15}))
+    while [ $SECONDS -lt $deadline ]; do
+        screen_text | grep -qE -- "$1" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+expect_screen() { # expect_screen NAME PATTERN [SECONDS]
+    if wait_for "$2" "${3:-15}"; then pass "$1"; else fail "$1" "no /$2/ on screen: $(screen_text | tr -s ' \n' ' ' | head -c 400)"; fi
+}
+
+$TM kill-server 2>/dev/null
+rm -f "$TMP/tui.rc"
+$TM new-session -d -s tui -x 120 -y 40 \
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl'; echo \$? > '$TMP/tui.rc'; sleep 60"
+expect_screen "${TAG}tui/starts with the panel and the random-weights label" "KV cache.*conv 1" 20
+expect_screen "${TAG}tui/labels random weights" "RANDOM WEIGHTS"
+$TM send-keys -t tui "Hello there" Enter
+expect_screen "${TAG}tui/shows the message" "you +Hello there"
+expect_screen "${TAG}tui/streams the reply" "gpt-2 +[^ ]"
+expect_screen "${TAG}tui/panel counts tokens" "[0-9]+ / 256 tok"
+expect_screen "${TAG}tui/panel shows decode speed" "decode [0-9.]+ tok/s" 30
+idle() { wait_for "Ctrl-C quit" 60; }
+idle
+# Ctrl-C while a long reply is being generated: it stops, the app keeps running
+$TM send-keys -t tui "/set n 2000" Enter
+$TM send-keys -t tui "Tell me more" Enter
+wait_for "generating" 30
+$TM send-keys -t tui C-c
+expect_screen "${TAG}tui/Ctrl-C stops the reply" "stopped: the reply so far stays"
+idle
+$TM send-keys -t tui "/set n 12" Enter
+$TM resize-window -t tui -x 80 -y 24
+expect_screen "${TAG}tui/resized to 80x24" "KV cache"
+check "${TAG}tui/80x24 fits" bash -c "[ \$($TM capture-pane -t tui -p | wc -l) -le 24 ]"
+$TM resize-window -t tui -x 120 -y 40
+expect_screen "${TAG}tui/resized back" "KV cache"
+$TM send-keys -t tui "and again" Enter
+expect_screen "${TAG}tui/chats again after Ctrl-C" "you +and again" 30
+idle
+$TM send-keys -t tui "/new" Enter
+expect_screen "${TAG}tui//new opens conversation 2" "conv 2/2"
+$TM send-keys -t tui Escape "[1;5D"
+expect_screen "${TAG}tui/Ctrl-Left switches back" "conv 1/2"
+$TM send-keys -t tui "/frobnicate" Enter
+expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
+$TM send-keys -t tui "/set temp abc" Enter
+expect_screen "${TAG}tui/bad /set value is a message" "temp: expected a number"
+$TM send-keys -t tui F1
+expect_screen "${TAG}tui/F1 shows help" "Commands"
+$TM send-keys -t tui q
+$TM send-keys -t tui "/quit" Enter
+for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done
+same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
+check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
+check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
+$TM kill-server 2>/dev/null
+
+# not a terminal: line mode instead of drawing
+same "${TAG}tui/no terminal: line mode" 2 "$(printf 'one\ntwo\n' | "$KV" -m "$TUIM" -n 4 | wc -l)"

@@ -1,0 +1,181 @@
+/* The UI's arithmetic: wrapping with wide and combining characters, layout at any size, the graph's
+ * scaling, number formats, and the cache model rebuilt from events. */
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ui/cache_model.h"
+#include "../../ui/format.h"
+#include "../../ui/graph.h"
+#include "../../ui/layout.h"
+#include "../../ui/text.h"
+#include "check.h"
+
+static void utf8_locale(void)
+{
+    if (!setlocale(LC_CTYPE, "C.UTF-8"))
+        setlocale(LC_CTYPE, "en_US.UTF-8");
+}
+
+static void widths(void)
+{
+    utf8_locale();
+    CHECK(ui_width("abc", 3) == 3, "ascii");
+    CHECK(ui_width("世界", strlen("世界")) == 4, "CJK is two columns each: %d", ui_width("世界", strlen("世界")));
+    CHECK(ui_width("e\xcc\x81", 3) == 1, "combining accent takes no column");
+    CHECK(ui_width("\x1b[31m", 5) == 2 + 4, "escape shown as ^[ then text: %d", ui_width("\x1b[31m", 5));
+    CHECK(ui_width("\xff", 1) == 1, "invalid byte is one replacement character");
+    ui_char c = ui_next("\x07", 1);
+    CHECK(c.caret && c.wc == L'G' && c.cols == 2, "BEL shown as ^G");
+    c = ui_next("\xc2\x9b", 2);
+    CHECK(c.caret && c.cols == 2, "C1 CSI is not passed through");
+}
+
+static void wrapping(void)
+{
+    utf8_locale();
+    ui_line l[16];
+    const char *s = "hello world foo";
+    int n = ui_wrap(s, strlen(s), 11, l, 16);
+    CHECK(n == 2 && l[0].len == 11 && l[1].start == 12 && l[1].len == 3, "break at the last space: %d lines", n);
+    s = "世界世界世界";
+    n = ui_wrap(s, strlen(s), 5, l, 16);
+    CHECK(n == 3 && l[0].len == 6, "wide characters never split across the edge: %d lines, first %zu bytes", n, l[0].len);
+    s = "abcdefghij";
+    n = ui_wrap(s, strlen(s), 4, l, 16);
+    CHECK(n == 3 && l[2].len == 2, "a long word is cut: %d", n);
+    s = "a\n\nb";
+    n = ui_wrap(s, strlen(s), 10, l, 16);
+    CHECK(n == 3 && l[1].len == 0, "newlines break lines, empty lines kept: %d", n);
+    CHECK(ui_wrap("", 0, 10, l, 16) == 1, "empty text is one empty line");
+    for (int w = 1; w < 12; w++) { /* no line is ever wider than asked */
+        s = "ab 世界 e\xcc\x81 x\ty";
+        n = ui_wrap(s, strlen(s), w, l, 16);
+        for (int i = 0; i < n && i < 16; i++)
+            CHECK(ui_width(s + l[i].start, l[i].len) <= (w < 2 ? 2 : w), "width %d line %d is %d wide", w, i,
+                  ui_width(s + l[i].start, l[i].len));
+    }
+}
+
+static int inside(ui_rect r, int cols, int rows)
+{
+    return r.y >= 0 && r.x >= 0 && r.y + r.h <= rows && r.x + r.w <= cols;
+}
+
+static int overlap(ui_rect a, ui_rect b)
+{
+    return a.h > 0 && b.h > 0 && a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+static void layouts(void)
+{
+    int sizes[][2] = {{80, 24}, {200, 50}, {120, 40}, {109, 30}, {40, 10}, {10, 5}, {300, 100}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        ui_layout l;
+        int c = sizes[i][0], r = sizes[i][1];
+        layout_compute(c, r, &l);
+        ui_rect all[4] = {l.chat, l.panel, l.input, l.status};
+        for (int a = 0; a < 4; a++) {
+            CHECK(all[a].h == 0 || inside(all[a], c, r), "%dx%d: part %d outside the screen", c, r, a);
+            for (int b = a + 1; b < 4; b++)
+                CHECK(!overlap(all[a], all[b]), "%dx%d: parts %d and %d overlap", c, r, a, b);
+        }
+        CHECK(l.status.y == r - 1 && l.input.y == r - 2, "%dx%d: input and status at the bottom", c, r);
+        CHECK(l.chat.h >= 1, "%dx%d: no room for the chat", c, r);
+    }
+    ui_layout l;
+    layout_compute(80, 24, &l);
+    CHECK(!l.side && l.panel.h > 0 && l.panel.w == 80, "80x24 stacks the panel under the chat");
+    layout_compute(160, 40, &l);
+    CHECK(l.side && l.panel.h == 38, "160x40 puts the panel beside the chat");
+}
+
+static void graph_scaling(void)
+{
+    graph g = {0};
+    int h[8];
+    char m[8];
+    for (int i = 1; i <= 4; i++)
+        graph_push(&g, i * 10, 0);
+    graph_mark(&g, 'E');
+    double mx = graph_columns(&g, 6, 4, h, m);
+    CHECK(mx == 40, "scale %g", mx);
+    CHECK(h[0] == 0 && h[1] == 0 && h[2] == 1 && h[3] == 2 && h[4] == 3 && h[5] == 4, "heights %d %d %d %d", h[2], h[3], h[4], h[5]);
+    CHECK(m[5] == 'E' && m[4] == 0, "mark on the newest sample");
+    for (int i = 0; i < GRAPH_SAMPLES + 10; i++)
+        graph_push(&g, i, 0);
+    mx = graph_columns(&g, 4, 8, h, m);
+    CHECK(mx == GRAPH_SAMPLES + 9 && h[3] == 8, "ring buffer keeps the newest: %g", mx);
+}
+
+static void formats(void)
+{
+    char b[32];
+    CHECK(!strcmp(fmt_bytes(b, sizeof b, 512), "512 B"), "%s", b);
+    CHECK(!strcmp(fmt_bytes(b, sizeof b, 36864), "36.0 KiB"), "%s", b);
+    CHECK(!strcmp(fmt_bytes(b, sizeof b, 15518924.8), "14.8 MiB"), "%s", b);
+    CHECK(!strcmp(fmt_rate(b, sizeof b, 52.06), "52.1 tok/s"), "%s", b);
+    CHECK(!strcmp(fmt_rate(b, sizeof b, 1234.4), "1234 tok/s"), "%s", b);
+    CHECK(!strcmp(fmt_ms(b, sizeof b, 0.0213), "0.02 ms"), "%s", b);
+    CHECK(!strcmp(fmt_ms(b, sizeof b, 41.2), "41 ms"), "%s", b);
+    CHECK(!strcmp(fmt_ms(b, sizeof b, 1900), "1.9 s"), "%s", b);
+}
+
+static void apply(cache_model *m, const char *js)
+{
+    json_error_t e;
+    json_t *ev = json_loads(js, 0, &e);
+    CHECK(ev != NULL, "bad test JSON: %s", js);
+    cm_apply(m, ev);
+    json_decref(ev);
+}
+
+static void model_from_events(void)
+{
+    cache_model m;
+    cm_init(&m);
+    /* preamble 4 + user 3, a 5-token reply, stats; then a second turn */
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,\"ms\":7}");
+    for (int i = 0; i < 5; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5,\"bytes_used\":1,"
+              "\"cache_dtype\":\"f32\",\"layout\":\"paged\"}");
+    cm_conv *c = cm_conv_get(&m, 1);
+    CHECK(c && c->n_cells == 12 && c->n_turns == 3, "cells %d turns %d", c ? c->n_cells : -1, c ? c->n_turns : -1);
+    if (!c)
+        return;
+    CHECK(c->turns[0].role == ROLE_PREAMBLE && c->turns[1].len == 3 && c->turns[2].role == ROLE_ASSISTANT, "roles");
+    CHECK(c->prefill_tok_s == 1000 && c->decode_tok_s == 500 && c->ttft_ms == 9, "speeds %g %g %g", c->prefill_tok_s,
+          c->decode_tok_s, c->ttft_ms);
+    unsigned char drop[32];
+    int left;
+    double turns;
+    int n = cm_preview(c, drop, &left, &turns);
+    CHECK(n == 8 && drop[4] && drop[11] && !drop[3] && left == 8, "preview drops user+reply (8), %d, left %d", n, left);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":12,\"ms\":1}");
+    CHECK(c->avg_turn_tokens == 12 && c->turns_seen == 1, "turn size average %g", c->avg_turn_tokens);
+    apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":3,\"pinned\":true}");
+    /* drop the first user turn and reply: [4, 8) of 14 */
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":8,\"recomputed\":2,\"ms\":3,\"mode\":\"exact\","
+              "\"ranges\":[[4,8]]}");
+    CHECK(c->n_cells == 6 && c->n_turns == 2 && c->turns[1].start == 4 && c->turns[1].pinned, "after evict: %d cells %d turns",
+          c->n_cells, c->n_turns);
+    apply(&m, "{\"ev\":\"truncate\",\"conv\":1,\"from\":6,\"to\":5}");
+    CHECK(c->n_cells == 5 && c->turns[1].len == 1, "truncate");
+    apply(&m, "{\"ev\":\"fork\",\"conv\":2,\"parent\":1,\"tokens\":5,\"shared_blocks\":1}");
+    cm_conv *f = cm_conv_get(&m, 2);
+    c = cm_conv_get(&m, 1);
+    CHECK(f && f->n_cells == 5 && f->n_turns == c->n_turns, "fork copies the parent's window");
+    CHECK(cm_log_line(&m, 0) && strstr(cm_log_line(&m, 0), "fork"), "log has the fork");
+    CHECK(cm_log_line(&m, 1) && strstr(cm_log_line(&m, 1), "truncate"), "log order, newest first");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":1,\"recomputed\":0,\"mode\":\"shift (approximate)\",\"ranges\":[[4,1]]}");
+    CHECK(c->approximate, "shift marks the conversation approximate");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[2,500]]}"); /* out of range: clamped, never negative */
+    CHECK(c->n_cells >= 0, "cells went negative");
+    apply(&m, "{\"ev\":\"bogus\",\"conv\":1}");
+    apply(&m, "{\"conv\":1}");
+    cm_free(&m);
+}
+
+TEST_TABLE(ui_tests, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
+           {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events});

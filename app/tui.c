@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "../kernels/err.h"
 #include "../ui/cache_model.h"
@@ -377,18 +379,32 @@ static void on_entered(tui *t, char *line)
     free(line);
 }
 
+/* a crash must not leave the terminal in raw mode: restore it, then die of the same signal */
+static void on_fatal(int sig)
+{
+    if (!isendwin()) {
+        printf("\033[?1000l");
+        endwin();
+    }
+    fprintf(stderr, "kvchat: fatal signal %d\n", sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static void emit_model_event(loaded_model *lm)
 {
     const gpt2_config *c = &lm->model.cfg;
     const char *name = strrchr(lm->dir, '/');
     name = name && name[1] ? name + 1 : lm->dir;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     ev_emit(lm->bus, 0, "model",
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s}", "name", name, "backend", lm->backend->name, "params",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", name, "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
                       (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
                       (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
                       (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
-                      "weights_dtype", dt_name(lm->model.wtype)));
+                      "weights_dtype", dt_name(lm->model.wtype), "memory_total_bytes",
+                      (json_int_t)(pages > 0 && page > 0 ? pages * page : 0)));
 }
 
 static void history_path(char *buf, size_t n)
@@ -424,6 +440,9 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
         free(t);
         return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
     }
+    int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], on_fatal);
     char hist[PATH_MAX];
     history_path(hist, sizeof hist);
     input_open(t->scr.input, "> ", hist[0] ? hist : NULL);
@@ -501,6 +520,8 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
     }
     input_close();
     screen_close(&t->scr);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], SIG_DFL);
     engine_on_text(e, NULL, NULL);
     ev_unsubscribe(lm->bus, on_event, t);
     for (int i = 0; i <= MAX_CONVS; i++)

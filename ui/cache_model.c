@@ -134,6 +134,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         snprintf(m->backend, sizeof m->backend, "%s", json_string_value(json_object_get(ev, "backend")) ?: "?");
         m->weights_bytes = getd(ev, "weights_bytes");
         m->workspace_bytes = getd(ev, "workspace_bytes");
+        m->memory_total = getd(ev, "memory_total_bytes");
         m->params = getd(ev, "params");
         m->pool_bytes = getd(ev, "pool_bytes");
         m->random_weights = json_is_true(json_object_get(ev, "random_weights"));

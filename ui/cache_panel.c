@@ -89,10 +89,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (y < h - 1)
         bar(w, s, y++, 1, iw, (double)c->n_cells / c->window);
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "pool %s / %s  blocks %d/%d", fmt_bytes(a, sizeof a, m->pool_used),
-                 fmt_bytes(b, sizeof b, m->pool_bytes), m->blocks_used, m->blocks_total);
+        ui_drawf(w, y++, 1, iw, "pool %s / %s  blocks %d/%d  this conv %.0f%%", fmt_bytes(a, sizeof a, m->pool_used),
+                 fmt_bytes(b, sizeof b, m->pool_bytes), m->blocks_used, m->blocks_total,
+                 m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evictions %d", c->shared_blocks,
+        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d", c->shared_blocks,
                  fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs, c->grows, c->evictions);
     /* the map: as many rows as fit while leaving room for the rest */
     int rest = h - y - 1, map_rows = rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
@@ -140,10 +141,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (y < h - 1 && c->has_fidelity)
         ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%", c->fid_top1 ? "same" : "DIFFERS", c->fid_kl,
                  c->fid_rate * 100);
+    char total[32];
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "%s: weights %s  pool %s  work %s", strcmp(m->backend, "cpu") ? m->backend : "host",
-                 fmt_bytes(a, sizeof a, m->weights_bytes), fmt_bytes(b, sizeof b, m->pool_bytes),
-                 fmt_bytes(d, sizeof d, m->workspace_bytes));
+        ui_drawf(w, y++, 1, iw, "%s %s: weights %s  pool %s  work %s", strcmp(m->backend, "cpu") ? m->backend : "host",
+                 fmt_bytes(total, sizeof total, m->memory_total), fmt_bytes(a, sizeof a, m->weights_bytes),
+                 fmt_bytes(b, sizeof b, m->pool_bytes), fmt_bytes(d, sizeof d, m->workspace_bytes));
     /* event log, newest at the bottom */
     int log_rows = h - 1 - y;
     for (int i = 0; i < log_rows; i++) {

@@ -1,5 +1,5 @@
-/* kvchat chat --no-tui: one user message per line on stdin, each reply on one line of stdout, the
- * conversation (and its KV cache) kept across lines. The TUI runs the same engine. */
+/* kvchat chat: the full-screen chat, or --no-tui line mode (one user message per line on stdin, each
+ * reply on one line of stdout). Both save the session as it happens and can resume one. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,11 +7,15 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "chat.h"
 #include "commands.h"
 #include "engine.h"
 #include "events_log.h"
+#include "fingerprint.h"
 #include "options.h"
 #include "safe_text.h"
+#include "session.h"
+#include "snapshot.h"
 #include "tui.h"
 
 #define CHAT_OPTS_HELP                                                                           \
@@ -23,7 +27,13 @@
     "      --fidelity N       every N tokens, recompute the logits from scratch and report top-1\n" \
     "                         agreement and KL divergence as a fidelity event\n"                 \
     "      --idle-offload S   move conversations idle S seconds to host memory\n"                \
-    "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n"
+    "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n" \
+    "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"       \
+    "                         ~/.local/share/kvchat/sessions/ by default)\n"                     \
+    "      --no-save          do not save the session\n"                                         \
+    "      --save-cache       also keep the KV cache beside it (FILE.kv), so resuming is a read\n" \
+    "      --resume FILE      continue a saved session (with its settings) and append to it\n"  \
+    "      --force            resume even with a different model (its history is re-prefilled)\n"
 
 const char CHAT_HELP[] =
     "usage: kvchat [chat] [-m DIR] [options]               the full-screen chat\n"
@@ -37,8 +47,7 @@ const char CHAT_HELP[] =
     "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line and\n"
     "writes each reply as one line (newlines inside it become spaces).\n"
     "\n"
-    "      --no-tui           line mode\n"
-    "\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
+    "      --no-tui           line mode\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static engine *running_engine;
 static volatile sig_atomic_t interrupted;
@@ -67,11 +76,27 @@ static void print_text(void *ctx, int conv, const char *text, size_t len)
     fflush(stdout);
 }
 
-static int chat_opts_parse(engine_opts *eo, const char **events, int argc, char **argv, int *i)
+typedef struct {
+    engine_opts eo;
+    const char *events, *session, *resume;
+    int no_tui, no_save, save_cache, force;
+} chat_args;
+
+static int chat_opt(chat_args *a, int argc, char **argv, int *i)
 {
     const char *v = NULL;
     int r;
+    engine_opts *eo = &a->eo;
 #define MATCH(l) ((r = opt_match(argc, argv, i, NULL, l, &v)) != 0)
+#define FLAG(l) opt_match(argc, argv, i, NULL, l, NULL)
+    if (FLAG("--no-tui"))
+        return a->no_tui = 1;
+    if (FLAG("--no-save"))
+        return a->no_save = 1;
+    if (FLAG("--save-cache"))
+        return a->save_cache = 1;
+    if (FLAG("--force"))
+        return a->force = 1;
     if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
             return -1;
@@ -96,45 +121,180 @@ static int chat_opts_parse(engine_opts *eo, const char **events, int argc, char 
         if (r > 0)
             eo->idle_offload = f;
     } else if (MATCH("--events")) {
-        if (r > 0)
-            *events = v;
+        a->events = v;
+    } else if (MATCH("--session")) {
+        a->session = v;
+    } else if (MATCH("--resume")) {
+        a->resume = v;
     } else {
         return 0;
     }
 #undef MATCH
+#undef FLAG
     return r < 0 ? -1 : 1;
+}
+
+static void progress(void *ctx, int done, int total)
+{
+    int id = *(int *)ctx;
+    if (isatty(STDERR_FILENO) || done == total)
+        fprintf(stderr, "\rre-prefilling conversation %d: %d / %d tokens%s", id, done, total, done == total ? "\n" : "");
+}
+
+/* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
+ * when it matches, else re-prefilled. */
+static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
+{
+    json_t *last[1024] = {0};
+    int order[1024], n = 0;
+    for (int i = 0; i < s->n_events; i++) {
+        json_t *ev = s->events[i];
+        int id = (int)json_integer_value(json_object_get(ev, "conv"));
+        if (strcmp(json_string_value(json_object_get(ev, "ev")), "turn_end") || id < 1 || id >= 1024)
+            continue;
+        if (!last[id])
+            order[n++] = id;
+        last[id] = ev;
+    }
+    if (!n)
+        return err_set("%s: no completed turn to resume from", "the session");
+    for (int k = 0; k < n; k++) {
+        json_t *t = last[order[k]], *w = json_object_get(t, "window"), *tu = json_object_get(t, "turns");
+        json_t *sp = json_object_get(t, "sampling");
+        int nw = (int)json_array_size(w), nt = (int)json_array_size(tu);
+        int *ids = malloc(sizeof(int) * (size_t)(nw + 1));
+        chat_turn *turns = malloc(sizeof *turns * (size_t)(nt + 1));
+        if (!ids || !turns) {
+            free(ids);
+            free(turns);
+            return err_set("out of memory");
+        }
+        for (int i = 0; i < nw; i++)
+            ids[i] = (int)json_integer_value(json_array_get(w, (size_t)i));
+        for (int i = 0; i < nt; i++) {
+            json_t *x = json_array_get(tu, (size_t)i);
+            turns[i] = (chat_turn){(int)json_integer_value(json_array_get(x, 0)), (int)json_integer_value(json_array_get(x, 1)),
+                                   (int)json_integer_value(json_array_get(x, 2)), json_is_true(json_array_get(x, 3))};
+        }
+        sampler_params p = {(float)json_number_value(json_object_get(sp, "temp")),
+                            (int)json_integer_value(json_object_get(sp, "top_k")),
+                            (float)json_number_value(json_object_get(sp, "top_p")),
+                            (float)json_number_value(json_object_get(sp, "repeat_penalty")),
+                            (uint64_t)json_integer_value(json_object_get(sp, "seed"))};
+        unsigned long long rng = strtoull(json_string_value(json_object_get(t, "rng")), NULL, 16);
+        int rc = engine_restore(e, order[k], ids, nw, turns, nt, (int)json_integer_value(json_object_get(t, "keep")), &p, rng,
+                                json_is_true(json_object_get(t, "approximate")));
+        free(ids);
+        free(turns);
+        if (rc)
+            return -1;
+    }
+    int loaded = 0;
+    if (!force && !access(kv_path, R_OK)) {
+        loaded = !snapshot_load(kv_path, e, lm, fp);
+        if (!loaded)
+            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
+    }
+    for (int k = 0; k < n; k++)
+        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
+            if (engine_prefill_window(e, order[k], progress, &order[k]))
+                return -1;
+    return 0;
 }
 
 int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict = EVICT_EXACT};
-    const char *events = NULL;
-    int no_tui = 0;
+    chat_args a = {.eo = {.tpl = TPL_GPT2, .keep = -1, .evict = EVICT_EXACT}};
     for (int i = 1; i < argc; i++) {
-        int r;
-        if (opt_match(argc, argv, &i, NULL, "--no-tui", NULL))
-            no_tui = 1;
-        else if ((r = chat_opts_parse(&eo, &events, argc, argv, &i)) != 0 || (r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-        } else
+        int r = chat_opt(&a, argc, argv, &i);
+        if (r == 0)
+            r = model_opts_parse(&mo, argc, argv, &i);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r == 0)
             return err_set("unknown option '%s' (see kvchat chat --help)", argv[i]), EXIT_USAGE;
     }
-    /* the TUI needs a terminal on both ends; pipes and files get the line mode */
-    int tui = !no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    session hist = {0};
+    char kv_path[4200] = "", fp[17] = "", dir[4096];
+    if (a.resume) {
+        if (session_read(&hist, a.resume))
+            return EXIT_RUNTIME;
+        if (hist.truncated)
+            fprintf(stderr, "kvchat: %s ends in a cut line (a crash mid-turn); resuming from the last complete turn\n", a.resume);
+        const char *recorded = json_string_value(json_object_get(json_object_get(hist.header, "model"), "dir"));
+        if (!mo.model_dir && !getenv("KVCHAT_MODEL") && recorded)
+            mo.model_dir = recorded;
+        if (session_settings(&hist, &mo, &a.eo)) {
+            session_free(&hist);
+            return err_wrap("%s", a.resume), EXIT_RUNTIME;
+        }
+        /* options given on this command line still win over the recorded ones */
+        for (int i = 1; i < argc; i++)
+            if (!chat_opt(&a, argc, argv, &i))
+                model_opts_parse(&mo, argc, argv, &i);
+        snprintf(kv_path, sizeof kv_path, "%s.kv", a.resume);
+    }
+    int tui = !a.no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     loaded_model lm;
-    if (load_model(&lm, &mo))
+    if (load_model(&lm, &mo)) {
+        session_free(&hist);
         return EXIT_RUNTIME;
+    }
     events_log log = {0};
+    session_writer sw = {0};
     engine *e = NULL;
-    int rc = EXIT_RUNTIME, raw = !isatty(STDOUT_FILENO), conv;
-    if ((events && events_log_open(&log, events, lm.bus)) || !(e = engine_create(&lm, &mo, &eo)) ||
-        (conv = engine_new_conv(e)) < 0)
+    json_t *header = NULL;
+    int rc = EXIT_RUNTIME, raw = !isatty(STDOUT_FILENO), conv = -1;
+    snprintf(dir, sizeof dir, "%s", lm.dir);
+    if (fp_model(lm.dir, fp))
         goto out;
+    if (a.resume) {
+        const json_t *m = json_object_get(hist.header, "model");
+        char tfp[17];
+        const char *want = json_string_value(json_object_get(m, "fingerprint")), *wantt = json_string_value(json_object_get(m, "tokenizer"));
+        if (fp_tokenizer(lm.dir, tfp))
+            goto out;
+        if ((!want || strcmp(want, fp) || !wantt || strcmp(wantt, tfp)) && !a.force) {
+            err_set("%s was recorded with another model or tokenizer than %s; --force re-prefills it with this one",
+                    a.resume, lm.dir);
+            goto out;
+        }
+    }
+    if (a.events && events_log_open(&log, a.events, lm.bus))
+        goto out;
+    const char *save_to = a.session ? a.session : a.resume;
+    char default_path[4096];
+    if (!save_to && tui && !a.no_save) {
+        if (session_default_path(default_path, sizeof default_path))
+            goto out;
+        save_to = default_path;
+    }
+    if (a.no_save && !a.session)
+        save_to = NULL;
+    if (save_to) {
+        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, a.resume && !a.session, header, lm.bus))
+            goto out;
+        if (!a.resume)
+            snprintf(kv_path, sizeof kv_path, "%s.kv", save_to);
+    }
+    if (!(e = engine_create(&lm, &mo, &a.eo)))
+        goto out;
+    if (a.resume) {
+        if (restore(e, &lm, &hist, kv_path, fp, a.force))
+            goto out;
+        ev_emit(lm.bus, 0, "resume", json_pack("{s:s}", "from", a.resume));
+        conv = engine_conv_id(e, engine_conv_count(e) - 1);
+        if (save_to && a.session)
+            snprintf(kv_path, sizeof kv_path, "%s.kv", save_to);
+    } else if ((conv = engine_new_conv(e)) < 0) {
+        goto out;
+    }
+    chat_persist persist = {.kv_path = a.save_cache && save_to ? kv_path : NULL, .fingerprint = fp, .header = header,
+                            .history = a.resume ? &hist : NULL, .session_path = save_to};
     if (tui) {
-        rc = tui_run(&lm, e, &eo);
+        rc = tui_run(&lm, e, &a.eo, &persist);
         goto out;
     }
     engine_on_text(e, print_text, &raw);
@@ -158,6 +318,15 @@ int cmd_chat(int argc, char **argv)
         free(reply);
         putchar('\n');
         fflush(stdout);
+        if (sw.failed) {
+            err_set("--session %s: writing failed (disk full?)", sw.path);
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        if (persist.kv_path && snapshot_save(persist.kv_path, e, &lm, fp)) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
         interrupted = 0; /* Ctrl-C stopped this reply only */
     }
     free(line);
@@ -165,7 +334,10 @@ int cmd_chat(int argc, char **argv)
     running_engine = NULL;
 out:
     engine_free(e);
+    session_close(&sw, lm.bus);
+    json_decref(header);
     events_log_close(&log);
     unload_model(&lm);
+    session_free(&hist);
     return rc;
 }

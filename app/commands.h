@@ -4,10 +4,11 @@
 
 /* `kvchat CMD --help` prints CMD's text; main.c handles it for every command. */
 extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[], BENCH_HELP[], GET_MODEL_HELP[],
-    CHAT_HELP[];
+    CHAT_HELP[], REPLAY_HELP[];
 
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_make_tiny_model(int argc, char **argv);

@@ -40,6 +40,8 @@ struct engine {
     char job_err[1024];
 };
 
+static int forward(engine *e, conv *c, const int *ids, int n);
+
 static conv *find(const engine *e, int id)
 {
     for (int i = 0; i < e->n_convs; i++)
@@ -154,6 +156,8 @@ static conv *add_conv(engine *e, kv_seq *seq)
 int engine_new_conv(engine *e)
 {
     conv *c = add_conv(e, NULL);
+    if (c)
+        ev_emit(e->lm->bus, c->id, "new", NULL);
     return c ? c->id : -1;
 }
 
@@ -180,6 +184,63 @@ int engine_fork(engine *e, int id)
     c->keep = p->keep;
     c->approximate = p->approximate;
     return c->id;
+}
+
+int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *turns, int n_turns, int keep,
+                   const sampler_params *sp, uint64_t rng, int approximate)
+{
+    if (id < 1 || find(e, id))
+        return err_set("conversation %d cannot be restored twice", id);
+    if (n > e->window)
+        return err_set("conversation %d holds %d tokens, more than the window of %d", id, n, e->window);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= e->lm->model.cfg.vocab_size)
+            return err_set("conversation %d: token id %d is outside this model's vocabulary", id, ids[i]);
+    int next = e->next_id;
+    e->next_id = id;
+    conv *c = add_conv(e, NULL);
+    e->next_id = next > id + 1 ? next : id + 1;
+    if (!c || push_ids(c, ids, n))
+        return -1;
+    for (int t = 0; t < n_turns; t++) {
+        if (turns[t].start < 0 || turns[t].len < 0 || turns[t].start + turns[t].len > n || push_turn(c, turns[t].role, 0))
+            return err_set("conversation %d: a recorded turn lies outside its window", id);
+        c->turns[t] = turns[t];
+    }
+    c->keep = keep < 0 ? 0 : keep > n ? n : keep;
+    c->smp.p = *sp;
+    c->smp.rng = rng;
+    c->approximate = approximate;
+    return 0;
+}
+
+int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx)
+{
+    conv *c = find(e, id);
+    if (!c)
+        return -1;
+    enum { CHUNK = 128 };
+    for (int done = kv_len(c->seq); done < c->n_ids;) {
+        int k = c->n_ids - done < CHUNK ? c->n_ids - done : CHUNK;
+        if (forward(e, c, c->ids + done, k))
+            return -1;
+        done += k;
+        if (progress)
+            progress(ctx, done, c->n_ids);
+    }
+    return 0;
+}
+
+kv_seq *engine_conv_cache(engine *e, int id)
+{
+    conv *c = find(e, id);
+    return c ? c->seq : NULL;
+}
+
+int engine_window_len(const engine *e, int id)
+{
+    conv *c = find(e, id);
+    return c ? c->n_ids : -1;
 }
 
 int engine_conv_count(const engine *e) { return e->n_convs; }
@@ -529,11 +590,12 @@ static int reply(engine *e, conv *c, char **out)
         made++;
         if ((rc = forward(e, c, &id, 1)))
             break;
-        ev_emit(lm->bus, c->id, "token", json_pack("{s:i, s:f}", "id", id, "ms", (ev_clock() - t0) * 1e3));
+        size_t len = 0;
+        const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
+        ev_emit(lm->bus, c->id, "token",
+                json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text", piece, len));
         if (end)
             break;
-        size_t len;
-        const char *piece = tok_stream_push(&ts, id, &len);
         if ((rc = reply_add(&r, piece, len)))
             break;
         r.tok_end[r.n_tok++] = (int)r.len;
@@ -578,6 +640,33 @@ static int reply(engine *e, conv *c, char **out)
     return rc;
 }
 
+/* The closing record of a turn: everything needed to resume the conversation exactly. */
+static void turn_end(engine *e, conv *c, const char *text, int tokens, int rc)
+{
+    json_t *win = json_array(), *turns = json_array();
+    for (int i = 0; i < c->n_ids; i++)
+        json_array_append_new(win, json_integer(c->ids[i]));
+    for (int t = 0; t < c->n_turns; t++)
+        json_array_append_new(turns, json_pack("[i, i, i, b]", c->turns[t].start, c->turns[t].len, c->turns[t].role,
+                                               c->turns[t].pinned));
+    char rng[24];
+    snprintf(rng, sizeof rng, "%016llx", (unsigned long long)c->smp.rng);
+    const sampler_params *sp = &c->smp.p;
+    ev_emit(e->lm->bus, c->id, "turn_end",
+            json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:{s:f, s:i, s:f, s:f, s:I}, s:i, s:b}", "reply",
+                      text ? text : "", "tokens", tokens, "cancelled", atomic_load(&e->cancel) != 0, "failed",
+                      rc != 0, "window", win, "turns", turns, "keep", c->keep, "rng", rng, "sampling", "temp",
+                      (double)sp->temp, "top_k", sp->top_k, "top_p", (double)sp->top_p, "repeat_penalty",
+                      (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed, "n_predict", e->mo.n_predict,
+                      "approximate", c->approximate));
+}
+
+static int count_since(const engine *e, const conv *c, int start)
+{
+    (void)e;
+    return c->n_ids > start ? c->n_ids - start : 0;
+}
+
 int engine_turn(engine *e, int id, const char *text, char **out)
 {
     conv *c = find(e, id);
@@ -585,16 +674,25 @@ int engine_turn(engine *e, int id, const char *text, char **out)
         return -1;
     if (out)
         *out = NULL;
+    ev_emit(e->lm->bus, c->id, "user", json_pack("{s:s}", "text", text));
     offload_idle(e, c);
     c->last_used = ev_clock();
     kv_set_busy(c->seq, 1);
     int rc = user_turn(e, c, text);
     kv_set_busy(c->seq, 0);
+    int start = c->n_ids;
+    char *r = NULL;
     if (!rc) {
         engine_stats(e, id);
-        rc = reply(e, c, out);
+        start = c->n_ids;
+        rc = reply(e, c, &r);
     }
     engine_stats(e, id);
+    turn_end(e, c, r, count_since(e, c, start), rc);
+    if (out && !rc)
+        *out = r;
+    else
+        free(r);
     return rc;
 }
 
@@ -660,6 +758,10 @@ int engine_turn_done(const engine *e)
 
 void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
+    ev_emit(e->lm->bus, 0, "set",
+            json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k, "top_p",
+                      (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed,
+                      "n_predict", n_predict));
     uint64_t old_seed = e->mo.sp.seed;
     e->mo.sp = *sp;
     e->mo.n_predict = n_predict;
@@ -684,6 +786,7 @@ int engine_retry(engine *e, int id, char **out)
     int t = last_turn(c, ROLE_ASSISTANT);
     if (t < 0 || t != c->n_turns - 1)
         return err_set("nothing to retry: the conversation does not end with a reply");
+    ev_emit(e->lm->bus, c->id, "retry", NULL);
     int to = c->turns[t].start;
     if (rollback(e, c, to))
         return -1;
@@ -695,8 +798,14 @@ int engine_retry(engine *e, int id, char **out)
     ev_emit(e->lm->bus, c->id, "prefill",
             json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
                       (ev_clock() - t0) * 1e3));
-    int rc = reply(e, c, out);
+    char *r = NULL;
+    int rc = reply(e, c, &r);
     engine_stats(e, id);
+    turn_end(e, c, r, count_since(e, c, to), rc);
+    if (out && !rc)
+        *out = r;
+    else
+        free(r);
     return rc;
 }
 
@@ -708,6 +817,7 @@ int engine_edit(engine *e, int id, const char *text, char **out)
     int t = last_turn(c, ROLE_USER);
     if (t < 0)
         return err_set("nothing to edit: the conversation has no message yet");
+    ev_emit(e->lm->bus, c->id, "edit", NULL);
     if (rollback(e, c, c->turns[t].start))
         return -1;
     c->n_turns = t;
@@ -719,6 +829,7 @@ int engine_clear(engine *e, int id)
     conv *c = find(e, id);
     if (!c)
         return -1;
+    ev_emit(e->lm->bus, c->id, "clear", NULL);
     int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
     if (rollback(e, c, keep_turns ? c->turns[0].len : 0))
         return -1;

@@ -18,6 +18,7 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  chat             the full-screen chat (--no-tui: one message per line on stdin)\n"
+    "  replay           play a saved session back (--no-tui: transcript; --verify: rerun it)\n"
     "  generate         continue a prompt, streaming tokens to stdout\n"
     "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
@@ -34,6 +35,7 @@ static const struct {
     const char *help;
 } COMMANDS[] = {
     {"chat", cmd_chat, CHAT_HELP},
+    {"replay", cmd_replay, REPLAY_HELP},
     {"generate", cmd_generate, GENERATE_HELP},
     {"tokenize", cmd_tokenize, TOKENIZE_HELP},
     {"info", cmd_info, INFO_HELP},

@@ -21,6 +21,9 @@
 #include "../ui/format.h"
 #include "../ui/input.h"
 #include "../ui/screen.h"
+#include "files.h"
+#include "session.h"
+#include "snapshot.h"
 
 #define MAX_CONVS 64
 
@@ -44,6 +47,8 @@ typedef struct {
     double status_until;
     pthread_mutex_t lock;
     item *head, *tail;
+    const chat_persist *persist;
+    json_t *all;         /* every event so far, for /save */
 } tui;
 
 static double now(void) { return ev_clock(); }
@@ -98,6 +103,7 @@ static void drain(tui *t)
         item *next = it->next;
         if (it->ev) {
             cm_apply(&t->cm, it->ev);
+            json_array_append(t->all, it->ev);
             const char *type = json_string_value(json_object_get(it->ev, "ev"));
             if (type && !strcmp(type, "notice")) {
                 const char *txt = json_string_value(json_object_get(it->ev, "text"));
@@ -181,6 +187,8 @@ static void finish_turn(tui *t)
     free(reply);
     t->generating = 0;
     drain(t);
+    if (t->persist->kv_path && snapshot_save(t->persist->kv_path, t->e, t->lm, t->persist->fingerprint))
+        say(t, "%s", err_msg());
     if (t->pending) {
         char *line = t->pending;
         t->pending = NULL;
@@ -293,6 +301,40 @@ static void set_param(tui *t, char *args)
     say(t, "%s = %s", key, val);
 }
 
+/* /save [FILE]: the current conversation as a session file of its own */
+static void save(tui *t, const char *arg)
+{
+    char path[4096];
+    if (*arg)
+        snprintf(path, sizeof path, "%s", arg);
+    else if (session_default_path(path, sizeof path)) {
+        say(t, "/save: %s", err_msg());
+        return;
+    }
+    json_t *header = t->persist->header ? json_incref((json_t *)t->persist->header)
+                                        : session_header(t->lm, engine_model_opts(t->e), &t->eo);
+    size_t n = json_array_size(t->all), k = 0;
+    json_t **evs = malloc(sizeof *evs * (n + 1));
+    for (size_t i = 0; evs && i < n; i++) {
+        json_t *ev = json_array_get(t->all, i);
+        int c = (int)json_integer_value(json_object_get(ev, "conv"));
+        if (c == t->conv || c == 0)
+            evs[k++] = ev;
+    }
+    char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        *slash = 0;
+        make_dirs(path);
+        *slash = '/';
+    }
+    if (!header || !evs || session_write_file(path, header, evs, (int)k))
+        say(t, "/save: %s", err_msg());
+    else
+        say(t, "saved conversation %d to %s", t->conv, path);
+    free(evs);
+    json_decref(header);
+}
+
 static void command(tui *t, char *line)
 {
     char *cmd = line + 1, *args = strchr(cmd, ' ');
@@ -310,7 +352,7 @@ static void command(tui *t, char *line)
     } else if (!strcmp(cmd, "set")) {
         set_param(t, args);
     } else if (!strcmp(cmd, "save")) {
-        say(t, "/save: saving sessions is not available in this version yet");
+        save(t, args);
     } else if (busy) {
         say(t, "/%s: wait for the reply to finish (Ctrl-C stops it)", cmd);
     } else if (!strcmp(cmd, "new")) {
@@ -391,6 +433,33 @@ static void on_fatal(int sig)
     raise(sig);
 }
 
+/* a resumed session: its messages in the panes and its events in the panel, as they were */
+static void show_history(tui *t, const session *h)
+{
+    for (int i = 0; i < h->n_events; i++) {
+        json_t *ev = h->events[i];
+        const char *type = json_string_value(json_object_get(ev, "ev"));
+        chat_pane *p = pane(t, (int)json_integer_value(json_object_get(ev, "conv")));
+        const char *text = json_string_value(json_object_get(ev, "text"));
+        if (!strcmp(type, "model"))
+            continue; /* this run's model event describes the model now */
+        cm_apply(&t->cm, ev);
+        json_array_append(t->all, ev);
+        if (!strcmp(type, "user")) {
+            chat_pane_add(p, MSG_USER, text, strlen(text));
+            chat_pane_add(p, MSG_ASSISTANT, "", 0);
+        } else if (!strcmp(type, "turn_end") && p->n) {
+            const char *reply = json_string_value(json_object_get(ev, "reply"));
+            p->msgs[p->n - 1].len = 0;
+            chat_pane_append(p, reply, strlen(reply));
+        } else if (!strcmp(type, "notice") && text) {
+            chat_pane_add(p, MSG_NOTICE, text, strlen(text));
+        }
+    }
+    const char *note = "resumed: the history above was restored";
+    chat_pane_add(pane(t, t->conv), MSG_NOTICE, note, strlen(note));
+}
+
 static void emit_model_event(loaded_model *lm)
 {
     const gpt2_config *c = &lm->model.cfg;
@@ -418,7 +487,7 @@ static void history_path(char *buf, size_t n)
         buf[0] = 0;
 }
 
-int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
+int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persist *persist)
 {
     tui *t = calloc(1, sizeof *t);
     if (!t)
@@ -426,6 +495,8 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
     t->lm = lm;
     t->e = e;
     t->eo = *eo;
+    t->persist = persist;
+    t->all = json_array();
     pthread_mutex_init(&t->lock, NULL);
     cm_init(&t->cm);
     setlocale(LC_ALL, "");
@@ -435,7 +506,9 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
     }
     engine_on_text(e, on_text, t);
     emit_model_event(lm);
-    t->conv = engine_conv_count(e) ? engine_conv_id(e, 0) : engine_new_conv(e);
+    t->conv = engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
+    if (persist->history)
+        show_history(t, persist->history);
     if (t->conv < 0 || screen_open(&t->scr)) {
         free(t);
         return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
@@ -527,6 +600,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo)
     for (int i = 0; i <= MAX_CONVS; i++)
         chat_pane_free(&t->panes[i]);
     free(t->pending);
+    json_decref(t->all);
     cm_free(&t->cm);
     item *it = t->head;
     while (it) {

@@ -469,6 +469,39 @@ kv_seq *kv_fork(kv_seq *s, int conv)
     return c;
 }
 
+size_t kv_export_bytes(const kv_seq *s)
+{
+    return flat_bytes(s->p, s->len);
+}
+
+size_t kv_rows_bytes(const kv_seq *s, int len)
+{
+    return flat_bytes(s->p, len);
+}
+
+int kv_export(kv_seq *s, void *out)
+{
+    if (s->offloaded && kv_restore(s))
+        return -1;
+    kb_kv to = flat_view(s->p, out, s->len);
+    if (s->len)
+        copy_rows(&to, 0, &s->view, 0, s->len);
+    return 0;
+}
+
+int kv_import(kv_seq *s, const void *in, int len)
+{
+    if (s->len)
+        return err_set("importing into a sequence that is not empty");
+    if (len && kv_reserve(s, len))
+        return -1;
+    kb_kv from = flat_view(s->p, (void *)in, len);
+    if (len)
+        copy_rows(&s->view, 0, &from, 0, len);
+    s->len = len;
+    return 0;
+}
+
 int kv_offload(kv_seq *s)
 {
     kv_pool *p = s->p;

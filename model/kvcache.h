@@ -70,6 +70,12 @@ int kv_truncate(kv_seq *s, int len);
 int kv_shift(kv_seq *s, int dst, int src, int n);
 /* A new sequence with the same first len positions, sharing blocks (paged) or copied (contiguous). */
 kv_seq *kv_fork(kv_seq *s, int conv);
+/* The first len positions as one flat block (the layout of an offloaded copy): its size, a copy out,
+ * and a copy into an empty sequence. For KV snapshots on disk. */
+size_t kv_export_bytes(const kv_seq *s);
+size_t kv_rows_bytes(const kv_seq *s, int len);    /* the export size of len positions */
+int kv_export(kv_seq *s, void *out);
+int kv_import(kv_seq *s, const void *in, int len);
 int kv_offload(kv_seq *s);
 int kv_restore(kv_seq *s);
 int kv_is_offloaded(const kv_seq *s);

@@ -25,7 +25,7 @@ export ASAN_OPTIONS=detect_leaks=1
 unit "$BUILD/unit_tests" ""
 unit "$BUILD/asan/unit_tests" "asan:"
 
-for suite in tests/test_cli.sh tests/test_chat.sh tests/test_tui.sh tests/test_reference.sh tests/test_tokenizer.sh; do
+for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_tui.sh tests/test_reference.sh tests/test_tokenizer.sh; do
     KV=$BUILD/kvchat TAG=
     . "$suite"
 done

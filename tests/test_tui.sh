@@ -9,6 +9,7 @@ fi
 TM="tmux -L kvchat-test-$$"
 TUIM=$TMP/tui-model
 "$KV" make-tiny-model "$TUIM" --layers 4 --heads 4 --embd 256 --ctx 256 --seed 4 >/dev/null
+stop_tmux() { $TM kill-server 2>/dev/null; sleep 0.5; }
 screen_text() { $TM capture-pane -t tui -p 2>/dev/null; }
 wait_for() { # wait_for PATTERN [SECONDS]: polls the screen
     local deadline=$((SECONDS + ${2:-15}))
@@ -22,10 +23,10 @@ expect_screen() { # expect_screen NAME PATTERN [SECONDS]
     if wait_for "$2" "${3:-15}"; then pass "$1"; else fail "$1" "no /$2/ on screen: $(screen_text | tr -s ' \n' ' ' | head -c 400)"; fi
 }
 
-$TM kill-server 2>/dev/null
+stop_tmux
 rm -f "$TMP/tui.rc"
 $TM new-session -d -s tui -x 120 -y 40 \
-    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl'; echo \$? > '$TMP/tui.rc'; sleep 60"
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl' --session '$TMP/tui.session'; echo \$? > '$TMP/tui.rc'; sleep 60"
 expect_screen "${TAG}tui/starts with the panel and the random-weights label" "KV cache.*conv 1" 20
 expect_screen "${TAG}tui/labels random weights" "RANDOM WEIGHTS"
 $TM send-keys -t tui "Hello there" Enter
@@ -59,6 +60,8 @@ $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
 $TM send-keys -t tui "/set temp abc" Enter
 expect_screen "${TAG}tui/bad /set value is a message" "temp: expected a number"
+$TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
+expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 $TM send-keys -t tui q
@@ -67,7 +70,30 @@ for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done
 same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
-$TM kill-server 2>/dev/null
+check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
+stop_tmux
+
+# the session it saved: replayed in the TUI (no model needed), and resumed with its history
+$TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$? > '$TMP/replay.rc'; sleep 60"
+expect_screen "${TAG}tui/replay opens" "replay .*tui.session"
+for _ in 1 2 3 4 5 6 7 8; do $TM send-keys -t tui +; done
+expect_screen "${TAG}tui/replay plays the recorded turns" "you +Hello there"
+expect_screen "${TAG}tui/replay shows the recorded cache" "[0-9]+ / 256 tok"
+$TM send-keys -t tui q
+for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done
+same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"
+stop_tmux
+$TM new-session -d -s tui -x 120 -y 40 "XDG_STATE_HOME=$TMP/state '$KV' --resume '$TMP/tui.session' --no-save; sleep 60"
+expect_screen "${TAG}tui/resume shows the history" "resumed: the history above was restored" 30
+expect_screen "${TAG}tui/resume keeps the messages" "you +Hello there"
+$TM send-keys -t tui "/quit" Enter
+stop_tmux
+
+# hostile text from a session file is drawn harmlessly on a terminal
+{ head -1 "$TMP/tui.session"; printf '%s\n' '{"ev":"user","conv":1,"t":0,"text":"\u001b[2J\u001b[31mRED\u0007"}'; } >"$TMP/evil.jsonl"
+$TM new-session -d -s tui -x 100 -y 10 "'$KV' replay '$TMP/evil.jsonl' --no-tui; sleep 60"
+expect_screen "${TAG}tui/escape sequences from a file are shown, not run" "you: \^\[\[2J\^\[\[31mRED\^G"
+stop_tmux
 
 # not a terminal: line mode instead of drawing
 same "${TAG}tui/no terminal: line mode" 2 "$(printf 'one\ntwo\n' | "$KV" -m "$TUIM" -n 4 | wc -l)"

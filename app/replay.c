@@ -1,0 +1,388 @@
+/* kvchat replay: a saved session played back (the TUI with its cache panel, at the recorded pace),
+ * printed as a transcript, or verified by running the model again on the recorded inputs. */
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kernels/err.h"
+#include "../ui/cache_model.h"
+#include "../ui/cache_panel.h"
+#include "../ui/chat_pane.h"
+#include "../ui/screen.h"
+#include "commands.h"
+#include "engine.h"
+#include "fingerprint.h"
+#include "safe_text.h"
+#include "session.h"
+
+const char REPLAY_HELP[] =
+    "usage: kvchat replay FILE                 play the session back with the cache panel\n"
+    "       kvchat replay FILE --no-tui        print the transcript\n"
+    "       kvchat replay FILE --verify [-m DIR] [--device D] [--force]\n"
+    "\n"
+    "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
+    "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
+    "] / [ next / previous turn, 1-9 show that conversation, q quit.\n"
+    "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
+    "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token and\n"
+    "position). The model is the one the session names, or -m DIR (--force: another model).\n";
+
+/* ---- transcript ---- */
+
+static int transcript(const session *s, const char *path)
+{
+    int raw = !isatty(STDOUT_FILENO), n = 0;
+    for (int i = 0; i < s->n_events; i++) {
+        const json_t *ev = s->events[i];
+        const char *type = json_string_value(json_object_get(ev, "ev"));
+        int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+        const char *text = !strcmp(type, "user") ? json_string_value(json_object_get(ev, "text"))
+                         : !strcmp(type, "turn_end") ? json_string_value(json_object_get(ev, "reply")) : NULL;
+        if (!text)
+            continue;
+        printf("[conv %d] %s: ", conv, type[0] == 'u' ? "you" : "gpt-2");
+        safe_fwrite(stdout, text, strlen(text), raw);
+        putchar('\n');
+        n += type[0] == 't';
+    }
+    if (s->truncated)
+        fprintf(stderr, "kvchat replay: %s was cut after line %d (a crash mid-turn): %d complete turns shown\n", path,
+                s->lines - 1, n);
+    return 0;
+}
+
+/* ---- verify ---- */
+
+typedef struct {
+    int *ids, n, cap;
+} id_list;
+
+static void collect(void *ctx, json_t *ev)
+{
+    id_list *l = ctx;
+    if (strcmp(json_string_value(json_object_get(ev, "ev")), "token") || l->n == l->cap)
+        return;
+    l->ids[l->n++] = (int)json_integer_value(json_object_get(ev, "id"));
+}
+
+static int verify(const session *s, const char *path, model_opts *mo, int force)
+{
+    engine_opts eo = {0};
+    const char *recorded = json_string_value(json_object_get(json_object_get(s->header, "model"), "dir"));
+    if (!mo->model_dir && !getenv("KVCHAT_MODEL") && recorded)
+        mo->model_dir = recorded;
+    if (session_settings(s, mo, &eo))
+        return err_wrap("%s", path), EXIT_RUNTIME;
+    loaded_model lm;
+    if (load_model(&lm, mo))
+        return EXIT_RUNTIME;
+    char fp[17];
+    const char *want = json_string_value(json_object_get(json_object_get(s->header, "model"), "fingerprint"));
+    if (fp_model(lm.dir, fp) || (!force && (!want || strcmp(want, fp)))) {
+        if (!err_msg()[0] || (want && strcmp(want, fp)))
+            err_set("%s was recorded with another model than %s (--force to verify anyway)", path, lm.dir);
+        unload_model(&lm);
+        return EXIT_RUNTIME;
+    }
+    engine *e = engine_create(&lm, mo, &eo);
+    id_list got = {.cap = 1 << 20};
+    got.ids = malloc(sizeof(int) * (size_t)got.cap);
+    int rc = e && got.ids ? 0 : EXIT_RUNTIME, turns = 0, bad = 0;
+    ev_subscribe(lm.bus, collect, &got);
+    /* actions in order; each turn's recorded tokens are its token events up to its turn_end */
+    int *want_ids = malloc(sizeof(int) * (1 << 20)), n_want = 0;
+    rc = rc || !want_ids ? EXIT_RUNTIME : 0;
+    for (int i = 0; i < s->n_events && !rc && !bad; i++) {
+        json_t *ev = s->events[i];
+        const char *type = json_string_value(json_object_get(ev, "ev"));
+        int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+        if (!strcmp(type, "new") || (!strcmp(type, "fork") && json_object_get(ev, "parent"))) {
+            int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
+            if (made != conv) {
+                err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv);
+                rc = EXIT_RUNTIME;
+            }
+            continue;
+        }
+        if (!strcmp(type, "set")) {
+            sampler_params sp = {(float)json_number_value(json_object_get(ev, "temp")),
+                                 (int)json_integer_value(json_object_get(ev, "top_k")),
+                                 (float)json_number_value(json_object_get(ev, "top_p")),
+                                 (float)json_number_value(json_object_get(ev, "repeat_penalty")),
+                                 (uint64_t)json_integer_value(json_object_get(ev, "seed"))};
+            engine_set_sampling(e, &sp, (int)json_integer_value(json_object_get(ev, "n_predict")));
+            continue;
+        }
+        if (!strcmp(type, "pin")) {
+            engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")), json_is_true(json_object_get(ev, "pinned")));
+            continue;
+        }
+        if (!strcmp(type, "clear")) {
+            engine_clear(e, conv);
+            continue;
+        }
+        if (strcmp(type, "user") && strcmp(type, "retry") && strcmp(type, "edit"))
+            continue;
+        /* find this turn's end: its token count, and whether it was cut short by Ctrl-C */
+        const char *text = json_string_value(json_object_get(ev, "text"));
+        json_t *end = NULL;
+        int edit = !strcmp(type, "edit");
+        for (int j = i + 1; j < s->n_events && !end; j++) {
+            const char *tj = json_string_value(json_object_get(s->events[j], "ev"));
+            if (edit && !text && !strcmp(tj, "user"))
+                text = json_string_value(json_object_get(s->events[j], "text"));
+            if (!strcmp(tj, "turn_end") && json_integer_value(json_object_get(s->events[j], "conv")) == conv)
+                end = s->events[j];
+        }
+        if (!end)
+            break; /* a turn the crash cut: nothing recorded to compare */
+        int cancelled = json_is_true(json_object_get(end, "cancelled"));
+        int n_tok = 0;
+        for (int j = i + 1; s->events[j] != end; j++)
+            n_tok += !strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
+                     json_integer_value(json_object_get(s->events[j], "conv")) == conv;
+        const model_opts *cur = engine_model_opts(e);
+        int n_predict = cur->n_predict;
+        if (cancelled) /* stop where the user stopped it */
+            engine_set_sampling(e, &cur->sp, n_tok);
+        got.n = 0;
+        n_want = 0;
+        char *reply = NULL;
+        int r = !strcmp(type, "user") ? engine_turn(e, conv, text, &reply)
+              : !strcmp(type, "retry") ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
+        free(reply);
+        if (cancelled)
+            engine_set_sampling(e, &engine_model_opts(e)->sp, n_predict);
+        if (r) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        /* skip this action's own events in the recorded stream: collect its recorded tokens */
+        for (int j = i + 1; s->events[j] != end; j++)
+            if (!strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
+                json_integer_value(json_object_get(s->events[j], "conv")) == conv && n_want < (1 << 20))
+                want_ids[n_want++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
+        while (s->events[i] != end)
+            i++;
+        turns++;
+        int k = 0;
+        while (k < got.n && k < n_want && got.ids[k] == want_ids[k])
+            k++;
+        if (k == got.n && k == n_want) {
+            printf("turn %d (conv %d): %d tokens, same\n", turns, conv, n_want);
+        } else {
+            printf("turn %d (conv %d): DIFFERS at token %d: recorded %d, got %d\n", turns, conv, k + 1,
+                   k < n_want ? want_ids[k] : -1, k < got.n ? got.ids[k] : -1);
+            bad = 1;
+        }
+    }
+    if (!rc)
+        printf(bad ? "%s: diverges (first divergence above)\n" : "%s: all %d turns reproduce\n", path, turns);
+    ev_unsubscribe(lm.bus, collect, &got);
+    free(want_ids);
+    free(got.ids);
+    engine_free(e);
+    unload_model(&lm);
+    return rc ? rc : bad ? EXIT_RUNTIME : 0;
+}
+
+/* ---- playback ---- */
+
+typedef struct {
+    const session *s;
+    screen scr;
+    cache_model cm;
+    chat_pane panes[65];
+    int conv, next;        /* next event to apply */
+    double speed, clock;   /* session time shown */
+    int paused, quit;
+} player;
+
+static chat_pane *pane(player *p, int conv) { return conv >= 1 && conv <= 64 ? &p->panes[conv] : &p->panes[0]; }
+
+static void apply(player *p, const json_t *ev)
+{
+    const char *type = json_string_value(json_object_get(ev, "ev"));
+    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+    chat_pane *cp = pane(p, conv);
+    const char *text = json_string_value(json_object_get(ev, "text"));
+    cm_apply(&p->cm, ev);
+    if (conv > 0 && (!strcmp(type, "user") || !strcmp(type, "token") || !strcmp(type, "prefill")))
+        p->conv = conv; /* follow the conversation being talked in */
+    if (!strcmp(type, "user")) {
+        chat_pane_add(cp, MSG_USER, text, strlen(text));
+        chat_pane_add(cp, MSG_ASSISTANT, "", 0);
+    } else if (!strcmp(type, "token") && text && cp->n) {
+        chat_pane_append(cp, text, strlen(text));
+    } else if (!strcmp(type, "turn_end") && cp->n) {
+        const char *reply = json_string_value(json_object_get(ev, "reply"));
+        cp->msgs[cp->n - 1].len = 0;
+        chat_pane_append(cp, reply, strlen(reply));
+    } else if ((!strcmp(type, "retry")) && cp->n) {
+        cp->msgs[cp->n - 1].len = 0;
+    } else if (!strcmp(type, "notice") && text) {
+        chat_pane_add(cp, MSG_NOTICE, text, strlen(text));
+    }
+}
+
+static double event_time(const player *p, int i)
+{
+    return json_number_value(json_object_get(p->s->events[i], "t"));
+}
+
+/* rebuilds everything from the start up to (not including) event `upto`: jumping back */
+static void rewind_to(player *p, int upto)
+{
+    cm_free(&p->cm);
+    cm_init(&p->cm);
+    for (int i = 0; i < 65; i++)
+        chat_pane_free(&p->panes[i]);
+    p->next = 0;
+    while (p->next < upto)
+        apply(p, p->s->events[p->next++]);
+    p->clock = p->next ? event_time(p, p->next - 1) : 0;
+}
+
+static int find_turn(const player *p, int from, int dir)
+{
+    for (int i = from + dir; i >= 0 && i < p->s->n_events; i += dir)
+        if (!strcmp(json_string_value(json_object_get(p->s->events[i], "ev")), "user"))
+            return i;
+    return dir > 0 ? p->s->n_events : 0;
+}
+
+static void draw(player *p, const char *path)
+{
+    chat_pane_draw(pane(p, p->conv), &p->scr, p->scr.chat, NULL);
+    cache_panel_draw(&p->cm, p->conv, &p->scr, p->scr.panel);
+    WINDOW *st = p->scr.status;
+    werase(st);
+    wbkgd(st, (chtype)screen_attr(&p->scr, CP_STATUS));
+    char sp[16];
+    if (p->speed > 1000)
+        snprintf(sp, sizeof sp, "max");
+    else
+        snprintf(sp, sizeof sp, "%gx", p->speed);
+    ui_drawf(st, 0, 0, getmaxx(st), " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  q quit",
+             path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, p->clock,
+             p->s->truncated ? "  (file cut: the rest is lost)" : "");
+    wnoutrefresh(st);
+    werase(p->scr.input);
+    wnoutrefresh(p->scr.input);
+    doupdate();
+}
+
+static int playback(const session *s, const char *path)
+{
+    player *p = calloc(1, sizeof *p);
+    if (!p)
+        return err_set("out of memory"), EXIT_RUNTIME;
+    p->s = s;
+    p->speed = 1;
+    p->conv = 1;
+    cm_init(&p->cm);
+    setlocale(LC_ALL, "");
+    if (screen_open(&p->scr)) {
+        free(p);
+        return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
+    }
+    double last = ev_clock(), base = 0;
+    while (!p->quit) {
+        int c = wgetch(p->scr.input);
+        if (c == 'q' || c == 3)
+            p->quit = 1;
+        else if (c == ' ')
+            p->paused = !p->paused;
+        else if (c == '+' || c == '=')
+            p->speed = p->speed >= 64 ? 1e9 : p->speed * 2;
+        else if (c == '-')
+            p->speed = p->speed > 64 ? 64 : p->speed > 0.25 ? p->speed / 2 : 0.25;
+        else if (c == '.') { /* one token (and whatever precedes it) */
+            p->paused = 1;
+            while (p->next < s->n_events) {
+                const json_t *ev = s->events[p->next++];
+                apply(p, ev);
+                if (!strcmp(json_string_value(json_object_get(ev, "ev")), "token"))
+                    break;
+            }
+            p->clock = p->next ? event_time(p, p->next - 1) : 0;
+        } else if (c == ']') {
+            int to = find_turn(p, p->next - 1, 1);
+            while (p->next < to)
+                apply(p, s->events[p->next++]);
+            p->clock = p->next ? event_time(p, p->next - 1) : 0;
+        } else if (c == '[') {
+            rewind_to(p, find_turn(p, p->next - 1, -1));
+        } else if (c >= '1' && c <= '9') {
+            p->conv = c - '0';
+        } else if (c == KEY_RESIZE) {
+            screen_relayout(&p->scr);
+        }
+        double now = ev_clock(), dt = now - last;
+        last = now;
+        if (!p->paused) {
+            p->clock += dt * (p->speed > 1000 ? 1e9 : p->speed);
+            while (p->next < s->n_events) {
+                double t = event_time(p, p->next) + base;
+                const char *type = json_string_value(json_object_get(s->events[p->next], "ev"));
+                if (!strcmp(type, "resume")) /* a resumed session restarts its clock */
+                    base = p->clock - json_number_value(json_object_get(s->events[p->next], "t"));
+                else if (t > p->clock)
+                    break;
+                apply(p, s->events[p->next++]);
+            }
+            if (p->next >= s->n_events)
+                p->paused = 1;
+        }
+        draw(p, path);
+    }
+    screen_close(&p->scr);
+    for (int i = 0; i < 65; i++)
+        chat_pane_free(&p->panes[i]);
+    cm_free(&p->cm);
+    free(p);
+    return 0;
+}
+
+int cmd_replay(int argc, char **argv)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    const char *path = NULL;
+    int no_tui = 0, check = 0, force = 0;
+    for (int i = 1; i < argc; i++) {
+        int r;
+        if (opt_match(argc, argv, &i, NULL, "--no-tui", NULL))
+            no_tui = 1;
+        else if (opt_match(argc, argv, &i, NULL, "--verify", NULL))
+            check = 1;
+        else if (opt_match(argc, argv, &i, NULL, "--force", NULL))
+            force = 1;
+        else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return err_set("unknown option '%s' (see kvchat replay --help)", argv[i]), EXIT_USAGE;
+        else if (path)
+            return err_set("one session file at a time (got '%s' and '%s')", path, argv[i]), EXIT_USAGE;
+        else
+            path = argv[i];
+    }
+    if (!path)
+        return err_set("which session file? (see kvchat replay --help)"), EXIT_USAGE;
+    session s;
+    if (session_read(&s, path))
+        return EXIT_RUNTIME;
+    int rc;
+    if (check)
+        rc = verify(&s, path, &mo, force);
+    else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+        rc = transcript(&s, path);
+    else
+        rc = playback(&s, path);
+    session_free(&s);
+    return rc;
+}

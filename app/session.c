@@ -1,0 +1,169 @@
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kernels/err.h"
+#include "files.h"
+#include "fingerprint.h"
+
+#ifndef KVCHAT_VERSION
+#define KVCHAT_VERSION "0.1.0"
+#endif
+
+json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
+{
+    char fpm[17] = "", fpt[17] = "", when[32];
+    if (fp_model(lm->dir, fpm) || fp_tokenizer(lm->dir, fpt))
+        return NULL;
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const char *name = strrchr(lm->dir, '/');
+    const kv_opts *ko = kv_pool_opts(lm->pool);
+    return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:{s:f, s:i, s:f, s:f, s:I, s:i},"
+                     " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i}}",
+                     "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
+                     name && name[1] ? name + 1 : lm->dir, "dir", lm->dir, "fingerprint", fpm, "tokenizer", fpt,
+                     "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
+                     lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", "temp", (double)mo->sp.temp,
+                     "top_k", mo->sp.top_k, "top_p", (double)mo->sp.top_p, "repeat_penalty", (double)mo->sp.repeat_penalty,
+                     "seed", (json_int_t)mo->sp.seed, "n_predict", mo->n_predict, "cache", "layout",
+                     ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type), "block_tokens",
+                     ko->block_tokens, "window", ko->window, "grow_factor", (double)ko->grow_factor, "prealloc",
+                     ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes, "chat", "template", tpl_name(eo->tpl), "keep",
+                     eo->keep, "evict_min", eo->evict_min, "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "fidelity",
+                     eo->fidelity);
+}
+
+static int write_line(FILE *f, const json_t *j)
+{
+    return json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) || fputc('\n', f) == EOF ? -1 : 0;
+}
+
+static void sink(void *ctx, json_t *ev)
+{
+    session_writer *w = ctx;
+    if (w->failed)
+        return;
+    if (write_line(w->f, ev)) {
+        w->failed = 1;
+        return;
+    }
+    const char *type = json_string_value(json_object_get(ev, "ev"));
+    /* a finished turn is on disk before the next prompt */
+    if (type && !strcmp(type, "turn_end") && (fflush(w->f) || fsync(fileno(w->f))))
+        w->failed = 1;
+}
+
+int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = 0;
+        if (make_dirs(dir))
+            return err_wrap("--session %s", path);
+    }
+    struct stat sb;
+    int exists = !stat(path, &sb) && sb.st_size > 0;
+    if (!(w->f = fopen(path, append && exists ? "a" : "w")))
+        return err_set("--session %s: %s", path, strerror(errno));
+    if (!(append && exists) && (write_line(w->f, header) || fflush(w->f) || fsync(fileno(w->f)))) {
+        fclose(w->f);
+        w->f = NULL;
+        return err_set("--session %s: cannot write", path);
+    }
+    return ev_subscribe(bus, sink, w);
+}
+
+void session_close(session_writer *w, ev_bus *bus)
+{
+    if (!w->f)
+        return;
+    ev_unsubscribe(bus, sink, w);
+    fflush(w->f);
+    fsync(fileno(w->f));
+    fclose(w->f);
+    w->f = NULL;
+}
+
+int session_default_path(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d-%H%M%S", localtime(&now));
+    if (xdg && *xdg)
+        snprintf(buf, n, "%s/kvchat/sessions/%s.jsonl", xdg, when);
+    else if (home && *home)
+        snprintf(buf, n, "%s/.local/share/kvchat/sessions/%s.jsonl", home, when);
+    else
+        return err_set("neither XDG_DATA_HOME nor HOME is set; pass --session FILE or --no-save");
+    return 0;
+}
+
+int session_write_file(const char *path, const json_t *header, json_t *const *events, int n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.part", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return err_set("%s: %s", tmp, strerror(errno));
+    int rc = write_line(f, header);
+    for (int i = 0; i < n && !rc; i++)
+        rc = write_line(f, events[i]);
+    if (fflush(f) || fsync(fileno(f)))
+        rc = -1;
+    fclose(f);
+    if (rc || rename(tmp, path)) {
+        unlink(tmp);
+        return err_set("%s: cannot write", path);
+    }
+    return 0;
+}
+
+int session_settings(const session *s, model_opts *mo, engine_opts *eo)
+{
+    const json_t *sp = json_object_get(s->header, "sampling"), *ca = json_object_get(s->header, "cache"),
+                 *ch = json_object_get(s->header, "chat");
+    mo->sp.temp = (float)json_number_value(json_object_get(sp, "temp"));
+    mo->sp.top_k = (int)json_integer_value(json_object_get(sp, "top_k"));
+    mo->sp.top_p = (float)json_number_value(json_object_get(sp, "top_p"));
+    mo->sp.repeat_penalty = (float)json_number_value(json_object_get(sp, "repeat_penalty"));
+    mo->sp.seed = (uint64_t)json_integer_value(json_object_get(sp, "seed"));
+    mo->n_predict = (int)json_integer_value(json_object_get(sp, "n_predict"));
+    const char *wt = json_string_value(json_object_get(s->header, "weights_dtype"));
+    if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
+        return err_set("the session's weights dtype '%.16s' is unknown", wt);
+    const char *layout = json_string_value(json_object_get(ca, "layout")), *dt = json_string_value(json_object_get(ca, "dtype"));
+    mo->kv.layout = layout && !strcmp(layout, "contiguous") ? KV_CONTIGUOUS : KV_PAGED;
+    if (dt && dt_parse(dt, &mo->kv.type))
+        return err_set("the session's cache dtype '%.16s' is unknown", dt);
+    mo->kv.block_tokens = (int)json_integer_value(json_object_get(ca, "block_tokens"));
+    mo->kv.window = (int)json_integer_value(json_object_get(ca, "window"));
+    mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));
+    mo->kv.prealloc = json_is_true(json_object_get(ca, "prealloc"));
+    const char *tpl = json_string_value(json_object_get(ch, "template")), *ev = json_string_value(json_object_get(ch, "evict"));
+    if (!tpl || tpl_parse(tpl, &eo->tpl))
+        return err_set("the session's template is unknown");
+    eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
+    eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
+    eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
+    eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
+    if (mo->n_predict < 0 || mo->n_predict > (1 << 20) || mo->sp.temp < 0 || mo->sp.top_k < 0 ||
+        !(mo->sp.top_p > 0 && mo->sp.top_p <= 1) || !(mo->sp.repeat_penalty > 0) || mo->kv.block_tokens < 1 ||
+        mo->kv.block_tokens > 4096 || mo->kv.window < 0 || mo->kv.window > 65536 || eo->evict_min < 0 || eo->keep < -1)
+        return err_set("the session's settings are out of range");
+    if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
+        mo->kv.grow_factor = 2.0f;
+    return 0;
+}

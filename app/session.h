@@ -1,0 +1,52 @@
+/* Session files: JSON Lines. A header (format version, kvchat version, model name and fingerprints,
+ * backend, every sampling, cache and chat setting), then the event stream as it happened (the same
+ * events as --events, with the user's text and each token's id, text and timing), with a turn_end
+ * record closing each turn: the window, its turns and the sampler state, enough to resume exactly.
+ * Session files are shared between people, so reading one trusts nothing in it. */
+#ifndef KVCHAT_SESSION_H
+#define KVCHAT_SESSION_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "engine.h"
+
+#define SESSION_FORMAT 1
+#define SESSION_MAX_LINE (16u << 20)
+
+/* ---- writing ---- */
+
+typedef struct {
+    FILE *f;
+    char path[4096];
+    int failed;
+} session_writer;
+
+json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
+/* Opens PATH (appending when it exists and `append`), writes the header unless appending, and
+ * subscribes to the bus: every event is written as it happens; each turn_end is flushed and fsync'd
+ * before the turn returns. */
+int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus);
+void session_close(session_writer *w, ev_bus *bus);
+/* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions/YYYY-MM-DD-HHMMSS.jsonl */
+int session_default_path(char *buf, size_t n);
+/* Writes header + events as a new session file (temp file, renamed into place). */
+int session_write_file(const char *path, const json_t *header, json_t *const *events, int n);
+
+/* ---- reading ---- */
+
+typedef struct {
+    json_t *header;
+    json_t **events;
+    int n_events, cap;
+    int truncated;        /* the last line was cut (a crash mid-write): everything before it is kept */
+    int lines;
+} session;
+
+int session_parse(session *s, const char *buf, size_t len, const char *name);
+int session_read(session *s, const char *path);
+void session_free(session *s);
+/* The header's settings applied to mo and eo (resume and verify run as the session did). */
+int session_settings(const session *s, model_opts *mo, engine_opts *eo);
+
+#endif

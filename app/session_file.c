@@ -1,0 +1,217 @@
+/* Reading a session file. It may come from anyone: every line is checked (size, JSON, known event,
+ * the types and ranges of the fields this program uses) before anything trusts it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kernels/err.h"
+#include "session.h"
+
+static const char *const KNOWN[] = {"model",   "new",   "user",     "prefill", "token",  "grow",   "cow",   "evict",
+                                    "truncate", "fork",  "offload",  "restore", "stats",  "fidelity", "notice",
+                                    "pin",     "retry", "edit",     "clear",   "set",    "turn_end", "resume"};
+
+static int is_int(const json_t *j, json_int_t lo, json_int_t hi)
+{
+    return json_is_integer(j) && json_integer_value(j) >= lo && json_integer_value(j) <= hi;
+}
+
+static int int_array(const json_t *a, size_t max, json_int_t lo, json_int_t hi)
+{
+    if (!json_is_array(a) || json_array_size(a) > max)
+        return 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!is_int(json_array_get(a, i), lo, hi))
+            return 0;
+    return 1;
+}
+
+/* the fields this program reads, with their types and ranges; "" when fine */
+static const char *check_event(const json_t *ev, const char *type)
+{
+    const json_int_t BIG = 1 << 24;
+    if (!strcmp(type, "prefill"))
+        return int_array(json_object_get(ev, "ids"), 1 << 20, 0, BIG) && is_int(json_object_get(ev, "cached"), 0, BIG)
+                   ? "" : "prefill needs integer 'ids' and 'cached'";
+    if (!strcmp(type, "token"))
+        return is_int(json_object_get(ev, "id"), 0, BIG) && (!json_object_get(ev, "text") || json_is_string(json_object_get(ev, "text")))
+                   ? "" : "token needs an integer 'id'";
+    if (!strcmp(type, "user"))
+        return json_is_string(json_object_get(ev, "text")) ? "" : "user needs a string 'text'";
+    if (!strcmp(type, "evict")) {
+        const json_t *r = json_object_get(ev, "ranges");
+        if (!json_is_array(r))
+            return "evict needs 'ranges'";
+        for (size_t i = 0; i < json_array_size(r); i++)
+            if (!int_array(json_array_get(r, i), 2, 0, BIG) || json_array_size(json_array_get(r, i)) != 2)
+                return "evict ranges must be [start, length] pairs";
+        return "";
+    }
+    if (!strcmp(type, "truncate"))
+        return is_int(json_object_get(ev, "to"), 0, BIG) ? "" : "truncate needs an integer 'to'";
+    if (!strcmp(type, "turn_end")) {
+        const json_t *t = json_object_get(ev, "turns"), *sp = json_object_get(ev, "sampling");
+        if (!int_array(json_object_get(ev, "window"), 1 << 20, 0, BIG) || !json_is_array(t) ||
+            !is_int(json_object_get(ev, "keep"), 0, BIG) || !json_is_string(json_object_get(ev, "rng")) ||
+            !json_is_object(sp) || !json_is_string(json_object_get(ev, "reply")) || !is_int(json_object_get(ev, "tokens"), 0, BIG))
+            return "turn_end needs 'window', 'turns', 'keep', 'rng', 'sampling', 'reply' and 'tokens'";
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            const json_t *x = json_array_get(t, i);
+            if (!json_is_array(x) || json_array_size(x) != 4 || !is_int(json_array_get(x, 0), 0, BIG) ||
+                !is_int(json_array_get(x, 1), 0, BIG) || !is_int(json_array_get(x, 2), 0, 2) || !json_is_boolean(json_array_get(x, 3)))
+                return "turn_end turns must be [start, length, role, pinned]";
+        }
+        return "";
+    }
+    return "";
+}
+
+static int add_event(session *s, json_t *ev)
+{
+    if (s->n_events == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 256;
+        json_t **p = realloc(s->events, sizeof *p * (size_t)cap);
+        if (!p)
+            return err_set("out of memory");
+        s->events = p;
+        s->cap = cap;
+    }
+    s->events[s->n_events++] = ev;
+    return 0;
+}
+
+static int parse_header(session *s, json_t *h, const char *name)
+{
+    const json_t *v = json_object_get(h, "kvchat_session");
+    if (!json_is_object(h) || !json_is_integer(v))
+        return err_set("%s: not a kvchat session (the first line is not a session header)", name);
+    if (json_integer_value(v) > SESSION_FORMAT)
+        return err_set("%s: written by a newer kvchat (session format %lld); this one reads up to format %d", name,
+                       (long long)json_integer_value(v), SESSION_FORMAT);
+    if (json_integer_value(v) < 1)
+        return err_set("%s: session format %lld is not valid", name, (long long)json_integer_value(v));
+    if (!json_is_object(json_object_get(h, "model")) || !json_is_object(json_object_get(h, "sampling")) ||
+        !json_is_object(json_object_get(h, "cache")) || !json_is_object(json_object_get(h, "chat")))
+        return err_set("%s: the header lacks its model, sampling, cache or chat settings", name);
+    s->header = h;
+    return 0;
+}
+
+int session_parse(session *s, const char *buf, size_t len, const char *name)
+{
+    memset(s, 0, sizeof *s);
+    if (!len)
+        return err_set("%s: empty file, not a session", name);
+    size_t pos = 0;
+    while (pos < len) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        s->lines++;
+        int line = s->lines;
+        if (end - pos > SESSION_MAX_LINE) {
+            session_free(s);
+            return err_set("%s: line %d is longer than %u MiB", name, line, SESSION_MAX_LINE >> 20);
+        }
+        json_error_t je;
+        json_t *j = end > pos ? json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES, &je) : NULL;
+        if (!j) {
+            if (!nl && s->header && end > pos) { /* the last line, cut by a crash: keep what came before */
+                s->truncated = 1;
+                break;
+            }
+            if (end == pos && !nl)
+                break;
+            session_free(s);
+            return err_set("%s: line %d is not valid JSON%s", name, line, end == pos ? " (empty line)" : "");
+        }
+        if (!s->header) {
+            if (parse_header(s, j, name)) {
+                json_decref(j);
+                session_free(s);
+                return -1;
+            }
+        } else {
+            const char *type = json_string_value(json_object_get(j, "ev")), *why = NULL;
+            size_t k = 0;
+            for (; type && k < sizeof KNOWN / sizeof KNOWN[0]; k++)
+                if (!strcmp(type, KNOWN[k]))
+                    break;
+            if (!json_is_object(j) || !type)
+                why = "not an event object";
+            else if (k == sizeof KNOWN / sizeof KNOWN[0])
+                why = "unknown event";
+            else if (!is_int(json_object_get(j, "conv"), 0, 1 << 20) || !json_is_number(json_object_get(j, "t")) ||
+                     !isfinite(json_number_value(json_object_get(j, "t"))) || json_number_value(json_object_get(j, "t")) < 0)
+                why = "events need an integer 'conv' and a time 't'";
+            else if (*(why = check_event(j, type)) == 0)
+                why = NULL;
+            if (why) {
+                err_set("%s: line %d: %s%s%.40s%s", name, s->lines, why, type ? " '" : "", type ? type : "", type ? "'" : "");
+                json_decref(j);
+                session_free(s);
+                return -1;
+            }
+            if (add_event(s, j)) {
+                json_decref(j);
+                session_free(s);
+                return -1;
+            }
+        }
+        pos = end + 1;
+    }
+    if (!s->header) {
+        session_free(s);
+        return err_set("%s: no session header", name);
+    }
+    return 0;
+}
+
+int session_read(session *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set("%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set("%s: not a regular file", path);
+    }
+    if ((unsigned long long)sb.st_size > (1ull << 32)) {
+        close(fd);
+        return err_set("%s: %lld bytes is larger than a session can be (4 GiB)", path, (long long)sb.st_size);
+    }
+    size_t len = (size_t)sb.st_size, got = 0;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        close(fd);
+        return err_set("%s: out of memory", path);
+    }
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    int rc = session_parse(s, buf, got, path);
+    free(buf);
+    return rc;
+}
+
+void session_free(session *s)
+{
+    json_decref(s->header);
+    for (int i = 0; i < s->n_events; i++)
+        json_decref(s->events[i]);
+    free(s->events);
+    memset(s, 0, sizeof *s);
+}
+

@@ -52,3 +52,30 @@ config-heads|config.json: n_embd 16 is not a positive multiple of n_head 3
 no-vocab|vocab.json: No such file
 bad-merges|merges.txt: line 2 merges tokens not in the vocabulary
 CASES
+
+# damaged and hostile files: one line, exit 1, never a crash or a hang
+printf "hi\n" | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/a.jsonl" >/dev/null
+S=$B
+head -1 "$S/a.jsonl" >"$S/header"
+: >"$S/empty.jsonl"
+printf 'this is not json\n' >"$S/garbage.jsonl"
+head -c 3000 /dev/urandom >"$S/binary.jsonl"
+{ cat "$S/header"; printf '{"ev":"user","conv":1,"t":0,"text":"'; head -c $((17 << 20)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$S/huge.jsonl"
+{ cat "$S/header"; echo '{"ev":"prefill","conv":1,"t":0,"ids":"x","cached":0}'; } >"$S/types.jsonl"
+{ cat "$S/header"; echo '{"ev":"frobnicate","conv":1,"t":0}'; } >"$S/unknown.jsonl"
+sed 's/"kvchat_session":1/"kvchat_session":99/' "$S/header" >"$S/future.jsonl"
+echo '{"ev":"user","conv":1,"t":0,"text":"hi"}' >"$S/noheader.jsonl"
+{ cat "$S/header"; echo '{"ev":"token","conv":-4,"t":0,"id":1}'; } >"$S/negconv.jsonl"
+while IFS='|' read -r f pattern; do
+    expect_error "${TAG}session/bad file: $f" 1 "$pattern" "$KV" replay "$S/$f.jsonl" --no-tui
+done <<'CASES'
+empty|empty file, not a session
+garbage|line 1 is not valid JSON
+binary|line 1 is not valid JSON|not a kvchat session
+huge|line 2 is longer than 16 MiB
+types|line 2: prefill needs integer 'ids'
+unknown|line 2: unknown event 'frobnicate'
+future|written by a newer kvchat \(session format 99\)
+noheader|not a kvchat session
+negconv|line 2: events need an integer 'conv'
+CASES

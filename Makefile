@@ -46,7 +46,7 @@ ifeq ($(CUDA),1)
 ifneq ($(CUDA_SRC),)
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
   CFLAGS  += -DKVCHAT_CUDA
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lstdc++
   CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
 endif
 endif
@@ -75,13 +75,15 @@ $(BUILD)/obj/%.o: %.cu
 # AddressSanitizer + UBSan build of the binary and the unit tests.
 $(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -O1 $(SAN) -c -o $@ $<
+	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -O1 $(SAN) -c -o $@ $<
 
+# the sanitizer build is the CPU build (the CUDA runtime is not instrumented)
+CPU_LDLIBS := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lm -lpthread
 $(BUILD)/asan/kvchat: $(BUILD)/asan/app/main.o $(ASAN_OBJ)
-	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(CPU_LDLIBS)
 
 $(BUILD)/asan/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/asan/%.o) $(ASAN_OBJ)
-	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(CPU_LDLIBS)
 
 asan: $(BUILD)/asan/kvchat $(BUILD)/asan/unit_tests
 

@@ -19,7 +19,8 @@ static dtype default_dtype(void)
 void model_opts_init(model_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->device = "auto";
+    const char *dev = getenv("KVCHAT_DEVICE");
+    o->device = dev && *dev ? dev : "auto";
     o->wtype = default_dtype();
     o->n_predict = 64;
     o->sp = sampler_defaults();
@@ -224,7 +225,8 @@ int load_model(loaded_model *lm, const model_opts *o)
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
-    if (!(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, o->wtype)) {
+    if (!(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, o->wtype) ||
+        gpt2_place(&lm->model, lm->backend)) {
         unload_model(lm);
         return -1;
     }

@@ -32,7 +32,8 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
     "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors,\n"  \
     "                         vocab.json, merges.txt); default $KVCHAT_MODEL, else the\n"        \
     "                         gpt2 download in ~/.cache/kvchat/models/gpt2\n"                    \
-    "      --device D         auto | cpu | cuda (default auto)\n"                                 \
+    "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU when\n" \
+    "                         one answers, else the CPU)\n"                                      \
     "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"     \
     "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"        \
     "  -t, --threads N        CPU threads (default: all cores)\n"

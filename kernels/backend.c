@@ -1,18 +1,32 @@
 #include "backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
 #include "err.h"
+#ifdef KVCHAT_CUDA
+#include "cuda/cuda.h"
+#endif
 
 kb_backend *kb_create(const char *device, int threads)
 {
-    if (!strcmp(device, "cpu") || !strcmp(device, "auto"))
+    if (!strcmp(device, "cpu"))
         return cpu_backend_create(threads);
-    if (!strcmp(device, "cuda")) {
-        err_set("--device cuda: this build has no CUDA backend");
+    if (strcmp(device, "cuda") && strcmp(device, "auto")) {
+        err_set("--device: unknown device '%s' (expected auto, cpu or cuda)", device);
         return NULL;
     }
-    err_set("--device: unknown device '%s' (expected auto, cpu or cuda)", device);
-    return NULL;
+#ifdef KVCHAT_CUDA
+    kb_backend *b = cuda_backend_create();
+    if (b || !strcmp(device, "cuda"))
+        return b;
+    fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", err_msg());
+#else
+    if (!strcmp(device, "cuda")) {
+        err_set("--device cuda: this build has no CUDA backend (nvcc was not found when it was built)");
+        return NULL;
+    }
+#endif
+    return cpu_backend_create(threads);
 }

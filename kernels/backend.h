@@ -9,6 +9,10 @@
 #include "dtype.h"
 #include "kvlayout.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A row-major [rows, cols] weight matrix in backend memory. */
 typedef struct {
     const void *data;
@@ -22,8 +26,12 @@ struct kb_backend {
     void *ctx;            /* the implementation's own state */
     int threads;
 
+    int device_memory;    /* memory from alloc is not host-addressable (copy in and out) */
+
     void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*release)(kb_backend *b, void *p);
+    /* bytes from src to dst, either of them host or backend memory (overlap allowed within one) */
+    int (*copy)(kb_backend *b, void *dst, const void *src, size_t bytes);
     /* y[n, w.cols] = x[n, w.rows] @ w + bias (bias may be NULL): GPT-2's Conv1D layout. */
     int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
     /* y[n, w.rows] = x[n, w.cols] @ w^T: the LM head against the tied token embedding. */
@@ -41,7 +49,12 @@ struct kb_backend {
     void (*destroy)(kb_backend *b);
 };
 
-/* device: "cpu" (or "auto", which is the CPU until a GPU backend exists); threads <= 0: all cores. */
+/* device: "cpu", "cuda" (an error when this build or this machine has none), or "auto" (CUDA when a
+ * GPU answers, else the CPU, saying so on stderr); threads <= 0: all cores. */
 kb_backend *kb_create(const char *device, int threads);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,7 +4,7 @@
 
 size_t dt_size(dtype t)
 {
-    return t == DT_F32 ? 4 : t == DT_I8 ? 1 : 2;
+    return dt_elem(t);
 }
 
 const char *dt_name(dtype t)

@@ -6,9 +6,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. */
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8 } dtype;
 
+#ifdef __CUDACC__
+#define DT_FN __host__ __device__ static inline
+#else
+#define DT_FN static inline
+#endif
+
+/* bytes per element (also in device code) */
+DT_FN size_t dt_elem(dtype t) { return t == DT_F32 ? 4 : t == DT_I8 ? 1 : 2; }
 size_t dt_size(dtype t);
 const char *dt_name(dtype t);                 /* "f32", "f16", "bf16", "int8" */
 int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8), any case; -1 if unknown */
@@ -79,5 +91,9 @@ static inline uint16_t dt_f32_to_f16(float f)
     r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
     return (uint16_t)(sign | r);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

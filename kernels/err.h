@@ -5,6 +5,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Sets the message and returns -1, so failures read `return err_set("...")`. */
 int err_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prepends context ("loading model: ") to the current message; returns -1. */
@@ -13,5 +17,9 @@ const char *err_msg(void);
 /* malloc/calloc that set an error naming what was being allocated. */
 void *err_malloc(size_t bytes, const char *what);
 void *err_calloc(size_t n, size_t size, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,16 @@
 
 #include "dtype.h"
 
+#ifdef __CUDACC__
+#define KVL_FN __host__ __device__ static inline
+#else
+#define KVL_FN static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     void *base;            /* block 0 starts here */
     const int *table;      /* table[p / block_tokens] is the block holding position p */
@@ -22,36 +32,40 @@ typedef struct {
     int n_layer, n_head, head_dim;
 } kb_kv;
 
-static inline size_t kvl_rows_per_block(const kb_kv *v)
+KVL_FN size_t kvl_rows_per_block(const kb_kv *v)
 {
     return (size_t)v->n_layer * 2 * v->n_head * v->block_tokens;
 }
 
-static inline size_t kvl_block_bytes(dtype t, int n_layer, int n_head, int head_dim, int block_tokens)
+KVL_FN size_t kvl_block_bytes(dtype t, int n_layer, int n_head, int head_dim, int block_tokens)
 {
     size_t rows = (size_t)n_layer * 2 * n_head * block_tokens;
-    size_t bytes = rows * head_dim * dt_size(t) + (t == DT_I8 ? rows * sizeof(float) : 0);
+    size_t bytes = rows * head_dim * dt_elem(t) + (t == DT_I8 ? rows * sizeof(float) : 0);
     return (bytes + 127) & ~(size_t)127; /* every block 128-byte aligned */
 }
 
-static inline size_t kvl_row_index(const kb_kv *v, int layer, int kv, int head, int pos)
+KVL_FN size_t kvl_row_index(const kb_kv *v, int layer, int kv, int head, int pos)
 {
     return ((size_t)(layer * 2 + kv) * v->n_head + head) * v->block_tokens + pos % v->block_tokens;
 }
 
-static inline char *kvl_block(const kb_kv *v, int pos)
+KVL_FN char *kvl_block(const kb_kv *v, int pos)
 {
     return (char *)v->base + (size_t)v->table[pos / v->block_tokens] * v->block_bytes;
 }
 
-static inline void *kvl_row(const kb_kv *v, int layer, int kv, int head, int pos)
+KVL_FN void *kvl_row(const kb_kv *v, int layer, int kv, int head, int pos)
 {
-    return kvl_block(v, pos) + kvl_row_index(v, layer, kv, head, pos) * v->head_dim * dt_size(v->type);
+    return kvl_block(v, pos) + kvl_row_index(v, layer, kv, head, pos) * v->head_dim * dt_elem(v->type);
 }
 
-static inline float *kvl_scale(const kb_kv *v, int layer, int kv, int head, int pos)
+KVL_FN float *kvl_scale(const kb_kv *v, int layer, int kv, int head, int pos)
 {
     return (float *)(kvl_block(v, pos) + kvl_rows_per_block(v) * v->head_dim) + kvl_row_index(v, layer, kv, head, pos);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,6 +1,5 @@
 /* The GPT-2 forward pass over a backend: pre-norm blocks, causal attention reading the KV cache,
  * tied LM head computed for the last position only (sampling needs no other). */
-#include <stdlib.h>
 
 #include "../kernels/err.h"
 #include "gpt2.h"
@@ -10,15 +9,24 @@ size_t gpt2_workspace_bytes(const gpt2_config *c, int n)
     return (size_t)(2 + 3 + 1 + 4) * c->n_embd * n * sizeof(float);
 }
 
-static int ensure_work(gpt2_model *m, int n)
+static int ensure_work(gpt2_model *m, kb_backend *b, int n)
 {
-    if (n <= m->work_tokens)
+    if (n <= m->work_tokens && b == m->work_backend)
         return 0;
     size_t C = m->cfg.n_embd, per = gpt2_workspace_bytes(&m->cfg, 1) / sizeof(float);
-    float *p = NULL;
-    if (posix_memalign((void **)&p, 128, per * n * sizeof(float)))
-        return err_set("out of memory for activations of %d tokens", n);
-    free(m->x);
+    float *p = b->alloc(b, per * n * sizeof(float), "activations");
+    if (!p)
+        return -1;
+    if (m->work_backend)
+        m->work_backend->release(m->work_backend, m->x);
+    if (!m->dev_logits || b != m->work_backend) {
+        if (m->work_backend)
+            m->work_backend->release(m->work_backend, m->dev_logits);
+        m->dev_logits = b->device_memory ? b->alloc(b, sizeof(float) * m->cfg.vocab_size, "logits") : NULL;
+        if (b->device_memory && !m->dev_logits)
+            return -1;
+    }
+    m->work_backend = b;
     m->x = p;
     m->h = m->x + C * n;
     m->qkv = m->h + C * n;
@@ -39,7 +47,7 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, in
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
             return err_set("token id %d is outside the vocabulary (0..%d)", ids[i], c->vocab_size - 1);
-    if (ensure_work(m, n) || kv_reserve(cache, n))
+    if (ensure_work(m, b, n) || kv_reserve(cache, n))
         return -1;
     const kb_kv *kv = kv_view(cache);
     float *x = m->x, *h = m->h;
@@ -60,7 +68,9 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, in
     if (!logits)
         return 0;
     const float *last = x + (size_t)(n - 1) * C;
-    if (b->layernorm(b, h, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps) || b->matmul_t(b, logits, h, 1, &m->wte))
+    float *out = b->device_memory ? m->dev_logits : logits;
+    if (b->layernorm(b, h, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps) || b->matmul_t(b, out, h, 1, &m->wte) ||
+        (out != logits && b->copy(b, logits, out, sizeof(float) * c->vocab_size)))
         return err_wrap("LM head");
     return 0;
 }

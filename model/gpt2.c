@@ -173,8 +173,51 @@ fail:
     return -1;
 }
 
+static const void *place(gpt2_model *m, const void *host, size_t bytes)
+{
+    void *d = m->placed->alloc(m->placed, bytes, "model weights");
+    if (!d)
+        return NULL;
+    m->placed_bufs[m->n_placed++] = d;
+    if (m->placed->copy(m->placed, d, host, bytes))
+        return NULL;
+    return d;
+}
+
+int gpt2_place(gpt2_model *m, kb_backend *b)
+{
+    if (!b->device_memory)
+        return 0;
+    const gpt2_config *c = &m->cfg;
+    size_t C = (size_t)c->n_embd, es = dt_size(m->wtype);
+    m->placed = b;
+    m->placed_bufs = err_calloc((size_t)(4 + 12 * c->n_layer), sizeof(void *), "weight table");
+    if (!m->placed_bufs)
+        return -1;
+#define MAT(mt) ((mt).data = place(m, (mt).data, (size_t)(mt).rows * (mt).cols * es)) != NULL
+#define VEC(v, n) ((v) = place(m, (v), (n) * sizeof(float))) != NULL
+    int ok = MAT(m->wte) && MAT(m->wpe) && VEC(m->lnf_g, C) && VEC(m->lnf_b, C);
+    for (int l = 0; ok && l < c->n_layer; l++) {
+        gpt2_layer *L = &m->layers[l];
+        ok = MAT(L->attn_w) && MAT(L->proj_w) && MAT(L->fc_w) && MAT(L->fcproj_w) && VEC(L->ln1_g, C) &&
+             VEC(L->ln1_b, C) && VEC(L->attn_b, 3 * C) && VEC(L->proj_b, C) && VEC(L->ln2_g, C) && VEC(L->ln2_b, C) &&
+             VEC(L->fc_b, 4 * C) && VEC(L->fcproj_b, C);
+    }
+#undef MAT
+#undef VEC
+    return ok ? 0 : err_wrap("copying the weights to %s", b->name);
+}
+
 void gpt2_free(gpt2_model *m)
 {
+    for (int i = 0; i < m->n_placed; i++)
+        m->placed->release(m->placed, m->placed_bufs[i]);
+    free(m->placed_bufs);
+    if (m->work_backend) {
+        m->work_backend->release(m->work_backend, m->x);
+        m->work_backend->release(m->work_backend, m->dev_logits);
+        m->x = NULL;
+    }
     for (int i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);

@@ -24,15 +24,22 @@ typedef struct {
     st_file st;
     void **owned;                /* buffers the loader allocated (converted weights) */
     int n_owned, cap_owned;
-    /* activations for the largest batch seen so far */
-    float *x, *h, *qkv, *att, *fc;
+    kb_backend *placed;          /* weights copied into this backend's memory, or NULL (host) */
+    void **placed_bufs;
+    int n_placed;
+    /* activations for the largest batch seen so far, in the backend's memory */
+    kb_backend *work_backend;
+    float *x, *h, *qkv, *att, *fc, *dev_logits;
     int work_tokens;
 } gpt2_model;
 
 /* Loads DIR/config.json and DIR/model.safetensors, keeping weights in `wtype` (converted when the
  * file holds another dtype; mapped in place when it matches). */
 int gpt2_load(gpt2_model *m, const char *dir, dtype wtype);
+/* Before the backend it ran on is destroyed: its activations and placed weights are that backend's. */
 void gpt2_free(gpt2_model *m);
+/* Copies the weights into the backend's memory when it is not host memory (a GPU); a no-op on the CPU. */
+int gpt2_place(gpt2_model *m, kb_backend *b);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
 uint64_t gpt2_bytes_per_token(const gpt2_model *m);

@@ -59,7 +59,7 @@ static size_t flat_bytes(const kv_pool *p, int tokens)
 
 /* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks. Safe for
  * dst == src when dp <= sp. */
-static void copy_rows(const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
+static void copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
 {
     size_t row = (size_t)src->head_dim * dt_size(src->type);
     while (n > 0) {
@@ -69,9 +69,9 @@ static void copy_rows(const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
         for (int l = 0; l < src->n_layer; l++)
             for (int kv = 0; kv < 2; kv++)
                 for (int h = 0; h < src->n_head; h++) {
-                    memmove(kvl_row(dst, l, kv, h, dp), kvl_row(src, l, kv, h, sp), row * run);
+                    b->copy(b, kvl_row(dst, l, kv, h, dp), kvl_row(src, l, kv, h, sp), row * run);
                     if (src->type == DT_I8)
-                        memmove(kvl_scale(dst, l, kv, h, dp), kvl_scale(src, l, kv, h, sp), sizeof(float) * run);
+                        b->copy(b, kvl_scale(dst, l, kv, h, dp), kvl_scale(src, l, kv, h, sp), sizeof(float) * run);
                 }
         dp += run;
         sp += run;
@@ -324,7 +324,7 @@ static int unshare(kv_seq *s, int i, int rows, size_t *copied)
     kb_kv to = s->view; /* the new block alone, as positions 0.. */
     to.base = p->mem + (size_t)nb * p->block_bytes;
     to.table = ZERO_TABLE;
-    copy_rows(&to, 0, &s->view, i * p->o.block_tokens, rows);
+    copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows);
     release_block(p, s->table[i]);
     s->table[i] = nb;
     *copied += (size_t)rows * p->tok_bytes;
@@ -346,7 +346,7 @@ static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
     kb_kv to = flat_view(p, buf, cap);
     p->peak = p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
     if (s->len)
-        copy_rows(&to, 0, &s->view, 0, s->len);
+        copy_rows(p->b, &to, 0, &s->view, 0, s->len);
     if (s->buf)
         p->b->release(p->b, s->buf);
     p->used += bytes - old;
@@ -425,7 +425,7 @@ int kv_shift(kv_seq *s, int dst, int src, int n)
                 return -1;
         refresh_view(s);
     }
-    copy_rows(&s->view, dst, &s->view, src, n);
+    copy_rows(p->b, &s->view, dst, &s->view, src, n);
     return 0;
 }
 
@@ -458,7 +458,7 @@ kv_seq *kv_fork(kv_seq *s, int conv)
             kv_seq_free(c);
             return NULL;
         }
-        copy_rows(&c->view, 0, &s->view, 0, s->len);
+        copy_rows(p->b, &c->view, 0, &s->view, 0, s->len);
         c->len = s->len;
         copied = (size_t)s->len * p->tok_bytes;
     }
@@ -485,7 +485,7 @@ int kv_export(kv_seq *s, void *out)
         return -1;
     kb_kv to = flat_view(s->p, out, s->len);
     if (s->len)
-        copy_rows(&to, 0, &s->view, 0, s->len);
+        copy_rows(s->p->b, &to, 0, &s->view, 0, s->len);
     return 0;
 }
 
@@ -497,7 +497,7 @@ int kv_import(kv_seq *s, const void *in, int len)
         return -1;
     kb_kv from = flat_view(s->p, (void *)in, len);
     if (len)
-        copy_rows(&s->view, 0, &from, 0, len);
+        copy_rows(s->p->b, &s->view, 0, &from, 0, len);
     s->len = len;
     return 0;
 }
@@ -514,7 +514,7 @@ int kv_offload(kv_seq *s)
         return -1;
     kb_kv to = flat_view(p, host, s->len);
     if (s->len)
-        copy_rows(&to, 0, &s->view, 0, s->len);
+        copy_rows(p->b, &to, 0, &s->view, 0, s->len);
     release_all(s);
     s->host = host;
     s->host_tokens = s->len;
@@ -555,7 +555,7 @@ int kv_restore(kv_seq *s)
     refresh_view(s);
     kb_kv from = flat_view(p, s->host, s->host_tokens);
     if (len)
-        copy_rows(&s->view, 0, &from, 0, len);
+        copy_rows(p->b, &s->view, 0, &from, 0, len);
     free(s->host);
     s->host = NULL;
     s->len = len;

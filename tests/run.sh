@@ -22,6 +22,8 @@ unit() { # runs a unit-test binary and counts its ok/FAIL lines
 }
 
 export ASAN_OPTIONS=detect_leaks=1
+# the suite runs on the CPU backend (the reference); tests/gpu/check.sh is the GPU's
+export KVCHAT_DEVICE=cpu
 unit "$BUILD/unit_tests" ""
 unit "$BUILD/asan/unit_tests" "asan:"
 

@@ -79,3 +79,4 @@ future|written by a newer kvchat \(session format 99\)
 noheader|not a kvchat session
 negconv|line 2: events need an integer 'conv'
 CASES
+expect_error "${TAG}session/resume a bad file" 1 "unknown event" "$KV" chat --no-tui --resume "$S/unknown.jsonl"

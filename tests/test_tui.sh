@@ -77,7 +77,7 @@ stop_tmux
 $TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$? > '$TMP/replay.rc'; sleep 60"
 expect_screen "${TAG}tui/replay opens" "replay .*tui.session"
 for _ in 1 2 3 4 5 6 7 8; do $TM send-keys -t tui +; done
-expect_screen "${TAG}tui/replay plays the recorded turns" "you +Hello there"
+expect_screen "${TAG}tui/replay plays the recorded turns" "you +and again"
 expect_screen "${TAG}tui/replay shows the recorded cache" "[0-9]+ / 256 tok"
 $TM send-keys -t tui q
 for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done
@@ -85,7 +85,7 @@ same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"
 stop_tmux
 $TM new-session -d -s tui -x 120 -y 40 "XDG_STATE_HOME=$TMP/state '$KV' --resume '$TMP/tui.session' --no-save; sleep 60"
 expect_screen "${TAG}tui/resume shows the history" "resumed: the history above was restored" 30
-expect_screen "${TAG}tui/resume keeps the messages" "you +Hello there"
+expect_screen "${TAG}tui/resume keeps the messages" "you +and again"
 $TM send-keys -t tui "/quit" Enter
 stop_tmux
 

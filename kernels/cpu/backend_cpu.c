@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../err.h"
@@ -47,6 +48,13 @@ static void cpu_release(kb_backend *b, void *p)
     free(p);
 }
 
+static int cpu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
+{
+    (void)b;
+    memmove(dst, src, bytes);
+    return 0;
+}
+
 static void cpu_destroy(kb_backend *b)
 {
     if (!b)
@@ -73,7 +81,7 @@ kb_backend *cpu_backend_create(int threads)
     /* kernels call OpenBLAS from inside their own OpenMP threads, one GEMM per thread */
     openblas_set_num_threads(1);
     *b = (kb_backend){
-        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release,
+        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
         .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .destroy = cpu_destroy,
     };

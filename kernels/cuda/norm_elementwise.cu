@@ -1,0 +1,95 @@
+/* Embeddings, layernorm, residual add and GELU: the CPU twins are embed.c, layernorm.c and
+ * elementwise.c. */
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+__global__ static void embed_k(float *x, const int *ids, int pos0, const void *wte, dtype tt, const void *wpe, dtype pt, int C)
+{
+    int i = blockIdx.x;
+    size_t te = (size_t)ids[i] * C, pe = (size_t)(pos0 + i) * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        x[(size_t)i * C + c] = cu_load(wte, te + c, tt) + cu_load(wpe, pe + c, pt);
+}
+
+int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+{
+    void *d;
+    if (cuda_scratch(b, sizeof(int) * (size_t)n, &d))
+        return -1;
+    CK(cudaMemcpy(d, ids, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice));
+    embed_k<<<n, 256>>>(x, (const int *)d, pos0, wte->data, wte->type, wpe->data, wpe->type, wte->cols);
+    CK_LAUNCH();
+    return 0;
+}
+
+__device__ static float block_sum(float v, float *shared)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    float total = 0;
+    for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++)
+        total += shared[w];
+    return total;
+}
+
+__global__ static void layernorm_k(float *y, const float *x, const float *g, const float *beta, int C, float eps)
+{
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * C;
+    float *yr = y + (size_t)blockIdx.x * C;
+    float s = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        s += xr[c];
+    float mean = block_sum(s, red) / C, v = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        v += (xr[c] - mean) * (xr[c] - mean);
+    float rstd = rsqrtf(block_sum(v, red) / C + eps);
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        yr[c] = (xr[c] - mean) * rstd * g[c] + beta[c];
+}
+
+int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
+{
+    (void)b;
+    layernorm_k<<<n, 256>>>(y, x, g, beta, C, eps);
+    CK_LAUNCH();
+    return 0;
+}
+
+__global__ static void add_k(float *x, const float *y, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += y[i];
+}
+
+__global__ static void gelu_k(float *x, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+int cuda_add(kb_backend *b, float *x, const float *y, size_t n)
+{
+    (void)b;
+    add_k<<<(unsigned)((n + 255) / 256), 256>>>(x, y, n);
+    CK_LAUNCH();
+    return 0;
+}
+
+int cuda_gelu(kb_backend *b, float *x, size_t n)
+{
+    (void)b;
+    gelu_k<<<(unsigned)((n + 255) / 256), 256>>>(x, n);
+    CK_LAUNCH();
+    return 0;
+}

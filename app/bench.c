@@ -28,6 +28,9 @@ const char BENCH_HELP[] =
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
+    "      --prefill LIST prompt lengths to time (default 128,512)\n"
+    "      --context LIST contexts to time decoding at (default 0,512)\n"
+    "      --device D     auto | cpu | cuda\n"
     "      --runs N       timed runs per figure\n"
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: all cores)\n";
@@ -51,8 +54,14 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+#define MAX_POINTS 8
+
 typedef struct {
-    double prefill128, prefill512, decode0, decode512;
+    int prefill[MAX_POINTS], n_prefill, ctx[MAX_POINTS], n_ctx;
+} bench_plan;
+
+typedef struct {
+    double prefill[MAX_POINTS], decode[MAX_POINTS]; /* median seconds: per prefill, per decoded token */
 } figures;
 
 /* median seconds for a prefill of n tokens into an empty cache */
@@ -93,33 +102,52 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, flo
     return 0;
 }
 
-static int bench_one(loaded_model *lm, int runs, figures *f)
+static int bench_one(loaded_model *lm, const bench_plan *plan, int runs, figures *f)
 {
     const gpt2_config *cfg = &lm->model.cfg;
-    if (cfg->n_ctx < 512 + 16)
-        return err_set("bench needs a context of at least 528 tokens; this model has %d", cfg->n_ctx);
-    int *ids = malloc(sizeof *ids * 1024);
+    int need = 16;
+    for (int i = 0; i < plan->n_prefill; i++)
+        need = plan->prefill[i] > need ? plan->prefill[i] : need;
+    for (int i = 0; i < plan->n_ctx; i++)
+        need = plan->ctx[i] + 16 > need ? plan->ctx[i] + 16 : need;
+    if (need > kv_pool_opts(lm->pool)->window)
+        return err_set("bench needs a context of %d tokens; this model has %d", need, kv_pool_opts(lm->pool)->window);
+    int *ids = malloc(sizeof *ids * (size_t)need);
     float *logits = err_malloc(sizeof(float) * cfg->vocab_size, "logits");
     kv_seq *c = kv_seq_new(lm->pool, 0);
     int rc = -1;
     if (!ids || !logits || !c)
         goto out;
     uint64_t s = 42;
-    for (int i = 0; i < 1024; i++) { /* fixed pseudo-random prompt, the same for every dtype */
+    for (int i = 0; i < need; i++) { /* fixed pseudo-random prompt, the same for every dtype */
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int)((s >> 33) % (uint64_t)cfg->vocab_size);
     }
-    if (time_prefill(lm, c, ids, 128, logits, runs, &f->prefill128) ||
-        time_prefill(lm, c, ids, 512, logits, runs, &f->prefill512) ||
-        time_decode(lm, c, ids, 0, logits, runs, &f->decode0) ||
-        time_decode(lm, c, ids, 512, logits, runs, &f->decode512))
-        goto out;
+    for (int i = 0; i < plan->n_prefill; i++)
+        if (time_prefill(lm, c, ids, plan->prefill[i], logits, runs, &f->prefill[i]))
+            goto out;
+    for (int i = 0; i < plan->n_ctx; i++)
+        if (time_decode(lm, c, ids, plan->ctx[i], logits, runs, &f->decode[i]))
+            goto out;
     rc = 0;
 out:
     kv_seq_free(c);
     free(logits);
     free(ids);
     return rc;
+}
+
+static int parse_list(const char *flag, const char *v, int *out, int *n, int lo)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_POINTS || opt_int(flag, t, lo, 65536, &out[*n]))
+            return err_set("%s: expected up to %d numbers separated by commas, got '%s'", flag, MAX_POINTS, v);
+        (*n)++;
+    }
+    return *n ? 0 : err_set("%s: empty list", flag);
 }
 
 int cmd_bench(int argc, char **argv)
@@ -129,6 +157,7 @@ int cmd_bench(int argc, char **argv)
     static const char default_types[] = "f32,bf16,f16";
     const char *json_path = NULL, *dtypes = default_types;
     int runs = 5, turns = 0;
+    bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -140,6 +169,12 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             json_path = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--prefill", &v)) != 0) {
+            if (r < 0 || parse_list("--prefill", v, plan.prefill, &plan.n_prefill, 1))
+                return EXIT_USAGE;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--context", &v)) != 0) {
+            if (r < 0 || parse_list("--context", v, plan.ctx, &plan.n_ctx, 0))
+                return EXIT_USAGE;
         } else if (opt_match(argc, argv, &i, NULL, "--turns", NULL)) {
             turns = 1;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
@@ -186,23 +221,41 @@ int cmd_bench(int argc, char **argv)
             const gpt2_config *c = &lm.model.cfg;
             printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d\n\n",
                    lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs);
-            printf("weights  prefill-128  prefill-512   decode@0  decode@512   weights/token  bandwidth@0\n");
-            printf("         tok/s        tok/s         tok/s     tok/s        MB             GB/s\n");
+            printf("weights ");
+            for (int i = 0; i < plan.n_prefill; i++)
+                printf(" prefill-%-5d", plan.prefill[i]);
+            for (int i = 0; i < plan.n_ctx; i++)
+                printf("  decode@%-5d", plan.ctx[i]);
+            printf("  weights/token  bandwidth@%d\n", plan.ctx[0]);
+            printf("        ");
+            for (int i = 0; i < plan.n_prefill + plan.n_ctx; i++)
+                printf(" %13s", "tok/s");
+            printf("  %13s  %11s\n", "MB", "GB/s");
             fflush(stdout);
         }
         figures f;
-        if (bench_one(&lm, runs, &f)) {
+        if (bench_one(&lm, &plan, runs, &f)) {
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            printf("%-7s  %11.1f  %11.1f  %9.1f  %10.1f  %14.1f  %11.1f\n", dt_name(list[k]), 128 / f.prefill128,
-                   512 / f.prefill512, 1 / f.decode0, 1 / f.decode512, bytes / 1e6, bytes / f.decode0 / 1e9);
+            json_t *row = json_pack("{s:s, s:f, s:f}", "dtype", dt_name(list[k]), "weight_bytes_per_token", bytes,
+                                    "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
+            printf("%-7s ", dt_name(list[k]));
+            for (int i = 0; i < plan.n_prefill; i++) {
+                char key[48];
+                snprintf(key, sizeof key, "prefill%d_tok_s", plan.prefill[i]);
+                json_object_set_new(row, key, json_real(plan.prefill[i] / f.prefill[i]));
+                printf(" %13.1f", plan.prefill[i] / f.prefill[i]);
+            }
+            for (int i = 0; i < plan.n_ctx; i++) {
+                char key[48];
+                snprintf(key, sizeof key, "decode_ctx%d_tok_s", plan.ctx[i]);
+                json_object_set_new(row, key, json_real(1 / f.decode[i]));
+                printf(" %13.1f", 1 / f.decode[i]);
+            }
+            printf("  %13.1f  %11.1f\n", bytes / 1e6, bytes / f.decode[0] / 1e9);
             fflush(stdout);
-            json_array_append_new(results,
-                                  json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "dtype", dt_name(list[k]),
-                                            "prefill128_tok_s", 128 / f.prefill128, "prefill512_tok_s", 512 / f.prefill512,
-                                            "decode_ctx0_tok_s", 1 / f.decode0, "decode_ctx512_tok_s", 1 / f.decode512,
-                                            "weight_bytes_per_token", bytes, "bandwidth_ctx0_gb_s", bytes / f.decode0 / 1e9));
+            json_array_append_new(results, row);
         }
         unload_model(&lm);
     }

@@ -19,8 +19,12 @@ kb_backend *kb_create(const char *device, int threads)
     }
 #ifdef KVCHAT_CUDA
     kb_backend *b = cuda_backend_create();
-    if (b || !strcmp(device, "cuda"))
+    if (b)
         return b;
+    if (!strcmp(device, "cuda")) {
+        err_wrap("--device cuda: no usable GPU");
+        return NULL;
+    }
     fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", err_msg());
 #else
     if (!strcmp(device, "cuda")) {

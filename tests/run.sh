@@ -13,9 +13,10 @@ trap 'rm -rf "$TMP"' EXIT
 unit() { # runs a unit-test binary and counts its ok/FAIL lines
     local bin=$1 tag=$2 out
     out=$("$bin" 2>&1)
-    echo "$out" | grep -E '^(ok|FAIL|     )' | sed "s/^ok   /ok   $tag/; s/^FAIL /FAIL $tag/"
+    echo "$out" | grep -E '^(ok|FAIL|skip|     )' | sed "s/^ok   /ok   $tag/; s/^FAIL /FAIL $tag/; s/^skip /skip $tag/"
     PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
     FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+    SKIP=$((SKIP + $(echo "$out" | grep -c '^skip ')))
     if ! echo "$out" | grep -q '^unit: '; then
         fail "$tag(crashed)" "$(echo "$out" | tail -5 | tr '\n' ' ')"
     fi

@@ -49,3 +49,14 @@ same "${TAG}cli/--no-cache same tokens" "$ids" "$(gen -p "Hello world" -n 12 --t
 # --dump-logits writes vocab-size float32
 gen -p "Hello" -n 1 --temp 0 --dump-logits "$TMP/l.bin" >/dev/null
 same "${TAG}cli/--dump-logits size" $((50257 * 4)) "$(stat -c %s "$TMP/l.bin")"
+
+# devices: with a CUDA build and no GPU, auto says it runs on the CPU and cuda is a clear error
+if ldd "$KV" 2>/dev/null | grep -q libcudart && ! nvidia-smi -L >/dev/null 2>&1; then
+    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 -q >/dev/null 2>"$TMP/auto.err"
+    same "${TAG}cli/--device auto without a GPU runs" 0 $?
+    check "${TAG}cli/--device auto says it fell back" grep -q "no usable GPU.*running on the CPU" "$TMP/auto.err"
+    expect_error "${TAG}cli/--device cuda without a GPU" 1 "--device cuda: no usable GPU" \
+        "$KV" generate -m "$M" --device cuda -p hi -n 2
+elif ! ldd "$KV" 2>/dev/null | grep -q libcudart; then
+    expect_error "${TAG}cli/--device cuda in a CPU build" 1 "this build has no CUDA backend" "$KV" generate -m "$M" --device cuda -p hi
+fi

@@ -21,6 +21,16 @@ extern const char *check_current;
         }                                                                                     \
     } while (0)
 
+/* Marks the running test skipped (a GPU test on a machine without one), with the reason. */
+#define SKIP(...)                                                                             \
+    do {                                                                                      \
+        printf("skip %s: ", check_current);                                                   \
+        printf(__VA_ARGS__);                                                                  \
+        printf("\n");                                                                         \
+        check_skipped = 1;                                                                    \
+    } while (0)
+extern int check_skipped;
+
 typedef struct {
     const char *name;
     void (*fn)(void);

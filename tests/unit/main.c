@@ -10,14 +10,14 @@
 #define KVCHAT_ASSETS "assets"
 #endif
 
-int check_failed;
+int check_failed, check_skipped;
 const char *check_current;
 
 extern const unit_test dtype_tests[], safetensors_tests[], tokenizer_tests[], kernel_tests[], sampler_tests[],
-    options_tests[], forward_tests[], kvcache_tests[], engine_tests[], ui_tests[];
+    options_tests[], forward_tests[], kvcache_tests[], engine_tests[], ui_tests[], cuda_tests[];
 static const unit_test *const TABLES[] = {dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests, sampler_tests,
                                           options_tests, forward_tests,     kvcache_tests,   engine_tests,
-                                          ui_tests};
+                                          ui_tests,      cuda_tests};
 
 const char *asset(const char *name)
 {
@@ -65,22 +65,25 @@ const char *temp_dir(void)
 
 int main(int argc, char **argv)
 {
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (size_t t = 0; t < sizeof TABLES / sizeof TABLES[0]; t++)
         for (const unit_test *u = TABLES[t]; u->name; u++) {
             if (argc > 1 && !strstr(u->name, argv[1]))
                 continue;
             check_failed = 0;
+            check_skipped = 0;
             check_current = u->name;
             u->fn();
             fflush(stdout);
             if (check_failed)
                 failed++;
+            else if (check_skipped)
+                skipped++;
             else {
                 printf("ok   %s\n", u->name);
                 passed++;
             }
         }
-    printf("unit: %d passed, %d failed\n", passed, failed);
+    printf("unit: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

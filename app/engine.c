@@ -661,9 +661,8 @@ static void turn_end(engine *e, conv *c, const char *text, int tokens, int rc)
                       "approximate", c->approximate));
 }
 
-static int count_since(const engine *e, const conv *c, int start)
+static int count_since(const conv *c, int start)
 {
-    (void)e;
     return c->n_ids > start ? c->n_ids - start : 0;
 }
 
@@ -688,7 +687,7 @@ int engine_turn(engine *e, int id, const char *text, char **out)
         rc = reply(e, c, &r);
     }
     engine_stats(e, id);
-    turn_end(e, c, r, count_since(e, c, start), rc);
+    turn_end(e, c, r, count_since(c, start), rc);
     if (out && !rc)
         *out = r;
     else
@@ -801,7 +800,7 @@ int engine_retry(engine *e, int id, char **out)
     char *r = NULL;
     int rc = reply(e, c, &r);
     engine_stats(e, id);
-    turn_end(e, c, r, count_since(e, c, to), rc);
+    turn_end(e, c, r, count_since(c, to), rc);
     if (out && !rc)
         *out = r;
     else

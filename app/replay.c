@@ -1,7 +1,6 @@
 /* kvchat replay: a saved session played back (the TUI with its cache panel, at the recorded pace),
  * printed as a transcript, or verified by running the model again on the recorded inputs. */
 #include <locale.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

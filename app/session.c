@@ -1,8 +1,6 @@
 #include "session.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -1,12 +1,10 @@
 /* kvchat make-tiny-model: a deterministic random-weight GPT-2 in the exact Hugging Face layout, with
  * the real tokenizer files, for tests, benchmarks and the offline demo. */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../kernels/err.h"

@@ -25,7 +25,9 @@ kb_backend *kb_create(const char *device, int threads)
         err_wrap("--device cuda: no usable GPU");
         return NULL;
     }
-    fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", err_msg());
+    static int said; /* once per process */
+    if (!said++)
+        fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", err_msg());
 #else
     if (!strcmp(device, "cuda")) {
         err_set("--device cuda: this build has no CUDA backend (nvcc was not found when it was built)");

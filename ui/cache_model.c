@@ -197,23 +197,19 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->offloaded = type[0] == 'o';
         logf_(m, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, "fork")) {
-        cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
-        if (p && p != c && p->n_turns) { /* the fork starts as a copy of its parent's window */
-            c = cm_conv_get(m, geti(ev, "conv"));
-            p = cm_conv_get(m, geti(ev, "parent"));
-            win_turn *t = malloc(sizeof *t * (size_t)p->cap_turns);
-            if (t) {
-                memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
-                free(c->turns);
-                c->turns = t;
-                c->cap_turns = p->cap_turns;
-                c->n_turns = p->n_turns;
-                c->n_cells = p->n_cells;
-                c->keep = p->keep;
-                c->window = p->window;
-            }
+        const cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
+        win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
+        if (t) { /* the fork starts as a copy of its parent's window */
+            memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
+            free(c->turns);
+            c->turns = t;
+            c->cap_turns = p->cap_turns;
+            c->n_turns = p->n_turns;
+            c->n_cells = p->n_cells;
+            c->keep = p->keep;
+            c->window = p->window;
         }
-        logf_(m, "fork conv %d from %d, %d shared blocks", geti(ev, "conv"), geti(ev, "parent"), geti(ev, "shared_blocks"));
+        logf_(m, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
     } else if (!strcmp(type, "pin")) {
         int t = geti(ev, "turn");
         if (t >= 0 && t < c->n_turns)

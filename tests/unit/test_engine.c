@@ -31,6 +31,7 @@ static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
     model_opts_init(&mo);
     mo.model_dir = fixture_model("f32", 64);
     mo.wtype = DT_F32;
+    mo.device = "cpu";
     mo.threads = 2;
     mo.n_predict = n_predict;
     mo.sp.temp = 0;

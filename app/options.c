@@ -221,7 +221,8 @@ int load_model(loaded_model *lm, const model_opts *o)
         return -1;
     struct stat sb;
     if (stat(lm->dir, &sb) || !S_ISDIR(sb.st_mode))
-        return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2` or pass -m DIR",
+        return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2`, pass -m DIR, or try "
+                       "the offline demo: make demo",
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;

@@ -465,7 +465,8 @@ static void emit_model_event(loaded_model *lm)
     const gpt2_config *c = &lm->model.cfg;
     const char *name = strrchr(lm->dir, '/');
     name = name && name[1] ? name + 1 : lm->dir;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t free_b = 0, total = 0;
+    lm->backend->mem_info(lm->backend, &free_b, &total);
     ev_emit(lm->bus, 0, "model",
             json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", name, "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
@@ -473,7 +474,7 @@ static void emit_model_event(loaded_model *lm)
                       (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
                       (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
                       "weights_dtype", dt_name(lm->model.wtype), "memory_total_bytes",
-                      (json_int_t)(pages > 0 && page > 0 ? pages * page : 0)));
+                      (json_int_t)total));
 }
 
 static void history_path(char *buf, size_t n)

@@ -30,6 +30,8 @@ struct kb_backend {
 
     void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*release)(kb_backend *b, void *p);
+    /* free and total bytes of the memory this backend allocates from (host RAM, or the GPU's) */
+    int (*mem_info)(kb_backend *b, size_t *free_bytes, size_t *total_bytes);
     /* bytes from src to dst, either of them host or backend memory (overlap allowed within one) */
     int (*copy)(kb_backend *b, void *dst, const void *src, size_t bytes);
     /* y[n, w.cols] = x[n, w.rows] @ w + bias (bias may be NULL): GPT-2's Conv1D layout. */

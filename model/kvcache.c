@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../kernels/err.h"
 
@@ -116,10 +115,11 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
     p->H = cfg->n_head;
     p->hd = cfg->n_embd / cfg->n_head;
     p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) + (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
-    if (!p->o.pool_bytes) {
-        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        size_t want = 4 * (size_t)o->window * p->tok_bytes, avail = pages > 0 && page > 0 ? (size_t)pages * page / 2 : want;
-        p->o.pool_bytes = want < avail ? want : avail;
+    if (!p->o.pool_bytes) { /* four full windows, at most half of the backend's free memory */
+        size_t want = 4 * (size_t)o->window * p->tok_bytes, free_b = 0, total = 0;
+        if (b->mem_info(b, &free_b, &total) || !free_b)
+            free_b = 2 * want;
+        p->o.pool_bytes = want < free_b / 2 ? want : free_b / 2;
     }
     if (o->layout == KV_PAGED) {
         p->block_bytes = kvl_block_bytes(o->type, p->L, p->H, p->hd, o->block_tokens);

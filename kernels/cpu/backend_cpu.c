@@ -55,6 +55,15 @@ static int cpu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cpu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)b;
+    long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES);
+    *free_bytes = avail > 0 && page > 0 ? (size_t)avail * (size_t)page : 0;
+    *total_bytes = total > 0 && page > 0 ? (size_t)total * (size_t)page : 0;
+    return 0;
+}
+
 static void cpu_destroy(kb_backend *b)
 {
     if (!b)
@@ -82,6 +91,7 @@ kb_backend *cpu_backend_create(int threads)
     openblas_set_num_threads(1);
     *b = (kb_backend){
         .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy,
+        .mem_info = cpu_mem_info,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
         .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .destroy = cpu_destroy,
     };

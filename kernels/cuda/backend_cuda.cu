@@ -49,6 +49,13 @@ static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)b;
+    CK(cudaMemGetInfo(free_bytes, total_bytes));
+    return 0;
+}
+
 static void cu_destroy(kb_backend *b)
 {
     if (!b)
@@ -97,6 +104,7 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->alloc = cu_alloc;
     b->release = cu_release;
     b->copy = cu_copy;
+    b->mem_info = cu_mem_info;
     b->matmul = cuda_matmul;
     b->matmul_t = cuda_matmul_t;
     b->embed = cuda_embed;

@@ -39,6 +39,16 @@ CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
 LDLIBS  := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lm -lpthread
 LDFLAGS += -fopenmp
 
+# SYSROOT: headers and libraries unpacked from .deb files (tests/gpu/fetch-deps.sh), for machines
+# that cannot install packages
+ifneq ($(SYSROOT),)
+  CFLAGS  += -I$(SYSROOT)/usr/include -I$(SYSROOT)/usr/include/x86_64-linux-gnu \
+             -I$(SYSROOT)/usr/include/x86_64-linux-gnu/openblas-pthread
+  LDFLAGS += -L$(SYSROOT)/usr/lib/x86_64-linux-gnu -L$(SYSROOT)/usr/lib/x86_64-linux-gnu/openblas-pthread \
+             -Wl,-rpath,$(abspath $(SYSROOT))/usr/lib/x86_64-linux-gnu \
+             -Wl,-rpath,$(abspath $(SYSROOT))/usr/lib/x86_64-linux-gnu/openblas-pthread
+endif
+
 LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 

@@ -2,8 +2,9 @@
 # The GPU check: on a machine with an NVIDIA GPU (Hopper: sm_90), builds the CUDA backend, checks it
 # against the CPU backend (its reference) kernel by kernel and end to end, and times the 124M and
 # 1.5B shapes. Prints one table; meant to finish in well under 8 minutes on one H200.
-# Needs the build's Debian packages (make deps) and, for the peer figure, python3 with torch and
-# transformers. Without a GPU it says so and exits 0.
+# Needs the build's Debian packages (make deps; on a machine without a package mirror, run
+# tests/gpu/fetch-deps.sh first where there is one and carry .deps/) and, for the peer figure,
+# python3 with torch and transformers. Without a GPU it says so and exits 0.
 set -u
 cd "$(dirname "$0")/../.."
 if ! nvidia-smi -L >/dev/null 2>&1; then
@@ -20,7 +21,9 @@ row() { printf '%-52s %s\n' "$1" "$2"; }
 ok() { PASS=$((PASS + 1)); row "$1" "ok   $2"; }
 bad() { FAIL=$((FAIL + 1)); row "$1" "FAIL $2"; }
 t0=$SECONDS
-make -j"$(nproc)" CUDA=1 CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90" \
+SYSROOT=
+[ -d .deps/root/usr/include ] && SYSROOT=.deps/root   # carried from tests/gpu/fetch-deps.sh
+make -j"$(nproc)" CUDA=1 SYSROOT=$SYSROOT CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90" \
     all build/unit_tests >"$T/build.log" 2>&1 || { tail -20 "$T/build.log"; echo "build failed"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "built in $((SECONDS - t0)) s"

@@ -4,6 +4,8 @@
 #define KVCHAT_CUDA_COMMON_CUH
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "../err.h"

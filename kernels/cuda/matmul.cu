@@ -1,4 +1,4 @@
-/* Matrix products through cuBLAS, accumulating in f32. f32 weights: SGEMM (pedantic math: no TF32).
+/* Matrix products through cuBLAS, accumulating in f32. f32 weights: SGEMM (no TF32).
  * f16/bf16 weights: the activations are rounded to the weights' type and cublasGemmEx multiplies
  * them with f32 accumulation (the CPU twin keeps f32 activations: agreement is to about 1e-3). */
 #include <cuda_bf16.h>

@@ -42,6 +42,8 @@ typedef struct {
     uint64_t seed;
     const st_entry *e;
     const init *how;
+    int n;
+    size_t total, done;   /* bytes, for the progress line of large models */
 } tiny;
 
 static uint64_t mix(uint64_t z)
@@ -62,7 +64,10 @@ static float gauss(uint64_t seed, int tensor, size_t k)
 
 static int fill(int i, void *buf, void *ctx)
 {
-    const tiny *t = ctx;
+    tiny *t = ctx;
+    t->done += t->e[i].bytes;
+    if (t->total > (256u << 20) && isatty(STDERR_FILENO))
+        fprintf(stderr, "\rwriting model.safetensors: %3d%%%s", (int)(100 * t->done / t->total), i == t->n - 1 ? "\n" : "");
     const init *h = &t->how[i];
     if (h->mask) { /* lower-triangular float32, as transformers saves attn.bias */
         int n = t->cfg->n_ctx;
@@ -140,7 +145,9 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
 #undef ADD
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    tiny t = {.cfg = c, .type = type, .seed = seed, .e = e, .how = how};
+    tiny t = {.cfg = c, .type = type, .seed = seed, .e = e, .how = how, .n = k};
+    for (int i = 0; i < k; i++)
+        t.total += e[i].bytes;
     int rc = st_write(path, e, k, fill, &t);
     free(e);
     free(how);

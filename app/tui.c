@@ -41,7 +41,7 @@ typedef struct {
     screen scr;
     cache_model cm;
     chat_pane panes[MAX_CONVS + 1];
-    int conv, generating, gen_conv, quit, help, dirty, redraw_input;
+    int conv, generating, quit, help, dirty;
     char *pending;       /* a line entered while a reply was streaming */
     char status[256];
     double status_until;
@@ -174,7 +174,6 @@ static int start_turn(tui *t, const char *line)
         return -1;
     }
     t->generating = 1;
-    t->gen_conv = t->conv;
     t->dirty = 1;
     return 0;
 }
@@ -385,7 +384,6 @@ static void command(tui *t, char *line)
             return;
         }
         t->generating = 1;
-        t->gen_conv = t->conv;
     } else if (!strcmp(cmd, "clear")) {
         if (engine_clear(t->e, t->conv))
             say(t, "/clear: %s", err_msg());

@@ -289,6 +289,11 @@ void engine_stats(engine *e, int id)
                           "host_bytes", (json_int_t)s.host_bytes);
     if (f && c->approximate)
         json_object_set_new(f, "approximate", json_true());
+    size_t mem_free = 0, mem_total = 0;
+    if (f && !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total)) {
+        json_object_set_new(f, "memory_free", json_integer((json_int_t)mem_free));
+        json_object_set_new(f, "memory_total", json_integer((json_int_t)mem_total));
+    }
     ev_emit(e->lm->bus, c->id, "stats", f);
 }
 

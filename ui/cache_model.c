@@ -243,6 +243,10 @@ void cm_apply(cache_model *m, const json_t *ev)
         m->blocks_used = geti(ev, "blocks_used");
         m->blocks_total = geti(ev, "blocks_total");
         m->offloaded_convs = geti(ev, "offloaded_convs");
+        if (json_object_get(ev, "memory_total")) {
+            m->memory_total = getd(ev, "memory_total");
+            m->memory_free = getd(ev, "memory_free");
+        }
     }
 }
 

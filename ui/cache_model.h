@@ -40,7 +40,7 @@ typedef struct {
     int log_head, log_n;
     /* the model event */
     char model[160], backend[64];
-    double weights_bytes, workspace_bytes, params, memory_total;
+    double weights_bytes, workspace_bytes, params, memory_total, memory_free;
     int random_weights, n_ctx;
 } cache_model;
 

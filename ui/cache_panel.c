@@ -141,10 +141,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (y < h - 1 && c->has_fidelity)
         ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%", c->fid_top1 ? "same" : "DIFFERS", c->fid_kl,
                  c->fid_rate * 100);
-    char total[32];
+    char total[32], avail[32];
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "%s %s: weights %s  pool %s  work %s", strcmp(m->backend, "cpu") ? m->backend : "host",
-                 fmt_bytes(total, sizeof total, m->memory_total), fmt_bytes(a, sizeof a, m->weights_bytes),
+        ui_drawf(w, y++, 1, iw, "%s %s (%s free): weights %s  pool %s  work %s",
+                 strcmp(m->backend, "cpu") ? m->backend : "host", fmt_bytes(total, sizeof total, m->memory_total),
+                 fmt_bytes(avail, sizeof avail, m->memory_free), fmt_bytes(a, sizeof a, m->weights_bytes),
                  fmt_bytes(b, sizeof b, m->pool_bytes), fmt_bytes(d, sizeof d, m->workspace_bytes));
     /* event log, newest at the bottom */
     int log_rows = h - 1 - y;

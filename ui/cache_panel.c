@@ -105,7 +105,10 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         double turns = 0;
         int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
         free(drop);
-        ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns)", n, left, turns);
+        if (turns > 0)
+            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns)", n, left, turns);
+        else
+            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok", n, left);
     }
     /* history graph */
     rest = h - y - 1;

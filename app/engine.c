@@ -504,6 +504,11 @@ static int user_turn(engine *e, conv *c, const char *text)
     if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
         goto out;
     int room = e->window - (c->keep > np ? c->keep : np) - 1, *m = msg;
+    if (room < 1) {
+        err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a message; raise --ctx",
+                e->window, tpl_name(e->o.tpl), np);
+        goto out;
+    }
     if (nm > room) { /* longer than the window: keep its end, and say so */
         ev_emit(e->lm->bus, c->id, "notice",
                 json_pack("{s:s, s:i, s:i}", "text", "message longer than the window: its beginning was cut", "tokens",

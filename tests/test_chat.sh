@@ -47,3 +47,6 @@ expect_error "${TAG}chat/--cache-dtype bad" 2 "--cache-dtype: expected" "$KV" ch
 expect_error "${TAG}chat/--ctx above the model" 1 "--ctx 100 is not in 1..64" "$KV" chat --no-tui -m "$CM" --ctx 100
 expect_error "${TAG}chat/--events unwritable" 1 "--events /nonexistent/ev.jsonl" "$KV" chat --no-tui -m "$CM" --events /nonexistent/ev.jsonl
 expect_error "${TAG}chat/--cache-mem too small" 1 "smaller than one block" "$KV" chat --no-tui -m "$CM" --cache-mem 1K
+expect_error "${TAG}chat/--ctx smaller than the preamble" 1 "cannot hold the gpt2 template's preamble" \
+    bash -c "echo hi | '$KV' chat --no-tui -m '$CM' --ctx 8"
+same "${TAG}chat/--ctx tiny with no template works" 1 "$(echo hi | "$KV" chat --no-tui -m "$CM" --ctx 4 --template none -n 8 | wc -l)"

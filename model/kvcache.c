@@ -27,6 +27,8 @@ struct kv_seq {
     kv_pool *p;
     int conv, len, busy, grows;
     int *table, n_table;         /* paged: the block table */
+    int *dev_table, *sent;       /* its copy in device memory, and what that copy holds */
+    int n_sent;
     char *buf;                   /* contiguous: the buffer ... */
     int cap;                     /* ... and its capacity in positions */
     char *host;                  /* offloaded rows: one block of host_tokens positions (a later */
@@ -87,8 +89,17 @@ static void refresh_view(kv_seq *s)
         s->view.table = s->table;
         s->view.block_tokens = p->o.block_tokens;
         s->view.block_bytes = p->block_bytes;
+        /* a GPU reads the table from its own memory: send it only when it changed */
+        if (s->dev_table && (s->n_sent != s->n_table || memcmp(s->sent, s->table, sizeof(int) * (size_t)s->n_table))) {
+            if (!p->b->copy(p->b, s->dev_table, s->table, sizeof(int) * (size_t)s->n_table)) {
+                memcpy(s->sent, s->table, sizeof(int) * (size_t)s->n_table);
+                s->n_sent = s->n_table;
+            }
+        }
+        s->view.dev_table = s->dev_table && s->n_sent == s->n_table ? s->dev_table : NULL;
     } else {
         s->view = flat_view(p, s->buf, s->cap);
+        s->view.dev_table = NULL;
     }
 }
 
@@ -177,8 +188,12 @@ kv_seq *kv_seq_new(kv_pool *p, int conv)
         return NULL;
     s->p = p;
     s->conv = conv;
-    if (p->o.layout == KV_PAGED &&
-        !(s->table = err_malloc(sizeof(int) * (size_t)(p->o.window / p->o.block_tokens + 2), "a block table"))) {
+    size_t table_bytes = sizeof(int) * (size_t)(p->o.window / p->o.block_tokens + 2);
+    if (p->o.layout == KV_PAGED && (!(s->table = err_malloc(table_bytes, "a block table")) ||
+                                    !(s->sent = err_malloc(table_bytes, "a block table")) ||
+                                    (p->b->device_memory && !(s->dev_table = p->b->alloc(p->b, table_bytes, "a block table"))))) {
+        free(s->table);
+        free(s->sent);
         free(s);
         return NULL;
     }
@@ -241,6 +256,9 @@ void kv_seq_free(kv_seq *s)
     release_all(s);
     free(s->host);
     free(s->table);
+    free(s->sent);
+    if (s->dev_table)
+        p->b->release(p->b, s->dev_table);
     for (int i = 0; i < p->n_seqs; i++)
         if (p->seqs[i] == s) {
             p->seqs[i] = p->seqs[--p->n_seqs];

@@ -1,5 +1,5 @@
 /* Causal attention through the cache layout (kernels/kvlayout.h): paged or contiguous, f32, f16,
- * bf16 or int8 rows, the block table copied to the device per call. One thread block per (query,
+ * bf16 or int8 rows, the block table read from the device copy the cache manager keeps. One thread block per (query,
  * head): scores in shared memory, softmax, then the weighted sum of values. The CPU twin is
  * kernels/cpu/attention.c. */
 #include <cuda_bf16.h>
@@ -109,12 +109,18 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     if (shared > (size_t)st->prop.sharedMemPerBlockOptin)
         return err_set("attention over %d positions needs %zu bytes of shared memory; this GPU has %zu", T, shared,
                        (size_t)st->prop.sharedMemPerBlockOptin);
-    void *table;
-    if (cuda_scratch(b, sizeof(int) * (size_t)blocks, &table))
-        return -1;
-    CK(cudaMemcpy(table, kv->table, sizeof(int) * (size_t)blocks, cudaMemcpyHostToDevice));
     kb_kv dkv = *kv;
-    dkv.table = (const int *)table;
+    if (kv->dev_table) { /* the cache manager keeps it current on the device */
+        dkv.table = kv->dev_table;
+    } else if (blocks == 1 && kv->table[0] == 0) { /* a contiguous cache */
+        dkv.table = st->zero_table;
+    } else {
+        void *table;
+        if (cuda_scratch(b, sizeof(int) * (size_t)blocks, &table))
+            return -1;
+        CK(cudaMemcpy(table, kv->table, sizeof(int) * (size_t)blocks, cudaMemcpyHostToDevice));
+        dkv.table = (const int *)table;
+    }
     store_k<<<dim3(n, kv->n_head), 64>>>(dkv, qkv, layer, past, C);
     CK_LAUNCH();
     if (shared > 48 * 1024)

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../kernels/err.h"
 #include "bench.h"
@@ -35,13 +34,6 @@ const char BENCH_HELP[] =
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: all cores)\n";
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -70,11 +62,11 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, floa
     double t[64];
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
         kv_truncate(c, 0);
-        double t0 = now_s();
+        double t0 = ev_clock();
         if (gpt2_forward(&lm->model, lm->backend, c, ids, n, logits))
             return -1;
         if (r)
-            t[r - 1] = now_s() - t0;
+            t[r - 1] = ev_clock() - t0;
     }
     *out = bench_median(t, runs);
     return 0;
@@ -91,11 +83,11 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, flo
         if (ctx && gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL))
             return -1;
         for (int s = 0; s < STEPS; s++) {
-            double t0 = now_s();
+            double t0 = ev_clock();
             if (gpt2_forward(&lm->model, lm->backend, c, ids + ctx + s, 1, logits))
                 return -1;
             if (r)
-                t[k++] = now_s() - t0;
+                t[k++] = ev_clock() - t0;
         }
     }
     *out = bench_median(t, k);

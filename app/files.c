@@ -31,6 +31,17 @@ int make_dirs(const char *path)
     return 0;
 }
 
+int make_parent_dirs(const char *file)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = 0;
+    return make_dirs(dir);
+}
+
 int copy_file(const char *src, const char *dst)
 {
     char tmp[PATH_MAX];

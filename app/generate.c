@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../kernels/err.h"
@@ -29,13 +28,6 @@ const char GENERATE_HELP[] =
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static int parse_ids(const char *s, int **ids, int *n, int *cap)
 {
@@ -142,14 +134,14 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
     if (!cache || !logits || sampler_init(&smp, &a->mo.sp, V))
         goto out;
     int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0;
-    double t0 = now_s();
+    double t0 = ev_clock();
     if (gpt2_forward(m, lm->backend, cache, ids, n_prompt, logits))
         goto out;
-    double t_prefill = now_s() - t0;
+    double t_prefill = ev_clock() - t0;
     if (a->dump_logits && write_logits(a->dump_logits, logits, V))
         goto out;
     signal(SIGINT, on_sigint);
-    t0 = now_s();
+    t0 = ev_clock();
     while (made < a->mo.n_predict && !interrupted) {
         int id = sampler_next(&smp, logits, ids, n);
         if (id == eos)
@@ -176,7 +168,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
         if (fail)
             goto out;
     }
-    double t_decode = now_s() - t0;
+    double t_decode = ev_clock() - t0;
     if (!a->output_ids) {
         size_t len;
         const char *rest = tok_stream_flush(&ts, &len);

@@ -63,14 +63,8 @@ int session_open(session_writer *w, const char *path, int append, const json_t *
 {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
-        if (make_dirs(dir))
-            return err_wrap("--session %s", path);
-    }
+    if (make_parent_dirs(path))
+        return err_wrap("--session %s", path);
     struct stat sb;
     int exists = !stat(path, &sb) && sb.st_size > 0;
     if (!(w->f = fopen(path, append && exists ? "a" : "w")))

@@ -51,8 +51,6 @@ typedef struct {
     json_t *all;         /* every event so far, for /save */
 } tui;
 
-static double now(void) { return ev_clock(); }
-
 static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
 {
     item *it = calloc(1, sizeof *it);
@@ -84,7 +82,7 @@ static void say(tui *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(t->status, sizeof t->status, fmt, ap);
     va_end(ap);
-    t->status_until = now() + 6;
+    t->status_until = ev_clock() + 6;
     t->dirty = 1;
 }
 
@@ -133,7 +131,7 @@ static void draw(tui *t)
     werase(st);
     wbkgd(st, (chtype)screen_attr(&t->scr, CP_STATUS));
     int w = getmaxx(st);
-    if (t->status[0] && now() < t->status_until)
+    if (t->status[0] && ev_clock() < t->status_until)
         ui_drawf(st, 0, 0, w, " %s", t->status);
     else
         ui_drawf(st, 0, 0, w, " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
@@ -320,13 +318,7 @@ static void save(tui *t, const char *arg)
         if (c == t->conv || c == 0)
             evs[k++] = ev;
     }
-    char *slash = strrchr(path, '/');
-    if (slash && slash != path) {
-        *slash = 0;
-        make_dirs(path);
-        *slash = '/';
-    }
-    if (!header || !evs || session_write_file(path, header, evs, (int)k))
+    if (!header || !evs || make_parent_dirs(path) || session_write_file(path, header, evs, (int)k))
         say(t, "/save: %s", err_msg());
     else
         say(t, "saved conversation %d to %s", t->conv, path);
@@ -520,7 +512,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     input_open(t->scr.input, "> ", hist[0] ? hist : NULL);
     drain(t);
     draw(t);
-    double last_draw = now();
+    double last_draw = ev_clock();
     while (!t->quit) {
         int k = input_poll(!t->help);
         if (k == IN_KEY) { /* any key closes the help */
@@ -577,13 +569,13 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         if (t->generating && engine_turn_done(e))
             finish_turn(t);
         drain(t);
-        if (t->status[0] && now() >= t->status_until) {
+        if (t->status[0] && ev_clock() >= t->status_until) {
             t->status[0] = 0;
             t->dirty = 1;
         }
-        if (t->dirty && now() - last_draw >= 0.045) {
+        if (t->dirty && ev_clock() - last_draw >= 0.045) {
             draw(t);
-            last_draw = now();
+            last_draw = ev_clock();
         }
     }
     if (t->generating) {

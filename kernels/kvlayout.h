@@ -26,7 +26,8 @@ extern "C" {
 typedef struct {
     void *base;            /* block 0 starts here */
     const int *table;      /* table[p / block_tokens] is the block holding position p */
-    const int *dev_table;  /* the same table in device memory (GPU backends), else NULL */
+    const int *dev_table;  /* the same table in device memory (GPU backends; the cache manager keeps it
+                            * current), else NULL */
     int block_tokens;
     size_t block_bytes;    /* distance between consecutive blocks */
     dtype type;

@@ -16,6 +16,7 @@ struct kv_pool {
     size_t tok_bytes;            /* one position across all layers, K and V (and int8 scales) */
     size_t used, peak;           /* bytes of the pool that sequences hold, now and at most */
     char *mem;                   /* paged: the pool */
+    int *dev_zero;               /* GPU backends: {0} in device memory, every contiguous cache's table */
     size_t block_bytes;
     int n_blocks, n_free, *free_list, *refs;
     kv_seq **seqs;
@@ -99,7 +100,7 @@ static void refresh_view(kv_seq *s)
         s->view.dev_table = s->dev_table && s->n_sent == s->n_table ? s->dev_table : NULL;
     } else {
         s->view = flat_view(p, s->buf, s->cap);
-        s->view.dev_table = NULL;
+        s->view.dev_table = p->dev_zero;
     }
 }
 
@@ -132,6 +133,12 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
             free_b = 2 * want;
         p->o.pool_bytes = want < free_b / 2 ? want : free_b / 2;
     }
+    static const int zero = 0;
+    if (b->device_memory &&
+        (!(p->dev_zero = b->alloc(b, sizeof zero, "a block table")) || b->copy(b, p->dev_zero, &zero, sizeof zero))) {
+        kv_pool_free(p);
+        return NULL;
+    }
     if (o->layout == KV_PAGED) {
         p->block_bytes = kvl_block_bytes(o->type, p->L, p->H, p->hd, o->block_tokens);
         p->n_blocks = (int)(p->o.pool_bytes / p->block_bytes);
@@ -163,6 +170,8 @@ void kv_pool_free(kv_pool *p)
         kv_seq_free(p->seqs[p->n_seqs - 1]);
     if (p->mem)
         p->b->release(p->b, p->mem);
+    if (p->dev_zero)
+        p->b->release(p->b, p->dev_zero);
     free(p->free_list);
     free(p->refs);
     free(p->seqs);

@@ -112,9 +112,7 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     kb_kv dkv = *kv;
     if (kv->dev_table) { /* the cache manager keeps it current on the device */
         dkv.table = kv->dev_table;
-    } else if (blocks == 1 && kv->table[0] == 0) { /* a contiguous cache */
-        dkv.table = st->zero_table;
-    } else {
+    } else { /* a view made without the cache manager (the twin tests) */
         void *table;
         if (cuda_scratch(b, sizeof(int) * (size_t)blocks, &table))
             return -1;

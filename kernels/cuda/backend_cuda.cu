@@ -63,8 +63,6 @@ static void cu_destroy(kb_backend *b)
     cuda_state *s = cuda_of(b);
     if (s->scratch)
         cudaFree(s->scratch);
-    if (s->zero_table)
-        cudaFree(s->zero_table);
     if (s->blas)
         cublasDestroy(s->blas);
     free(s);
@@ -79,8 +77,6 @@ static int init(cuda_state *s)
         return err_set("no CUDA device found");
     CK(cudaSetDevice(0));
     CK(cudaGetDeviceProperties(&s->prop, 0));
-    CK(cudaMalloc((void **)&s->zero_table, sizeof(int)));
-    CK(cudaMemset(s->zero_table, 0, sizeof(int)));
     CB(cublasCreate(&s->blas));
     /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
      * CPU reference, and lets 16-bit GEMMs use the tensor cores */

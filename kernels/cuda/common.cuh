@@ -31,7 +31,6 @@ struct cuda_state {
     cublasHandle_t blas;
     void *scratch;          /* grows: 16-bit activations, token ids, block tables */
     size_t scratch_bytes;
-    int *zero_table;        /* {0}: the block table of every contiguous cache */
     cudaDeviceProp prop;
 };
 

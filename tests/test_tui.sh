@@ -46,7 +46,9 @@ idle
 $TM send-keys -t tui "/set n 12" Enter
 $TM resize-window -t tui -x 80 -y 24
 expect_screen "${TAG}tui/resized to 80x24" "KV cache"
-check "${TAG}tui/80x24 fits" bash -c "[ \$($TM capture-pane -t tui -p | wc -l) -le 24 ]"
+# narrow: the panel is stacked under the chat (its box starts at column 0), the status line is last
+expect_screen "${TAG}tui/80x24 stacks the panel under the chat" "^┌─ KV cache"
+expect_screen "${TAG}tui/80x24 keeps the status line" "^ [^ ].*(conv 1/1|stopped: )"
 $TM resize-window -t tui -x 120 -y 40
 expect_screen "${TAG}tui/resized back" "KV cache"
 $TM send-keys -t tui "and again" Enter

@@ -56,14 +56,16 @@ typedef struct {
     double prefill[MAX_POINTS], decode[MAX_POINTS]; /* median seconds: per prefill, per decoded token */
 } figures;
 
-/* median seconds for a prefill of n tokens into an empty cache */
-static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, float *logits, int runs, double *out)
+/* median seconds for a prefill of n tokens into an empty cache, choosing the next token as chat does */
+static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, sampler *smp, int runs, double *out)
 {
     double t[64];
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
         kv_truncate(c, 0);
         double t0 = ev_clock();
-        if (gpt2_forward(&lm->model, lm->backend, c, ids, n, logits))
+        kb_sample pick = sampler_draw(smp, ids, n);
+        int next;
+        if (gpt2_step(&lm->model, lm->backend, c, ids, n, &pick, &next, NULL))
             return -1;
         if (r)
             t[r - 1] = ev_clock() - t0;
@@ -72,8 +74,9 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, floa
     return 0;
 }
 
-/* median seconds per decoded token after a context of `ctx` tokens */
-static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, float *logits, int runs, double *out)
+/* median seconds per decoded token (forward pass and choice) after a context of `ctx` tokens; the
+ * tokens fed are the fixed prompt's, so every dtype and backend runs the same positions */
+static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs, double *out)
 {
     enum { STEPS = 16 };
     double t[64 * STEPS];
@@ -84,7 +87,9 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, flo
             return -1;
         for (int s = 0; s < STEPS; s++) {
             double t0 = ev_clock();
-            if (gpt2_forward(&lm->model, lm->backend, c, ids + ctx + s, 1, logits))
+            kb_sample pick = sampler_draw(smp, ids, ctx + s + 1);
+            int next;
+            if (gpt2_step(&lm->model, lm->backend, c, ids + ctx + s, 1, &pick, &next, NULL))
                 return -1;
             if (r)
                 t[k++] = ev_clock() - t0;
@@ -94,7 +99,7 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, flo
     return 0;
 }
 
-static int bench_one(loaded_model *lm, const bench_plan *plan, int runs, figures *f)
+static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_params *sp, int runs, figures *f)
 {
     const gpt2_config *cfg = &lm->model.cfg;
     int need = 16;
@@ -105,10 +110,11 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, int runs, figures
     if (need > kv_pool_opts(lm->pool)->window)
         return err_set("bench needs a context of %d tokens; this model has %d", need, kv_pool_opts(lm->pool)->window);
     int *ids = malloc(sizeof *ids * (size_t)need);
-    float *logits = err_malloc(sizeof(float) * cfg->vocab_size, "logits");
     kv_seq *c = kv_seq_new(lm->pool, 0);
+    sampler smp;
+    sampler_init(&smp, sp);
     int rc = -1;
-    if (!ids || !logits || !c)
+    if (!ids || !c)
         goto out;
     uint64_t s = 42;
     for (int i = 0; i < need; i++) { /* fixed pseudo-random prompt, the same for every dtype */
@@ -116,15 +122,14 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, int runs, figures
         ids[i] = (int)((s >> 33) % (uint64_t)cfg->vocab_size);
     }
     for (int i = 0; i < plan->n_prefill; i++)
-        if (time_prefill(lm, c, ids, plan->prefill[i], logits, runs, &f->prefill[i]))
+        if (time_prefill(lm, c, ids, plan->prefill[i], &smp, runs, &f->prefill[i]))
             goto out;
     for (int i = 0; i < plan->n_ctx; i++)
-        if (time_decode(lm, c, ids, plan->ctx[i], logits, runs, &f->decode[i]))
+        if (time_decode(lm, c, ids, plan->ctx[i], &smp, runs, &f->decode[i]))
             goto out;
     rc = 0;
 out:
     kv_seq_free(c);
-    free(logits);
     free(ids);
     return rc;
 }
@@ -226,7 +231,7 @@ int cmd_bench(int argc, char **argv)
             fflush(stdout);
         }
         figures f;
-        if (bench_one(&lm, &plan, runs, &f)) {
+        if (bench_one(&lm, &plan, &mo.sp, runs, &f)) {
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);

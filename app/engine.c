@@ -30,6 +30,7 @@ struct engine {
     conv **convs;
     int n_convs, next_id;
     float *logits, *ref_logits;
+    int next;                    /* the token the last forward pass chose */
     kv_pool *ref_pool;               /* the fidelity check's private from-scratch cache */
     engine_text_fn on_text;
     void *text_ctx;
@@ -40,7 +41,7 @@ struct engine {
     char job_err[1024];
 };
 
-static int forward(engine *e, conv *c, const int *ids, int n);
+static int forward(engine *e, conv *c, const int *ids, int n, int pick);
 
 static conv *find(const engine *e, int id)
 {
@@ -85,7 +86,6 @@ static int push_turn(conv *c, int role, int start)
 static void free_conv(conv *c)
 {
     kv_seq_free(c->seq);
-    sampler_free(&c->smp);
     free(c->ids);
     free(c->turns);
     free(c);
@@ -140,7 +140,8 @@ static conv *add_conv(engine *e, kv_seq *seq)
     c->id = e->next_id;
     c->seq = seq ? seq : kv_seq_new(e->lm->pool, c->id);
     conv **list = realloc(e->convs, sizeof *list * (size_t)(e->n_convs + 1));
-    if (!c->seq || !list || sampler_init(&c->smp, &e->mo.sp, e->lm->model.cfg.vocab_size)) {
+    sampler_init(&c->smp, &e->mo.sp);
+    if (!c->seq || !list) {
         if (list)
             e->convs = list;
         free_conv(c);
@@ -222,7 +223,7 @@ int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int don
     enum { CHUNK = 128 };
     for (int done = kv_len(c->seq); done < c->n_ids;) {
         int k = c->n_ids - done < CHUNK ? c->n_ids - done : CHUNK;
-        if (forward(e, c, c->ids + done, k))
+        if (forward(e, c, c->ids + done, k, 0))
             return -1;
         done += k;
         if (progress)
@@ -245,7 +246,10 @@ int engine_window_len(const engine *e, int id)
 
 int engine_conv_count(const engine *e) { return e->n_convs; }
 int engine_conv_id(const engine *e, int index) { return e->convs[index]->id; }
-const float *engine_logits(const engine *e) { return e->logits; }
+const float *engine_logits(engine *e)
+{
+    return gpt2_last_logits(&e->lm->model, e->logits) ? NULL : e->logits;
+}
 
 const int *engine_window(const engine *e, int id, int *n)
 {
@@ -412,7 +416,7 @@ static void fidelity(engine *e, conv *c)
             return;
     }
     kv_seq *s = kv_seq_new(e->ref_pool, c->id);
-    if (!s || gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
+    if (!s || gpt2_last_logits(&lm->model, e->logits) || gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
         kv_seq_free(s);
         return;
     }
@@ -472,9 +476,11 @@ static int last_turn(const conv *c, int role)
 }
 
 
-static int forward(engine *e, conv *c, const int *ids, int n)
+/* runs new tokens through the model; pick: also chooses the token that follows them (into e->next) */
+static int forward(engine *e, conv *c, const int *ids, int n, int pick)
 {
-    return gpt2_forward(&e->lm->model, e->lm->backend, c->seq, ids, n, e->logits);
+    kb_sample s = pick ? sampler_draw(&c->smp, c->ids, c->n_ids) : (kb_sample){0};
+    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, pick ? &s : NULL, &e->next, NULL);
 }
 
 static void offload_idle(engine *e, const conv *active)
@@ -527,7 +533,7 @@ static int user_turn(engine *e, conv *c, const char *text)
     if (push_turn(c, ROLE_USER, c->n_ids) || push_ids(c, m, nm))
         goto out;
     c->turns[c->n_turns - 1].len = nm;
-    if (forward(e, c, c->ids + cached, c->n_ids - cached))
+    if (forward(e, c, c->ids + cached, c->n_ids - cached, 1))
         goto out;
     c->needed += c->n_ids;
     c->served += cached;
@@ -587,7 +593,7 @@ static int reply(engine *e, conv *c, char **out)
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
             fidelity(e, c);
-        int id = sampler_next(&c->smp, e->logits, c->ids, c->n_ids);
+        int id = e->next;
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
@@ -598,7 +604,7 @@ static int reply(engine *e, conv *c, char **out)
             break;
         c->turns[turn].len++;
         made++;
-        if ((rc = forward(e, c, &id, 1)))
+        if ((rc = forward(e, c, &id, 1, !end && made < e->mo.n_predict)))
             break;
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
@@ -778,7 +784,7 @@ void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
         sampler *smp = &e->convs[i]->smp;
         smp->p = *sp;
         if (sp->seed != old_seed)
-            smp->rng = sp->seed ^ 0x9e3779b97f4a7c15ull;
+            sampler_init(smp, sp);
     }
 }
 
@@ -802,7 +808,7 @@ int engine_retry(engine *e, int id, char **out)
     c->n_turns = t;
     /* the logits of the position before the reply: recompute that one token */
     double t0 = ev_clock();
-    if (kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1))
+    if (kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1, 1))
         return -1;
     ev_emit(e->lm->bus, c->id, "prefill",
             json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",

@@ -72,7 +72,7 @@ int engine_window_len(const engine *e, int id);
 const int *engine_window(const engine *e, int conv, int *n);
 const chat_turn *engine_turns(const engine *e, int conv, int *n);
 /* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass. */
-const float *engine_logits(const engine *e);
+const float *engine_logits(engine *e);
 /* Writes the conversation's stats event now. */
 void engine_stats(engine *e, int conv);
 

@@ -127,15 +127,17 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
         if (ids[i] >= V)
             return err_set("prompt token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
     kv_seq *cache = kv_seq_new(lm->pool, 0);
-    float *logits = err_malloc(sizeof(float) * V, "logits");
-    sampler smp = {0};
+    float *logits = a->dump_logits ? err_malloc(sizeof(float) * V, "logits") : NULL;
+    sampler smp;
+    sampler_init(&smp, &a->mo.sp);
     tok_stream ts;
     tok_stream_init(&ts, lm->tok);
-    if (!cache || !logits || sampler_init(&smp, &a->mo.sp, V))
+    if (!cache || (a->dump_logits && !logits))
         goto out;
-    int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0;
+    int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0, next = -1;
     double t0 = ev_clock();
-    if (gpt2_forward(m, lm->backend, cache, ids, n_prompt, logits))
+    kb_sample pick = sampler_draw(&smp, ids, n);
+    if (gpt2_step(m, lm->backend, cache, ids, n_prompt, a->mo.n_predict > 0 ? &pick : NULL, &next, logits))
         goto out;
     double t_prefill = ev_clock() - t0;
     if (a->dump_logits && write_logits(a->dump_logits, logits, V))
@@ -143,7 +145,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
     signal(SIGINT, on_sigint);
     t0 = ev_clock();
     while (made < a->mo.n_predict && !interrupted) {
-        int id = sampler_next(&smp, logits, ids, n);
+        int id = next;
         if (id == eos)
             break;
         ids[n++] = id;
@@ -163,8 +165,9 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
                 fprintf(stderr, "\n[stopped: the context of %d tokens is full]\n", n_ctx);
             break;
         }
-        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_forward(m, lm->backend, cache, ids, n, logits))
-                               : gpt2_forward(m, lm->backend, cache, ids + n - 1, 1, logits);
+        pick = sampler_draw(&smp, ids, n);
+        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_step(m, lm->backend, cache, ids, n, &pick, &next, NULL))
+                               : gpt2_step(m, lm->backend, cache, ids + n - 1, 1, &pick, &next, NULL);
         if (fail)
             goto out;
     }
@@ -184,7 +187,6 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
 out:
     signal(SIGINT, SIG_DFL);
     tok_stream_free(&ts);
-    sampler_free(&smp);
     free(logits);
     kv_seq_free(cache);
     return rc;

@@ -20,6 +20,26 @@ typedef struct {
     int rows, cols;
 } kb_mat;
 
+/* One token's choice (the rule is kernels/cpu/sample.c): repetition penalty over the distinct ids of
+ * history, then greedy when temp <= 0, else softmax at temp with top-k and top-p, and a draw with u. */
+typedef struct {
+    float temp, top_p, repeat_penalty;
+    int top_k;
+    double u;              /* this token's uniform draw in [0, 1) */
+    const int *history;    /* ids already in the context, host memory */
+    int n_history;
+} kb_sample;
+
+/* The scalars of one forward pass. A backend that records work (CUDA graphs) keeps them in its own
+ * memory so that a recorded decode step replays with each new token's values. */
+typedef struct {
+    const int *ids;        /* the new tokens, host memory */
+    int n, past;
+    const kb_sample *pick; /* the sample call this step ends with, or NULL */
+    const void *key;       /* everything else the recorded work depends on (buffers, cache view) */
+    size_t key_bytes;
+} kb_step;
+
 typedef struct kb_backend kb_backend;
 struct kb_backend {
     const char *name;     /* "cpu", ... */
@@ -48,6 +68,19 @@ struct kb_backend {
      * [n, 3C] (q, k, v per token); the new k and v are first stored in the cache (converted to its
      * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head. */
     int (*attention)(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
+    /* x += r, then y = layernorm(x) * g + beta: the residual add fused with the next block's norm */
+    int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
+                         float eps);
+    /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out is
+     * valid once step_end returns. */
+    int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
+    /* Bracket one forward pass (optional, NULL on the CPU). step_begin sets *replayed when the backend
+     * ran a recording of the same step itself: the caller then issues no kernels and calls step_end. */
+    int (*step_begin)(kb_backend *b, const kb_step *s, int *replayed);
+    int (*step_end)(kb_backend *b, int ok); /* ok = 0: the caller failed; drop the step */
+    /* host memory the backend copies fastest (pinned on a GPU), for offloaded caches */
+    void *(*host_alloc)(kb_backend *b, size_t bytes, const char *what);
+    void (*host_release)(kb_backend *b, void *p);
     void (*destroy)(kb_backend *b);
 };
 

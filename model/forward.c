@@ -1,5 +1,8 @@
-/* The GPT-2 forward pass over a backend: pre-norm blocks, causal attention reading the KV cache,
- * tied LM head computed for the last position only (sampling needs no other). */
+/* The GPT-2 forward pass over a backend: pre-norm blocks (each residual add fused with the next norm),
+ * causal attention reading the KV cache, the tied LM head for the last position only, and the next
+ * token chosen on the backend, beside the logits. */
+
+#include <string.h>
 
 #include "../kernels/err.h"
 #include "gpt2.h"
@@ -19,12 +22,15 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
         return -1;
     if (m->work_backend)
         m->work_backend->release(m->work_backend, m->x);
-    if (!m->dev_logits || b != m->work_backend) {
+    if (!m->logits || b != m->work_backend) {
         if (m->work_backend)
-            m->work_backend->release(m->work_backend, m->dev_logits);
-        m->dev_logits = b->device_memory ? b->alloc(b, sizeof(float) * m->cfg.vocab_size, "logits") : NULL;
-        if (b->device_memory && !m->dev_logits)
+            m->work_backend->release(m->work_backend, m->logits);
+        if (!(m->logits = b->alloc(b, sizeof(float) * m->cfg.vocab_size, "logits"))) {
+            b->release(b, p);
+            m->work_backend = NULL;
+            m->work_tokens = 0;
             return -1;
+        }
     }
     m->work_backend = b;
     m->x = p;
@@ -36,10 +42,45 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
     return 0;
 }
 
-int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
+/* the kernels of one pass; head: also the final norm and the logits of the last position */
+static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past, int head)
 {
     const gpt2_config *c = &m->cfg;
-    int C = c->n_embd, past = kv_len(cache);
+    int C = c->n_embd;
+    float *x = m->x, *h = m->h;
+    if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
+        return -1;
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        /* h holds the previous block's MLP output, still to be added to the residual stream */
+        if ((l == 0 ? b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps)
+                    : b->add_layernorm(b, h, x, h, L->ln1_g, L->ln1_b, n, C, c->ln_eps)) ||
+            b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, n) ||
+            b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) ||
+            b->add_layernorm(b, h, x, h, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
+            b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||
+            b->matmul(b, h, m->fc, n, &L->fcproj_w, L->fcproj_b))
+            return err_wrap("layer %d", l);
+    }
+    if (head && (b->add_layernorm(b, h, x, h, m->lnf_g, m->lnf_b, n, C, c->ln_eps) ||
+                 b->matmul_t(b, m->logits, h + (size_t)(n - 1) * C, 1, &m->wte)))
+        return err_wrap("LM head");
+    return 0;
+}
+
+/* what a recorded step depends on besides its scalars: a change means recording again */
+typedef struct {
+    const void *base, *table, *x, *logits;
+    size_t block_bytes;
+    int block_tokens, type, pick;
+} step_key;
+
+int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
+              float *logits)
+{
+    const gpt2_config *c = &m->cfg;
+    int past = kv_len(cache);
     if (n < 1)
         return err_set("forward pass of no tokens");
     if (past + n > c->n_ctx)
@@ -50,27 +91,39 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, in
     if (ensure_work(m, b, n) || kv_reserve(cache, n))
         return -1;
     const kb_kv *kv = kv_view(cache);
-    float *x = m->x, *h = m->h;
-    if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
+    step_key key;
+    memset(&key, 0, sizeof key); /* compared bytewise: no stray padding */
+    key.base = kv->base;
+    key.table = kv->dev_table;
+    key.x = m->x;
+    key.logits = m->logits;
+    key.block_bytes = kv->block_bytes;
+    key.block_tokens = kv->block_tokens;
+    key.type = kv->type;
+    key.pick = pick != NULL;
+    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .key = &key, .key_bytes = sizeof key};
+    int replayed = 0, head = pick || logits;
+    if (b->step_begin && b->step_begin(b, &st, &replayed))
+        return err_wrap("starting a step");
+    int rc = replayed ? 0 : run(m, b, kv, ids, n, past, head);
+    if (!rc && !replayed && pick)
+        rc = b->sample(b, next, m->logits, c->vocab_size, pick);
+    if (b->step_end && b->step_end(b, !rc) && !rc)
+        rc = err_wrap("finishing a step");
+    if (rc)
         return -1;
-    for (int l = 0; l < c->n_layer; l++) {
-        const gpt2_layer *L = &m->layers[l];
-        if (b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps) ||
-            b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
-            b->attention(b, m->att, m->qkv, kv, l, past, n) ||
-            b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) || b->add(b, x, h, (size_t)n * C) ||
-            b->layernorm(b, h, x, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
-            b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||
-            b->matmul(b, h, m->fc, n, &L->fcproj_w, L->fcproj_b) || b->add(b, x, h, (size_t)n * C))
-            return err_wrap("layer %d", l);
-    }
     kv_advance(cache, n);
-    if (!logits)
-        return 0;
-    const float *last = x + (size_t)(n - 1) * C;
-    float *out = b->device_memory ? m->dev_logits : logits;
-    if (b->layernorm(b, h, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps) || b->matmul_t(b, out, h, 1, &m->wte) ||
-        (out != logits && b->copy(b, logits, out, sizeof(float) * c->vocab_size)))
-        return err_wrap("LM head");
-    return 0;
+    return logits ? gpt2_last_logits(m, logits) : 0;
+}
+
+int gpt2_last_logits(gpt2_model *m, float *out)
+{
+    if (!m->logits)
+        return err_set("no logits yet: nothing has run through the model");
+    return m->work_backend->copy(m->work_backend, out, m->logits, sizeof(float) * m->cfg.vocab_size);
+}
+
+int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
+{
+    return gpt2_step(m, b, cache, ids, n, NULL, NULL, logits);
 }

@@ -215,7 +215,7 @@ void gpt2_free(gpt2_model *m)
     free(m->placed_bufs);
     if (m->work_backend) {
         m->work_backend->release(m->work_backend, m->x);
-        m->work_backend->release(m->work_backend, m->dev_logits);
+        m->work_backend->release(m->work_backend, m->logits);
         m->x = NULL;
     }
     for (int i = 0; i < m->n_owned; i++)

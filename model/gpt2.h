@@ -29,7 +29,7 @@ typedef struct {
     int n_placed;
     /* activations for the largest batch seen so far, in the backend's memory */
     kb_backend *work_backend;
-    float *x, *h, *qkv, *att, *fc, *dev_logits;
+    float *x, *h, *qkv, *att, *fc, *logits;
     int work_tokens;
 } gpt2_model;
 
@@ -50,5 +50,11 @@ size_t gpt2_workspace_bytes(const gpt2_config *c, int n);
  * cache (reserving room first), and writes the last token's logits (vocab_size floats) to logits
  * (if not NULL). On failure the cache keeps its previous length. */
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
+/* gpt2_forward, and when pick is given the next token chosen on the backend from those logits into
+ * *next (only its id leaves the device). */
+int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
+              float *logits);
+/* The logits of the last pass that computed them (vocab_size floats), into host memory. */
+int gpt2_last_logits(gpt2_model *m, float *out);
 
 #endif

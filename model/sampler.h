@@ -1,8 +1,11 @@
-/* Choosing the next token from logits: repetition penalty, temperature, top-k, top-p, seeded. */
+/* The sampling settings and their seeded stream of draws; the choice itself runs on the backend
+ * (kb_backend.sample, rule in kernels/cpu/sample.c), next to the logits. */
 #ifndef KVCHAT_SAMPLER_H
 #define KVCHAT_SAMPLER_H
 
 #include <stdint.h>
+
+#include "../kernels/backend.h"
 
 typedef struct {
     float temp;            /* 0: greedy */
@@ -14,17 +17,12 @@ typedef struct {
 
 typedef struct {
     sampler_params p;
-    uint64_t rng;
-    int vocab;
-    float *prob;           /* scratch: vocab floats */
-    int *idx;              /* scratch: vocab ints */
-    unsigned char *seen;   /* scratch: vocab flags for the penalty */
+    uint64_t rng;          /* advances once per token chosen */
 } sampler;
 
 sampler_params sampler_defaults(void);
-int sampler_init(sampler *s, const sampler_params *p, int vocab);
-void sampler_free(sampler *s);
-/* Picks an id from logits (modified in place); history are the ids already in the context. */
-int sampler_next(sampler *s, float *logits, const int *history, int n_history);
+void sampler_init(sampler *s, const sampler_params *p);
+/* The next token's request: the settings, the next draw of the stream, and the history for the penalty. */
+kb_sample sampler_draw(sampler *s, const int *history, int n_history);
 
 #endif

@@ -93,7 +93,8 @@ kb_backend *cpu_backend_create(int threads)
         .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy,
         .mem_info = cpu_mem_info,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
-        .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .destroy = cpu_destroy,
+        .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,
+        .sample = cpu_sample, .host_alloc = cpu_alloc, .host_release = cpu_release, .destroy = cpu_destroy,
     };
     return b;
 }

@@ -14,6 +14,9 @@ int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb
 int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
 int cpu_add(kb_backend *b, float *x, const float *y, size_t n);
 int cpu_gelu(kb_backend *b, float *x, size_t n);
+int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
+                      float eps);
+int cpu_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

@@ -186,11 +186,12 @@ int cmd_bench(int argc, char **argv)
     }
     if (turns) {
         loaded_model lm;
+        mo.wtype_set |= dtypes != default_types;
         if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
             return err_set("--dtype: with --turns, one of f32, bf16, f16"), EXIT_USAGE;
         if (load_model(&lm, &mo))
             return EXIT_RUNTIME;
-        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(mo.wtype),
+        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(lm.model.wtype),
                dt_name(mo.kv.type), lm.backend->threads);
         int rc = bench_turns(&lm, &mo, json_path) ? EXIT_RUNTIME : 0;
         unload_model(&lm);
@@ -212,6 +213,7 @@ int cmd_bench(int argc, char **argv)
     for (int k = 0; k < n_types && !rc; k++) {
         loaded_model lm;
         mo.wtype = list[k];
+        mo.wtype_set = 1;
         if (load_model(&lm, &mo))
             return json_decref(results), EXIT_RUNTIME;
         if (k == 0) {
@@ -235,8 +237,9 @@ int cmd_bench(int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            json_t *row = json_pack("{s:s, s:f, s:f}", "dtype", dt_name(list[k]), "weight_bytes_per_token", bytes,
-                                    "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
+            json_t *row = json_pack("{s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "backend", lm.backend->name,
+                                    "weight_bytes_per_token", bytes, "cache_bytes_per_position",
+                                    (json_int_t)kv_bytes_per_token(lm.pool), "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
             printf("%-7s ", dt_name(list[k]));
             for (int i = 0; i < plan.n_prefill; i++) {
                 char key[48];

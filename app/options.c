@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../kernels/err.h"
 
@@ -154,6 +155,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
             return err_set("--device: expected auto, cpu or cuda, got '%s'", v);
         o->device = v;
     } else if (MATCH(NULL, "--dtype")) {
+        o->wtype_set = 1;
         if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
             return err_set("--dtype: expected f32, bf16 or f16, got '%s'", v);
     } else if (MATCH("-t", "--threads")) {
@@ -214,6 +216,24 @@ const char *resolve_model_dir(const model_opts *o, char *buf, size_t n)
     return buf;
 }
 
+typedef struct {
+    double t0;
+    int shown;
+} load_bar;
+
+/* a bar on stderr, for loads that take long enough to wonder about (large models, conversions) */
+static void show_progress(void *ctx, const char *stage, double fraction)
+{
+    load_bar *b = ctx;
+    if (!isatty(STDERR_FILENO) || (!b->shown && ev_clock() - b->t0 < 0.3))
+        return;
+    enum { W = 30 };
+    int k = (int)(fraction * W + 0.5);
+    fprintf(stderr, "\r%-30s [%.*s%*s] %3.0f%%", stage, k, "##############################", W - k, "", fraction * 100);
+    fflush(stderr);
+    b->shown = 1;
+}
+
 int load_model(loaded_model *lm, const model_opts *o)
 {
     memset(lm, 0, sizeof *lm);
@@ -226,8 +246,15 @@ int load_model(loaded_model *lm, const model_opts *o)
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
-    if (!(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, o->wtype) ||
-        gpt2_place(&lm->model, lm->backend)) {
+    /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */
+    dtype wt = o->wtype_set ? o->wtype : lm->backend->device_memory ? DT_BF16 : o->wtype;
+    load_bar bar = {ev_clock(), 0};
+    gpt2_progress pr = {show_progress, &bar};
+    int rc = !(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, wt, &pr) ||
+             gpt2_place(&lm->model, lm->backend, &pr);
+    if (bar.shown)
+        fputs("\r\033[K", stderr);
+    if (rc) {
         unload_model(lm);
         return -1;
     }

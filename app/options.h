@@ -18,6 +18,7 @@ typedef struct {
     const char *model_dir;   /* NULL: $KVCHAT_MODEL, else the download cache */
     const char *device;
     dtype wtype;
+    int wtype_set;         /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
     int threads;
     int n_predict;
     sampler_params sp;

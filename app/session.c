@@ -134,6 +134,7 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     mo->sp.seed = (uint64_t)json_integer_value(json_object_get(sp, "seed"));
     mo->n_predict = (int)json_integer_value(json_object_get(sp, "n_predict"));
     const char *wt = json_string_value(json_object_get(s->header, "weights_dtype"));
+    mo->wtype_set |= wt != NULL;
     if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
         return err_set("the session's weights dtype '%.16s' is unknown", wt);
     const char *layout = json_string_value(json_object_get(ca, "layout")), *dt = json_string_value(json_object_get(ca, "dtype"));

@@ -36,6 +36,7 @@ typedef struct {
     const int *ids;        /* the new tokens, host memory */
     int n, past;
     const kb_sample *pick; /* the sample call this step ends with, or NULL */
+    int *next;             /* where that call puts the chosen id */
     const void *key;       /* everything else the recorded work depends on (buffers, cache view) */
     size_t key_bytes;
 } kb_step;
@@ -54,6 +55,10 @@ struct kb_backend {
     int (*mem_info)(kb_backend *b, size_t *free_bytes, size_t *total_bytes);
     /* bytes from src to dst, either of them host or backend memory (overlap allowed within one) */
     int (*copy)(kb_backend *b, void *dst, const void *src, size_t bytes);
+    /* height rows of width bytes, their starts dst_pitch and src_pitch apart; as copy, and a dst below
+     * an overlapping src with equal pitches is allowed */
+    int (*copy2d)(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                  size_t height);
     /* y[n, w.cols] = x[n, w.rows] @ w + bias (bias may be NULL): GPT-2's Conv1D layout. */
     int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
     /* y[n, w.rows] = x[n, w.cols] @ w^T: the LM head against the tied token embedding. */

@@ -32,6 +32,8 @@ typedef struct {
     size_t block_bytes;    /* distance between consecutive blocks */
     dtype type;
     int n_layer, n_head, head_dim;
+    int max_tokens;        /* the most positions the sequence can hold (0: unknown); work sized by it
+                            * does not depend on the length, so a recorded decode step serves every length */
 } kb_kv;
 
 KVL_FN size_t kvl_rows_per_block(const kb_kv *v)

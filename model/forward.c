@@ -101,7 +101,7 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     key.block_tokens = kv->block_tokens;
     key.type = kv->type;
     key.pick = pick != NULL;
-    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .key = &key, .key_bytes = sizeof key};
+    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .next = next, .key = &key, .key_bytes = sizeof key};
     int replayed = 0, head = pick || logits;
     if (b->step_begin && b->step_begin(b, &st, &replayed))
         return err_wrap("starting a step");

@@ -143,7 +143,13 @@ static int load_layer(gpt2_model *m, int l)
            mat(m, &L->fc_w, w[2], C, 4 * C) || mat(m, &L->fcproj_w, w[3], 4 * C, C);
 }
 
-int gpt2_load(gpt2_model *m, const char *dir, dtype wtype)
+static void report(const gpt2_progress *p, const char *stage, int done, int total)
+{
+    if (p && p->fn)
+        p->fn(p->ctx, stage, (double)done / total);
+}
+
+int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *progress)
 {
     char path[PATH_MAX];
     memset(m, 0, sizeof *m);
@@ -163,9 +169,13 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype)
         mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd) || !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
         !(m->lnf_b = vec(m, "ln_f.bias", c->n_embd)))
         goto fail;
-    for (int l = 0; l < c->n_layer; l++)
+    char stage[64];
+    snprintf(stage, sizeof stage, m->file_type == wtype ? "reading weights" : "converting weights to %s", dt_name(wtype));
+    for (int l = 0; l < c->n_layer; l++) {
         if (load_layer(m, l))
             goto fail;
+        report(progress, stage, l + 1, c->n_layer);
+    }
     return 0;
 fail:
     err_wrap("%s", path);
@@ -184,7 +194,7 @@ static const void *place(gpt2_model *m, const void *host, size_t bytes)
     return d;
 }
 
-int gpt2_place(gpt2_model *m, kb_backend *b)
+int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress)
 {
     if (!b->device_memory)
         return 0;
@@ -202,6 +212,7 @@ int gpt2_place(gpt2_model *m, kb_backend *b)
         ok = MAT(L->attn_w) && MAT(L->proj_w) && MAT(L->fc_w) && MAT(L->fcproj_w) && VEC(L->ln1_g, C) &&
              VEC(L->ln1_b, C) && VEC(L->attn_b, 3 * C) && VEC(L->proj_b, C) && VEC(L->ln2_g, C) && VEC(L->ln2_b, C) &&
              VEC(L->fc_b, 4 * C) && VEC(L->fcproj_b, C);
+        report(progress, "copying weights to the GPU", l + 1, c->n_layer);
     }
 #undef MAT
 #undef VEC

@@ -33,13 +33,19 @@ typedef struct {
     int work_tokens;
 } gpt2_model;
 
+/* Told how far a long load has come: stage names the work, fraction is 0..1. */
+typedef struct {
+    void (*fn)(void *ctx, const char *stage, double fraction);
+    void *ctx;
+} gpt2_progress;
+
 /* Loads DIR/config.json and DIR/model.safetensors, keeping weights in `wtype` (converted when the
- * file holds another dtype; mapped in place when it matches). */
-int gpt2_load(gpt2_model *m, const char *dir, dtype wtype);
+ * file holds another dtype; mapped in place when it matches). progress may be NULL. */
+int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *progress);
 /* Before the backend it ran on is destroyed: its activations and placed weights are that backend's. */
 void gpt2_free(gpt2_model *m);
 /* Copies the weights into the backend's memory when it is not host memory (a GPU); a no-op on the CPU. */
-int gpt2_place(gpt2_model *m, kb_backend *b);
+int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
 uint64_t gpt2_bytes_per_token(const gpt2_model *m);

@@ -40,7 +40,7 @@ struct kv_seq {
 
 static kb_kv base_view(const kv_pool *p)
 {
-    return (kb_kv){.type = p->o.type, .n_layer = p->L, .n_head = p->H, .head_dim = p->hd};
+    return (kb_kv){.type = p->o.type, .n_layer = p->L, .n_head = p->H, .head_dim = p->hd, .max_tokens = p->o.window};
 }
 
 /* A single block of `tokens` positions at mem: the contiguous buffer and the host copy. */
@@ -59,26 +59,27 @@ static size_t flat_bytes(const kv_pool *p, int tokens)
     return kvl_block_bytes(p->o.type, p->L, p->H, p->hd, tokens > 0 ? tokens : 1);
 }
 
-/* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks. Safe for
- * dst == src when dp <= sp. */
-static void copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
+/* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks: each run is
+ * one strided copy over every (layer, K/V, head) row, plus one for int8 scales. Safe for dst == src
+ * when dp <= sp. */
+static int copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
 {
-    size_t row = (size_t)src->head_dim * dt_size(src->type);
+    size_t row = (size_t)src->head_dim * dt_size(src->type), rows = (size_t)src->n_layer * 2 * src->n_head;
     while (n > 0) {
         int run = n;
         run = src->block_tokens - sp % src->block_tokens < run ? src->block_tokens - sp % src->block_tokens : run;
         run = dst->block_tokens - dp % dst->block_tokens < run ? dst->block_tokens - dp % dst->block_tokens : run;
-        for (int l = 0; l < src->n_layer; l++)
-            for (int kv = 0; kv < 2; kv++)
-                for (int h = 0; h < src->n_head; h++) {
-                    b->copy(b, kvl_row(dst, l, kv, h, dp), kvl_row(src, l, kv, h, sp), row * run);
-                    if (src->type == DT_I8)
-                        b->copy(b, kvl_scale(dst, l, kv, h, dp), kvl_scale(src, l, kv, h, sp), sizeof(float) * run);
-                }
+        if (b->copy2d(b, kvl_row(dst, 0, 0, 0, dp), row * dst->block_tokens, kvl_row(src, 0, 0, 0, sp),
+                      row * src->block_tokens, row * run, rows) ||
+            (src->type == DT_I8 &&
+             b->copy2d(b, kvl_scale(dst, 0, 0, 0, dp), sizeof(float) * dst->block_tokens, kvl_scale(src, 0, 0, 0, sp),
+                       sizeof(float) * src->block_tokens, sizeof(float) * run, rows)))
+            return err_wrap("copying %d cached positions", run);
         dp += run;
         sp += run;
         n -= run;
     }
+    return 0;
 }
 
 static void refresh_view(kv_seq *s)
@@ -263,7 +264,8 @@ void kv_seq_free(kv_seq *s)
         return;
     kv_pool *p = s->p;
     release_all(s);
-    free(s->host);
+    if (s->host)
+        p->b->host_release(p->b, s->host);
     free(s->table);
     free(s->sent);
     if (s->dev_table)
@@ -351,7 +353,10 @@ static int unshare(kv_seq *s, int i, int rows, size_t *copied)
     kb_kv to = s->view; /* the new block alone, as positions 0.. */
     to.base = p->mem + (size_t)nb * p->block_bytes;
     to.table = ZERO_TABLE;
-    copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows);
+    if (copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows)) {
+        release_block(p, nb);
+        return -1;
+    }
     release_block(p, s->table[i]);
     s->table[i] = nb;
     *copied += (size_t)rows * p->tok_bytes;
@@ -372,8 +377,10 @@ static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
         return -1;
     kb_kv to = flat_view(p, buf, cap);
     p->peak = p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
-    if (s->len)
-        copy_rows(p->b, &to, 0, &s->view, 0, s->len);
+    if (s->len && copy_rows(p->b, &to, 0, &s->view, 0, s->len)) {
+        p->b->release(p->b, buf);
+        return -1;
+    }
     if (s->buf)
         p->b->release(p->b, s->buf);
     p->used += bytes - old;
@@ -452,8 +459,7 @@ int kv_shift(kv_seq *s, int dst, int src, int n)
                 return -1;
         refresh_view(s);
     }
-    copy_rows(p->b, &s->view, dst, &s->view, src, n);
-    return 0;
+    return copy_rows(p->b, &s->view, dst, &s->view, src, n);
 }
 
 kv_seq *kv_fork(kv_seq *s, int conv)
@@ -485,7 +491,10 @@ kv_seq *kv_fork(kv_seq *s, int conv)
             kv_seq_free(c);
             return NULL;
         }
-        copy_rows(p->b, &c->view, 0, &s->view, 0, s->len);
+        if (copy_rows(p->b, &c->view, 0, &s->view, 0, s->len)) {
+            kv_seq_free(c);
+            return NULL;
+        }
         c->len = s->len;
         copied = (size_t)s->len * p->tok_bytes;
     }
@@ -511,9 +520,7 @@ int kv_export(kv_seq *s, void *out)
     if (s->offloaded && kv_restore(s))
         return -1;
     kb_kv to = flat_view(s->p, out, s->len);
-    if (s->len)
-        copy_rows(s->p->b, &to, 0, &s->view, 0, s->len);
-    return 0;
+    return s->len ? copy_rows(s->p->b, &to, 0, &s->view, 0, s->len) : 0;
 }
 
 int kv_import(kv_seq *s, const void *in, int len)
@@ -523,8 +530,8 @@ int kv_import(kv_seq *s, const void *in, int len)
     if (len && kv_reserve(s, len))
         return -1;
     kb_kv from = flat_view(s->p, (void *)in, len);
-    if (len)
-        copy_rows(s->p->b, &s->view, 0, &from, 0, len);
+    if (len && copy_rows(s->p->b, &s->view, 0, &from, 0, len))
+        return -1;
     s->len = len;
     return 0;
 }
@@ -536,12 +543,14 @@ int kv_offload(kv_seq *s)
         return 0;
     double t0 = ev_clock();
     size_t bytes = flat_bytes(p, s->len);
-    char *host = err_malloc(bytes, "an offloaded KV cache");
+    char *host = p->b->host_alloc(p->b, bytes, "an offloaded KV cache"); /* pinned on a GPU: full-speed copies */
     if (!host)
         return -1;
     kb_kv to = flat_view(p, host, s->len);
-    if (s->len)
-        copy_rows(p->b, &to, 0, &s->view, 0, s->len);
+    if (s->len && copy_rows(p->b, &to, 0, &s->view, 0, s->len)) { /* stays on the device */
+        p->b->host_release(p->b, host);
+        return -1;
+    }
     release_all(s);
     s->host = host;
     s->host_tokens = s->len;
@@ -573,17 +582,18 @@ int kv_restore(kv_seq *s)
     } else if (len) {
         rc = grow_contiguous(s, len, &added, &copied);
     }
+    if (!rc) {
+        refresh_view(s);
+        kb_kv from = flat_view(p, s->host, s->host_tokens);
+        rc = len ? copy_rows(p->b, &s->view, 0, &from, 0, len) : 0;
+    }
     if (rc) { /* stays offloaded: nothing is lost */
         release_all(s);
         s->offloaded = 1;
         s->len = len;
         return -1;
     }
-    refresh_view(s);
-    kb_kv from = flat_view(p, s->host, s->host_tokens);
-    if (len)
-        copy_rows(p->b, &s->view, 0, &from, 0, len);
-    free(s->host);
+    p->b->host_release(p->b, s->host);
     s->host = NULL;
     s->len = len;
     s->last_used = ++p->tick;

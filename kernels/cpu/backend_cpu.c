@@ -55,6 +55,15 @@ static int cpu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cpu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                      size_t height)
+{
+    (void)b;
+    for (size_t r = 0; r < height; r++) /* in ascending order: a lower dst never overwrites unread src */
+        memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
+    return 0;
+}
+
 static int cpu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
 {
     (void)b;
@@ -90,7 +99,7 @@ kb_backend *cpu_backend_create(int threads)
     /* kernels call OpenBLAS from inside their own OpenMP threads, one GEMM per thread */
     openblas_set_num_threads(1);
     *b = (kb_backend){
-        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy,
+        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy, .copy2d = cpu_copy2d,
         .mem_info = cpu_mem_info,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
         .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,

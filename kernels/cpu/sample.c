@@ -109,9 +109,10 @@ int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sam
         for (int i = 0; i < n; i++)
             total += sel[i];
         uint64_t need = (uint64_t)((double)s->top_p * (double)total);
+        need = need ? need : 1;
         qsort(sel, (size_t)n, sizeof *sel, by_desc);
         for (int i = 0; i < n; i++)
-            if ((cum += sel[i]) >= need || i == n - 1) {
+            if ((cum += sel[i]) >= need) {
                 floor_q = sel[i];
                 break;
             }

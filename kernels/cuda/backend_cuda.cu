@@ -1,23 +1,168 @@
-/* The CUDA backend object: device memory, one cuBLAS handle, a growing scratch buffer. Work runs on
- * the legacy default stream, so every copy is ordered after the kernels before it. */
-#include <cuda_fp16.h>
+/* The CUDA backend object: device memory, one stream, one cuBLAS handle, growing buffers, the step's
+ * scalars, and the decode step recorded as a CUDA graph and replayed while nothing it depends on moves. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.cuh"
+
+enum { BLAS_WORKSPACE = 32 << 20 };
+
+int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes)
+{
+    cuda_state *s = cuda_of(b);
+    if (bytes <= *have)
+        return 0;
+    CK(cudaStreamSynchronize(s->stream)); /* work in flight may still read the old buffer */
+    if (*buf)
+        CK(cudaFree(*buf));
+    *buf = NULL;
+    *have = 0;
+    CK(cudaMalloc(buf, bytes));
+    *have = bytes;
+    s->generation++;
+    return 0;
+}
 
 int cuda_scratch(kb_backend *b, size_t bytes, void **out)
 {
     cuda_state *s = cuda_of(b);
-    if (bytes > s->scratch_bytes) {
-        if (s->scratch)
-            CK(cudaFree(s->scratch));
-        s->scratch = NULL;
-        s->scratch_bytes = 0;
-        CK(cudaMalloc(&s->scratch, bytes));
-        s->scratch_bytes = bytes;
-    }
+    if (cuda_grow(b, &s->scratch, &s->scratch_bytes, bytes))
+        return -1;
     *out = s->scratch;
     return 0;
+}
+
+static int grow_step(cuda_state *s, int cap)
+{
+    if (cap <= s->step_cap)
+        return 0;
+    cap = cap < 1024 ? 1024 : cap * 2;
+    CK(cudaStreamSynchronize(s->stream));
+    if (s->hstep)
+        CK(cudaFreeHost(s->hstep));
+    if (s->dstep)
+        CK(cudaFree(s->dstep));
+    s->hstep = NULL;
+    s->dstep = NULL;
+    s->step_cap = 0;
+    CK(cudaHostAlloc((void **)&s->hstep, cu_step_bytes(cap), cudaHostAllocDefault));
+    CK(cudaMalloc((void **)&s->dstep, cu_step_bytes(cap)));
+    s->step_cap = cap;
+    s->generation++;
+    return 0;
+}
+
+/* writes the scalars into the pinned twin and queues their copy to the device */
+static int stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
+{
+    int hist = pick ? pick->n_history : 0;
+    if (grow_step(s, n > hist ? n : hist))
+        return -1;
+    CK(cudaStreamSynchronize(s->stream)); /* the last copy out of the pinned twin has been made */
+    cu_step *h = s->hstep;
+    h->past = past;
+    h->n = n;
+    h->cap = s->step_cap;
+    memcpy(h->data, ids, sizeof(int) * (size_t)n);
+    if (pick) {
+        h->n_hist = hist;
+        h->top_k = pick->top_k;
+        h->temp = pick->temp;
+        h->top_p = pick->top_p;
+        h->penalty = pick->repeat_penalty;
+        h->u = pick->u;
+        memcpy(h->data + h->cap, pick->history, sizeof(int) * (size_t)hist);
+    }
+    /* the header and the filled parts only */
+    CK(cudaMemcpyAsync(s->dstep, h, offsetof(cu_step, data) + sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
+    if (hist)
+        CK(cudaMemcpyAsync(s->dstep->data + h->cap, h->data + h->cap, sizeof(int) * (size_t)hist, cudaMemcpyHostToDevice,
+                           s->stream));
+    return 0;
+}
+
+int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
+{
+    cuda_state *s = cuda_of(b);
+    if (!s->in_step && stage(s, ids, n, past, pick))
+        return -1;
+    *dev = s->dstep;
+    return 0;
+}
+
+static void drop_graph(cuda_state *s)
+{
+    if (s->exec)
+        cudaGraphExecDestroy(s->exec);
+    s->exec = NULL;
+    s->warmed = 0;
+}
+
+/* A decode step (one token) runs eagerly the first time its key is seen, so that every buffer it needs
+ * has grown; the second time it is captured; after that the graph replays. Anything else runs eagerly. */
+static int cu_step_begin(kb_backend *b, const kb_step *st, int *replayed)
+{
+    cuda_state *s = cuda_of(b);
+    *replayed = 0;
+    if (stage(s, st->ids, st->n, st->past, st->pick))
+        return -1;
+    s->in_step = 1;
+    s->out = st->pick ? st->next : NULL;
+    s->mode = CU_EAGER;
+    if (st->n != 1 || st->key_bytes > sizeof s->key)
+        return 0;
+    if (s->key_bytes != st->key_bytes || memcmp(s->key, st->key, st->key_bytes) || s->key_generation != s->generation) {
+        drop_graph(s);
+        memcpy(s->key, st->key, st->key_bytes);
+        s->key_bytes = st->key_bytes;
+        s->key_generation = s->generation;
+        s->warmed = 1;
+        return 0;
+    }
+    if (s->exec) {
+        CK(cudaGraphLaunch(s->exec, s->stream));
+        s->mode = CU_REPLAY;
+        *replayed = 1;
+    } else if (s->warmed) {
+        CK(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+        s->mode = CU_CAPTURE;
+    }
+    return 0;
+}
+
+static int finish(cuda_state *s, int ok)
+{
+    if (s->mode == CU_CAPTURE) {
+        cudaGraph_t g = NULL;
+        cudaError_t e = cudaStreamEndCapture(s->stream, &g);
+        if (e == cudaSuccess && ok && s->generation == s->key_generation)
+            e = cudaGraphInstantiate(&s->exec, g, 0);
+        if (g)
+            cudaGraphDestroy(g);
+        if (e != cudaSuccess) {
+            drop_graph(s);
+            return err_set("recording the decode step as a CUDA graph: %s", cudaGetErrorString(e));
+        }
+        if (!ok || !s->exec)
+            return 0;
+        CK(cudaGraphLaunch(s->exec, s->stream)); /* capturing ran nothing: run it now */
+    }
+    CK(cudaStreamSynchronize(s->stream));
+    if (ok && s->out)
+        *s->out = s->hstep->out;
+    return 0;
+}
+
+static int cu_step_end(kb_backend *b, int ok)
+{
+    cuda_state *s = cuda_of(b);
+    int rc = finish(s, ok);
+    s->in_step = 0;
+    s->mode = CU_EAGER;
+    s->out = NULL;
+    if (rc || !ok)
+        drop_graph(s);
+    return rc;
 }
 
 static void *cu_alloc(kb_backend *b, size_t bytes, const char *what)
@@ -37,15 +182,60 @@ static void *cu_alloc(kb_backend *b, size_t bytes, const char *what)
 
 static void cu_release(kb_backend *b, void *p)
 {
-    (void)b;
-    if (p)
+    if (p) {
+        cudaStreamSynchronize(cuda_stream(b));
         cudaFree(p);
+    }
+}
+
+static void *cu_host_alloc(kb_backend *b, size_t bytes, const char *what)
+{
+    (void)b;
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        err_set("cannot pin %zu bytes of host memory for %s: %s", bytes, what, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_host_release(kb_backend *b, void *p)
+{
+    if (p) {
+        cudaStreamSynchronize(cuda_stream(b));
+        cudaFreeHost(p);
+    }
 }
 
 static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
 {
-    (void)b;
-    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault)); /* unified addressing tells host from device */
+    cudaStream_t st = cuda_stream(b);
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)); /* unified addressing tells host from device */
+    CK(cudaStreamSynchronize(st)); /* the caller may reuse or read host memory at once */
+    return 0;
+}
+
+/* cudaMemcpy2D does not allow overlap: overlapping regions (the cache sliding within one block) go
+ * through scratch */
+static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                     size_t height)
+{
+    cudaStream_t st = cuda_stream(b);
+    if (!height || !width)
+        return 0;
+    const char *d = (const char *)dst, *s = (const char *)src;
+    size_t dspan = dst_pitch * (height - 1) + width, sspan = src_pitch * (height - 1) + width;
+    if (d < s + sspan && s < d + dspan) {
+        void *tmp;
+        if (cuda_scratch(b, width * height, &tmp))
+            return -1;
+        CK(cudaMemcpy2DAsync(tmp, width, src, src_pitch, width, height, cudaMemcpyDefault, st));
+        src = tmp;
+        src_pitch = width;
+    }
+    CK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, st));
+    CK(cudaStreamSynchronize(st));
     return 0;
 }
 
@@ -61,10 +251,20 @@ static void cu_destroy(kb_backend *b)
     if (!b)
         return;
     cuda_state *s = cuda_of(b);
-    if (s->scratch)
-        cudaFree(s->scratch);
+    if (s->stream)
+        cudaStreamSynchronize(s->stream);
+    drop_graph(s);
+    cudaFree(s->scratch);
+    cudaFree(s->sample_work);
+    cudaFree(s->partials);
+    cudaFree(s->dstep);
+    cudaFree(s->blas_work);
+    if (s->hstep)
+        cudaFreeHost(s->hstep);
     if (s->blas)
         cublasDestroy(s->blas);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
     free(s);
     free(b);
 }
@@ -77,11 +277,15 @@ static int init(cuda_state *s)
         return err_set("no CUDA device found");
     CK(cudaSetDevice(0));
     CK(cudaGetDeviceProperties(&s->prop, 0));
+    CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     CB(cublasCreate(&s->blas));
+    CB(cublasSetStream(s->blas, s->stream));
+    CK(cudaMalloc(&s->blas_work, BLAS_WORKSPACE));
+    CB(cublasSetWorkspace(s->blas, s->blas_work, BLAS_WORKSPACE));
     /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
      * CPU reference, and lets 16-bit GEMMs use the tensor cores */
     CB(cublasSetMathMode(s->blas, CUBLAS_DEFAULT_MATH));
-    return 0;
+    return grow_step(s, 1024);
 }
 
 extern "C" kb_backend *cuda_backend_create(void)
@@ -104,15 +308,22 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->device_memory = 1;
     b->alloc = cu_alloc;
     b->release = cu_release;
+    b->host_alloc = cu_host_alloc;
+    b->host_release = cu_host_release;
     b->copy = cu_copy;
+    b->copy2d = cu_copy2d;
     b->mem_info = cu_mem_info;
     b->matmul = cuda_matmul;
     b->matmul_t = cuda_matmul_t;
     b->embed = cuda_embed;
     b->layernorm = cuda_layernorm;
+    b->add_layernorm = cuda_add_layernorm;
     b->add = cuda_add;
     b->gelu = cuda_gelu;
     b->attention = cuda_attention;
+    b->sample = cuda_sample;
+    b->step_begin = cu_step_begin;
+    b->step_end = cu_step_end;
     b->destroy = cu_destroy;
     return b;
 }

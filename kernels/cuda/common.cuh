@@ -27,26 +27,67 @@
 /* after a launch: configuration errors now, execution errors at the next synchronising call */
 #define CK_LAUNCH() CK(cudaGetLastError())
 
+/* The scalars of the current step in device memory (kb_step, kb_sample): kernels read them from here,
+ * so a recorded decode step replays with the values of each new step. A pinned host twin feeds it. */
+typedef struct {
+    int past, n, n_hist, top_k;
+    float temp, top_p, penalty;
+    int out;                /* the chosen id */
+    double u;
+    int cap;                /* capacity of ids and of hist */
+    int data[1];            /* ids[cap] then hist[cap] */
+} cu_step;
+
+static inline __host__ __device__ const int *cu_ids(const cu_step *s) { return s->data; }
+static inline __host__ __device__ const int *cu_hist(const cu_step *s) { return s->data + s->cap; }
+static inline size_t cu_step_bytes(int cap) { return sizeof(cu_step) + sizeof(int) * (2 * (size_t)cap - 1); }
+
+enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
+
 struct cuda_state {
+    cudaStream_t stream;    /* all work: one stream, so copies and kernels stay in order */
     cublasHandle_t blas;
-    void *scratch;          /* grows: 16-bit activations, token ids, block tables */
+    void *blas_work;        /* cuBLAS workspace, fixed so that graph capture never allocates */
+    void *scratch;          /* grows: 16-bit activations, block tables of views without a device copy */
     size_t scratch_bytes;
+    void *sample_work;      /* vocab floats: penalised logits, then integer probabilities */
+    size_t sample_bytes;
+    float *partials;        /* split attention: per (head, split) max, sum and output row */
+    size_t partial_bytes;
+    cu_step *hstep, *dstep; /* the step's scalars: pinned host, device */
+    int step_cap;
+    unsigned generation;    /* bumped when a buffer above moves: recorded steps hold its addresses */
+    /* the recorded decode step */
+    int mode, in_step, warmed;
+    int *out;               /* where step_end puts the chosen id */
+    cudaGraphExec_t exec;
+    unsigned char key[256];
+    size_t key_bytes;
+    unsigned key_generation;
     cudaDeviceProp prop;
 };
 
 static inline cuda_state *cuda_of(kb_backend *b) { return (cuda_state *)b->ctx; }
+static inline cudaStream_t cuda_stream(kb_backend *b) { return cuda_of(b)->stream; }
+/* buffers that grow, each bumping the generation when it moves */
+int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);
+/* the step's scalars on the device: those of the current step, or (outside a step) these */
+int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev);
 
 int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
 int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
 int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
 int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
+int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
+                       float eps);
 int cuda_add(kb_backend *b, float *x, const float *y, size_t n);
 int cuda_gelu(kb_backend *b, float *x, size_t n);
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
+int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
 /* y[i, :] = bias for n rows of N; to_16bit: f32 -> f16 or bf16 */
-int cuda_fill_rows(float *y, const float *bias, int n, int N);
-int cuda_to_16bit(void *dst, const float *src, dtype t, size_t n);
+int cuda_fill_rows(kb_backend *b, float *y, const float *bias, int n, int N);
+int cuda_to_16bit(kb_backend *b, void *dst, const float *src, dtype t, size_t n);
 
 /* element loads of any storage dtype, widened to float */
 __device__ __forceinline__ float cu_load(const void *p, size_t i, dtype t)

@@ -13,10 +13,10 @@ __global__ static void fill_rows(float *y, const float *bias, int n, int N)
         y[i] = bias[i % N];
 }
 
-int cuda_fill_rows(float *y, const float *bias, int n, int N)
+int cuda_fill_rows(kb_backend *b, float *y, const float *bias, int n, int N)
 {
     size_t total = (size_t)n * N;
-    fill_rows<<<(unsigned)((total + 255) / 256), 256>>>(y, bias, n, N);
+    fill_rows<<<(unsigned)((total + 255) / 256), 256, 0, cuda_stream(b)>>>(y, bias, n, N);
     CK_LAUNCH();
     return 0;
 }
@@ -32,9 +32,9 @@ __global__ static void to_16bit(void *dst, const float *src, int bf16, size_t n)
         ((__half *)dst)[i] = __float2half_rn(src[i]);
 }
 
-int cuda_to_16bit(void *dst, const float *src, dtype t, size_t n)
+int cuda_to_16bit(kb_backend *b, void *dst, const float *src, dtype t, size_t n)
 {
-    to_16bit<<<(unsigned)((n + 255) / 256), 256>>>(dst, src, t == DT_BF16, n);
+    to_16bit<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(dst, src, t == DT_BF16, n);
     CK_LAUNCH();
     return 0;
 }
@@ -55,7 +55,7 @@ static int gemm(kb_backend *b, cublasOperation_t opA, int m, int n, int k, const
         return 0;
     }
     void *x16;
-    if (cuda_scratch(b, (size_t)k * n * 2, &x16) || cuda_to_16bit(x16, x, w->type, (size_t)k * n))
+    if (cuda_scratch(b, (size_t)k * n * 2, &x16) || cuda_to_16bit(b, x16, x, w->type, (size_t)k * n))
         return -1;
     CB(cublasGemmEx(s->blas, opA, CUBLAS_OP_N, m, n, k, &one, w->data, cuda_type(w->type), lda, x16, cuda_type(w->type), ldb,
                     &beta, y, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -67,7 +67,7 @@ int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
     /* row-major y[n, N] = x[n, K] W[K, N] is column-major y^T[N, n] = W^T[N, K] x^T[K, n], and the
      * row-major W is already a column-major [N, K] */
     int K = w->rows, N = w->cols;
-    if (bias && cuda_fill_rows(y, bias, n, N))
+    if (bias && cuda_fill_rows(b, y, bias, n, N))
         return -1;
     return gemm(b, CUBLAS_OP_N, N, n, K, w, N, x, K, y, N, bias ? 1.0f : 0.0f);
 }

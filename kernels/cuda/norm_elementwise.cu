@@ -1,24 +1,24 @@
-/* Embeddings, layernorm, residual add and GELU: the CPU twins are embed.c, layernorm.c and
- * elementwise.c. */
+/* Embeddings, layernorm (alone or fused with the residual add), residual add and GELU: the CPU twins are
+ * embed.c, layernorm.c and elementwise.c. */
 #include <cuda_fp16.h>
 
 #include "common.cuh"
 
-__global__ static void embed_k(float *x, const int *ids, int pos0, const void *wte, dtype tt, const void *wpe, dtype pt, int C)
+/* ids and the first position come from the step's scalars in device memory */
+__global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt, const void *wpe, dtype pt, int C)
 {
     int i = blockIdx.x;
-    size_t te = (size_t)ids[i] * C, pe = (size_t)(pos0 + i) * C;
+    size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->past + i) * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         x[(size_t)i * C + c] = cu_load(wte, te + c, tt) + cu_load(wpe, pe + c, pt);
 }
 
 int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
 {
-    void *d;
-    if (cuda_scratch(b, sizeof(int) * (size_t)n, &d))
+    const cu_step *st;
+    if (cuda_step_args(b, ids, n, pos0, NULL, &st))
         return -1;
-    CK(cudaMemcpy(d, ids, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice));
-    embed_k<<<n, 256>>>(x, (const int *)d, pos0, wte->data, wte->type, wpe->data, wpe->type, wte->cols);
+    embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wpe->data, wpe->type, wte->cols);
     CK_LAUNCH();
     return 0;
 }
@@ -38,14 +38,18 @@ __device__ static float block_sum(float v, float *shared)
     return total;
 }
 
-__global__ static void layernorm_k(float *y, const float *x, const float *g, const float *beta, int C, float eps)
+/* one row per block; with r, x += r first (the residual add), and y may be r */
+__global__ static void layernorm_k(float *y, float *x, const float *r, const float *g, const float *beta, int C, float eps)
 {
     __shared__ float red[32];
-    const float *xr = x + (size_t)blockIdx.x * C;
+    float *xr = x + (size_t)blockIdx.x * C;
     float *yr = y + (size_t)blockIdx.x * C;
     float s = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        if (r)
+            xr[c] += r[(size_t)blockIdx.x * C + c];
         s += xr[c];
+    }
     float mean = block_sum(s, red) / C, v = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         v += (xr[c] - mean) * (xr[c] - mean);
@@ -56,8 +60,15 @@ __global__ static void layernorm_k(float *y, const float *x, const float *g, con
 
 int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
 {
-    (void)b;
-    layernorm_k<<<n, 256>>>(y, x, g, beta, C, eps);
+    layernorm_k<<<n, 256, 0, cuda_stream(b)>>>(y, (float *)x, NULL, g, beta, C, eps); /* x is only read without r */
+    CK_LAUNCH();
+    return 0;
+}
+
+int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
+                       float eps)
+{
+    layernorm_k<<<n, 256, 0, cuda_stream(b)>>>(y, x, r, g, beta, C, eps);
     CK_LAUNCH();
     return 0;
 }
@@ -80,16 +91,14 @@ __global__ static void gelu_k(float *x, size_t n)
 
 int cuda_add(kb_backend *b, float *x, const float *y, size_t n)
 {
-    (void)b;
-    add_k<<<(unsigned)((n + 255) / 256), 256>>>(x, y, n);
+    add_k<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(x, y, n);
     CK_LAUNCH();
     return 0;
 }
 
 int cuda_gelu(kb_backend *b, float *x, size_t n)
 {
-    (void)b;
-    gelu_k<<<(unsigned)((n + 255) / 256), 256>>>(x, n);
+    gelu_k<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(x, n);
     CK_LAUNCH();
     return 0;
 }

@@ -8,7 +8,10 @@
 #include "../../kernels/backend.h"
 #include "../../kernels/cpu/cpu.h"
 #include "../../kernels/err.h"
+#include "../../model/gpt2.h"
+#include "../../model/sampler.h"
 #include "check.h"
+#include "model_fixture.h"
 #ifdef KVCHAT_CUDA
 #include "../../kernels/cuda/cuda.h"
 #endif
@@ -89,6 +92,19 @@ static void twins(void)
     g->gelu(g, dx, n * K);
     g->copy(g, out2, dx, sizeof out2);
     CHECK(rel_err(out2, out1, n * K) < 1e-5, "gelu");
+    /* the residual add fused with layernorm, the output over the residual (as the forward pass uses it) */
+    float r1[n * K], x1[n * K], x2[n * K];
+    for (int i = 0; i < n * K; i++)
+        r1[i] = rnd(&s);
+    memcpy(x1, x, sizeof x);
+    g->copy(g, dx, x, sizeof x);
+    float *dr = up(g, r1, sizeof r1);
+    c->add_layernorm(c, r1, x1, r1, g1, b1, n, K, 1e-5f);
+    g->add_layernorm(g, dr, dx, dr, dg, dbb, n, K, 1e-5f);
+    g->copy(g, out2, dr, sizeof out2);
+    g->copy(g, x2, dx, sizeof x2);
+    CHECK(rel_err(out2, r1, n * K) < 1e-5 && rel_err(x2, x1, n * K) < 1e-6, "add_layernorm");
+    g->release(g, dr);
     g->release(g, dx);
     g->release(g, dg);
     g->release(g, dbb);
@@ -104,7 +120,9 @@ static void attention_twins(void)
         c->destroy(c);
         return;
     }
-    enum { H = 4, hd = 16, C = H * hd, past = 21, n = 5, T = past + n, bt = 4 };
+    /* a prefill of `past`, then `n` more as one batch and, separately, as decode steps (split over chunks
+     * of 128 positions: past crosses one) */
+    enum { H = 4, hd = 16, C = H * hd, past = 140, n = 5, T = past + n, bt = 4 };
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
     uint64_t s = 9;
     float qkv_pre[past * 3 * C], qkv[n * 3 * C], y1[n * C], y2[n * C], yp[past * C];
@@ -113,7 +131,7 @@ static void attention_twins(void)
     for (int i = 0; i < n * 3 * C; i++)
         qkv[i] = rnd(&s) * 2;
     for (int t = 0; t < 4; t++) {
-        int nb = (T + bt - 1) / bt, table[16];
+        int nb = (T + bt - 1) / bt, table[64];
         for (int i = 0; i < nb; i++)
             table[i] = nb - 1 - i;
         kb_kv kv = {.type = types[t], .n_layer = 2, .n_head = H, .head_dim = hd, .block_tokens = bt, .table = table};
@@ -129,6 +147,18 @@ static void attention_twins(void)
         g->copy(g, y2, dy, sizeof y2);
         double e = rel_err(y2, y1, n * C);
         CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "attention %s: rel err %.3g", dt_name(types[t]), e);
+        for (int most = 0; most <= 512; most += 512) { /* the grid sized by the length, or by a capacity */
+            dkv.max_tokens = most;
+            for (int k = 0; k < n; k++) {
+                float *dq1 = up(g, qkv + (size_t)k * 3 * C, sizeof(float) * 3 * C);
+                g->attention(g, dy, dq1, &dkv, 1, past + k, 1);
+                g->copy(g, y2, dy, sizeof(float) * C);
+                e = rel_err(y2, y1 + (size_t)k * C, C);
+                CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "decode attention %s at %d (capacity %d): rel err %.3g",
+                      dt_name(types[t]), past + k, most, e);
+                g->release(g, dq1);
+            }
+        }
         free(kv.base);
         g->release(g, dkv.base);
         g->release(g, dpre);
@@ -138,7 +168,105 @@ static void attention_twins(void)
     c->destroy(c);
 }
 
-TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/attention_matches_cpu_twin", attention_twins});
+/* the chosen ids of the CPU rule and the device kernel, over random logits, settings and draws; the
+ * integer rule makes them equal unless expf's last bit moves an id across a threshold */
+static void sample_twins(void)
+{
+    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
+    if (!g) {
+        SKIP("no GPU");
+        c->destroy(c);
+        return;
+    }
+    enum { V = 50257, TRIALS = 200 };
+    static float l[V];
+    static int hist[300];
+    float *dl = g->alloc(g, sizeof l, "logits");
+    uint64_t s = 11;
+    int same = 0, greedy_same = 0, bad = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        for (int i = 0; i < V; i++)
+            l[i] = rnd(&s) * 4 + (i % 97 == 0 ? 6 : 0);
+        for (int i = 0; i < 300; i++)
+            hist[i] = (int)((rnd(&s) + 1) * 0.5 * V) % V;
+        g->copy(g, dl, l, sizeof l);
+        kb_sample k = {.temp = t % 5 == 0 ? 0 : 0.5f + (t % 4) * 0.3f, .top_p = t % 3 == 0 ? 1.0f : 0.9f,
+                       .repeat_penalty = t % 2 ? 1.3f : 1.0f, .top_k = t % 4 == 0 ? 0 : 40 * (t % 4),
+                       .u = (rnd(&s) + 1) * 0.5, .history = hist, .n_history = 300};
+        if (k.u >= 1)
+            k.u = 0.999;
+        int a = -1, b = -1;
+        if (c->sample(c, &a, l, V, &k) || g->sample(g, &b, dl, V, &k)) {
+            bad++;
+            continue;
+        }
+        same += a == b;
+        greedy_same += k.temp == 0 && a == b;
+    }
+    CHECK(!bad, "%d sample calls failed: %s", bad, err_msg());
+    CHECK(greedy_same == TRIALS / 5, "greedy: %d of %d equal", greedy_same, TRIALS / 5);
+    CHECK(same >= TRIALS - 2, "sampled ids: %d of %d equal", same, TRIALS);
+    g->release(g, dl);
+    c->destroy(c);
+}
+
+/* Whole decode steps on both backends, the same ids fed to both: the first decode step runs eagerly,
+ * the second is recorded as a graph, the rest replay it while the block table grows under it. */
+static void model_steps(void)
+{
+    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
+    if (!g) {
+        SKIP("no GPU");
+        c->destroy(c);
+        return;
+    }
+    gpt2_model mc, mg;
+    const char *dir = fixture_model("f32", 64);
+    if (gpt2_load(&mc, dir, DT_F32, NULL) || gpt2_load(&mg, dir, DT_F32, NULL) || gpt2_place(&mg, g, NULL)) {
+        CHECK(0, "load: %s", err_msg());
+        c->destroy(c);
+        return;
+    }
+    kv_opts o;
+    kv_opts_default(&o, &mc.cfg);
+    kv_pool *pc = kv_pool_create(c, &mc.cfg, &o, NULL), *pg = kv_pool_create(g, &mg.cfg, &o, NULL);
+    kv_seq *sc = kv_seq_new(pc, 1), *sg = kv_seq_new(pg, 1);
+    int V = mc.cfg.vocab_size, ids[64], agree = 0, steps = 0;
+    float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+    for (int i = 0; i < 8; i++)
+        ids[i] = (i * 7919 + 13) % V;
+    sampler a, b;
+    sampler_params sp = {.temp = 0.9f, .top_k = 20, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 3};
+    sampler_init(&a, &sp);
+    sampler_init(&b, &sp);
+    double worst = 0;
+    for (int n = 8; n < 60; n++) {
+        int first = n == 8 ? 0 : n - 1, na = -1, nb = -1;
+        kb_sample ka = sampler_draw(&a, ids, n), kb = sampler_draw(&b, ids, n);
+        if (gpt2_step(&mc, c, sc, ids + first, n - first, &ka, &na, lc) ||
+            gpt2_step(&mg, g, sg, ids + first, n - first, &kb, &nb, lg)) {
+            CHECK(0, "step at %d: %s", n, err_msg());
+            break;
+        }
+        double e = rel_err(lg, lc, V);
+        worst = e > worst ? e : worst;
+        agree += na == nb;
+        steps++;
+        ids[n] = na;
+    }
+    CHECK(worst < 1e-4, "logits: worst rel err %.3g over %d steps", worst, steps);
+    CHECK(agree >= steps - 1, "chosen ids: %d of %d equal", agree, steps);
+    free(lc);
+    free(lg);
+    kv_pool_free(pc);
+    kv_pool_free(pg);
+    gpt2_free(&mc);
+    gpt2_free(&mg);
+    c->destroy(c);
+}
+
+TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
+           {"cuda/sample_matches_cpu_twin", sample_twins});
 #else
 static void no_cuda(void)
 {

@@ -25,7 +25,7 @@ static void cache_equals_recompute(void)
         gpt2_model m;
         dtype dt;
         dt_parse(types[t], &dt);
-        CHECK(gpt2_load(&m, model_dir(types[t]), dt) == 0, "load: %s", err_msg());
+        CHECK(gpt2_load(&m, model_dir(types[t]), dt, NULL) == 0, "load: %s", err_msg());
         int V = m.cfg.vocab_size, ids[30];
         for (int i = 0; i < 30; i++)
             ids[i] = (i * 7919 + 13) % V;
@@ -66,10 +66,10 @@ static void cache_equals_recompute(void)
 static void load_errors(void)
 {
     gpt2_model m;
-    CHECK(gpt2_load(&m, "/nonexistent-model", DT_F32) == -1 && strstr(err_msg(), "/nonexistent-model/config.json"),
+    CHECK(gpt2_load(&m, "/nonexistent-model", DT_F32, NULL) == -1 && strstr(err_msg(), "/nonexistent-model/config.json"),
           "missing dir: %s", err_msg());
     /* f16 file loaded as f32 and as bf16: conversions happen, shapes still check */
-    CHECK(gpt2_load(&m, model_dir("f16"), DT_BF16) == 0, "f16 as bf16: %s", err_msg());
+    CHECK(gpt2_load(&m, model_dir("f16"), DT_BF16, NULL) == 0, "f16 as bf16: %s", err_msg());
     CHECK(m.wtype == DT_BF16 && m.file_type == DT_F16, "types recorded");
     gpt2_free(&m);
 }

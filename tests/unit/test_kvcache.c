@@ -132,7 +132,7 @@ static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int
 static void random_operations(void)
 {
     rig r = {0};
-    CHECK(gpt2_load(&r.m, fixture_model("f32", 64), DT_F32) == 0, "load: %s", err_msg());
+    CHECK(gpt2_load(&r.m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
     r.b = kb_create("cpu", 2);
     kv_opts o;
     kv_opts_default(&o, &r.m.cfg);
@@ -185,7 +185,7 @@ static char *snapshot(kv_seq *s, int n, size_t *bytes)
 static void pool_exhaustion(void)
 {
     gpt2_model m;
-    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32) == 0, "load: %s", err_msg());
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
     kb_backend *b = kb_create("cpu", 2);
     for (int layout = 0; layout < 2; layout++)
         for (int ti = 0; ti < 2; ti++) {

@@ -1,0 +1,188 @@
+/* Choosing the next token on the device, by the rule of kernels/cpu/sample.c (its twin): one block of
+ * 1024 threads over the vocabulary. Where the CPU sorts, this finds the same thresholds by radix
+ * selection on the integer probabilities, four passes of eight bits; sums are integers, so the
+ * answer does not depend on the order threads add in. Only the id leaves the device. */
+#include <math.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+#define Q_SCALE 4294967040.0f /* the largest float below 2^32, as on the CPU */
+
+enum { THREADS = 1024, WARPS = THREADS / 32 };
+
+typedef unsigned long long u64;
+
+__device__ static u64 block_sum(u64 v, u64 *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0)
+        sh[threadIdx.x / 32] = v;
+    __syncthreads();
+    u64 t = 0;
+    for (int w = 0; w < WARPS; w++)
+        t += sh[w];
+    return t;
+}
+
+/* the sum of v over the threads before this one */
+__device__ static u64 exclusive_scan(u64 v, u64 *sh)
+{
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u64 inc = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        u64 up = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o)
+            inc += up;
+    }
+    __syncthreads();
+    if (lane == 31)
+        sh[warp] = inc;
+    __syncthreads();
+    u64 before = 0;
+    for (int w = 0; w < warp; w++)
+        before += sh[w];
+    return before + inc - v;
+}
+
+/* The largest t such that the weight of values q >= t (among q >= floor_q) reaches need, where the
+ * weight is 1 per value or the value itself: the k-th largest value, or the top-p cut. */
+__device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor_q, int by_mass, u64 need, u64 *hist)
+{
+    __shared__ unsigned sh_prefix;
+    __shared__ u64 sh_above;
+    unsigned prefix = 0, mask = 0;
+    u64 above = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x)
+            hist[i] = 0;
+        __syncthreads();
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+            unsigned v = q[i];
+            if (v >= floor_q && (v & mask) == prefix)
+                atomicAdd(&hist[(v >> shift) & 255], by_mass ? (u64)v : 1ull);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            sh_prefix = prefix;
+            sh_above = above;
+            for (int d = 255; d >= 0; d--) {
+                if (above + hist[d] >= need) {
+                    sh_prefix = prefix | ((unsigned)d << shift);
+                    sh_above = above;
+                    break;
+                }
+                above += hist[d];
+            }
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        above = sh_above;
+        mask |= 255u << shift;
+        __syncthreads();
+    }
+    return prefix;
+}
+
+__global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const float *logits, float *work, int V)
+{
+    __shared__ u64 hist[256], sh[WARPS];
+    __shared__ float best_v[WARPS];
+    __shared__ int best_i[WARPS];
+    int tid = threadIdx.x;
+    for (int i = tid; i < V; i += blockDim.x)
+        work[i] = logits[i];
+    __syncthreads();
+    /* the penalty, once per distinct id (its first occurrence in the history applies it) */
+    const int *h = cu_hist(st);
+    float pen = st->penalty;
+    if (pen != 1.0f) {
+        for (int k = tid; k < st->n_hist; k += blockDim.x) {
+            int id = h[k], first = id >= 0 && id < V;
+            for (int j = 0; j < k && first; j++)
+                first = h[j] != id;
+            if (first)
+                work[id] = work[id] > 0 ? work[id] / pen : work[id] * pen;
+        }
+        __syncthreads();
+    }
+    /* argmax, the lowest id among equals */
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = tid; i < V; i += blockDim.x)
+        if (work[i] > bv)
+            bv = work[i], bi = i;
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > bv || (ov == bv && oi < bi))
+            bv = ov, bi = oi;
+    }
+    if (tid % 32 == 0)
+        best_v[tid / 32] = bv, best_i[tid / 32] = bi;
+    __syncthreads();
+    bv = best_v[0];
+    bi = best_i[0];
+    for (int w = 1; w < WARPS; w++)
+        if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi))
+            bv = best_v[w], bi = best_i[w];
+    if (st->temp <= 0 || bi == 0x7fffffff) {
+        if (tid == 0)
+            st->out = bi == 0x7fffffff ? 0 : bi;
+        return;
+    }
+    /* integer probabilities, in place of the logits */
+    unsigned *q = (unsigned *)work;
+    float temp = st->temp;
+    for (int i = tid; i < V; i += blockDim.x)
+        q[i] = (unsigned)(expf((work[i] - bv) / temp) * Q_SCALE);
+    __syncthreads();
+    unsigned floor_q = 0;
+    if (st->top_k > 0 && st->top_k < V)
+        floor_q = radix_select(q, V, 0, 0, (u64)st->top_k, hist);
+    u64 local = 0;
+    if (st->top_p < 1.0f) {
+        for (int i = tid; i < V; i += blockDim.x)
+            local += q[i] >= floor_q ? q[i] : 0;
+        u64 total = block_sum(local, sh);
+        u64 need = (u64)((double)st->top_p * (double)total);
+        floor_q = radix_select(q, V, floor_q, 1, need ? need : 1, hist);
+    }
+    /* the walk in id order: each thread holds a contiguous range, the scan says where it starts */
+    int per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
+    local = 0;
+    for (int i = lo; i < hi; i++)
+        local += q[i] >= floor_q ? q[i] : 0;
+    u64 total = block_sum(local, sh);
+    u64 before = exclusive_scan(local, sh);
+    u64 r = (u64)(st->u * (double)total);
+    if (r >= total)
+        r = total - 1;
+    if (local && before <= r && r < before + local) {
+        u64 acc = before;
+        for (int i = lo; i < hi; i++)
+            if (q[i] >= floor_q && (acc += q[i]) > r) {
+                st->out = i;
+                break;
+            }
+    }
+}
+
+int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s)
+{
+    cuda_state *st = cuda_of(b);
+    const cu_step *dev;
+    if (cuda_step_args(b, NULL, 0, 0, s, &dev) ||
+        cuda_grow(b, &st->sample_work, &st->sample_bytes, sizeof(float) * (size_t)vocab))
+        return -1;
+    sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work, vocab);
+    CK_LAUNCH();
+    CK(cudaMemcpyAsync(&st->hstep->out, &dev->out, sizeof(int), cudaMemcpyDeviceToHost, st->stream));
+    if (st->in_step)
+        return 0; /* step_end delivers it */
+    CK(cudaStreamSynchronize(st->stream));
+    *out = st->hstep->out;
+    return 0;
+}

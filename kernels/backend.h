@@ -41,6 +41,9 @@ typedef struct {
     size_t key_bytes;
 } kb_step;
 
+/* what a matrix product applies to its output */
+typedef enum { KB_LINEAR, KB_GELU } kb_act;
+
 typedef struct kb_backend kb_backend;
 struct kb_backend {
     const char *name;     /* "cpu", ... */
@@ -59,16 +62,15 @@ struct kb_backend {
      * an overlapping src with equal pitches is allowed */
     int (*copy2d)(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                   size_t height);
-    /* y[n, w.cols] = x[n, w.rows] @ w + bias (bias may be NULL): GPT-2's Conv1D layout. */
-    int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+    /* y[n, w.cols] = act(x[n, w.rows] @ w + bias) (bias may be NULL): GPT-2's Conv1D layout; KB_GELU is
+     * the tanh form GPT-2 uses. */
+    int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
     /* y[n, w.rows] = x[n, w.cols] @ w^T: the LM head against the tied token embedding. */
     int (*matmul_t)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
     /* x[i] = wte[ids[i]] + wpe[pos0 + i]. */
     int (*embed)(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
     /* y = layernorm(x) * g + beta over rows of C; y may equal x. */
     int (*layernorm)(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
-    int (*add)(kb_backend *b, float *x, const float *y, size_t n);   /* x += y */
-    int (*gelu)(kb_backend *b, float *x, size_t n);                  /* tanh form, in place */
     /* Causal self-attention of layer `layer` for n new tokens at positions past..past+n-1. qkv is
      * [n, 3C] (q, k, v per token); the new k and v are first stored in the cache (converted to its
      * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head. */
@@ -80,9 +82,11 @@ struct kb_backend {
      * valid once step_end returns. */
     int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
     /* Bracket one forward pass (optional, NULL on the CPU). step_begin sets *replayed when the backend
-     * ran a recording of the same step itself: the caller then issues no kernels and calls step_end. */
+     * ran a recording of the same step itself: the caller then issues no kernels and calls step_end.
+     * step_end (ok = 0: the caller failed) returns 0, -1 on error, or 1 when the backend could not
+     * record the step and ran none of it: the caller issues the step again, and it runs unrecorded. */
     int (*step_begin)(kb_backend *b, const kb_step *s, int *replayed);
-    int (*step_end)(kb_backend *b, int ok); /* ok = 0: the caller failed; drop the step */
+    int (*step_end)(kb_backend *b, int ok);
     /* host memory the backend copies fastest (pinned on a GPU), for offloaded caches */
     void *(*host_alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*host_release)(kb_backend *b, void *p);

@@ -55,12 +55,12 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
         /* h holds the previous block's MLP output, still to be added to the residual stream */
         if ((l == 0 ? b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps)
                     : b->add_layernorm(b, h, x, h, L->ln1_g, L->ln1_b, n, C, c->ln_eps)) ||
-            b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b) ||
+            b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b, KB_LINEAR) ||
             b->attention(b, m->att, m->qkv, kv, l, past, n) ||
-            b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b) ||
+            b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b, KB_LINEAR) ||
             b->add_layernorm(b, h, x, h, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
-            b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b) || b->gelu(b, m->fc, (size_t)n * 4 * C) ||
-            b->matmul(b, h, m->fc, n, &L->fcproj_w, L->fcproj_b))
+            b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b, KB_GELU) ||
+            b->matmul(b, h, m->fc, n, &L->fcproj_w, L->fcproj_b, KB_LINEAR))
             return err_wrap("layer %d", l);
     }
     if (head && (b->add_layernorm(b, h, x, h, m->lnf_g, m->lnf_b, n, C, c->ln_eps) ||
@@ -73,7 +73,7 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
 typedef struct {
     const void *base, *table, *x, *logits;
     size_t block_bytes;
-    int block_tokens, type, pick;
+    int block_tokens, type, ends; /* ends: 0 the last layer, 1 the logits, 2 a chosen token */
 } step_key;
 
 int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
@@ -100,15 +100,19 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     key.block_bytes = kv->block_bytes;
     key.block_tokens = kv->block_tokens;
     key.type = kv->type;
-    key.pick = pick != NULL;
+    key.ends = pick ? 2 : logits ? 1 : 0;
     kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .next = next, .key = &key, .key_bytes = sizeof key};
-    int replayed = 0, head = pick || logits;
-    if (b->step_begin && b->step_begin(b, &st, &replayed))
-        return err_wrap("starting a step");
-    int rc = replayed ? 0 : run(m, b, kv, ids, n, past, head);
-    if (!rc && !replayed && pick)
-        rc = b->sample(b, next, m->logits, c->vocab_size, pick);
-    if (b->step_end && b->step_end(b, !rc) && !rc)
+    int rc, end, head = key.ends > 0;
+    do {
+        int replayed = 0;
+        if (b->step_begin && b->step_begin(b, &st, &replayed))
+            return err_wrap("starting a step");
+        rc = replayed ? 0 : run(m, b, kv, ids, n, past, head);
+        if (!rc && !replayed && pick)
+            rc = b->sample(b, next, m->logits, c->vocab_size, pick);
+        end = b->step_end ? b->step_end(b, !rc) : 0;
+    } while (end == 1); /* the backend could not record the step: issued again, it runs unrecorded */
+    if (end < 0 && !rc)
         rc = err_wrap("finishing a step");
     if (rc)
         return -1;

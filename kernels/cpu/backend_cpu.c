@@ -102,7 +102,7 @@ kb_backend *cpu_backend_create(int threads)
         .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy, .copy2d = cpu_copy2d,
         .mem_info = cpu_mem_info,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
-        .add = cpu_add, .gelu = cpu_gelu, .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,
+        .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,
         .sample = cpu_sample, .host_alloc = cpu_alloc, .host_release = cpu_release, .destroy = cpu_destroy,
     };
     return b;

@@ -8,11 +8,11 @@ kb_backend *cpu_backend_create(int threads);
 /* Grows the backend's scratch buffer to at least `floats` floats; NULL (with error) on failure. */
 float *cpu_scratch(kb_backend *b, size_t floats);
 
-int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
 int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
 int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
-int cpu_add(kb_backend *b, float *x, const float *y, size_t n);
+/* the tanh form of GELU, in place */
 int cpu_gelu(kb_backend *b, float *x, size_t n);
 int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                       float eps);

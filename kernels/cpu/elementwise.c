@@ -1,14 +1,6 @@
 #include "cpu.h"
 #include "vecmath.h"
 
-int cpu_add(kb_backend *b, float *x, const float *y, size_t n)
-{
-#pragma omp parallel for simd num_threads(b->threads) if (n > 65536)
-    for (size_t i = 0; i < n; i++)
-        x[i] += y[i];
-    return 0;
-}
-
 int cpu_gelu(kb_backend *b, float *x, size_t n)
 {
     const float k = 0.7978845608028654f; /* sqrt(2 / pi) */

@@ -86,7 +86,7 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
     return 0;
 }
 
-int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
+static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
 {
     int K = w->rows, N = w->cols;
     if (n <= STREAM_MAX_TOKENS)
@@ -114,6 +114,13 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
         }
     }
     return 0;
+}
+
+int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
+{
+    if (product(b, y, x, n, w, bias))
+        return -1;
+    return act == KB_GELU ? cpu_gelu(b, y, (size_t)n * w->cols) : 0;
 }
 
 INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V, int C)

@@ -122,7 +122,9 @@ __global__ static void attend_k(float *y, const float *qkv, kb_kv kv, int layer,
 
 enum { CHUNK = 128 };
 
-/* decode, part 1: grid (heads, chunks); partials per (head, chunk): max, sum, then head_dim outputs */
+/* decode, part 1: grid (heads, chunks); partials per (head, chunk): max, sum, then head_dim outputs.
+ * The block whose chunk holds the new position stores its head's key and value first (no separate
+ * launch: no other block reads them). */
 __global__ static void attend_split_k(float *part, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C, float scale)
 {
     __shared__ float s[CHUNK];
@@ -136,6 +138,12 @@ __global__ static void attend_split_k(float *part, const float *qkv, kb_kv kv, i
             out[1] = 0;
         }
         return;
+    }
+    if (to == len) {
+        const float *src = qkv + (size_t)h * hd;
+        store(kv, layer, 0, h, st->past, src + C, &red[0]);
+        store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
+        __syncthreads();
     }
     float mx, sum;
     softmax_part(s, red, kv, qkv + (size_t)h * hd, layer, h, from, to, scale, &mx, &sum);
@@ -193,8 +201,6 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
         CK(cudaMemcpyAsync(table, kv->table, sizeof(int) * (size_t)blocks, cudaMemcpyHostToDevice, stream));
         dkv.table = (const int *)table;
     }
-    store_k<<<dim3(n, kv->n_head), 64, 0, stream>>>(dkv, qkv, layer, step, C);
-    CK_LAUNCH();
     if (n == 1) {
         int most = kv->max_tokens > T ? kv->max_tokens : T, chunks = (most + CHUNK - 1) / CHUNK;
         if (cuda_grow(b, (void **)&st->partials, &st->partial_bytes, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2)))
@@ -209,6 +215,8 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     if (shared > (size_t)st->prop.sharedMemPerBlockOptin)
         return err_set("attention over %d positions needs %zu bytes of shared memory; this GPU has %zu", T, shared,
                        (size_t)st->prop.sharedMemPerBlockOptin);
+    store_k<<<dim3(n, kv->n_head), 64, 0, stream>>>(dkv, qkv, layer, step, C);
+    CK_LAUNCH();
     if (shared > 48 * 1024)
         CK(cudaFuncSetAttribute(attend_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     attend_k<<<dim3(n, kv->n_head), 128, shared, stream>>>(y, qkv, dkv, layer, step, C, scale);

@@ -1,11 +1,9 @@
-/* The CUDA backend object: device memory, one stream, one cuBLAS handle, growing buffers, the step's
- * scalars, and the decode step recorded as a CUDA graph and replayed while nothing it depends on moves. */
+/* The CUDA backend object: device memory, one stream, cuBLAS and cuBLASLt handles, growing buffers and
+ * the step's scalars (the recorded decode step is graph.cu). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
-
-enum { BLAS_WORKSPACE = 32 << 20 };
 
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes)
 {
@@ -52,8 +50,7 @@ static int grow_step(cuda_state *s, int cap)
     return 0;
 }
 
-/* writes the scalars into the pinned twin and queues their copy to the device */
-static int stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
 {
     int hist = pick ? pick->n_history : 0;
     if (grow_step(s, n > hist ? n : hist))
@@ -84,85 +81,10 @@ static int stage(cuda_state *s, const int *ids, int n, int past, const kb_sample
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
-    if (!s->in_step && stage(s, ids, n, past, pick))
+    if (!s->in_step && cuda_stage(s, ids, n, past, pick))
         return -1;
     *dev = s->dstep;
     return 0;
-}
-
-static void drop_graph(cuda_state *s)
-{
-    if (s->exec)
-        cudaGraphExecDestroy(s->exec);
-    s->exec = NULL;
-    s->warmed = 0;
-}
-
-/* A decode step (one token) runs eagerly the first time its key is seen, so that every buffer it needs
- * has grown; the second time it is captured; after that the graph replays. Anything else runs eagerly. */
-static int cu_step_begin(kb_backend *b, const kb_step *st, int *replayed)
-{
-    cuda_state *s = cuda_of(b);
-    *replayed = 0;
-    if (stage(s, st->ids, st->n, st->past, st->pick))
-        return -1;
-    s->in_step = 1;
-    s->out = st->pick ? st->next : NULL;
-    s->mode = CU_EAGER;
-    if (st->n != 1 || st->key_bytes > sizeof s->key)
-        return 0;
-    if (s->key_bytes != st->key_bytes || memcmp(s->key, st->key, st->key_bytes) || s->key_generation != s->generation) {
-        drop_graph(s);
-        memcpy(s->key, st->key, st->key_bytes);
-        s->key_bytes = st->key_bytes;
-        s->key_generation = s->generation;
-        s->warmed = 1;
-        return 0;
-    }
-    if (s->exec) {
-        CK(cudaGraphLaunch(s->exec, s->stream));
-        s->mode = CU_REPLAY;
-        *replayed = 1;
-    } else if (s->warmed) {
-        CK(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
-        s->mode = CU_CAPTURE;
-    }
-    return 0;
-}
-
-static int finish(cuda_state *s, int ok)
-{
-    if (s->mode == CU_CAPTURE) {
-        cudaGraph_t g = NULL;
-        cudaError_t e = cudaStreamEndCapture(s->stream, &g);
-        if (e == cudaSuccess && ok && s->generation == s->key_generation)
-            e = cudaGraphInstantiate(&s->exec, g, 0);
-        if (g)
-            cudaGraphDestroy(g);
-        if (e != cudaSuccess) {
-            drop_graph(s);
-            return err_set("recording the decode step as a CUDA graph: %s", cudaGetErrorString(e));
-        }
-        if (!ok || !s->exec)
-            return 0;
-        CK(cudaGraphLaunch(s->exec, s->stream)); /* capturing ran nothing: run it now */
-    }
-    CK(cudaStreamSynchronize(s->stream));
-    if (ok && s->out)
-        *s->out = s->hstep->out;
-    return 0;
-}
-
-static int cu_step_end(kb_backend *b, int ok)
-{
-    cuda_state *s = cuda_of(b);
-    int rc = finish(s, ok);
-    s->in_step = 0;
-    s->mode = CU_EAGER;
-    s->out = NULL;
-    if (rc || !ok)
-        drop_graph(s);
-    return rc;
 }
 
 static void *cu_alloc(kb_backend *b, size_t bytes, const char *what)
@@ -253,7 +175,7 @@ static void cu_destroy(kb_backend *b)
     cuda_state *s = cuda_of(b);
     if (s->stream)
         cudaStreamSynchronize(s->stream);
-    drop_graph(s);
+    cuda_graphs_free(s);
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
     cudaFree(s->partials);
@@ -263,6 +185,8 @@ static void cu_destroy(kb_backend *b)
         cudaFreeHost(s->hstep);
     if (s->blas)
         cublasDestroy(s->blas);
+    if (s->lt)
+        cublasLtDestroy(s->lt);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
@@ -271,17 +195,27 @@ static void cu_destroy(kb_backend *b)
 
 static int init(cuda_state *s)
 {
-    int n = 0;
-    CK(cudaGetDeviceCount(&n));
-    if (n < 1)
+    int n = 0, runtime = 0, driver = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver) {
+        cudaRuntimeGetVersion(&runtime);
+        cudaDriverGetVersion(&driver);
+        if (!driver)
+            return err_set("no NVIDIA driver is loaded (no GPU, or its driver is not installed)");
+        return err_set("the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d: update the driver", driver / 1000,
+                       driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    }
+    if (e == cudaErrorNoDevice || (e == cudaSuccess && n < 1))
         return err_set("no CUDA device found");
+    CK(e);
     CK(cudaSetDevice(0));
     CK(cudaGetDeviceProperties(&s->prop, 0));
     CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     CB(cublasCreate(&s->blas));
     CB(cublasSetStream(s->blas, s->stream));
-    CK(cudaMalloc(&s->blas_work, BLAS_WORKSPACE));
-    CB(cublasSetWorkspace(s->blas, s->blas_work, BLAS_WORKSPACE));
+    CK(cudaMalloc(&s->blas_work, CUDA_BLAS_WORKSPACE));
+    CB(cublasSetWorkspace(s->blas, s->blas_work, CUDA_BLAS_WORKSPACE));
+    CB(cublasLtCreate(&s->lt));
     /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
      * CPU reference, and lets 16-bit GEMMs use the tensor cores */
     CB(cublasSetMathMode(s->blas, CUBLAS_DEFAULT_MATH));
@@ -318,12 +252,10 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->embed = cuda_embed;
     b->layernorm = cuda_layernorm;
     b->add_layernorm = cuda_add_layernorm;
-    b->add = cuda_add;
-    b->gelu = cuda_gelu;
     b->attention = cuda_attention;
     b->sample = cuda_sample;
-    b->step_begin = cu_step_begin;
-    b->step_end = cu_step_end;
+    b->step_begin = cuda_step_begin;
+    b->step_end = cuda_step_end;
     b->destroy = cu_destroy;
     return b;
 }

@@ -3,6 +3,7 @@
 #ifndef KVCHAT_CUDA_COMMON_CUH
 #define KVCHAT_CUDA_COMMON_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -43,11 +44,23 @@ static inline __host__ __device__ const int *cu_hist(const cu_step *s) { return 
 static inline size_t cu_step_bytes(int cap) { return sizeof(cu_step) + sizeof(int) * (2 * (size_t)cap - 1); }
 
 enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
+enum { CUDA_BLAS_WORKSPACE = 32 << 20, CUDA_GRAPHS = 4 };
+
+/* one recorded decode step: what it was recorded under, and the graph */
+typedef struct {
+    unsigned char key[256];
+    size_t key_bytes;       /* 0: a free slot */
+    unsigned generation;
+    int eager_only;         /* recording failed once: always run this one eagerly */
+    unsigned long long used;
+    cudaGraphExec_t exec;   /* NULL until the second time the step is seen */
+} cu_graph;
 
 struct cuda_state {
     cudaStream_t stream;    /* all work: one stream, so copies and kernels stay in order */
     cublasHandle_t blas;
-    void *blas_work;        /* cuBLAS workspace, fixed so that graph capture never allocates */
+    cublasLtHandle_t lt;
+    void *blas_work;        /* cuBLAS(Lt) workspace, fixed so that graph capture never allocates */
     void *scratch;          /* grows: 16-bit activations, block tables of views without a device copy */
     size_t scratch_bytes;
     void *sample_work;      /* vocab floats: penalised logits, then integer probabilities */
@@ -57,13 +70,12 @@ struct cuda_state {
     cu_step *hstep, *dstep; /* the step's scalars: pinned host, device */
     int step_cap;
     unsigned generation;    /* bumped when a buffer above moves: recorded steps hold its addresses */
-    /* the recorded decode step */
-    int mode, in_step, warmed;
+    /* the step in progress */
+    int mode, in_step;
     int *out;               /* where step_end puts the chosen id */
-    cudaGraphExec_t exec;
-    unsigned char key[256];
-    size_t key_bytes;
-    unsigned key_generation;
+    cu_graph graphs[CUDA_GRAPHS], *cur;
+    unsigned long long tick;
+    long replays;
     cudaDeviceProp prop;
 };
 
@@ -72,16 +84,21 @@ static inline cudaStream_t cuda_stream(kb_backend *b) { return cuda_of(b)->strea
 /* buffers that grow, each bumping the generation when it moves */
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);
+/* writes the scalars into the pinned twin and queues their copy to the device */
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick);
 /* the step's scalars on the device: those of the current step, or (outside a step) these */
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev);
 
-int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed);
+int cuda_step_end(kb_backend *b, int ok);
+void cuda_graphs_free(cuda_state *s);
+
+int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
 int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
 int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
 int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
 int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                        float eps);
-int cuda_add(kb_backend *b, float *x, const float *y, size_t n);
 int cuda_gelu(kb_backend *b, float *x, size_t n);
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);

@@ -10,6 +10,8 @@ extern "C" {
 
 /* NULL (with the reason) when there is no usable GPU: no device, a driver too old, no memory. */
 kb_backend *cuda_backend_create(void);
+/* how many decode steps replayed a recorded CUDA graph (the tests check that recording works) */
+long cuda_graph_replays(kb_backend *b);
 
 #ifdef __cplusplus
 }

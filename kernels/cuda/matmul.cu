@@ -1,8 +1,11 @@
-/* Matrix products through cuBLAS, accumulating in f32. f32 weights: SGEMM (no TF32).
- * f16/bf16 weights: the activations are rounded to the weights' type and cublasGemmEx multiplies
- * them with f32 accumulation (the CPU twin keeps f32 activations: agreement is to about 1e-3). */
+/* Matrix products through cuBLASLt and cuBLAS, accumulating in f32 (f32 weights stay f32: no TF32).
+ * f16/bf16 weights: the activations are rounded to the weights' type first (the CPU twin keeps f32
+ * activations: agreement is to about 1e-3). Bias and GELU ride in cuBLASLt's epilogue; where it has
+ * no algorithm for a case, a plain GEMM and separate kernels do the same. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cublasLt.h>
 
 #include "common.cuh"
 
@@ -44,37 +47,109 @@ static cudaDataType_t cuda_type(dtype t)
     return t == DT_F32 ? CUDA_R_32F : t == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-/* column-major C[m, n] = op(A) B with A the stored weights; x converted when the weights are 16-bit */
-static int gemm(kb_backend *b, cublasOperation_t opA, int m, int n, int k, const kb_mat *w, int lda, const float *x,
-                int ldb, float *y, int ldc, float beta)
+/* x as the GEMM reads it: as is for f32 weights, else rounded to the weights' 16-bit type */
+static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems, const void **out)
 {
-    cuda_state *s = cuda_of(b);
-    const float one = 1.0f;
     if (w->type == DT_F32) {
-        CB(cublasSgemm(s->blas, opA, CUBLAS_OP_N, m, n, k, &one, (const float *)w->data, lda, x, ldb, &beta, y, ldc));
+        *out = x;
         return 0;
     }
     void *x16;
-    if (cuda_scratch(b, (size_t)k * n * 2, &x16) || cuda_to_16bit(b, x16, x, w->type, (size_t)k * n))
+    if (cuda_scratch(b, elems * 2, &x16) || cuda_to_16bit(b, x16, x, w->type, elems))
         return -1;
-    CB(cublasGemmEx(s->blas, opA, CUBLAS_OP_N, m, n, k, &one, w->data, cuda_type(w->type), lda, x16, cuda_type(w->type), ldb,
-                    &beta, y, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    *out = x16;
     return 0;
 }
 
-int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
+#define CL(call)                                                                                   \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            rc = err_set("%s: %s (%s:%d)", #call, cublasGetStatusString(s_), __FILE__, __LINE__);  \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* column-major y[N, n] = act(W[N, K] x[K, n] + bias) in one cuBLASLt call, the bias and GELU applied
+ * by its epilogue. 1: no algorithm for this case (the caller does it in steps). */
+static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias, kb_act act)
+{
+    cuda_state *s = cuda_of(b);
+    int K = w->rows, N = w->cols, rc = 0, found = 0;
+    cudaDataType_t t = cuda_type(w->type);
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t h;
+    cublasLtEpilogue_t epi = act == KB_GELU ? (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                                            : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    size_t ws = CUDA_BLAS_WORKSPACE;
+    const float one = 1.0f, zero = 0.0f;
+    CL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (bias)
+        CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CL(cublasLtMatrixLayoutCreate(&la, t, N, K, N));
+    CL(cublasLtMatrixLayoutCreate(&lb, t, K, n, K));
+    CL(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, N, n, N));
+    CL(cublasLtMatmulPreferenceCreate(&pref));
+    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CL(cublasLtMatmulAlgoGetHeuristic(s->lt, op, la, lb, ld, ld, pref, 1, &h, &found));
+    if (!found) {
+        rc = 1;
+        goto out;
+    }
+    CL(cublasLtMatmul(s->lt, op, &one, w->data, la, x, lb, &zero, y, ld, y, ld, &h.algo, s->blas_work, ws, s->stream));
+out:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (ld)
+        cublasLtMatrixLayoutDestroy(ld);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+/* the same in steps: bias rows, a cuBLAS GEMM accumulating onto them, then GELU */
+static int stepwise(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias, kb_act act)
+{
+    cuda_state *s = cuda_of(b);
+    int K = w->rows, N = w->cols;
+    const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
+    if (bias && cuda_fill_rows(b, y, bias, n, N))
+        return -1;
+    cudaDataType_t t = cuda_type(w->type);
+    CB(cublasGemmEx(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, n, K, &one, w->data, t, N, x, t, K, &beta, y, CUDA_R_32F, N,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return act == KB_GELU ? cuda_gelu(b, y, (size_t)n * N) : 0;
+}
+
+int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
 {
     /* row-major y[n, N] = x[n, K] W[K, N] is column-major y^T[N, n] = W^T[N, K] x^T[K, n], and the
      * row-major W is already a column-major [N, K] */
-    int K = w->rows, N = w->cols;
-    if (bias && cuda_fill_rows(b, y, bias, n, N))
+    const void *xin;
+    if (operand(b, w, x, (size_t)w->rows * n, &xin))
         return -1;
-    return gemm(b, CUBLAS_OP_N, N, n, K, w, N, x, K, y, N, bias ? 1.0f : 0.0f);
+    int rc = fused(b, y, xin, n, w, bias, act);
+    return rc == 1 ? stepwise(b, y, xin, n, w, bias, act) : rc;
 }
 
 int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
 {
     /* y[n, V] = x[n, C] W^T with W [V, C]: column-major y^T[V, n] = (stored [C, V])^T x^T[C, n] */
+    cuda_state *s = cuda_of(b);
     int V = w->rows, C = w->cols;
-    return gemm(b, CUBLAS_OP_T, V, n, C, w, C, x, C, y, V, 0.0f);
+    const float one = 1.0f, zero = 0.0f;
+    const void *xin;
+    if (operand(b, w, x, (size_t)C * n, &xin))
+        return -1;
+    cudaDataType_t t = cuda_type(w->type);
+    CB(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, &one, w->data, t, C, xin, t, C, &zero, y, CUDA_R_32F, V,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
 }

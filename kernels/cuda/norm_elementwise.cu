@@ -1,5 +1,5 @@
-/* Embeddings, layernorm (alone or fused with the residual add), residual add and GELU: the CPU twins are
- * embed.c, layernorm.c and elementwise.c. */
+/* Embeddings, layernorm (alone or fused with the residual add) and GELU: the CPU twins are embed.c,
+ * layernorm.c and elementwise.c. */
 #include <cuda_fp16.h>
 
 #include "common.cuh"
@@ -73,13 +73,6 @@ int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const 
     return 0;
 }
 
-__global__ static void add_k(float *x, const float *y, size_t n)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        x[i] += y[i];
-}
-
 __global__ static void gelu_k(float *x, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -87,13 +80,6 @@ __global__ static void gelu_k(float *x, size_t n)
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     }
-}
-
-int cuda_add(kb_backend *b, float *x, const float *y, size_t n)
-{
-    add_k<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(x, y, n);
-    CK_LAUNCH();
-    return 0;
 }
 
 int cuda_gelu(kb_backend *b, float *x, size_t n)

@@ -29,8 +29,10 @@ endif
 CUDA_SRC := $(wildcard kernels/cuda/*.cu)
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unknown-pragmas -Wno-format-truncation
+NVCC_WARN := -Xcompiler -Wall,-Wextra
 ifeq ($(CI),true)
   WARN  += -Werror
+  NVCC_WARN += -Werror all-warnings -Xcompiler -Werror
 endif
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
@@ -80,7 +82,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -c -o $@ $<
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the binary and the unit tests.
 $(BUILD)/asan/%.o: %.c

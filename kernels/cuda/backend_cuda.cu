@@ -176,6 +176,7 @@ static void cu_destroy(kb_backend *b)
     if (s->stream)
         cudaStreamSynchronize(s->stream);
     cuda_graphs_free(s);
+    cuda_plans_free(s);
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
     cudaFree(s->partials);
@@ -216,6 +217,8 @@ static int init(cuda_state *s)
     CK(cudaMalloc(&s->blas_work, CUDA_BLAS_WORKSPACE));
     CB(cublasSetWorkspace(s->blas, s->blas_work, CUDA_BLAS_WORKSPACE));
     CB(cublasLtCreate(&s->lt));
+    if (cuda_plans_init(s))
+        return -1;
     /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
      * CPU reference, and lets 16-bit GEMMs use the tensor cores */
     CB(cublasSetMathMode(s->blas, CUBLAS_DEFAULT_MATH));

@@ -44,7 +44,9 @@ static inline __host__ __device__ const int *cu_hist(const cu_step *s) { return 
 static inline size_t cu_step_bytes(int cap) { return sizeof(cu_step) + sizeof(int) * (2 * (size_t)cap - 1); }
 
 enum { CU_EAGER, CU_CAPTURE, CU_REPLAY };
-enum { CUDA_BLAS_WORKSPACE = 32 << 20, CUDA_GRAPHS = 4 };
+enum { CUDA_BLAS_WORKSPACE = 32 << 20, CUDA_GRAPHS = 4, CUDA_PLANS = 32 };
+
+typedef struct cu_lt_plan cu_lt_plan; /* matmul.cu */
 
 /* one recorded decode step: what it was recorded under, and the graph */
 typedef struct {
@@ -74,6 +76,7 @@ struct cuda_state {
     int mode, in_step;
     int *out;               /* where step_end puts the chosen id */
     cu_graph graphs[CUDA_GRAPHS], *cur;
+    cu_lt_plan *plans;      /* CUDA_PLANS cuBLASLt plans (matmul.cu) */
     unsigned long long tick;
     long replays;
     cudaDeviceProp prop;
@@ -92,6 +95,8 @@ int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_samp
 int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed);
 int cuda_step_end(kb_backend *b, int ok);
 void cuda_graphs_free(cuda_state *s);
+int cuda_plans_init(cuda_state *s);
+void cuda_plans_free(cuda_state *s);
 
 int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
 int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);

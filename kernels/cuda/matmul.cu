@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cublasLt.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common.cuh"
 
@@ -61,6 +63,45 @@ static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems,
     return 0;
 }
 
+/* A cuBLASLt plan for one shape and epilogue: descriptors and the algorithm its heuristic chose,
+ * made once (asking the heuristic costs more host time than a small GEMM takes). */
+struct cu_lt_plan {
+    int N, n, K, epi;
+    dtype t;
+    int usable;             /* 0: cuBLASLt has no algorithm for it */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+    unsigned long long used;
+};
+
+static void plan_free(cu_lt_plan *p)
+{
+    if (p->ld)
+        cublasLtMatrixLayoutDestroy(p->ld);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op)
+        cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+int cuda_plans_init(cuda_state *s)
+{
+    s->plans = (cu_lt_plan *)calloc(CUDA_PLANS, sizeof *s->plans);
+    return s->plans ? 0 : err_set("out of memory");
+}
+
+void cuda_plans_free(cuda_state *s)
+{
+    for (int i = 0; s->plans && i < CUDA_PLANS; i++)
+        plan_free(&s->plans[i]);
+    free(s->plans);
+    s->plans = NULL;
+}
+
 #define CL(call)                                                                                   \
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
@@ -70,48 +111,87 @@ static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems,
         }                                                                                          \
     } while (0)
 
+static int make_plan(cuda_state *s, cu_lt_plan *p)
+{
+    int rc = 0, found = 0;
+    cudaDataType_t t = cuda_type(p->t);
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)p->epi;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t h;
+    size_t ws = CUDA_BLAS_WORKSPACE;
+    CL(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CL(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CL(cublasLtMatrixLayoutCreate(&p->la, t, p->N, p->K, p->N));
+    CL(cublasLtMatrixLayoutCreate(&p->lb, t, p->K, p->n, p->K));
+    CL(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, p->N, p->n, p->N));
+    CL(cublasLtMatmulPreferenceCreate(&pref));
+    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    {
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &h, &found);
+        if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+            CL(st);
+    }
+    p->usable = found > 0;
+    if (p->usable)
+        p->algo = h.algo;
+out:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    return rc;
+}
+
+/* the plan for this case: kept, or made in the least recently used slot */
+static int plan_for(cuda_state *s, int N, int n, int K, dtype t, int epi, cu_lt_plan **out)
+{
+    cu_lt_plan *lru = &s->plans[0];
+    for (int i = 0; i < CUDA_PLANS; i++) {
+        cu_lt_plan *p = &s->plans[i];
+        if (p->op && p->N == N && p->n == n && p->K == K && p->t == t && p->epi == epi) {
+            p->used = ++s->tick;
+            *out = p;
+            return 0;
+        }
+        if (p->used < lru->used)
+            lru = p;
+    }
+    plan_free(lru);
+    lru->N = N;
+    lru->n = n;
+    lru->K = K;
+    lru->epi = epi;
+    lru->t = t;
+    lru->used = ++s->tick;
+    if (make_plan(s, lru)) {
+        plan_free(lru);
+        return -1;
+    }
+    *out = lru;
+    return 0;
+}
+
 /* column-major y[N, n] = act(W[N, K] x[K, n] + bias) in one cuBLASLt call, the bias and GELU applied
  * by its epilogue. 1: no algorithm for this case (the caller does it in steps). */
 static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias, kb_act act)
 {
     cuda_state *s = cuda_of(b);
-    int K = w->rows, N = w->cols, rc = 0, found = 0;
-    cudaDataType_t t = cuda_type(w->type);
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t h;
     cublasLtEpilogue_t epi = act == KB_GELU ? (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
                                             : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    size_t ws = CUDA_BLAS_WORKSPACE;
+    cu_lt_plan *p;
+    if (plan_for(s, w->cols, n, w->rows, w->type, (int)epi, &p))
+        return -1;
+    if (!p->usable)
+        return 1;
     const float one = 1.0f, zero = 0.0f;
-    CL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (bias)
-        CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    CL(cublasLtMatrixLayoutCreate(&la, t, N, K, N));
-    CL(cublasLtMatrixLayoutCreate(&lb, t, K, n, K));
-    CL(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, N, n, N));
-    CL(cublasLtMatmulPreferenceCreate(&pref));
-    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CL(cublasLtMatmulAlgoGetHeuristic(s->lt, op, la, lb, ld, ld, pref, 1, &h, &found));
-    if (!found) {
-        rc = 1;
-        goto out;
+        CB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    cublasStatus_t st = cublasLtMatmul(s->lt, p->op, &one, w->data, p->la, x, p->lb, &zero, y, p->ld, y, p->ld, &p->algo,
+                                       s->blas_work, CUDA_BLAS_WORKSPACE, s->stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        p->usable = 0;
+        return 1;
     }
-    CL(cublasLtMatmul(s->lt, op, &one, w->data, la, x, lb, &zero, y, ld, y, ld, &h.algo, s->blas_work, ws, s->stream));
-out:
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (ld)
-        cublasLtMatrixLayoutDestroy(ld);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
-    return rc;
+    CB(st);
+    return 0;
 }
 
 /* the same in steps: bias rows, a cuBLAS GEMM accumulating onto them, then GELU */

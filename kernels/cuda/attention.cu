@@ -3,8 +3,9 @@
  * from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
  *   prefill (many queries): one thread block per (query, head), scores in shared memory;
  *   decode (one query): the context split into chunks, one block per (head, chunk) with its own max,
- *   sum and weighted values, then a reduction per head; the grid is sized by the most positions the
- *   cache can hold, so one recorded launch serves every length (chunks past the end return at once). */
+ *   sum and weighted values, reduced per head by the last of its blocks; the grid is sized by the
+ *   most positions the cache can hold, so one recorded launch serves every length (chunks past the
+ *   end only report that they are empty). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -104,7 +105,8 @@ __device__ static void softmax_part(float *s, float *red, const kb_kv &kv, const
 }
 
 /* prefill: grid (n, heads), dynamic shared memory for every visible key */
-__global__ static void attend_k(float *y, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C, float scale)
+__global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C,
+                                float scale)
 {
     extern __shared__ float s[];
     __shared__ float red[32];
@@ -116,69 +118,96 @@ __global__ static void attend_k(float *y, const float *qkv, kb_kv kv, int layer,
         float o = 0;
         for (int j = 0; j < len; j++)
             o += s[j] * value_at(kv, layer, h, j, c);
-        y[(size_t)t * C + (size_t)h * hd + c] = o / sum;
+        size_t i = (size_t)t * C + (size_t)h * hd + c;
+        y[i] = o / sum;
+        y16.bf[i] = __float2bfloat16_rn(y[i]);
+        y16.h[i] = __float2half_rn(y[i]);
     }
 }
 
 enum { CHUNK = 128 };
 
-/* decode, part 1: grid (heads, chunks); partials per (head, chunk): max, sum, then head_dim outputs.
- * The block whose chunk holds the new position stores its head's key and value first (no separate
- * launch: no other block reads them). */
-__global__ static void attend_split_k(float *part, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C, float scale)
+/* Decode: grid (heads, chunks). Each block leaves its chunk's max, sum of exponentials and weighted
+ * values as a partial; the last block of a head to finish (a counter per head, reset by that block
+ * for the next step) rescales the partials to one max and writes the head's output. The block whose
+ * chunk holds the new position stores its head's key and value first: no other block reads them. */
+__global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv, kb_kv kv,
+                                       int layer, const cu_step *st, int C, float scale)
 {
     __shared__ float s[CHUNK];
     __shared__ float red[32];
-    int h = blockIdx.x, chunk = blockIdx.y, hd = kv.head_dim, len = st->past + 1;
+    __shared__ int last;
+    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim, len = st->past + 1;
     int from = chunk * CHUNK, to = min(len, from + CHUNK);
-    float *out = part + ((size_t)h * gridDim.y + chunk) * (hd + 2);
-    if (from >= len) {
-        if (threadIdx.x == 0) {
-            out[0] = -INFINITY;
-            out[1] = 0;
+    float *out = part + ((size_t)h * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    if (from < len) {
+        if (to == len) {
+            const float *src = qkv + (size_t)h * hd;
+            store(kv, layer, 0, h, st->past, src + C, &red[0]);
+            store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
+            __syncthreads();
         }
-        return;
-    }
-    if (to == len) {
-        const float *src = qkv + (size_t)h * hd;
-        store(kv, layer, 0, h, st->past, src + C, &red[0]);
-        store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
-        __syncthreads();
-    }
-    float mx, sum;
-    softmax_part(s, red, kv, qkv + (size_t)h * hd, layer, h, from, to, scale, &mx, &sum);
-    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
-        float o = 0;
-        for (int j = from; j < to; j++)
-            o += s[j - from] * value_at(kv, layer, h, j, c);
-        out[2 + c] = o;
+        softmax_part(s, red, kv, qkv + (size_t)h * hd, layer, h, from, to, scale, &mx, &sum);
+        for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+            float o = 0;
+            for (int j = from; j < to; j++)
+                o += s[j - from] * value_at(kv, layer, h, j, c);
+            out[2 + c] = o;
+        }
     }
     if (threadIdx.x == 0) {
         out[0] = mx;
         out[1] = sum;
     }
-}
-
-/* decode, part 2: grid (heads), the chunks rescaled to one max and summed */
-__global__ static void attend_reduce_k(float *y, const float *part, int chunks, int hd)
-{
-    int h = blockIdx.x;
+    __threadfence(); /* the partial is visible to every block before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(&done[h], 1u) == (unsigned)chunks - 1;
+    __syncthreads();
+    if (!last)
+        return;
     const float *p = part + (size_t)h * chunks * (hd + 2);
-    float mx = -INFINITY;
+    float m = -INFINITY;
     for (int k = 0; k < chunks; k++)
-        mx = fmaxf(mx, p[(size_t)k * (hd + 2)]);
+        m = fmaxf(m, __ldcg(p + (size_t)k * (hd + 2)));
     for (int c = threadIdx.x; c < hd; c += blockDim.x) {
-        float sum = 0, o = 0;
+        float total = 0, o = 0;
         for (int k = 0; k < chunks; k++) {
             const float *pk = p + (size_t)k * (hd + 2);
-            if (pk[1] == 0)
+            float ks = __ldcg(pk + 1);
+            if (ks == 0)
                 continue;
-            float w = __expf(pk[0] - mx);
-            sum += pk[1] * w;
-            o += pk[2 + c] * w;
+            float w = __expf(__ldcg(pk) - m);
+            total += ks * w;
+            o += __ldcg(pk + 2 + c) * w;
         }
-        y[(size_t)h * hd + c] = o / sum;
+        size_t i = (size_t)h * hd + c;
+        y[i] = o / total;
+        y16.bf[i] = __float2bfloat16_rn(y[i]);
+        y16.h[i] = __float2half_rn(y[i]);
     }
+    if (threadIdx.x == 0)
+        done[h] = 0;
+}
+
+enum { MAX_HEADS = 1024 };
+
+/* A counter per head (zero between steps: each step's last block resets its head's), then the
+ * decode partials. */
+static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned **done, float **part)
+{
+    cuda_state *st = cuda_of(b);
+    if (heads > MAX_HEADS)
+        return err_set("%d attention heads; the decode kernel counts at most %d", heads, MAX_HEADS);
+    size_t bytes = sizeof(unsigned) * MAX_HEADS + part_bytes;
+    if (bytes > st->partial_bytes) {
+        if (cuda_grow(b, (void **)&st->partials, &st->partial_bytes, bytes))
+            return -1;
+        CK(cudaMemsetAsync(st->partials, 0, sizeof(unsigned) * MAX_HEADS, st->stream));
+    }
+    *done = (unsigned *)st->partials;
+    *part = (float *)((unsigned *)st->partials + MAX_HEADS);
+    return 0;
 }
 
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n)
@@ -188,7 +217,8 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     int T = past + n, C = kv->n_head * kv->head_dim, hd = kv->head_dim;
     float scale = 1.0f / sqrtf((float)hd);
     const cu_step *step;
-    if (cuda_step_args(b, NULL, 0, past, NULL, &step))
+    cu_rounded y16;
+    if (cuda_step_args(b, NULL, 0, past, NULL, &step) || cuda_rounded_out(b, y, (size_t)n * C, &y16))
         return -1;
     kb_kv dkv = *kv;
     if (kv->dev_table) { /* the cache manager keeps it current on the device */
@@ -203,11 +233,11 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     }
     if (n == 1) {
         int most = kv->max_tokens > T ? kv->max_tokens : T, chunks = (most + CHUNK - 1) / CHUNK;
-        if (cuda_grow(b, (void **)&st->partials, &st->partial_bytes, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2)))
+        unsigned *done = NULL;
+        float *part = NULL;
+        if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2), &done, &part))
             return -1;
-        attend_split_k<<<dim3(kv->n_head, chunks), 128, 0, stream>>>(st->partials, qkv, dkv, layer, step, C, scale);
-        CK_LAUNCH();
-        attend_reduce_k<<<kv->n_head, hd < 128 ? 64 : 128, 0, stream>>>(y, st->partials, chunks, hd);
+        attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C, scale);
         CK_LAUNCH();
         return 0;
     }
@@ -219,7 +249,7 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     CK_LAUNCH();
     if (shared > 48 * 1024)
         CK(cudaFuncSetAttribute(attend_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    attend_k<<<dim3(n, kv->n_head), 128, shared, stream>>>(y, qkv, dkv, layer, step, C, scale);
+    attend_k<<<dim3(n, kv->n_head), 128, shared, stream>>>(y, y16, qkv, dkv, layer, step, C, scale);
     CK_LAUNCH();
     return 0;
 }

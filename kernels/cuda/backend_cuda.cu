@@ -105,6 +105,7 @@ static void *cu_alloc(kb_backend *b, size_t bytes, const char *what)
 static void cu_release(kb_backend *b, void *p)
 {
     if (p) {
+        cuda_rounded_forget(b, p);
         cudaStreamSynchronize(cuda_stream(b));
         cudaFree(p);
     }
@@ -133,6 +134,7 @@ static void cu_host_release(kb_backend *b, void *p)
 static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
 {
     cudaStream_t st = cuda_stream(b);
+    cuda_rounded_forget(b, dst);
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)); /* unified addressing tells host from device */
     CK(cudaStreamSynchronize(st)); /* the caller may reuse or read host memory at once */
     return 0;
@@ -146,6 +148,7 @@ static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src
     cudaStream_t st = cuda_stream(b);
     if (!height || !width)
         return 0;
+    cuda_rounded_forget(b, dst);
     const char *d = (const char *)dst, *s = (const char *)src;
     size_t dspan = dst_pitch * (height - 1) + width, sspan = src_pitch * (height - 1) + width;
     if (d < s + sspan && s < d + dspan) {
@@ -180,6 +183,7 @@ static void cu_destroy(kb_backend *b)
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
     cudaFree(s->partials);
+    cudaFree(s->rounded);
     cudaFree(s->dstep);
     cudaFree(s->blas_work);
     if (s->hstep)

@@ -67,8 +67,12 @@ struct cuda_state {
     size_t scratch_bytes;
     void *sample_work;      /* vocab floats: penalised logits, then integer probabilities */
     size_t sample_bytes;
-    float *partials;        /* split attention: per (head, split) max, sum and output row */
+    float *partials;        /* decode attention: a counter per head, then per (head, chunk) max, sum, row */
     size_t partial_bytes;
+    void *rounded;          /* bf16 then f16 roundings of round_src (see cuda_rounded_out) */
+    size_t rounded_bytes;
+    const float *round_src;
+    size_t round_elems;
     cu_step *hstep, *dstep; /* the step's scalars: pinned host, device */
     int step_cap;
     unsigned generation;    /* bumped when a buffer above moves: recorded steps hold its addresses */
@@ -84,6 +88,18 @@ struct cuda_state {
 
 static inline cuda_state *cuda_of(kb_backend *b) { return (cuda_state *)b->ctx; }
 static inline cudaStream_t cuda_stream(kb_backend *b) { return cuda_of(b)->stream; }
+/* 16-bit roundings of the last activations written by a kernel that feeds a GEMM (layernorm,
+ * attention): the GEMM of 16-bit weights reads them instead of converting its input in a pass of
+ * its own. A producer asks where to write them for y; a consumer finds them for x or gets NULL; any
+ * other write to a buffer makes its roundings stale. */
+typedef struct {
+    __nv_bfloat16 *bf;
+    __half *h;
+} cu_rounded;
+int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out);
+const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t);
+void cuda_rounded_forget(kb_backend *b, const void *p);
+
 /* buffers that grow, each bumping the generation when it moves */
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);

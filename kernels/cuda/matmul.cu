@@ -49,13 +49,43 @@ static cudaDataType_t cuda_type(dtype t)
     return t == DT_F32 ? CUDA_R_32F : t == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-/* x as the GEMM reads it: as is for f32 weights, else rounded to the weights' 16-bit type */
+int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out)
+{
+    cuda_state *s = cuda_of(b);
+    if (cuda_grow(b, &s->rounded, &s->rounded_bytes, elems * 4))
+        return -1;
+    s->round_src = y;
+    s->round_elems = elems;
+    out->bf = (__nv_bfloat16 *)s->rounded;
+    out->h = (__half *)s->rounded + elems;
+    return 0;
+}
+
+const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t)
+{
+    cuda_state *s = cuda_of(b);
+    if (x != s->round_src || elems != s->round_elems || (t != DT_BF16 && t != DT_F16))
+        return NULL;
+    return t == DT_BF16 ? s->rounded : (const void *)((__half *)s->rounded + elems);
+}
+
+void cuda_rounded_forget(kb_backend *b, const void *p)
+{
+    cuda_state *s = cuda_of(b);
+    if (p == s->round_src)
+        s->round_src = NULL;
+}
+
+/* x as the GEMM reads it: as is for f32 weights, else rounded to the weights' 16-bit type (by the
+ * kernel that wrote x when it could, else here) */
 static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems, const void **out)
 {
     if (w->type == DT_F32) {
         *out = x;
         return 0;
     }
+    if ((*out = cuda_rounded_of(b, x, elems, w->type)))
+        return 0;
     void *x16;
     if (cuda_scratch(b, elems * 2, &x16) || cuda_to_16bit(b, x16, x, w->type, elems))
         return -1;
@@ -215,6 +245,7 @@ int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
     const void *xin;
     if (operand(b, w, x, (size_t)w->rows * n, &xin))
         return -1;
+    cuda_rounded_forget(b, y);
     int rc = fused(b, y, xin, n, w, bias, act);
     return rc == 1 ? stepwise(b, y, xin, n, w, bias, act) : rc;
 }
@@ -228,6 +259,7 @@ int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *
     const void *xin;
     if (operand(b, w, x, (size_t)C * n, &xin))
         return -1;
+    cuda_rounded_forget(b, y);
     cudaDataType_t t = cuda_type(w->type);
     CB(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, &one, w->data, t, C, xin, t, C, &zero, y, CUDA_R_32F, V,
                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -1,5 +1,6 @@
 /* Embeddings, layernorm (alone or fused with the residual add) and GELU: the CPU twins are embed.c,
  * layernorm.c and elementwise.c. */
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "common.cuh"
@@ -18,6 +19,7 @@ int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const k
     const cu_step *st;
     if (cuda_step_args(b, ids, n, pos0, NULL, &st))
         return -1;
+    cuda_rounded_forget(b, x);
     embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wpe->data, wpe->type, wte->cols);
     CK_LAUNCH();
     return 0;
@@ -38,8 +40,10 @@ __device__ static float block_sum(float v, float *shared)
     return total;
 }
 
-/* one row per block; with r, x += r first (the residual add), and y may be r */
-__global__ static void layernorm_k(float *y, float *x, const float *r, const float *g, const float *beta, int C, float eps)
+/* one row per block; with r, x += r first (the residual add), and y may be r; y's 16-bit roundings
+ * for the GEMM that reads it go to yr */
+__global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const float *r, const float *g, const float *beta, int C,
+                                   float eps)
 {
     __shared__ float red[32];
     float *xr = x + (size_t)blockIdx.x * C;
@@ -54,23 +58,31 @@ __global__ static void layernorm_k(float *y, float *x, const float *r, const flo
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         v += (xr[c] - mean) * (xr[c] - mean);
     float rstd = rsqrtf(block_sum(v, red) / C + eps);
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        yr[c] = (xr[c] - mean) * rstd * g[c] + beta[c];
-}
-
-int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
-{
-    layernorm_k<<<n, 256, 0, cuda_stream(b)>>>(y, (float *)x, NULL, g, beta, C, eps); /* x is only read without r */
-    CK_LAUNCH();
-    return 0;
+    size_t row = (size_t)blockIdx.x * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = (xr[c] - mean) * rstd * g[c] + beta[c];
+        yr[c] = v;
+        yr16.bf[row + c] = __float2bfloat16_rn(v);
+        yr16.h[row + c] = __float2half_rn(v);
+    }
 }
 
 int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                        float eps)
 {
-    layernorm_k<<<n, 256, 0, cuda_stream(b)>>>(y, x, r, g, beta, C, eps);
+    cu_rounded y16;
+    if (r)
+        cuda_rounded_forget(b, x);
+    if (cuda_rounded_out(b, y, (size_t)n * C, &y16))
+        return -1;
+    layernorm_k<<<n, 256, 0, cuda_stream(b)>>>(y, y16, x, r, g, beta, C, eps);
     CK_LAUNCH();
     return 0;
+}
+
+int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
+{
+    return cuda_add_layernorm(b, y, (float *)x, NULL, g, beta, n, C, eps); /* x is only read without r */
 }
 
 __global__ static void gelu_k(float *x, size_t n)
@@ -84,6 +96,7 @@ __global__ static void gelu_k(float *x, size_t n)
 
 int cuda_gelu(kb_backend *b, float *x, size_t n)
 {
+    cuda_rounded_forget(b, x);
     gelu_k<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(x, n);
     CK_LAUNCH();
     return 0;

@@ -50,7 +50,7 @@ static int grow_step(cuda_state *s, int cap)
     return 0;
 }
 
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick, int upload)
 {
     int hist = pick ? pick->n_history : 0;
     if (grow_step(s, n > hist ? n : hist))
@@ -70,6 +70,8 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
         h->u = pick->u;
         memcpy(h->data + h->cap, pick->history, sizeof(int) * (size_t)hist);
     }
+    if (!upload)
+        return 0;
     /* the header and the filled parts only */
     CK(cudaMemcpyAsync(s->dstep, h, offsetof(cu_step, data) + sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
     if (hist)
@@ -81,7 +83,7 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
-    if (!s->in_step && cuda_stage(s, ids, n, past, pick))
+    if (!s->in_step && cuda_stage(s, ids, n, past, pick, 1))
         return -1;
     *dev = s->dstep;
     return 0;

@@ -103,8 +103,8 @@ void cuda_rounded_forget(kb_backend *b, const void *p);
 /* buffers that grow, each bumping the generation when it moves */
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);
-/* writes the scalars into the pinned twin and queues their copy to the device */
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick);
+/* writes the scalars into the pinned twin and (upload) queues the copy of what they fill to the device */
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick, int upload);
 /* the step's scalars on the device: those of the current step, or (outside a step) these */
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev);
 

@@ -1,5 +1,7 @@
 /* The decode step as one CUDA graph launch. Its scalars (token, position, sampling settings, the draw)
- * are read from device memory, so a recording serves every step while the buffers it names stay put.
+ * are read from device memory, so a recording serves every step while the buffers it names stay put;
+ * the recording begins by copying them there from their pinned host twin, and ends by copying the
+ * chosen id back into it.
  * A step's key (the caller's buffers and cache view) and the backend's buffer generation say which
  * recording fits: the first time a key is seen the step runs eagerly, so that every buffer grows to
  * size first; the second time it is recorded and launched; later it replays. A few recordings are
@@ -46,19 +48,23 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
 {
     cuda_state *s = cuda_of(b);
     *replayed = 0;
-    if (cuda_stage(s, st->ids, st->n, st->past, st->pick))
+    int recordable = st->n == 1 && st->key_bytes && st->key_bytes <= sizeof s->graphs[0].key;
+    if (cuda_stage(s, st->ids, st->n, st->past, st->pick, !recordable))
         return -1;
     s->in_step = 1;
     s->out = st->pick ? st->next : NULL;
     s->mode = CU_EAGER;
     s->cur = NULL;
-    if (st->n != 1 || !st->key_bytes || st->key_bytes > sizeof s->graphs[0].key)
+    if (!recordable)
         return 0; /* prefill: shapes change from call to call */
     int fresh;
     cu_graph *g = lookup(s, st, &fresh);
     g->used = ++s->tick;
-    if (fresh || g->eager_only)
+    size_t bytes = cu_step_bytes(s->step_cap);
+    if (fresh || g->eager_only) {
+        CK(cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream));
         return 0;
+    }
     s->cur = g;
     if (g->exec) {
         CK(cudaGraphLaunch(g->exec, s->stream));
@@ -69,6 +75,8 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
     }
     CK(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
     s->mode = CU_CAPTURE;
+    if (cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream) != cudaSuccess)
+        g->eager_only = 1; /* a broken recording: end_capture ends it and the step is issued again */
     return 0;
 }
 
@@ -83,7 +91,9 @@ static int end_capture(cuda_state *s, int ok)
         e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph)
         cudaGraphDestroy(graph);
-    if (e != cudaSuccess || !ok || !exec) {
+    if (e != cudaSuccess || !ok || !exec || g->eager_only) {
+        if (exec)
+            cudaGraphExecDestroy(exec);
         cudaGetLastError(); /* a failed capture leaves no sticky error; clear what it reported */
         g->eager_only = 1;
         return 1;

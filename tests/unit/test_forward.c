@@ -74,4 +74,77 @@ static void load_errors(void)
     gpt2_free(&m);
 }
 
-TEST_TABLE(forward_tests, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors});
+/* A backend that records steps (CUDA graphs) may say a recording failed and nothing ran: the forward
+ * pass must issue that step again. This one says so the first time of every step. */
+static int issued, ends;
+static int (*cpu_embed_op)(kb_backend *, float *, const int *, int, int, const kb_mat *, const kb_mat *);
+
+static int counting_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+{
+    issued++;
+    return cpu_embed_op(b, x, ids, n, pos0, wte, wpe);
+}
+
+static int step_begin(kb_backend *b, const kb_step *s, int *replayed)
+{
+    (void)b, (void)s;
+    *replayed = 0;
+    return 0;
+}
+
+static int step_end_fails_first(kb_backend *b, int ok)
+{
+    (void)b, (void)ok;
+    return ends++ % 2 == 0 ? 1 : 0;
+}
+
+static void steps_and_choices(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, model_dir("f32"), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2), *r = kb_create("cpu", 2);
+    cpu_embed_op = r->embed;
+    r->embed = counting_embed;
+    r->step_begin = step_begin;
+    r->step_end = step_end_fails_first;
+    kv_opts ko;
+    kv_opts_default(&ko, &m.cfg);
+    kv_pool *pb = kv_pool_create(b, &m.cfg, &ko, NULL), *pr = kv_pool_create(r, &m.cfg, &ko, NULL);
+    kv_seq *sb = kv_seq_new(pb, 0), *sr = kv_seq_new(pr, 0);
+    int V = m.cfg.vocab_size, ids[40];
+    float *lb = malloc(sizeof(float) * V), *lr = malloc(sizeof(float) * V);
+    for (int i = 0; i < 6; i++)
+        ids[i] = (i * 7919 + 13) % V;
+    kb_sample pick = {.temp = 1.0f, .top_p = 0.9f, .repeat_penalty = 1.2f, .top_k = 50, .u = 0.37};
+    int n = 6, same = 1, steps = 0;
+    while (n < 30) {
+        int first = n == 6 ? 0 : n - 1, nb = -1, nr = -1, want = -1;
+        pick.history = ids;
+        pick.n_history = n;
+        pick.u = fmod(pick.u + 0.618, 1.0);
+        if (gpt2_step(&m, b, sb, ids + first, n - first, &pick, &nb, lb) ||
+            gpt2_step(&m, r, sr, ids + first, n - first, &pick, &nr, lr)) {
+            CHECK(0, "step at %d: %s", n, err_msg());
+            break;
+        }
+        /* the choice made beside the logits is the rule applied to them */
+        b->sample(b, &want, lb, V, &pick);
+        same &= nb == want && nr == nb && rel_err(lr, lb, V) == 0;
+        steps++;
+        ids[n++] = nb;
+    }
+    CHECK(same, "a step chose other than the sampling rule on its logits, or a reissued step differed");
+    CHECK(issued == 2 * steps && ends == 2 * steps, "%d steps issued %d times (%d ends), not twice each", steps, issued, ends);
+    CHECK(kv_len(sr) == n - 1 && kv_len(sb) == n - 1, "cache lengths %d and %d after feeding %d tokens", kv_len(sr),
+          kv_len(sb), n - 1);
+    free(lb);
+    free(lr);
+    kv_pool_free(pb);
+    kv_pool_free(pr);
+    gpt2_free(&m);
+    b->destroy(b);
+    r->destroy(r);
+}
+
+TEST_TABLE(forward_tests, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
+           {"forward/steps_and_choices", steps_and_choices});

@@ -1,7 +1,8 @@
 /* Causal attention through the cache layout (kernels/kvlayout.h): paged or contiguous, f32, f16,
  * bf16 or int8 rows, the block table read from the device copy the cache manager keeps, the length
  * from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
- *   prefill (many queries): one thread block per (query, head), scores in shared memory;
+ *   prefill (many queries): tiles of queries against tiles of keys in shared memory with an online
+ *   softmax (head dims 16, 32, 64), else one block per (query, head) with every score in shared memory;
  *   decode (one query): the context split into chunks, one block per (head, chunk) with its own max,
  *   sum and weighted values, reduced per head by the last of its blocks; the grid is sized by the
  *   most positions the cache can hold, so one recorded launch serves every length (chunks past the
@@ -76,10 +77,11 @@ __device__ static float key_dot(const kb_kv &kv, const float *q, int layer, int 
     return kv.type == DT_I8 ? d * *kvl_scale(&kv, layer, 0, h, j) : d;
 }
 
-__device__ static float value_at(const kb_kv &kv, int layer, int h, int j, int c)
+/* element c of a cached key (which = 0) or value (1), widened and scaled */
+__device__ static float value_of(const kb_kv &kv, int layer, int which, int h, int j, int c)
 {
-    float v = cu_load(kvl_row(&kv, layer, 1, h, j), c, kv.type);
-    return kv.type == DT_I8 ? v * *kvl_scale(&kv, layer, 1, h, j) : v;
+    float v = cu_load(kvl_row(&kv, layer, which, h, j), c, kv.type);
+    return kv.type == DT_I8 ? v * *kvl_scale(&kv, layer, which, h, j) : v;
 }
 
 /* Scores of positions [from, to) for query q into s[0..), their max and sum of exponentials (s then
@@ -104,7 +106,7 @@ __device__ static void softmax_part(float *s, float *red, const kb_kv &kv, const
     __syncthreads();
 }
 
-/* prefill: grid (n, heads), dynamic shared memory for every visible key */
+/* prefill for other head dims: grid (n, heads), dynamic shared memory for every visible key */
 __global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C,
                                 float scale)
 {
@@ -117,11 +119,97 @@ __global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_k
     for (int c = threadIdx.x; c < hd; c += blockDim.x) {
         float o = 0;
         for (int j = 0; j < len; j++)
-            o += s[j] * value_at(kv, layer, h, j, c);
-        size_t i = (size_t)t * C + (size_t)h * hd + c;
-        y[i] = o / sum;
-        y16.bf[i] = __float2bfloat16_rn(y[i]);
-        y16.h[i] = __float2half_rn(y[i]);
+            o += s[j] * value_of(kv, layer, 1, h, j, c);
+        cu_put(y, y16, (size_t)t * C + (size_t)h * hd + c, o / sum);
+    }
+}
+
+/* prefill, tiled (head dims of 16, 32 or 64: GPT-2's is 64): grid (query tiles, heads). A block holds QT
+ * queries and walks the keys they see in tiles of KT through shared memory, keeping per query a
+ * running max, sum and weighted values (the online softmax), so each key and value is read once per
+ * tile of queries instead of once per query. Four threads share a query: each scores every fourth
+ * key of a tile and owns every fourth output column. */
+enum { QT = 32, KT = 32, PREFILL_THREADS = QT * 4 };
+
+template <int HD>
+__global__ static void __launch_bounds__(PREFILL_THREADS)
+    attend_tiled_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer, const cu_step *st, int n, int C, float scale)
+{
+    __shared__ float q[QT][HD + 1], k[KT][HD + 1], v[KT][HD + 1];
+    int h = blockIdx.y, t0 = blockIdx.x * QT, rows = min(QT, n - t0), past = st->past;
+    int tid = threadIdx.x, qi = tid / 4, r = tid % 4, group = (tid % 32) & ~3;
+    for (int i = tid; i < QT * HD; i += blockDim.x) {
+        int a = i / HD, c = i % HD;
+        q[a][c] = a < rows ? qkv[(size_t)(t0 + a) * 3 * C + (size_t)h * HD + c] * scale : 0.0f;
+    }
+    float o[HD / 4], m = -INFINITY, l = 0;
+#pragma unroll
+    for (int ci = 0; ci < HD / 4; ci++)
+        o[ci] = 0;
+    int qpos = past + t0 + qi, last = past + t0 + rows - 1;
+    for (int k0 = 0; k0 <= last; k0 += KT) {
+        int kn = min(KT, last + 1 - k0);
+        __syncthreads(); /* the previous tile is no longer read */
+        for (int i = tid; i < KT * HD; i += blockDim.x) {
+            int a = i / HD, c = i % HD;
+            k[a][c] = a < kn ? value_of(kv, layer, 0, h, k0 + a, c) : 0.0f;
+            v[a][c] = a < kn ? value_of(kv, layer, 1, h, k0 + a, c) : 0.0f;
+        }
+        __syncthreads();
+        float s[KT / 4], top = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < KT / 4; i++) {
+            int j = r + 4 * i;
+            float d = -INFINITY;
+            if (qi < rows && j < kn && k0 + j <= qpos) {
+                d = 0;
+#pragma unroll
+                for (int c = 0; c < HD; c++)
+                    d += q[qi][c] * k[j][c];
+            }
+            s[i] = d;
+            top = fmaxf(top, d);
+        }
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        float m_new = fmaxf(m, top), base = m_new == -INFINITY ? 0.0f : m_new; /* nothing visible yet: all stay 0 */
+        float corr = __expf(m - base), psum = 0;
+#pragma unroll
+        for (int i = 0; i < KT / 4; i++) {
+            s[i] = __expf(s[i] - base);
+            psum += s[i];
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        psum += __shfl_xor_sync(0xffffffffu, psum, 2);
+        l = l * corr + psum;
+        m = m_new;
+#pragma unroll
+        for (int ci = 0; ci < HD / 4; ci++)
+            o[ci] *= corr;
+#pragma unroll
+        for (int i = 0; i < KT / 4; i++)
+#pragma unroll
+            for (int rr = 0; rr < 4; rr++) {
+                float p = __shfl_sync(0xffffffffu, s[i], group | rr);
+#pragma unroll
+                for (int ci = 0; ci < HD / 4; ci++)
+                    o[ci] += p * v[rr + 4 * i][r + 4 * ci];
+            }
+    }
+    if (qi < rows)
+#pragma unroll
+        for (int ci = 0; ci < HD / 4; ci++)
+            cu_put(y, y16, (size_t)(t0 + qi) * C + (size_t)h * HD + r + 4 * ci, o[ci] / l);
+}
+
+/* the tiled kernel for this head dim, or NULL */
+static void (*tiled_for(int hd))(float *, cu_rounded, const float *, kb_kv, int, const cu_step *, int, int, float)
+{
+    switch (hd) {
+    case 16: return attend_tiled_k<16>;
+    case 32: return attend_tiled_k<32>;
+    case 64: return attend_tiled_k<64>;
+    default: return NULL;
     }
 }
 
@@ -151,7 +239,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
         for (int c = threadIdx.x; c < hd; c += blockDim.x) {
             float o = 0;
             for (int j = from; j < to; j++)
-                o += s[j - from] * value_at(kv, layer, h, j, c);
+                o += s[j - from] * value_of(kv, layer, 1, h, j, c);
             out[2 + c] = o;
         }
     }
@@ -181,10 +269,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             total += ks * w;
             o += __ldcg(pk + 2 + c) * w;
         }
-        size_t i = (size_t)h * hd + c;
-        y[i] = o / total;
-        y16.bf[i] = __float2bfloat16_rn(y[i]);
-        y16.h[i] = __float2half_rn(y[i]);
+        cu_put(y, y16, (size_t)h * hd + c, o / total);
     }
     if (threadIdx.x == 0)
         done[h] = 0;
@@ -247,6 +332,12 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
                        (size_t)st->prop.sharedMemPerBlockOptin);
     store_k<<<dim3(n, kv->n_head), 64, 0, stream>>>(dkv, qkv, layer, step, C);
     CK_LAUNCH();
+    if (tiled_for(hd)) {
+        tiled_for(hd)<<<dim3((n + QT - 1) / QT, kv->n_head), PREFILL_THREADS, 0, stream>>>(y, y16, qkv, dkv, layer, step, n, C,
+                                                                                          scale);
+        CK_LAUNCH();
+        return 0;
+    }
     if (shared > 48 * 1024)
         CK(cudaFuncSetAttribute(attend_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     attend_k<<<dim3(n, kv->n_head), 128, shared, stream>>>(y, y16, qkv, dkv, layer, step, C, scale);

@@ -97,6 +97,13 @@ typedef struct {
     __half *h;
 } cu_rounded;
 int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out);
+/* y[i] = v, and its roundings */
+__device__ __forceinline__ void cu_put(float *y, cu_rounded r, size_t i, float v)
+{
+    y[i] = v;
+    r.bf[i] = __float2bfloat16_rn(v);
+    r.h[i] = __float2half_rn(v);
+}
 const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t);
 void cuda_rounded_forget(kb_backend *b, const void *p);
 

@@ -41,13 +41,12 @@ __device__ static float block_sum(float v, float *shared)
 }
 
 /* one row per block; with r, x += r first (the residual add), and y may be r; y's 16-bit roundings
- * for the GEMM that reads it go to yr */
+ * for the GEMM that reads it go to yr16 */
 __global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const float *r, const float *g, const float *beta, int C,
                                    float eps)
 {
     __shared__ float red[32];
     float *xr = x + (size_t)blockIdx.x * C;
-    float *yr = y + (size_t)blockIdx.x * C;
     float s = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         if (r)
@@ -60,10 +59,7 @@ __global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const fl
     float rstd = rsqrtf(block_sum(v, red) / C + eps);
     size_t row = (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = (xr[c] - mean) * rstd * g[c] + beta[c];
-        yr[c] = v;
-        yr16.bf[row + c] = __float2bfloat16_rn(v);
-        yr16.h[row + c] = __float2half_rn(v);
+        cu_put(y, yr16, row + c, (xr[c] - mean) * rstd * g[c] + beta[c]);
     }
 }
 

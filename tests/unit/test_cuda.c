@@ -119,50 +119,66 @@ static void attention_twins(void)
         c->destroy(c);
         return;
     }
-    /* a prefill of `past`, then `n` more as one batch and, separately, as decode steps (split over chunks
-     * of 128 positions: past crosses one) */
-    enum { H = 4, hd = 16, C = H * hd, past = 140, n = 5, T = past + n, bt = 4 };
+    /* A prefill of `past` (several tiles of queries and keys), then `n` more as one batch and,
+     * separately, as decode steps (split over chunks of 128 positions: past crosses one). Head dims of
+     * 16 and 64 take the tiled prefill kernel, 24 the general one. */
+    enum { past = 140, n = 5, T = past + n, bt = 4 };
+    static const int heads[3][2] = {{4, 16}, {2, 64}, {3, 24}};
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    uint64_t s = 9;
-    float qkv_pre[past * 3 * C], qkv[n * 3 * C], y1[n * C], y2[n * C], yp[past * C];
-    for (int i = 0; i < past * 3 * C; i++)
-        qkv_pre[i] = rnd(&s) * 2;
-    for (int i = 0; i < n * 3 * C; i++)
-        qkv[i] = rnd(&s) * 2;
-    for (int t = 0; t < 4; t++) {
-        int nb = (T + bt - 1) / bt, table[64];
-        for (int i = 0; i < nb; i++)
-            table[i] = nb - 1 - i;
-        kb_kv kv = {.type = types[t], .n_layer = 2, .n_head = H, .head_dim = hd, .block_tokens = bt, .table = table};
-        kv.block_bytes = kvl_block_bytes(types[t], 2, H, hd, bt);
-        kv.base = calloc((size_t)nb, kv.block_bytes);
-        kb_kv dkv = kv;
-        dkv.base = g->alloc(g, nb * kv.block_bytes, "cache");
-        float *dpre = up(g, qkv_pre, sizeof qkv_pre), *dq = up(g, qkv, sizeof qkv), *dy = g->alloc(g, sizeof yp, "y");
-        c->attention(c, yp, qkv_pre, &kv, 1, 0, past);
-        c->attention(c, y1, qkv, &kv, 1, past, n);
-        g->attention(g, dy, dpre, &dkv, 1, 0, past);
-        g->attention(g, dy, dq, &dkv, 1, past, n);
-        g->copy(g, y2, dy, sizeof y2);
-        double e = rel_err(y2, y1, n * C);
-        CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "attention %s: rel err %.3g", dt_name(types[t]), e);
-        for (int most = 0; most <= 512; most += 512) { /* the grid sized by the length, or by a capacity */
-            dkv.max_tokens = most;
-            for (int k = 0; k < n; k++) {
-                float *dq1 = up(g, qkv + (size_t)k * 3 * C, sizeof(float) * 3 * C);
-                g->attention(g, dy, dq1, &dkv, 1, past + k, 1);
-                g->copy(g, y2, dy, sizeof(float) * C);
-                e = rel_err(y2, y1 + (size_t)k * C, C);
-                CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "decode attention %s at %d (capacity %d): rel err %.3g",
-                      dt_name(types[t]), past + k, most, e);
-                g->release(g, dq1);
+    for (int hc = 0; hc < 3; hc++) {
+        int H = heads[hc][0], hd = heads[hc][1], C = H * hd;
+        uint64_t s = 9;
+        float *qkv_pre = malloc(sizeof(float) * past * 3 * C), *qkv = malloc(sizeof(float) * n * 3 * C);
+        float *y1 = malloc(sizeof(float) * n * C), *y2 = malloc(sizeof(float) * past * C), *yp = malloc(sizeof(float) * past * C);
+        for (int i = 0; i < past * 3 * C; i++)
+            qkv_pre[i] = rnd(&s) * 2;
+        for (int i = 0; i < n * 3 * C; i++)
+            qkv[i] = rnd(&s) * 2;
+        for (int t = 0; t < 4; t++) {
+            double tol = types[t] == DT_F32 ? 1e-5 : 1e-2;
+            int nb = (T + bt - 1) / bt, table[64];
+            for (int i = 0; i < nb; i++)
+                table[i] = nb - 1 - i;
+            kb_kv kv = {.type = types[t], .n_layer = 2, .n_head = H, .head_dim = hd, .block_tokens = bt, .table = table};
+            kv.block_bytes = kvl_block_bytes(types[t], 2, H, hd, bt);
+            kv.base = calloc((size_t)nb, kv.block_bytes);
+            kb_kv dkv = kv;
+            dkv.base = g->alloc(g, nb * kv.block_bytes, "cache");
+            float *dpre = up(g, qkv_pre, sizeof(float) * past * 3 * C), *dq = up(g, qkv, sizeof(float) * n * 3 * C);
+            float *dy = g->alloc(g, sizeof(float) * past * C, "y");
+            c->attention(c, yp, qkv_pre, &kv, 1, 0, past);
+            g->attention(g, dy, dpre, &dkv, 1, 0, past);
+            g->copy(g, y2, dy, sizeof(float) * past * C);
+            double e = rel_err(y2, yp, past * C);
+            CHECK(e < tol, "prefill attention hd %d %s: rel err %.3g", hd, dt_name(types[t]), e);
+            c->attention(c, y1, qkv, &kv, 1, past, n);
+            g->attention(g, dy, dq, &dkv, 1, past, n);
+            g->copy(g, y2, dy, sizeof(float) * n * C);
+            e = rel_err(y2, y1, n * C);
+            CHECK(e < tol, "attention after %d cached, hd %d %s: rel err %.3g", past, hd, dt_name(types[t]), e);
+            for (int most = 0; most <= 512; most += 512) { /* the grid sized by the length, or by a capacity */
+                dkv.max_tokens = most;
+                for (int k = 0; k < n; k++) {
+                    float *dq1 = up(g, qkv + (size_t)k * 3 * C, sizeof(float) * 3 * C);
+                    g->attention(g, dy, dq1, &dkv, 1, past + k, 1);
+                    g->copy(g, y2, dy, sizeof(float) * C);
+                    e = rel_err(y2, y1 + (size_t)k * C, C);
+                    CHECK(e < tol, "decode attention hd %d %s at %d (capacity %d): rel err %.3g", hd, dt_name(types[t]),
+                          past + k, most, e);
+                    g->release(g, dq1);
+                }
             }
+            free(kv.base);
+            g->release(g, dkv.base);
+            g->release(g, dpre);
+            g->release(g, dq);
+            g->release(g, dy);
         }
-        free(kv.base);
-        g->release(g, dkv.base);
-        g->release(g, dpre);
-        g->release(g, dq);
-        g->release(g, dy);
+        free(qkv_pre);
+        free(qkv);
+        free(y1);
+        free(y2);
+        free(yp);
     }
     c->destroy(c);
 }

@@ -416,7 +416,9 @@ static void fidelity(engine *e, conv *c)
             return;
     }
     kv_seq *s = kv_seq_new(e->ref_pool, c->id);
-    if (!s || gpt2_last_logits(&lm->model, e->logits) || gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
+    /* the cached pass's logits first: the fresh pass below writes the model's own copy */
+    if (!s || gpt2_last_logits(&lm->model, e->logits) ||
+        gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
         kv_seq_free(s);
         return;
     }

@@ -1,5 +1,5 @@
 /* The backend interface: everything the forward pass asks of a device. model/ calls only this;
- * kernels/cpu/ implements it now and kernels/cuda/ will implement the same contracts.
+ * kernels/cpu/ (the reference) and kernels/cuda/ implement the same contracts.
  * Activations are float32 row-major [tokens, features]; weights keep their storage dtype. */
 #ifndef KVCHAT_BACKEND_H
 #define KVCHAT_BACKEND_H

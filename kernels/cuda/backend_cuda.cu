@@ -133,17 +133,8 @@ static void cu_host_release(kb_backend *b, void *p)
     }
 }
 
-static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
-{
-    cudaStream_t st = cuda_stream(b);
-    cuda_rounded_forget(b, dst);
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)); /* unified addressing tells host from device */
-    CK(cudaStreamSynchronize(st)); /* the caller may reuse or read host memory at once */
-    return 0;
-}
-
-/* cudaMemcpy2D does not allow overlap: overlapping regions (the cache sliding within one block) go
- * through scratch */
+/* Unified addressing tells host from device. cudaMemcpy2D does not allow overlap: overlapping regions
+ * (the cache sliding within one block) go through scratch. */
 static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                      size_t height)
 {
@@ -162,8 +153,13 @@ static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src
         src_pitch = width;
     }
     CK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, st));
-    CK(cudaStreamSynchronize(st));
+    CK(cudaStreamSynchronize(st)); /* the caller may reuse or read host memory at once */
     return 0;
+}
+
+static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
+{
+    return cu_copy2d(b, dst, bytes, src, bytes, bytes, 1);
 }
 
 static int cu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)

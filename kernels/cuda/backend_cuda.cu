@@ -148,11 +148,14 @@ static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src
         void *tmp;
         if (cuda_scratch(b, width * height, &tmp))
             return -1;
-        CK(cudaMemcpy2DAsync(tmp, width, src, src_pitch, width, height, cudaMemcpyDefault, st));
+        CK(cudaMemcpy2DAsync(tmp, width, src, src_pitch, width, height, cudaMemcpyDeviceToDevice, st));
         src = tmp;
         src_pitch = width;
     }
-    CK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, st));
+    if (height == 1) /* one row may be larger than the most a 2D copy's pitch allows */
+        CK(cudaMemcpyAsync(dst, src, width, cudaMemcpyDefault, st));
+    else
+        CK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, st));
     CK(cudaStreamSynchronize(st)); /* the caller may reuse or read host memory at once */
     return 0;
 }

@@ -148,7 +148,7 @@ static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src
         void *tmp;
         if (cuda_scratch(b, width * height, &tmp))
             return -1;
-        CK(cudaMemcpy2DAsync(tmp, width, src, src_pitch, width, height, cudaMemcpyDeviceToDevice, st));
+        CK(cudaMemcpy2DAsync(tmp, width, src, src_pitch, width, height, cudaMemcpyDefault, st));
         src = tmp;
         src_pitch = width;
     }

@@ -38,6 +38,20 @@ out=$(build/unit_tests cuda 2>&1)
 for name in kernels_match_cpu_twins attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu; do
     if echo "$out" | grep -q "^ok   cuda/$name"; then ok "twins: $name" ""; else bad "twins: $name" "$(echo "$out" | grep -A3 "$name" | tr '\n' ' ')"; fi
 done
+# the kernels under NVIDIA's checkers: out-of-bounds and misaligned accesses, then shared-memory races
+if command -v compute-sanitizer >/dev/null 2>&1; then
+    for check in "memcheck cuda/ 150" "racecheck cuda/attention 90" "racecheck cuda/sample 90"; do
+        read -r tool filter limit <<<"$check"
+        timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 build/unit_tests "$filter" >"$T/$tool.log" 2>&1
+        case $? in
+        0) ok "compute-sanitizer $tool ($filter)" "" ;;
+        124) row "compute-sanitizer $tool ($filter)" "info stopped after $limit s" ;;
+        *) bad "compute-sanitizer $tool ($filter)" "$(grep -m3 -E 'ERROR|Invalid|Race|hazard|FAIL' "$T/$tool.log" | tr '\n' ' ')" ;;
+        esac
+    done
+else
+    row "compute-sanitizer" "info not found on this machine"
+fi
 rel() { "$PY" -c "import numpy as n,sys;a=n.fromfile(sys.argv[1],'<f4').astype(float);b=n.fromfile(sys.argv[2],'<f4').astype(float);print('%.2e'%(n.linalg.norm(a-b)/n.linalg.norm(b)))" "$1" "$2"; }
 IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
 for shape in "2 4 64 128 f32,f16,bf16" "4 8 256 512 f32,f16,bf16" "12 12 768 1024 f32,bf16"; do

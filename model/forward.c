@@ -7,17 +7,22 @@
 #include "../kernels/err.h"
 #include "gpt2.h"
 
+/* floats, rounded up so that every activation buffer starts 256-byte aligned (what cuBLASLt's
+ * fastest algorithms assume) */
+static size_t aligned(size_t floats) { return (floats + 63) & ~(size_t)63; }
+
 size_t gpt2_workspace_bytes(const gpt2_config *c, int n)
 {
-    return (size_t)(2 + 3 + 1 + 4) * c->n_embd * n * sizeof(float);
+    size_t Cn = (size_t)c->n_embd * n;
+    return (2 * aligned(Cn) + aligned(3 * Cn) + aligned(Cn) + aligned(4 * Cn)) * sizeof(float);
 }
 
 static int ensure_work(gpt2_model *m, kb_backend *b, int n)
 {
     if (n <= m->work_tokens && b == m->work_backend)
         return 0;
-    size_t C = m->cfg.n_embd, per = gpt2_workspace_bytes(&m->cfg, 1) / sizeof(float);
-    float *p = b->alloc(b, per * n * sizeof(float), "activations");
+    size_t Cn = (size_t)m->cfg.n_embd * n;
+    float *p = b->alloc(b, gpt2_workspace_bytes(&m->cfg, n), "activations");
     if (!p)
         return -1;
     if (m->work_backend)
@@ -34,10 +39,10 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
     }
     m->work_backend = b;
     m->x = p;
-    m->h = m->x + C * n;
-    m->qkv = m->h + C * n;
-    m->att = m->qkv + 3 * C * n;
-    m->fc = m->att + C * n;
+    m->h = m->x + aligned(Cn);
+    m->qkv = m->h + aligned(Cn);
+    m->att = m->qkv + aligned(3 * Cn);
+    m->fc = m->att + aligned(Cn);
     m->work_tokens = n;
     return 0;
 }

@@ -60,7 +60,8 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
     h->past = past;
     h->n = n;
     h->cap = s->step_cap;
-    memcpy(h->data, ids, sizeof(int) * (size_t)n);
+    if (n)
+        memcpy(h->data, ids, sizeof(int) * (size_t)n);
     if (pick) {
         h->n_hist = hist;
         h->top_k = pick->top_k;
@@ -68,7 +69,8 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
         h->top_p = pick->top_p;
         h->penalty = pick->repeat_penalty;
         h->u = pick->u;
-        memcpy(h->data + h->cap, pick->history, sizeof(int) * (size_t)hist);
+        if (hist)
+            memcpy(h->data + h->cap, pick->history, sizeof(int) * (size_t)hist);
     }
     if (!upload)
         return 0;

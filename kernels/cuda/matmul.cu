@@ -49,15 +49,18 @@ static cudaDataType_t cuda_type(dtype t)
     return t == DT_F32 ? CUDA_R_32F : t == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
+/* bytes of one half of the roundings buffer: the f16 half starts 256-byte aligned, as GEMM inputs should */
+static size_t half_bytes(size_t elems) { return (elems * 2 + 255) & ~(size_t)255; }
+
 int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out)
 {
     cuda_state *s = cuda_of(b);
-    if (cuda_grow(b, &s->rounded, &s->rounded_bytes, elems * 4))
+    if (cuda_grow(b, &s->rounded, &s->rounded_bytes, 2 * half_bytes(elems)))
         return -1;
     s->round_src = y;
     s->round_elems = elems;
     out->bf = (__nv_bfloat16 *)s->rounded;
-    out->h = (__half *)s->rounded + elems;
+    out->h = (__half *)((char *)s->rounded + half_bytes(elems));
     return 0;
 }
 
@@ -66,7 +69,7 @@ const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t
     cuda_state *s = cuda_of(b);
     if (x != s->round_src || elems != s->round_elems || (t != DT_BF16 && t != DT_F16))
         return NULL;
-    return t == DT_BF16 ? s->rounded : (const void *)((__half *)s->rounded + elems);
+    return t == DT_BF16 ? s->rounded : (const void *)((char *)s->rounded + half_bytes(elems));
 }
 
 void cuda_rounded_forget(kb_backend *b, const void *p)

@@ -56,43 +56,49 @@ typedef struct {
     double prefill[MAX_POINTS], decode[MAX_POINTS]; /* median seconds: per prefill, per decoded token */
 } figures;
 
-/* median seconds for a prefill of n tokens into an empty cache, choosing the next token as chat does */
-static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, sampler *smp, int runs, double *out)
+/* One step of n tokens choosing the next as chat does (history: the first `seen` ids), and its
+ * seconds: the device's own clock where the backend keeps one (CUDA events), else the wall clock. */
+static int timed_step(loaded_model *lm, kv_seq *c, const int *ids, int n, int seen, sampler *smp, double *secs)
 {
-    double t[64];
-    for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
-        kv_truncate(c, 0);
-        double t0 = ev_clock();
-        kb_sample pick = sampler_draw(smp, ids, n);
-        int next;
-        if (gpt2_step(&lm->model, lm->backend, c, ids, n, &pick, &next, NULL))
-            return -1;
-        if (r)
-            t[r - 1] = ev_clock() - t0;
-    }
-    *out = bench_median(t, runs);
+    kb_backend *b = lm->backend;
+    kb_sample pick = sampler_draw(smp, ids - (seen - n), seen);
+    int next;
+    double t0 = ev_clock();
+    if (gpt2_step(&lm->model, b, c, ids, n, &pick, &next, NULL))
+        return -1;
+    *secs = b->step_seconds ? b->step_seconds(b) : ev_clock() - t0;
     return 0;
 }
 
-/* median seconds per decoded token (forward pass and choice) after a context of `ctx` tokens; the
- * tokens fed are the fixed prompt's, so every dtype and backend runs the same positions */
+/* median seconds for a prefill of n tokens into an empty cache */
+static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, sampler *smp, int runs, double *out)
+{
+    double t[65];
+    for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
+        kv_truncate(c, 0);
+        if (timed_step(lm, c, ids, n, n, smp, &t[r]))
+            return -1;
+    }
+    *out = bench_median(t + 1, runs);
+    return 0;
+}
+
+/* median seconds per decoded token after a context of `ctx` tokens; the tokens fed are the fixed
+ * prompt's, so every dtype and backend runs the same positions */
 static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs, double *out)
 {
     enum { STEPS = 16 };
-    double t[64 * STEPS];
+    double t[64 * STEPS], dt;
     int k = 0;
     for (int r = 0; r <= runs; r++) {
         kv_truncate(c, 0);
         if (ctx && gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL))
             return -1;
         for (int s = 0; s < STEPS; s++) {
-            double t0 = ev_clock();
-            kb_sample pick = sampler_draw(smp, ids, ctx + s + 1);
-            int next;
-            if (gpt2_step(&lm->model, lm->backend, c, ids + ctx + s, 1, &pick, &next, NULL))
+            if (timed_step(lm, c, ids + ctx + s, 1, ctx + s + 1, smp, &dt))
                 return -1;
             if (r)
-                t[k++] = ev_clock() - t0;
+                t[k++] = dt;
         }
     }
     *out = bench_median(t, k);
@@ -218,8 +224,9 @@ int cmd_bench(int argc, char **argv)
             return json_decref(results), EXIT_RUNTIME;
         if (k == 0) {
             const gpt2_config *c = &lm.model.cfg;
-            printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d\n\n",
-                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs);
+            printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d, %s\n\n",
+                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs,
+                   lm.backend->step_seconds ? "device time (CUDA events)" : "wall clock");
             printf("weights ");
             for (int i = 0; i < plan.n_prefill; i++)
                 printf(" prefill-%-5d", plan.prefill[i]);
@@ -237,7 +244,8 @@ int cmd_bench(int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            json_t *row = json_pack("{s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "backend", lm.backend->name,
+            json_t *row = json_pack("{s:s, s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "backend", lm.backend->name,
+                                    "timing", lm.backend->step_seconds ? "cuda-events" : "wall-clock",
                                     "weight_bytes_per_token", bytes, "cache_bytes_per_position",
                                     (json_int_t)kv_bytes_per_token(lm.pool), "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
             printf("%-7s ", dt_name(list[k]));

@@ -87,6 +87,8 @@ struct kb_backend {
      * record the step and ran none of it: the caller issues the step again, and it runs unrecorded. */
     int (*step_begin)(kb_backend *b, const kb_step *s, int *replayed);
     int (*step_end)(kb_backend *b, int ok);
+    /* seconds the last step took on the device by its own clock (CUDA events), or NULL */
+    double (*step_seconds)(kb_backend *b);
     /* host memory the backend copies fastest (pinned on a GPU), for offloaded caches */
     void *(*host_alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*host_release)(kb_backend *b, void *p);

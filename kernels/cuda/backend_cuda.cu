@@ -50,7 +50,7 @@ static int grow_step(cuda_state *s, int cap)
     return 0;
 }
 
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick, int upload)
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
 {
     int hist = pick ? pick->n_history : 0;
     if (grow_step(s, n > hist ? n : hist))
@@ -60,10 +60,10 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
     h->past = past;
     h->n = n;
     h->cap = s->step_cap;
+    h->n_hist = hist;
     if (n)
         memcpy(h->data, ids, sizeof(int) * (size_t)n);
     if (pick) {
-        h->n_hist = hist;
         h->top_k = pick->top_k;
         h->temp = pick->temp;
         h->top_p = pick->top_p;
@@ -72,20 +72,24 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
         if (hist)
             memcpy(h->data + h->cap, pick->history, sizeof(int) * (size_t)hist);
     }
-    if (!upload)
-        return 0;
+    return 0;
+}
+
+int cuda_upload(cuda_state *s)
+{
+    const cu_step *h = s->hstep;
     /* the header and the filled parts only */
-    CK(cudaMemcpyAsync(s->dstep, h, offsetof(cu_step, data) + sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
-    if (hist)
-        CK(cudaMemcpyAsync(s->dstep->data + h->cap, h->data + h->cap, sizeof(int) * (size_t)hist, cudaMemcpyHostToDevice,
-                           s->stream));
+    CK(cudaMemcpyAsync(s->dstep, h, offsetof(cu_step, data) + sizeof(int) * (size_t)h->n, cudaMemcpyHostToDevice, s->stream));
+    if (h->n_hist)
+        CK(cudaMemcpyAsync(s->dstep->data + h->cap, h->data + h->cap, sizeof(int) * (size_t)h->n_hist,
+                           cudaMemcpyHostToDevice, s->stream));
     return 0;
 }
 
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
-    if (!s->in_step && cuda_stage(s, ids, n, past, pick, 1))
+    if (!s->in_step && (cuda_stage(s, ids, n, past, pick) || cuda_upload(s)))
         return -1;
     *dev = s->dstep;
     return 0;
@@ -195,6 +199,10 @@ static void cu_destroy(kb_backend *b)
         cublasDestroy(s->blas);
     if (s->lt)
         cublasLtDestroy(s->lt);
+    if (s->started)
+        cudaEventDestroy(s->started);
+    if (s->ended)
+        cudaEventDestroy(s->ended);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
@@ -224,6 +232,8 @@ static int init(cuda_state *s)
     CK(cudaMalloc(&s->blas_work, CUDA_BLAS_WORKSPACE));
     CB(cublasSetWorkspace(s->blas, s->blas_work, CUDA_BLAS_WORKSPACE));
     CB(cublasLtCreate(&s->lt));
+    CK(cudaEventCreate(&s->started));
+    CK(cudaEventCreate(&s->ended));
     if (cuda_plans_init(s))
         return -1;
     /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
@@ -266,6 +276,7 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->sample = cuda_sample;
     b->step_begin = cuda_step_begin;
     b->step_end = cuda_step_end;
+    b->step_seconds = cuda_step_seconds;
     b->destroy = cu_destroy;
     return b;
 }

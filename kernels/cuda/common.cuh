@@ -81,6 +81,8 @@ struct cuda_state {
     int *out;               /* where step_end puts the chosen id */
     cu_graph graphs[CUDA_GRAPHS], *cur;
     cu_lt_plan *plans;      /* CUDA_PLANS cuBLASLt plans (matmul.cu) */
+    cudaEvent_t started, ended; /* around each step: its device time */
+    double step_seconds;
     unsigned long long tick;
     long replays;
     cudaDeviceProp prop;
@@ -110,13 +112,15 @@ void cuda_rounded_forget(kb_backend *b, const void *p);
 /* buffers that grow, each bumping the generation when it moves */
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);
-/* writes the scalars into the pinned twin and (upload) queues the copy of what they fill to the device */
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick, int upload);
+/* writes the scalars into the pinned twin; upload queues the copy of what they fill to the device */
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick);
+int cuda_upload(cuda_state *s);
 /* the step's scalars on the device: those of the current step, or (outside a step) these */
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev);
 
 int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed);
 int cuda_step_end(kb_backend *b, int ok);
+double cuda_step_seconds(kb_backend *b);
 void cuda_graphs_free(cuda_state *s);
 int cuda_plans_init(cuda_state *s);
 void cuda_plans_free(cuda_state *s);

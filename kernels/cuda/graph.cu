@@ -49,7 +49,10 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
     cuda_state *s = cuda_of(b);
     *replayed = 0;
     int recordable = st->n == 1 && st->key_bytes && st->key_bytes <= sizeof s->graphs[0].key;
-    if (cuda_stage(s, st->ids, st->n, st->past, st->pick, !recordable))
+    if (cuda_stage(s, st->ids, st->n, st->past, st->pick))
+        return -1;
+    CK(cudaEventRecord(s->started, s->stream));
+    if (!recordable && cuda_upload(s))
         return -1;
     s->in_step = 1;
     s->out = st->pick ? st->next : NULL;
@@ -108,17 +111,28 @@ int cuda_step_end(kb_backend *b, int ok)
     cuda_state *s = cuda_of(b);
     int rc = s->mode == CU_CAPTURE ? end_capture(s, ok) : 0;
     if (!rc) {
-        cudaError_t e = cudaStreamSynchronize(s->stream);
+        float ms = 0;
+        cudaError_t e = cudaEventRecord(s->ended, s->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s->stream);
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&ms, s->started, s->ended);
         if (e != cudaSuccess)
             rc = err_set("running a step on the GPU: %s", cudaGetErrorString(e));
         else if (ok && s->out)
             *s->out = s->hstep->out;
+        s->step_seconds = ms / 1e3;
     }
     s->in_step = 0;
     s->mode = CU_EAGER;
     s->out = NULL;
     s->cur = NULL;
     return rc;
+}
+
+double cuda_step_seconds(kb_backend *b)
+{
+    return cuda_of(b)->step_seconds;
 }
 
 extern "C" long cuda_graph_replays(kb_backend *b)

@@ -91,7 +91,7 @@ for opts in "--cache-layout paged" "--cache-layout contiguous" "--cache-layout c
     if [ "$a" == "$b" ]; then ok "chat $opts" "same replies as the CPU"; else bad "chat $opts" "replies differ from the CPU"; fi
 done
 echo
-echo "== speed ($KV bench --device cuda: medians of host wall-clock per step, the chosen id back on the host)"
+echo "== speed ($KV bench --device cuda: medians of each step's device time by CUDA events, the chosen id included)"
 $KV make-tiny-model "$T/m124" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16 >/dev/null
 $KV bench -m "$T/m124" --device cuda --dtype bf16 --runs 7 --prefill 128,768,1024 --context 0,512,1000 --json "$OUT/b124.json"
 $KV make-tiny-model "$T/m1558" --layers 48 --heads 25 --embd 1600 --ctx 1024 --dtype bf16 >/dev/null

@@ -54,7 +54,7 @@ def transformers_rate():
 def main():
     small, large = load(sys.argv[1]), load(sys.argv[2])
     bw, how = copy_bandwidth()
-    print("copy bandwidth %.2f TB/s (%s)" % (bw / 1e12, how))
+    print("copy bandwidth %.2f TB/s (%s); kvchat step times: %s" % (bw / 1e12, how, small.get("timing", "?")))
     print()
     print("%-44s %12s %12s %10s  %s" % ("124M shape unless named, bf16 weights", "kvchat", "floor", "x floor", "target"))
 

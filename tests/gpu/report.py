@@ -87,9 +87,11 @@ def main():
     if hf is None:
         print("transformers: torch or transformers not found, no peer figure")
     else:
-        ours = small["decode_ctx0_tok_s"]
+        ours = small["decode_ctx0_wall_tok_s"]  # both by the wall clock, host overheads included
         print("%-44s %9.0f tok/s vs kvchat %.0f: %.1fx  %s" % ("transformers generate (eager, bf16, 124M)", hf, ours,
                                                               ours / hf, meets(ours >= 10 * hf, ">= 10x")))
+    print("kvchat decode at context 0 by the wall clock: %.0f tok/s (device time: %.0f)"
+          % (small["decode_ctx0_wall_tok_s"], small["decode_ctx0_tok_s"]))
 
 
 main()

@@ -6,7 +6,7 @@
 # Needs the build's Debian packages (make deps; on a machine without a package mirror, run
 # tests/gpu/fetch-deps.sh first where there is one and carry .deps/) and, for the measured copy
 # bandwidth and the peer figure, python3 with torch and transformers. Without a GPU it says so and
-# exits 0. OUT=DIR keeps the JSON figures there.
+# exits 0. OUT=DIR keeps the figures, the table and the logs there (8 files at most).
 set -u
 cd "$(dirname "$0")/../.."
 if ! nvidia-smi -L >/dev/null 2>&1; then
@@ -28,25 +28,26 @@ t0=$SECONDS
 SYSROOT=
 [ -d .deps/root/usr/include ] && SYSROOT=.deps/root   # carried from tests/gpu/fetch-deps.sh
 make -j"$(nproc)" CUDA=1 SYSROOT=$SYSROOT CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90" \
-    all build/unit_tests >"$T/build.log" 2>&1 || { tail -20 "$T/build.log"; echo "build failed"; exit 1; }
+    all build/unit_tests >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; echo "build failed"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "built in $((SECONDS - t0)) s"
 echo
 
 echo "== agreement with the CPU backend"
-out=$(build/unit_tests cuda 2>&1)
+out=$(build/unit_tests cuda 2>&1 | tee "$OUT/unit.log")
 for name in kernels_match_cpu_twins attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu; do
     if echo "$out" | grep -q "^ok   cuda/$name"; then ok "twins: $name" ""; else bad "twins: $name" "$(echo "$out" | grep -A3 "$name" | tr '\n' ' ')"; fi
 done
 # the kernels under NVIDIA's checkers: out-of-bounds and misaligned accesses, then shared-memory races
 if command -v compute-sanitizer >/dev/null 2>&1; then
-    for check in "memcheck cuda/ 150" "racecheck cuda/attention 90" "racecheck cuda/sample 90"; do
+    for check in "memcheck cuda/ 120" "racecheck cuda/attention 60" "racecheck cuda/sample 60"; do
         read -r tool filter limit <<<"$check"
-        timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 build/unit_tests "$filter" >"$T/$tool.log" 2>&1
+        log=$OUT/$tool-${filter//\//-}.log
+        timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 build/unit_tests "$filter" >"$log" 2>&1
         case $? in
         0) ok "compute-sanitizer $tool ($filter)" "" ;;
         124) row "compute-sanitizer $tool ($filter)" "info stopped after $limit s" ;;
-        *) bad "compute-sanitizer $tool ($filter)" "$(grep -m3 -E 'ERROR|Invalid|Race|hazard|FAIL' "$T/$tool.log" | tr '\n' ' ')" ;;
+        *) bad "compute-sanitizer $tool ($filter)" "$(grep -m3 -E 'ERROR|Invalid|Race|hazard|FAIL' "$log" | tr '\n' ' ')" ;;
         esac
     done
 else

@@ -76,10 +76,51 @@ static void twins(void)
                 CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "matmul %s n=%d%s%s: rel err %.3g", dt_name(types[t]), rows,
                       v & 2 ? "" : " +bias", v & 1 ? " gelu" : "", e);
             }
+            /* the LM head's product against the transposed matrix: x[rows, N] -> y[rows, K] */
+            float xt[n * N];
+            for (int i = 0; i < n * N; i++)
+                xt[i] = x[i % (n * K)];
+            float *dxt = up(g, xt, sizeof xt);
+            c->matmul_t(c, y1, xt, rows, &hw);
+            g->matmul_t(g, dy, dxt, rows, &dw);
+            g->copy(g, y2, dy, sizeof(float) * rows * K);
+            double e = rel_err(y2, y1, rows * K);
+            CHECK(e < (types[t] == DT_F32 ? 1e-5 : 1e-2), "matmul_t %s n=%d: rel err %.3g", dt_name(types[t]), rows, e);
+            g->release(g, dxt);
             g->release(g, (void *)dw.data);
             g->release(g, dx);
             g->release(g, db);
             g->release(g, dy);
+        }
+    }
+    /* embeddings: token rows plus position rows from pos0, weights in each dtype */
+    {
+        enum { V = 50, P = 40, E = 24, ne = 7 };
+        float te[V * E], pe[P * E], e1[ne * E], e2[ne * E];
+        int ids[ne] = {3, 0, 49, 7, 7, 21, 12};
+        for (int i = 0; i < V * E; i++)
+            te[i] = rnd(&s);
+        for (int i = 0; i < P * E; i++)
+            pe[i] = rnd(&s);
+        for (int t = 0; t < 3; t++) {
+            uint16_t t16[V * E], p16[P * E];
+            void *tw = te, *pw = pe;
+            if (types[t] != DT_F32) {
+                dt_from_f32(t16, te, types[t], V * E);
+                dt_from_f32(p16, pe, types[t], P * E);
+                tw = t16;
+                pw = p16;
+            }
+            kb_mat hte = {tw, types[t], V, E}, hpe = {pw, types[t], P, E};
+            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E}, dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E};
+            float *de = g->alloc(g, sizeof e2, "x");
+            c->embed(c, e1, ids, ne, 30, &hte, &hpe);
+            g->embed(g, de, ids, ne, 30, &dte, &dpe);
+            g->copy(g, e2, de, sizeof e2);
+            CHECK(rel_err(e2, e1, ne * E) < 1e-6, "embed %s: rel err %.3g", dt_name(types[t]), rel_err(e2, e1, ne * E));
+            g->release(g, (void *)dte.data);
+            g->release(g, (void *)dpe.data);
+            g->release(g, de);
         }
     }
     /* layernorm, alone and fused with the residual add */

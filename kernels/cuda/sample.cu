@@ -59,10 +59,20 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
         for (int i = threadIdx.x; i < 256; i += blockDim.x)
             hist[i] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            unsigned v = q[i];
-            if (v >= floor_q && (v & mask) == prefix)
-                atomicAdd(&hist[(v >> shift) & 255], by_mass ? (u64)v : 1ull);
+        /* most values share a digit (the small probabilities), so lanes with equal digits add theirs up
+         * first and one of them updates the bin: a warp makes one atomic per distinct digit */
+        for (int base = 0; base < V; base += blockDim.x) {
+            int i = base + threadIdx.x;
+            unsigned v = i < V ? q[i] : 0u;
+            int in = i < V && v >= floor_q && (v & mask) == prefix;
+            unsigned d = in ? (v >> shift) & 255u : 256u;
+            unsigned peers = __match_any_sync(0xffffffffu, d);
+            if (in) {
+                unsigned w = by_mass ? v : 1u; /* summed in two 16-bit halves: 32 of them cannot overflow */
+                unsigned lo = __reduce_add_sync(peers, w & 0xffffu), hi = __reduce_add_sync(peers, w >> 16);
+                if (threadIdx.x % 32 == (unsigned)(__ffs(peers) - 1))
+                    atomicAdd(&hist[d], (u64)lo + ((u64)hi << 16));
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) {

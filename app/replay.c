@@ -86,6 +86,9 @@ static int verify(const session *s, const char *path, model_opts *mo, int force)
         unload_model(&lm);
         return EXIT_RUNTIME;
     }
+    if (json_integer_value(json_object_get(s->header, "kvchat_session")) < 2)
+        fprintf(stderr, "note: %s was recorded with the sampling rule of an earlier kvchat (session format 1): "
+                        "sampled turns may differ, greedy ones must match\n", path);
     engine *e = engine_create(&lm, mo, &eo);
     id_list got = {.cap = 1 << 20};
     got.ids = malloc(sizeof(int) * (size_t)got.cap);

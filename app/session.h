@@ -11,7 +11,8 @@
 
 #include "engine.h"
 
-#define SESSION_FORMAT 1
+/* 2: tokens are chosen by the integer sampling rule (kernels/cpu/sample.c); format 1 files still read */
+#define SESSION_FORMAT 2
 #define SESSION_MAX_LINE (16u << 20)
 
 /* ---- writing ---- */

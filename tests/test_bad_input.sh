@@ -63,7 +63,7 @@ head -c 3000 /dev/urandom >"$S/binary.jsonl"
 { cat "$S/header"; printf '{"ev":"user","conv":1,"t":0,"text":"'; head -c $((17 << 20)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$S/huge.jsonl"
 { cat "$S/header"; echo '{"ev":"prefill","conv":1,"t":0,"ids":"x","cached":0}'; } >"$S/types.jsonl"
 { cat "$S/header"; echo '{"ev":"frobnicate","conv":1,"t":0}'; } >"$S/unknown.jsonl"
-sed 's/"kvchat_session":1/"kvchat_session":99/' "$S/header" >"$S/future.jsonl"
+sed -E 's/"kvchat_session":[0-9]+/"kvchat_session":99/' "$S/header" >"$S/future.jsonl"
 echo '{"ev":"user","conv":1,"t":0,"text":"hi"}' >"$S/noheader.jsonl"
 { cat "$S/header"; echo '{"ev":"token","conv":-4,"t":0,"id":1}'; } >"$S/negconv.jsonl"
 while IFS='|' read -r f pattern; do

@@ -15,6 +15,9 @@ check "${TAG}session/replay --no-tui shows the replies" grep -qF -- "$(head -1 "
 replies=$("$KV" replay "$S/a.jsonl" --no-tui | grep -c '] gpt-2: ')
 same "${TAG}session/transcript has three turns" 3 "$replies"
 check "${TAG}session/--verify reproduces the session" "$KV" replay "$S/a.jsonl" --verify
+sed '1s/"kvchat_session": *2/"kvchat_session": 1/' "$S/a.jsonl" >"$S/old.jsonl"
+"$KV" replay "$S/old.jsonl" --verify >/dev/null 2>"$S/old.err"
+check "${TAG}session/--verify of a format-1 file says sampled turns may differ" grep -q "session format 1" "$S/old.err"
 
 # resume = unbroken: greedy and seeded sampling, from the KV snapshot and by re-prefilling
 for mode in "--temp 0" "--temp 1.0 --top-k 0 --top-p 1 --seed 7"; do

@@ -11,9 +11,11 @@
 typedef struct {
     int id;
     kv_seq *seq;
-    int *ids, n_ids, cap_ids;        /* the window: exactly what the cache holds */
+    int *ids, n_ids;                 /* the window: exactly what the cache holds */
+    size_t cap_ids;
     chat_turn *turns;
-    int n_turns, cap_turns;
+    int n_turns;
+    size_t cap_turns;
     int keep;
     sampler smp;
     double last_used;
@@ -54,16 +56,8 @@ static conv *find(const engine *e, int id)
 
 static int push_ids(conv *c, const int *ids, int n)
 {
-    if (c->n_ids + n > c->cap_ids) {
-        int cap = c->cap_ids ? c->cap_ids : 256;
-        while (cap < c->n_ids + n)
-            cap *= 2;
-        int *p = realloc(c->ids, sizeof *p * (size_t)cap);
-        if (!p)
-            return err_set("out of memory");
-        c->ids = p;
-        c->cap_ids = cap;
-    }
+    if (err_grow(&c->ids, &c->cap_ids, (size_t)(c->n_ids + n), sizeof *c->ids, "a conversation's tokens"))
+        return -1;
     memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
     c->n_ids += n;
     return 0;
@@ -71,14 +65,8 @@ static int push_ids(conv *c, const int *ids, int n)
 
 static int push_turn(conv *c, int role, int start)
 {
-    if (c->n_turns == c->cap_turns) {
-        int cap = c->cap_turns ? 2 * c->cap_turns : 16;
-        chat_turn *t = realloc(c->turns, sizeof *t * (size_t)cap);
-        if (!t)
-            return err_set("out of memory");
-        c->turns = t;
-        c->cap_turns = cap;
-    }
+    if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns, "a conversation's turns"))
+        return -1;
     c->turns[c->n_turns++] = (chat_turn){.start = start, .role = role};
     return 0;
 }
@@ -560,16 +548,8 @@ typedef struct {
 
 static int reply_add(reply_text *r, const char *s, size_t n)
 {
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *p = realloc(r->buf, cap);
-        if (!p)
-            return err_set("out of memory");
-        r->buf = p;
-        r->cap = cap;
-    }
+    if (err_grow(&r->buf, &r->cap, r->len + n + 1, 1, "a reply"))
+        return -1;
     memcpy(r->buf + r->len, s, n);
     r->len += n;
     r->buf[r->len] = 0;

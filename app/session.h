@@ -39,7 +39,8 @@ int session_write_file(const char *path, const json_t *header, json_t *const *ev
 typedef struct {
     json_t *header;
     json_t **events;
-    int n_events, cap;
+    int n_events;
+    size_t cap;
     int truncated;        /* the last line was cut (a crash mid-write): everything before it is kept */
     int lines;
 } session;

@@ -72,14 +72,8 @@ static const char *check_event(const json_t *ev, const char *type)
 
 static int add_event(session *s, json_t *ev)
 {
-    if (s->n_events == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 256;
-        json_t **p = realloc(s->events, sizeof *p * (size_t)cap);
-        if (!p)
-            return err_set("out of memory");
-        s->events = p;
-        s->cap = cap;
-    }
+    if (err_grow(&s->events, &s->cap, (size_t)s->n_events + 1, sizeof *s->events, "a session's events"))
+        return -1;
     s->events[s->n_events++] = ev;
     return 0;
 }

@@ -41,6 +41,22 @@ void *err_malloc(size_t bytes, const char *what)
     return p;
 }
 
+int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *old, *p;
+    memcpy(&old, buf, sizeof old); /* buf is an int **, char **, ...: reached without type punning */
+    if (!(p = realloc(old, n * elem)))
+        return err_set("out of memory growing %s to %zu items", what, n);
+    memcpy(buf, &p, sizeof p);
+    *cap = n;
+    return 0;
+}
+
 void *err_calloc(size_t n, size_t size, const char *what)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);

@@ -17,6 +17,10 @@ const char *err_msg(void);
 /* malloc/calloc that set an error naming what was being allocated. */
 void *err_malloc(size_t bytes, const char *what);
 void *err_calloc(size_t n, size_t size, const char *what);
+/* Makes the array *buf (elem-byte items, *cap of them) hold at least `need` items, doubling its
+ * capacity; on failure the array is kept and the error names what was growing. buf is the address of
+ * the array's pointer. */
+int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what);
 
 #ifdef __cplusplus
 }

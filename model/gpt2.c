@@ -11,15 +11,9 @@
 
 static int own(gpt2_model *m, void *p)
 {
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **o = realloc(m->owned, sizeof *o * cap);
-        if (!o) {
-            free(p);
-            return err_set("out of memory");
-        }
-        m->owned = o;
-        m->cap_owned = cap;
+    if (err_grow(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned, "the converted weights' list")) {
+        free(p);
+        return -1;
     }
     m->owned[m->n_owned++] = p;
     return 0;
@@ -229,7 +223,7 @@ void gpt2_free(gpt2_model *m)
         m->work_backend->release(m->work_backend, m->logits);
         m->x = NULL;
     }
-    for (int i = 0; i < m->n_owned; i++)
+    for (size_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
     free(m->layers);

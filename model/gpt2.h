@@ -23,7 +23,7 @@ typedef struct {
     gpt2_layer *layers;
     st_file st;
     void **owned;                /* buffers the loader allocated (converted weights) */
-    int n_owned, cap_owned;
+    size_t n_owned, cap_owned;
     kb_backend *placed;          /* weights copied into this backend's memory, or NULL (host) */
     void **placed_bufs;
     int n_placed;

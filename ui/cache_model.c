@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/err.h"
 #include "format.h"
 
 void cm_init(cache_model *m)
@@ -64,14 +65,8 @@ const char *cm_log_line(const cache_model *m, int i)
 
 static int add_turn(cm_conv *c, int role)
 {
-    if (c->n_turns == c->cap_turns) {
-        int cap = c->cap_turns ? 2 * c->cap_turns : 16;
-        win_turn *t = realloc(c->turns, sizeof *t * (size_t)cap);
-        if (!t)
-            return -1;
-        c->turns = t;
-        c->cap_turns = cap;
-    }
+    if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns, "the panel's turns"))
+        return -1;
     c->turns[c->n_turns++] = (win_turn){.start = c->n_cells, .role = role};
     return 0;
 }

@@ -14,7 +14,8 @@
 typedef struct {
     int id;
     win_turn *turns;
-    int n_turns, cap_turns, n_cells;
+    int n_turns, n_cells;
+    size_t cap_turns;
     int keep, window, capacity, evict_min;
     double bytes_used, bytes_reserved, fragmentation, host_bytes, hit_rate;
     int grows, evictions, shared_blocks, offloaded, approximate, have_stats;

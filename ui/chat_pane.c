@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/err.h"
 #include "text.h"
 
 void chat_pane_free(chat_pane *p)
@@ -15,14 +16,8 @@ void chat_pane_free(chat_pane *p)
 
 int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)
 {
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 32;
-        chat_msg *m = realloc(p->msgs, sizeof *m * (size_t)cap);
-        if (!m)
-            return -1;
-        p->msgs = m;
-        p->cap = cap;
-    }
+    if (err_grow(&p->msgs, &p->cap, (size_t)p->n + 1, sizeof *p->msgs, "the chat pane"))
+        return -1;
     p->msgs[p->n++] = (chat_msg){.role = role};
     return chat_pane_append(p, text, len);
 }
@@ -32,16 +27,8 @@ int chat_pane_append(chat_pane *p, const char *text, size_t len)
     if (!p->n)
         return -1;
     chat_msg *m = &p->msgs[p->n - 1];
-    if (m->len + len + 1 > m->cap) {
-        size_t cap = m->cap ? m->cap : 64;
-        while (cap < m->len + len + 1)
-            cap *= 2;
-        char *t = realloc(m->text, cap);
-        if (!t)
-            return -1;
-        m->text = t;
-        m->cap = cap;
-    }
+    if (err_grow(&m->text, &m->cap, m->len + len + 1, 1, "a chat message"))
+        return -1;
     memcpy(m->text + m->len, text, len);
     m->len += len;
     m->text[m->len] = 0;

@@ -17,7 +17,8 @@ typedef struct {
 
 typedef struct {
     chat_msg *msgs;
-    int n, cap;
+    int n;
+    size_t cap;
     int scroll;      /* lines above the bottom; 0 follows the end */
 } chat_pane;
 

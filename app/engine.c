@@ -638,9 +638,13 @@ static int reply(engine *e, conv *c, char **out)
     return rc;
 }
 
-/* The closing record of a turn: everything needed to resume the conversation exactly. */
-static void turn_end(engine *e, conv *c, const char *text, int tokens, int rc)
+/* Closes a turn whose reply began at window position `start`: the stats, then the closing record
+ * (everything needed to resume the conversation exactly); the reply goes to *out when it succeeded
+ * and the caller wants it. Returns rc. */
+static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **out)
 {
+    engine_stats(e, c->id);
+    int tokens = c->n_ids > start ? c->n_ids - start : 0;
     json_t *win = json_array(), *turns = json_array();
     for (int i = 0; i < c->n_ids; i++)
         json_array_append_new(win, json_integer(c->ids[i]));
@@ -657,11 +661,11 @@ static void turn_end(engine *e, conv *c, const char *text, int tokens, int rc)
                       (double)sp->temp, "top_k", sp->top_k, "top_p", (double)sp->top_p, "repeat_penalty",
                       (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed, "n_predict", e->mo.n_predict,
                       "approximate", c->approximate));
-}
-
-static int count_since(const conv *c, int start)
-{
-    return c->n_ids > start ? c->n_ids - start : 0;
+    if (out && !rc)
+        *out = text;
+    else
+        free(text);
+    return rc;
 }
 
 int engine_turn(engine *e, int id, const char *text, char **out)
@@ -681,16 +685,9 @@ int engine_turn(engine *e, int id, const char *text, char **out)
     char *r = NULL;
     if (!rc) {
         engine_stats(e, id);
-        start = c->n_ids;
         rc = reply(e, c, &r);
     }
-    engine_stats(e, id);
-    turn_end(e, c, r, count_since(c, start), rc);
-    if (out && !rc)
-        *out = r;
-    else
-        free(r);
-    return rc;
+    return turn_end(e, c, r, start, rc, out);
 }
 
 static void *worker(void *arg)
@@ -797,13 +794,7 @@ int engine_retry(engine *e, int id, char **out)
                       (ev_clock() - t0) * 1e3));
     char *r = NULL;
     int rc = reply(e, c, &r);
-    engine_stats(e, id);
-    turn_end(e, c, r, count_since(c, to), rc);
-    if (out && !rc)
-        *out = r;
-    else
-        free(r);
-    return rc;
+    return turn_end(e, c, r, to, rc, out);
 }
 
 int engine_edit(engine *e, int id, const char *text, char **out)

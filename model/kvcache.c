@@ -93,10 +93,10 @@ static void refresh_view(kv_seq *s)
         s->view.block_bytes = p->block_bytes;
         /* a GPU reads the table from its own memory: send it only when it changed */
         if (s->dev_table && (s->n_sent != s->n_table || memcmp(s->sent, s->table, sizeof(int) * (size_t)s->n_table))) {
-            if (!p->b->copy(p->b, s->dev_table, s->table, sizeof(int) * (size_t)s->n_table)) {
+            int ok = !p->b->copy(p->b, s->dev_table, s->table, sizeof(int) * (size_t)s->n_table);
+            if (ok)
                 memcpy(s->sent, s->table, sizeof(int) * (size_t)s->n_table);
-                s->n_sent = s->n_table;
-            }
+            s->n_sent = ok ? s->n_table : -1; /* a failed copy leaves the device's table unknown */
         }
         s->view.dev_table = s->dev_table && s->n_sent == s->n_table ? s->dev_table : NULL;
     } else {

@@ -305,17 +305,10 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     cu_rounded y16;
     if (cuda_step_args(b, NULL, 0, past, NULL, &step) || cuda_rounded_out(b, y, (size_t)n * C, &y16))
         return -1;
-    kb_kv dkv = *kv;
-    if (kv->dev_table) { /* the cache manager keeps it current on the device */
-        dkv.table = kv->dev_table;
-    } else { /* a view made without the cache manager (the twin tests) */
-        int blocks = (T + kv->block_tokens - 1) / kv->block_tokens;
-        void *table;
-        if (cuda_scratch(b, sizeof(int) * (size_t)blocks, &table))
-            return -1;
-        CK(cudaMemcpyAsync(table, kv->table, sizeof(int) * (size_t)blocks, cudaMemcpyHostToDevice, stream));
-        dkv.table = (const int *)table;
-    }
+    if (!kv->dev_table)
+        return err_set("the cache's block table is not in GPU memory (sending it failed)");
+    kb_kv dkv = *kv; /* the kernels read the device copy the cache manager keeps current */
+    dkv.table = kv->dev_table;
     if (n == 1) {
         int most = kv->max_tokens > T ? kv->max_tokens : T, chunks = (most + CHUNK - 1) / CHUNK;
         unsigned *done = NULL;

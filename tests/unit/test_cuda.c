@@ -185,6 +185,7 @@ static void attention_twins(void)
             kv.base = calloc((size_t)nb, kv.block_bytes);
             kb_kv dkv = kv;
             dkv.base = g->alloc(g, nb * kv.block_bytes, "cache");
+            dkv.dev_table = up(g, table, sizeof(int) * (size_t)nb);
             float *dpre = up(g, qkv_pre, sizeof(float) * past * 3 * C), *dq = up(g, qkv, sizeof(float) * n * 3 * C);
             float *dy = g->alloc(g, sizeof(float) * past * C, "y");
             c->attention(c, yp, qkv_pre, &kv, 1, 0, past);
@@ -211,6 +212,7 @@ static void attention_twins(void)
             }
             free(kv.base);
             g->release(g, dkv.base);
+            g->release(g, (void *)dkv.dev_table);
             g->release(g, dpre);
             g->release(g, dq);
             g->release(g, dy);

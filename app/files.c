@@ -42,32 +42,50 @@ int make_parent_dirs(const char *file)
     return make_dirs(dir);
 }
 
+int part_open(part_file *p, const char *path)
+{
+    p->path = path;
+    if (snprintf(p->tmp, sizeof p->tmp, "%s.part", path) >= (int)sizeof p->tmp)
+        return err_set("%.64s...: path too long", path);
+    if (!(p->f = fopen(p->tmp, "wb")))
+        return err_set("%s: %s", p->tmp, strerror(errno));
+    return 0;
+}
+
+int part_commit(part_file *p, int ok)
+{
+    int err = ok && (ferror(p->f) || fflush(p->f) || fsync(fileno(p->f))) ? errno : 0;
+    if (fclose(p->f) && ok && !err)
+        err = errno;
+    p->f = NULL;
+    if (ok && !err && rename(p->tmp, p->path))
+        err = errno;
+    if (ok && !err)
+        return 0;
+    unlink(p->tmp);
+    return ok ? err_set("%s: cannot write: %s", p->path, strerror(err ? err : EIO)) : -1;
+}
+
 int copy_file(const char *src, const char *dst)
 {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.part", dst);
     FILE *in = fopen(src, "rb");
     if (!in)
         return err_set("%s: %s", src, strerror(errno));
-    FILE *out = fopen(tmp, "wb");
-    if (!out) {
+    part_file out;
+    if (part_open(&out, dst)) {
         fclose(in);
-        return err_set("%s: %s", tmp, strerror(errno));
+        return -1;
     }
     char buf[1 << 16];
     size_t n;
-    int rc = 0;
-    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = err_set("%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && ferror(in))
-        rc = err_set("%s: read failed", src);
+    int ok = 1;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out.f) == n;
+    int read_failed = ferror(in);
     fclose(in);
-    if (fclose(out) && !rc)
-        rc = err_set("%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, dst))
-        rc = err_set("%s: %s", dst, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    return rc;
+    if (read_failed) {
+        part_commit(&out, 0);
+        return err_set("%s: read failed", src);
+    }
+    return part_commit(&out, ok);
 }

@@ -6,7 +6,21 @@
 int make_dirs(const char *path);
 /* mkdir -p of the folder a file path is in */
 int make_parent_dirs(const char *file);
-/* Copies src to dst through dst.part, renamed when complete. */
+#include <limits.h>
+#include <stdio.h>
+
+/* A file written whole or not at all: its bytes go to PATH.part, which replaces PATH only once
+ * complete and on disk, so a crash or a failed write never leaves a half-written PATH. */
+typedef struct {
+    FILE *f;
+    const char *path;
+    char tmp[PATH_MAX];
+} part_file;
+int part_open(part_file *p, const char *path);
+/* ok: flush, fsync and rename into place; otherwise, or when that fails, the part is removed.
+ * Returns 0, or -1 with an error naming the file. */
+int part_commit(part_file *p, int ok);
+/* Copies src to dst through dst.part. */
 int copy_file(const char *src, const char *dst);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "../kernels/err.h"
 #include "commands.h"
+#include "files.h"
 #include "options.h"
 #include "safe_text.h"
 
@@ -56,17 +57,11 @@ static int parse_ids(const char *s, int **ids, int *n, int *cap)
 
 static int write_logits(const char *path, const float *logits, int V)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return err_set("--dump-logits %s: cannot create", path);
-    size_t w = fwrite(logits, sizeof(float), (size_t)V, f); /* x86-64 and arm64 are little-endian */
-    if (fclose(f) || w != (size_t)V || rename(tmp, path)) {
-        unlink(tmp);
-        return err_set("--dump-logits %s: write failed", path);
-    }
-    return 0;
+    part_file p;
+    if (part_open(&p, path))
+        return err_wrap("--dump-logits");
+    size_t w = fwrite(logits, sizeof(float), (size_t)V, p.f); /* x86-64 and arm64 are little-endian */
+    return part_commit(&p, w == (size_t)V) ? err_wrap("--dump-logits") : 0;
 }
 
 typedef struct {

@@ -105,21 +105,14 @@ int session_default_path(char *buf, size_t n)
 
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return err_set("%s: %s", tmp, strerror(errno));
-    int rc = write_line(f, header);
+    part_file out;
+    if (part_open(&out, path))
+        return -1;
+    int rc = write_line(out.f, header);
     for (int i = 0; i < n && !rc; i++)
-        rc = write_line(f, events[i]);
-    if (fflush(f) || fsync(fileno(f)))
-        rc = -1;
-    fclose(f);
-    if (rc || rename(tmp, path)) {
-        unlink(tmp);
-        return err_set("%s: cannot write", path);
-    }
+        rc = write_line(out.f, events[i]);
+    if (part_commit(&out, !rc))
+        return rc ? err_set("%s: cannot write", path) : -1;
     return 0;
 }
 

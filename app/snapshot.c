@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../kernels/err.h"
+#include "files.h"
 #include "fingerprint.h"
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'H', 'A', 'T', 'K', 'V'};
@@ -30,11 +30,10 @@ static int put(FILE *f, uint64_t *h, const void *p, size_t n)
 
 int snapshot_save(const char *path, engine *e, const loaded_model *lm, const char *fingerprint)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return err_set("%s: %s", tmp, strerror(errno));
+    part_file out;
+    if (part_open(&out, path))
+        return err_wrap("--save-cache");
+    FILE *f = out.f;
     const gpt2_config *c = &lm->model.cfg;
     snap_header h = {.version = 1, .n_convs = (uint32_t)engine_conv_count(e), .dtype = kv_pool_opts(lm->pool)->type,
                      .n_layer = (uint32_t)c->n_layer, .n_head = (uint32_t)c->n_head, .head_dim = (uint32_t)(c->n_embd / c->n_head)};
@@ -51,13 +50,9 @@ int snapshot_save(const char *path, engine *e, const loaded_model *lm, const cha
         free(rows);
     }
     if (!rc)
-        rc = fwrite(&sum, sizeof sum, 1, f) != 1 || fflush(f) || fsync(fileno(f));
-    if (fclose(f))
-        rc = -1;
-    if (rc || rename(tmp, path)) {
-        unlink(tmp);
-        return err_set("--save-cache %s: cannot write", path);
-    }
+        rc = fwrite(&sum, sizeof sum, 1, f) != 1;
+    if (part_commit(&out, !rc))
+        return rc ? err_set("--save-cache %s: cannot write", path) : err_wrap("--save-cache");
     return 0;
 }
 

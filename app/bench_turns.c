@@ -23,19 +23,19 @@ static void count_copies(void *ctx, json_t *ev)
         ((copy_count *)ctx)->copied += (size_t)json_integer_value(json_object_get(ev, "copied"));
 }
 
-static int argmax(const float *x, int n)
+/* n tokens through the model, and the greedy choice of the next, made on the backend as chat makes it;
+ * logits (may be NULL) also receives the last position's logits */
+static int greedy(loaded_model *lm, kv_seq *s, const int *ids, int n, int *next, float *logits)
 {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        b = x[i] > x[b] ? i : b;
-    return b;
+    const kb_sample pick = {.temp = 0, .top_p = 1, .repeat_penalty = 1};
+    return gpt2_step(&lm->model, lm->backend, s, ids, n, &pick, next, logits);
 }
 
 /* a conversation of turns (48 user tokens + a 16-token greedy reply) until the window is nearly full */
-static int ttft_table(loaded_model *lm, int window, float *logits, json_t *out)
+static int ttft_table(loaded_model *lm, int window, json_t *out)
 {
     const gpt2_config *c = &lm->model.cfg;
-    int *hist = malloc(sizeof(int) * (size_t)window), n = 0, rc = -1;
+    int *hist = malloc(sizeof(int) * (size_t)window), n = 0, rc = -1, next;
     kv_seq *live = kv_seq_new(lm->pool, 1), *fresh = kv_seq_new(lm->pool, 2);
     if (!hist || !live || !fresh)
         goto out;
@@ -47,7 +47,7 @@ static int ttft_table(loaded_model *lm, int window, float *logits, json_t *out)
         for (int i = 0; i < USER_TOKENS; i++)
             hist[n + i] = (int)((unsigned)(n + i) * 2654435761u % (unsigned)c->vocab_size);
         double t0 = ev_clock();
-        if (gpt2_forward(&lm->model, lm->backend, live, hist + n, USER_TOKENS, logits))
+        if (greedy(lm, live, hist + n, USER_TOKENS, &next, NULL))
             goto out;
         double t_live = ev_clock() - t0;
         kv_truncate(fresh, 0);
@@ -57,8 +57,8 @@ static int ttft_table(loaded_model *lm, int window, float *logits, json_t *out)
         double t_fresh = ev_clock() - t0;
         n += USER_TOKENS;
         for (int r = 0; r < REPLY_TOKENS; r++) {
-            hist[n] = argmax(logits, c->vocab_size);
-            if (gpt2_forward(&lm->model, lm->backend, live, hist + n, 1, logits))
+            hist[n] = next;
+            if (greedy(lm, live, hist + n, 1, &next, NULL))
                 goto out;
             n++;
         }
@@ -78,15 +78,17 @@ out:
     return rc;
 }
 
-static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, float *logits, json_t *out)
+static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, json_t *out)
 {
     const gpt2_config *c = &lm->model.cfg;
     const char *names[3] = {"paged", "contiguous", "contiguous --prealloc"};
-    int keep = 32, drop = window / 4, rc = 0;
+    int keep = 32, drop = window / 4, rc = 0, next;
     printf("\nOne eviction at a full window of %d (keep %d, drop %d, re-prefill %d), by layout\n", window, keep, drop,
            window - keep - drop);
     printf("layout                  grows  copied MB  peak MB  frag KB  evict ms  decode tok/s after\n");
     int *ids = malloc(sizeof(int) * (size_t)window);
+    if (!ids)
+        return err_set("out of memory");
     for (int i = 0; i < window; i++)
         ids[i] = (int)((unsigned)i * 2246822519u % (unsigned)c->vocab_size);
     for (int l = 0; l < 3 && !rc; l++) {
@@ -114,12 +116,11 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, fl
         kv_seq_get_stats(s, &st);
         double t0 = ev_clock();
         if (!rc)
-            rc = kv_truncate(s, keep) ||
-                 gpt2_forward(&lm->model, lm->backend, s, ids + keep + drop, window - 1 - keep - drop, logits);
+            rc = kv_truncate(s, keep) || greedy(lm, s, ids + keep + drop, window - 1 - keep - drop, &next, NULL);
         double t_evict = ev_clock() - t0, steps[16];
         for (int i = 0; i < 16 && !rc; i++) {
             t0 = ev_clock();
-            rc = gpt2_forward(&lm->model, lm->backend, s, ids + i, 1, logits);
+            rc = greedy(lm, s, ids + i, 1, &next, NULL);
             steps[i] = ev_clock() - t0;
         }
         if (!rc) {
@@ -141,10 +142,10 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, fl
 
 /* 1000 tokens: decoded with the cache, versus recomputing the whole prefix for each (integrated from
  * measured prefix lengths, since running it in full takes minutes) */
-static int thousand_tokens(loaded_model *lm, int window, float *logits, json_t *out)
+static int thousand_tokens(loaded_model *lm, int window, json_t *out)
 {
     const gpt2_config *c = &lm->model.cfg;
-    int total = window < 1000 ? window : 1000, rc = 0;
+    int total = window < 1000 ? window : 1000, rc = 0, next;
     int *ids = malloc(sizeof(int) * (size_t)total);
     kv_seq *s = kv_seq_new(lm->pool, 3);
     if (!ids || !s)
@@ -152,9 +153,9 @@ static int thousand_tokens(loaded_model *lm, int window, float *logits, json_t *
     ids[0] = c->eos_id;
     double t0 = ev_clock();
     for (int i = 0; i < total && !rc; i++) {
-        rc = gpt2_forward(&lm->model, lm->backend, s, ids + i, 1, logits);
+        rc = greedy(lm, s, ids + i, 1, &next, NULL);
         if (i + 1 < total)
-            ids[i + 1] = argmax(logits, c->vocab_size);
+            ids[i + 1] = next;
     }
     double with_cache = ev_clock() - t0, without = 0, prev_t = 0;
     int prev_n = 0;
@@ -162,7 +163,7 @@ static int thousand_tokens(loaded_model *lm, int window, float *logits, json_t *
         int n = total * k / 10;
         kv_truncate(s, 0);
         t0 = ev_clock();
-        rc = gpt2_forward(&lm->model, lm->backend, s, ids, n, logits);
+        rc = greedy(lm, s, ids, n, &next, NULL);
         double t = ev_clock() - t0;
         without += (n - prev_n) * (t + (k == 1 ? t * 0.5 : prev_t)) / 2;
         prev_t = t;
@@ -182,16 +183,20 @@ static int thousand_tokens(loaded_model *lm, int window, float *logits, json_t *
 }
 
 /* each cache dtype against an f32 cache: logits after a 512-token prefill, and greedy agreement */
-static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, json_t *out)
+static int cache_dtypes(loaded_model *lm, const model_opts *mo, json_t *out)
 {
     enum { PROMPT = 512, GEN = 128 };
     const gpt2_config *c = &lm->model.cfg;
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    int V = c->vocab_size, ref_ids[GEN], rc = 0;
-    float *ref = malloc(sizeof(float) * V);
+    int V = c->vocab_size, ref_ids[GEN], rc = 0, id = 0;
+    float *ref = malloc(sizeof(float) * V), *logits = malloc(sizeof(float) * V);
     int *ids = malloc(sizeof(int) * (PROMPT + GEN));
-    if (!ref || !ids)
+    if (!ref || !logits || !ids) {
+        free(ref);
+        free(logits);
+        free(ids);
         return err_set("out of memory");
+    }
     for (int i = 0; i < PROMPT; i++)
         ids[i] = (int)((unsigned)i * 2654435761u % (unsigned)V);
     printf("\nCache dtype vs f32 cache: logits after a %d-token prompt, and %d greedy tokens\n", PROMPT, GEN);
@@ -203,7 +208,7 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, j
         o.pool_bytes = 0;
         kv_pool *pool = kv_pool_create(lm->backend, c, &o, NULL);
         kv_seq *s = pool ? kv_seq_new(pool, 1) : NULL;
-        rc = !s || gpt2_forward(&lm->model, lm->backend, s, ids, PROMPT, logits);
+        rc = !s || greedy(lm, s, ids, PROMPT, &id, logits);
         double num = 0, den = 0;
         if (t == 0)
             memcpy(ref, logits, sizeof(float) * V);
@@ -213,14 +218,13 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, j
         }
         int same = 0, diverge = -1;
         for (int g = 0; g < GEN && !rc; g++) {
-            int id = argmax(logits, V);
             if (t == 0)
                 ref_ids[g] = id;
             same += id == ref_ids[g];
             if (id != ref_ids[g] && diverge < 0)
                 diverge = g;
             ids[PROMPT + g] = ref_ids[g]; /* teacher-forced on the f32 tokens, so every position compares */
-            rc = gpt2_forward(&lm->model, lm->backend, s, ids + PROMPT + g, 1, logits);
+            rc = greedy(lm, s, ids + PROMPT + g, 1, &id, NULL);
         }
         if (!rc) {
             char where[16] = "none";
@@ -235,6 +239,7 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, j
         kv_pool_free(pool);
     }
     free(ref);
+    free(logits);
     free(ids);
     return rc ? -1 : 0;
 }
@@ -242,10 +247,9 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, float *logits, j
 int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
 {
     int window = kv_pool_opts(lm->pool)->window;
-    float *logits = err_malloc(sizeof(float) * lm->model.cfg.vocab_size, "logits");
     json_t *ttft = json_array(), *evict = json_array(), *gen = json_object(), *dtypes = json_array();
-    int rc = !logits || ttft_table(lm, window, logits, ttft) || eviction_costs(lm, mo, window, logits, evict) ||
-             thousand_tokens(lm, window, logits, gen) || cache_dtypes(lm, mo, logits, dtypes);
+    int rc = ttft_table(lm, window, ttft) || eviction_costs(lm, mo, window, evict) || thousand_tokens(lm, window, gen) ||
+             cache_dtypes(lm, mo, dtypes);
     if (!rc && json_path) {
         json_t *doc = json_pack("{s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict, "generate", gen, "cache_dtypes",
                                 dtypes);
@@ -258,6 +262,5 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
         json_decref(gen);
         json_decref(dtypes);
     }
-    free(logits);
     return rc ? -1 : 0;
 }

@@ -22,27 +22,15 @@ const char TOKENIZE_HELP[] =
 
 static char *read_all(FILE *f, size_t *len)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-        if (n == cap) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf = p;
-            }
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (err_grow(&buf, &cap, n + (1 << 16), 1, "standard input")) {
+            free(buf);
+            return NULL;
         }
-    }
-    if (!buf) {
-        err_set("out of memory reading standard input");
-        return NULL;
-    }
+        n += got = fread(buf + n, 1, cap - n, f);
+    } while (got);
     if (ferror(f)) {
         free(buf);
         err_set("cannot read standard input");

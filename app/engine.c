@@ -22,6 +22,7 @@ typedef struct {
     long long needed, served;        /* tokens the model needed / found in the cache */
     int evictions, approximate;      /* approximate: a shift eviction happened */
     int fid_checks, fid_agree;
+    int turns_done;                  /* turn_end records written: ties a KV snapshot to this exact point */
 } conv;
 
 struct engine {
@@ -39,6 +40,8 @@ struct engine {
     atomic_int cancel, done;
     pthread_t worker;
     int running, job_conv, job_rc;
+    int have_pending;                /* a /set during a reply: applied when the reply ends */
+    model_opts pending;              /* mo as it will be then */
     char *job_text, *job_reply;
     char job_err[1024];
 };
@@ -560,18 +563,19 @@ static int reply_add(reply_text *r, const char *s, size_t n)
 static int reply(engine *e, conv *c, char **out)
 {
     loaded_model *lm = e->lm;
-    int eos = tok_eos(lm->tok), rc = 0, made = 0;
+    /* fixed for the whole reply: a /set meanwhile waits for its end (engine_set_sampling) */
+    int eos = tok_eos(lm->tok), rc = 0, made = 0, n_predict = e->mo.n_predict;
     size_t emitted = 0;
     int stopped = 0;
     const char *stop = tpl_stop(e->o.tpl);
     reply_text r = {0};
     tok_stream ts;
     tok_stream_init(&ts, lm->tok);
-    if (push_turn(c, ROLE_ASSISTANT, c->n_ids) || !(r.tok_end = malloc(sizeof(int) * (size_t)(e->mo.n_predict + 1))))
+    if (push_turn(c, ROLE_ASSISTANT, c->n_ids) || !(r.tok_end = malloc(sizeof(int) * (size_t)(n_predict + 1))))
         return err_set("out of memory");
     int turn = c->n_turns - 1;
     kv_set_busy(c->seq, 1);
-    while (made < e->mo.n_predict && !atomic_load(&e->cancel)) {
+    while (made < n_predict && !atomic_load(&e->cancel)) {
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
             fidelity(e, c);
@@ -586,7 +590,7 @@ static int reply(engine *e, conv *c, char **out)
             break;
         c->turns[turn].len++;
         made++;
-        if ((rc = forward(e, c, &id, 1, !end && made < e->mo.n_predict)))
+        if ((rc = forward(e, c, &id, 1, !end && made < n_predict)))
             break;
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
@@ -661,6 +665,7 @@ static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **ou
                       (double)sp->temp, "top_k", sp->top_k, "top_p", (double)sp->top_p, "repeat_penalty",
                       (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed, "n_predict", e->mo.n_predict,
                       "approximate", c->approximate));
+    c->turns_done++;
     if (out && !rc)
         *out = text;
     else
@@ -721,12 +726,33 @@ int engine_turn_start(engine *e, int id, const char *text)
     return 0;
 }
 
+static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
+{
+    ev_emit(e->lm->bus, 0, "set",
+            json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k, "top_p",
+                      (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed,
+                      "n_predict", n_predict));
+    uint64_t old_seed = e->mo.sp.seed;
+    e->mo.sp = *sp;
+    e->mo.n_predict = n_predict;
+    for (int i = 0; i < e->n_convs; i++) {
+        sampler *smp = &e->convs[i]->smp;
+        smp->p = *sp;
+        if (sp->seed != old_seed)
+            sampler_init(smp, sp);
+    }
+}
+
 int engine_turn_wait(engine *e, char **reply_out)
 {
     if (!e->running)
         return err_set("no reply is being generated");
     pthread_join(e->worker, NULL);
     e->running = 0;
+    if (e->have_pending) {
+        e->have_pending = 0;
+        apply_sampling(e, &e->pending.sp, e->pending.n_predict);
+    }
     free(e->job_text);
     e->job_text = NULL;
     if (e->job_rc) {
@@ -750,26 +776,23 @@ int engine_turn_done(const engine *e)
     return !e->running || atomic_load(&e->done);
 }
 
-void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
+int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
-    ev_emit(e->lm->bus, 0, "set",
-            json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k, "top_p",
-                      (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed,
-                      "n_predict", n_predict));
-    uint64_t old_seed = e->mo.sp.seed;
-    e->mo.sp = *sp;
-    e->mo.n_predict = n_predict;
-    for (int i = 0; i < e->n_convs; i++) {
-        sampler *smp = &e->convs[i]->smp;
-        smp->p = *sp;
-        if (sp->seed != old_seed)
-            sampler_init(smp, sp);
+    if (e->running) {
+        if (!e->have_pending)
+            e->pending = e->mo;
+        e->pending.sp = *sp;
+        e->pending.n_predict = n_predict;
+        e->have_pending = 1;
+        return 1;
     }
+    apply_sampling(e, sp, n_predict);
+    return 0;
 }
 
 const model_opts *engine_model_opts(const engine *e)
 {
-    return &e->mo;
+    return e->have_pending ? &e->pending : &e->mo;
 }
 
 int engine_retry(engine *e, int id, char **out)
@@ -780,20 +803,25 @@ int engine_retry(engine *e, int id, char **out)
     int t = last_turn(c, ROLE_ASSISTANT);
     if (t < 0 || t != c->n_turns - 1)
         return err_set("nothing to retry: the conversation does not end with a reply");
-    ev_emit(e->lm->bus, c->id, "retry", NULL);
     int to = c->turns[t].start;
-    if (rollback(e, c, to))
-        return -1;
-    c->n_turns = t;
-    /* the logits of the position before the reply: recompute that one token */
+    /* a reply is drawn from the logits of the position before it: with nothing before it (evicted
+     * by the reply itself), there is nothing to draw it from again */
+    if (to < 1)
+        return err_set("cannot retry: the reply fills the window and what it answered was evicted (raise --ctx)");
+    ev_emit(e->lm->bus, c->id, "retry", NULL);
     double t0 = ev_clock();
-    if (kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1, 1))
-        return -1;
-    ev_emit(e->lm->bus, c->id, "prefill",
-            json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
-                      (ev_clock() - t0) * 1e3));
+    int rc = rollback(e, c, to);
+    if (!rc) {
+        c->n_turns = t;
+        rc = kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
+    }
     char *r = NULL;
-    int rc = reply(e, c, &r);
+    if (!rc) {
+        ev_emit(e->lm->bus, c->id, "prefill",
+                json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
+                          (ev_clock() - t0) * 1e3));
+        rc = reply(e, c, &r);
+    }
     return turn_end(e, c, r, to, rc, out);
 }
 

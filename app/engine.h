@@ -47,8 +47,11 @@ int engine_turn_wait(engine *e, char **reply);
 void engine_cancel(engine *e);
 /* Whether a started turn has finished (engine_turn_wait will not block). */
 int engine_turn_done(const engine *e);
-/* New sampling settings for every conversation's next reply (a new seed restarts its stream). */
-void engine_set_sampling(engine *e, const sampler_params *sp, int n_predict);
+/* New sampling settings for every conversation's next reply (a new seed restarts its stream). While a
+ * started turn runs they wait for its end (engine_turn_wait applies them and emits the set event then);
+ * returns 1 when they wait, else 0. */
+int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict);
+/* The settings the next reply will use. */
 const model_opts *engine_model_opts(const engine *e);
 /* Generates the last reply again, rolling the cache back to before it. */
 int engine_retry(engine *e, int conv, char **reply);

@@ -294,8 +294,10 @@ static void set_param(tui *t, char *args)
         say(t, "/set: %s", err_msg());
         return;
     }
-    engine_set_sampling(t->e, &mo.sp, mo.n_predict);
-    say(t, "%s = %s", key, val);
+    if (engine_set_sampling(t->e, &mo.sp, mo.n_predict))
+        say(t, "%s = %s from the next reply (this one keeps its settings)", key, val);
+    else
+        say(t, "%s = %s", key, val);
 }
 
 /* /save [FILE]: the current conversation as a session file of its own */

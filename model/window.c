@@ -25,7 +25,9 @@ int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int 
             if (i >= keep)
                 drop[i] = 1, dropped++;
     }
-    for (int i = 0; i < n && dropped < need; i++) /* then the turn in progress, oldest first */
+    /* then the turn in progress, oldest first, by the same target: a reply longer than the window
+     * slides in steps of `target`, not one token at a time */
+    for (int i = 0; i < n && dropped < target; i++)
         if (!drop[i] && !fixed(turns, n_turns, keep, i))
             drop[i] = 1, dropped++;
     if (dropped < need) {

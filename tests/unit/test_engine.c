@@ -356,7 +356,96 @@ static void events_rebuild_the_window(void)
     }
 }
 
-TEST_TABLE(engine_tests, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
+/* A reply longer than the window slides it in steps of evict_min (its oldest part goes), not one
+ * token at a time, and stays exact. */
+static void long_reply_slides_in_steps(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0, .evict_min = 8};
+    if (setup(&r, 48, &eo, 120))
+        return;
+    int c = engine_new_conv(r.e);
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, c, "a reply much longer than the window", &reply) == 0, "turn: %s", err_msg());
+    free(reply);
+    int tokens = count(&r, "token"), evictions = count(&r, "evict");
+    CHECK(tokens == 120, "the reply stopped after %d of 120 tokens", tokens);
+    CHECK(evictions > 0 && evictions <= tokens / 8 + 2, "%d evictions for %d tokens with evict_min 8", evictions, tokens);
+    size_t i;
+    json_t *v;
+    json_array_foreach(r.events, i, v) if (!strcmp(json_string_value(json_object_get(v, "ev")), "evict"))
+        CHECK(json_integer_value(json_object_get(v, "dropped")) >= 8, "an eviction dropped only %lld tokens",
+              (long long)json_integer_value(json_object_get(v, "dropped")));
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after sliding through the reply");
+    teardown(&r);
+}
+
+/* /retry when the reply has pushed everything before it out of the window: a clear refusal, and the
+ * conversation as it was. */
+static void retry_after_reply_fills_window(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0};
+    if (setup(&r, 32, &eo, 60))
+        return;
+    int c = engine_new_conv(r.e), n0, n1;
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, c, "hello", &reply) == 0, "turn: %s", err_msg());
+    free(reply);
+    const int *w = engine_window(r.e, c, &n0);
+    int *before = malloc(sizeof(int) * (size_t)n0);
+    memcpy(before, w, sizeof(int) * (size_t)n0);
+    int retries = count(&r, "retry");
+    reply = NULL;
+    CHECK(engine_retry(r.e, c, &reply) != 0 && !reply, "retry of a reply that filled the window succeeded");
+    CHECK(strstr(err_msg(), "cannot retry"), "the refusal says nothing useful: '%s'", err_msg());
+    w = engine_window(r.e, c, &n1);
+    CHECK(n1 == n0 && !memcmp(w, before, sizeof(int) * (size_t)n0), "the refused retry changed the window (%d -> %d)", n0, n1);
+    CHECK(count(&r, "retry") == retries, "a refused retry was recorded");
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after the refused retry");
+    CHECK(engine_turn(r.e, c, "go on", &reply) == 0, "the next turn: %s", err_msg());
+    free(reply);
+    free(before);
+    teardown(&r);
+}
+
+/* /set during a reply: that reply keeps its length (no overflow of what was sized for it), the new
+ * settings apply from the next reply, and the set event is recorded after the turn's end. */
+static void set_during_reply(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0};
+    if (setup(&r, 64, &eo, 5))
+        return;
+    int c = engine_new_conv(r.e);
+    char *reply = NULL;
+    CHECK(engine_turn_start(r.e, c, "start") == 0, "start: %s", err_msg());
+    sampler_params sp = engine_model_opts(r.e)->sp;
+    CHECK(engine_set_sampling(r.e, &sp, 40) == 1, "a /set during the reply was applied at once");
+    CHECK(engine_model_opts(r.e)->n_predict == 40, "the next reply's settings do not show the /set");
+    CHECK(engine_turn_wait(r.e, &reply) == 0, "wait: %s", err_msg());
+    free(reply);
+    CHECK(count(&r, "token") == 5, "the reply made %d tokens, not the 5 it started with", count(&r, "token"));
+    json_t *end = last(&r, "turn_end"), *set = last(&r, "set");
+    size_t i_end = 0, i_set = 0, i;
+    json_t *v;
+    json_array_foreach(r.events, i, v)
+    {
+        if (v == end)
+            i_end = i;
+        if (v == set)
+            i_set = i;
+    }
+    CHECK(set && end && i_set > i_end, "the set event is not recorded after the turn's end");
+    CHECK(engine_turn(r.e, c, "next", &reply) == 0, "next turn: %s", err_msg());
+    free(reply);
+    CHECK(count(&r, "token") == 45, "the next reply made %d tokens, want 40", count(&r, "token") - 5);
+    teardown(&r);
+}
+
+TEST_TABLE(engine_tests, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+           {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
+           {"engine/set_during_reply_waits_for_its_end", set_during_reply}, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},
            {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
            {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "engine.h"
 #include "events_log.h"
+#include "files.h"
 #include "fingerprint.h"
 #include "options.h"
 #include "safe_text.h"
@@ -143,22 +144,65 @@ static void progress(void *ctx, int done, int total)
 
 /* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
  * when it matches, else re-prefilled. */
+static int is_turn_end(const json_t *ev)
+{
+    return !strcmp(json_string_value(json_object_get(ev, "ev")), "turn_end");
+}
+
+static int restore_convs(engine *e, const session *s, int max_id, int *order, int *n_order);
+
 static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
 {
-    json_t *last[1024] = {0};
-    int order[1024], n = 0;
+    /* conversation ids are at most 1 << 20 (the reader checks): index by id */
+    int max_id = 0, n = 0;
+    for (int i = 0; i < s->n_events; i++)
+        if (is_turn_end(s->events[i])) {
+            int id = (int)json_integer_value(json_object_get(s->events[i], "conv"));
+            max_id = id > max_id ? id : max_id;
+        }
+    if (!max_id)
+        return err_set("the session has no completed turn to resume from");
+    int *order = malloc(sizeof(int) * (size_t)(max_id + 1));
+    if (!order)
+        return err_set("out of memory");
+    int rc = restore_convs(e, s, max_id, order, &n);
+    int loaded = 0;
+    if (!rc && !force && !access(kv_path, F_OK)) {
+        loaded = !snapshot_load(kv_path, e, lm, fp);
+        if (!loaded)
+            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
+    }
+    for (int k = 0; k < n && !rc; k++)
+        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
+            rc = engine_prefill_window(e, order[k], progress, &order[k]);
+    free(order);
+    return rc;
+}
+
+/* each conversation as its last turn_end left it, in the order the conversations first completed a turn */
+static int restore_convs(engine *e, const session *s, int max_id, int *order, int *n_order)
+{
+    int n = 0;
+    json_t **last = calloc((size_t)max_id + 1, sizeof *last);
+    int *done = calloc((size_t)max_id + 1, sizeof *done);
+    if (!last || !done) {
+        free(last);
+        free(done);
+        return err_set("out of memory");
+    }
     for (int i = 0; i < s->n_events; i++) {
         json_t *ev = s->events[i];
         int id = (int)json_integer_value(json_object_get(ev, "conv"));
-        if (strcmp(json_string_value(json_object_get(ev, "ev")), "turn_end") || id < 1 || id >= 1024)
+        if (!is_turn_end(ev))
             continue;
         if (!last[id])
             order[n++] = id;
         last[id] = ev;
+        done[id]++;
     }
-    if (!n)
-        return err_set("%s: no completed turn to resume from", "the session");
-    for (int k = 0; k < n; k++) {
+    *n_order = n;
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
         json_t *t = last[order[k]], *w = json_object_get(t, "window"), *tu = json_object_get(t, "turns");
         json_t *sp = json_object_get(t, "sampling");
         int nw = (int)json_array_size(w), nt = (int)json_array_size(tu);
@@ -167,7 +211,8 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
         if (!ids || !turns) {
             free(ids);
             free(turns);
-            return err_set("out of memory");
+            rc = err_set("out of memory");
+            break;
         }
         for (int i = 0; i < nw; i++)
             ids[i] = (int)json_integer_value(json_array_get(w, (size_t)i));
@@ -182,24 +227,14 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
                             (float)json_number_value(json_object_get(sp, "repeat_penalty")),
                             (uint64_t)json_integer_value(json_object_get(sp, "seed"))};
         unsigned long long rng = strtoull(json_string_value(json_object_get(t, "rng")), NULL, 16);
-        int rc = engine_restore(e, order[k], ids, nw, turns, nt, (int)json_integer_value(json_object_get(t, "keep")), &p, rng,
-                                json_is_true(json_object_get(t, "approximate")));
+        rc = engine_restore(e, order[k], ids, nw, turns, nt, (int)json_integer_value(json_object_get(t, "keep")), &p, rng,
+                            json_is_true(json_object_get(t, "approximate")), done[order[k]]);
         free(ids);
         free(turns);
-        if (rc)
-            return -1;
     }
-    int loaded = 0;
-    if (!force && !access(kv_path, R_OK)) {
-        loaded = !snapshot_load(kv_path, e, lm, fp);
-        if (!loaded)
-            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
-    }
-    for (int k = 0; k < n; k++)
-        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
-            if (engine_prefill_window(e, order[k], progress, &order[k]))
-                return -1;
-    return 0;
+    free(last);
+    free(done);
+    return rc;
 }
 
 int cmd_chat(int argc, char **argv)
@@ -217,11 +252,26 @@ int cmd_chat(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat chat --help)", argv[i]), EXIT_USAGE;
     }
     session hist = {0};
-    char kv_path[4200] = "", fp[17] = "", dir[4096];
+    char kv_path[4200] = "", save_kv[4200] = "", fp[17] = "", dir[4096];
+    int append = 0;
+    if (a.session && (a.resume ? !same_file(a.session, a.resume) : 1) && file_size(a.session) > 0) {
+        /* an existing file is never replaced without --force: a session in it is continued instead */
+        char why[512] = "";
+        if (!a.resume && !session_read(&hist, a.session)) {
+            a.resume = a.session;
+            fprintf(stderr, "kvchat: %s holds a session: continuing it (as --resume does)\n", a.session);
+        } else if (!a.force) {
+            if (!a.resume)
+                snprintf(why, sizeof why, " (%s)", err_msg());
+            return err_set("--session %s already exists%s; choose another file, or --force to overwrite it", a.session,
+                           why), EXIT_RUNTIME;
+        }
+    }
     if (a.resume) {
-        if (session_read(&hist, a.resume))
+        append = !a.session || same_file(a.session, a.resume);
+        if (!hist.header && session_read(&hist, a.resume))
             return EXIT_RUNTIME;
-        if (hist.truncated)
+        if (hist.truncated && !append)
             fprintf(stderr, "kvchat: %s ends in a cut line (a crash mid-turn); resuming from the last complete turn\n", a.resume);
         const char *recorded = json_string_value(json_object_get(json_object_get(hist.header, "model"), "dir"));
         if (!mo.model_dir && !getenv("KVCHAT_MODEL") && recorded)
@@ -274,25 +324,25 @@ int cmd_chat(int argc, char **argv)
     if (a.no_save && !a.session)
         save_to = NULL;
     if (save_to) {
-        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, a.resume && !a.session, header, lm.bus))
+        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, append, header, lm.bus))
             goto out;
-        if (!a.resume)
-            snprintf(kv_path, sizeof kv_path, "%s.kv", save_to);
+        snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
+        snapshot_remove_part(save_kv);
     }
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {
         if (restore(e, &lm, &hist, kv_path, fp, a.force))
             goto out;
-        ev_emit(lm.bus, 0, "resume", json_pack("{s:s}", "from", a.resume));
+        ev_emit(lm.bus, 0, "resume",
+                json_pack("{s:s, s:i, s:i}", "from", a.resume, "window", kv_pool_opts(lm.pool)->window, "vocab_size",
+                          lm.model.cfg.vocab_size));
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
-        if (save_to && a.session)
-            snprintf(kv_path, sizeof kv_path, "%s.kv", save_to);
     } else if ((conv = engine_new_conv(e)) < 0) {
         goto out;
     }
-    chat_persist persist = {.kv_path = a.save_cache && save_to ? kv_path : NULL, .fingerprint = fp, .header = header,
-                            .history = a.resume ? &hist : NULL, .session_path = save_to};
+    chat_persist persist = {.kv_path = save_to ? save_kv : NULL, .save_cache = a.save_cache, .fingerprint = fp,
+                            .header = header, .history = a.resume ? &hist : NULL, .session_path = save_to};
     if (tui) {
         rc = tui_run(&lm, e, &a.eo, &persist);
         goto out;
@@ -323,7 +373,7 @@ int cmd_chat(int argc, char **argv)
             rc = EXIT_RUNTIME;
             break;
         }
-        if (persist.kv_path && snapshot_save(persist.kv_path, e, &lm, fp)) {
+        if (persist.kv_path && snapshot_follow(persist.kv_path, persist.save_cache, e, &lm, fp)) {
             rc = EXIT_RUNTIME;
             break;
         }
@@ -334,9 +384,17 @@ int cmd_chat(int argc, char **argv)
     running_engine = NULL;
 out:
     engine_free(e);
+    if (sw.failed && !rc) {
+        err_set("--session %s: writing failed (disk full?)", sw.path);
+        rc = EXIT_RUNTIME;
+    }
     session_close(&sw, lm.bus);
     json_decref(header);
-    events_log_close(&log);
+    int log_err = events_log_close(&log);
+    if (log_err && !rc) { /* the first error wins the one line; this one is reported when it is the only one */
+        err_set("--events %s: writing failed: %s", a.events, strerror(log_err));
+        rc = EXIT_RUNTIME;
+    }
     unload_model(&lm);
     session_free(&hist);
     return rc;

@@ -5,7 +5,8 @@
 #include "session.h"
 
 typedef struct {
-    const char *kv_path;        /* --save-cache: the snapshot to write after each turn, else NULL */
+    const char *kv_path;        /* the snapshot beside the saved session (NULL: not saving) */
+    int save_cache;             /* --save-cache: write it after each turn; else remove it then */
     const char *fingerprint;    /* the model's */
     const json_t *header;       /* the session header (for /save) */
     const session *history;     /* a resumed session, shown before the new turns; NULL */

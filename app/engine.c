@@ -179,7 +179,7 @@ int engine_fork(engine *e, int id)
 }
 
 int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *turns, int n_turns, int keep,
-                   const sampler_params *sp, uint64_t rng, int approximate)
+                   const sampler_params *sp, uint64_t rng, int approximate, int turns_done)
 {
     if (id < 1 || find(e, id))
         return err_set("conversation %d cannot be restored twice", id);
@@ -203,6 +203,7 @@ int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *tu
     c->smp.p = *sp;
     c->smp.rng = rng;
     c->approximate = approximate;
+    c->turns_done = turns_done;
     return 0;
 }
 
@@ -233,6 +234,12 @@ int engine_window_len(const engine *e, int id)
 {
     conv *c = find(e, id);
     return c ? c->n_ids : -1;
+}
+
+int engine_turns_done(const engine *e, int id)
+{
+    conv *c = find(e, id);
+    return c ? c->turns_done : -1;
 }
 
 int engine_conv_count(const engine *e) { return e->n_convs; }

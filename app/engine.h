@@ -62,14 +62,17 @@ int engine_edit(engine *e, int conv, const char *text, char **reply);
 int engine_clear(engine *e, int conv);
 int engine_pin(engine *e, int conv, int turn, int pinned);
 
-/* A conversation as a session recorded it (its last turn_end), under its recorded id, with an empty
- * cache: the caller loads a KV snapshot into engine_conv_cache or calls engine_prefill_window. */
+/* A conversation as a session recorded it (its last turn_end, the turn_end records it has), under its
+ * recorded id, with an empty cache: the caller loads a KV snapshot into engine_conv_cache or calls
+ * engine_prefill_window. */
 int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *turns, int n_turns, int keep,
-                   const sampler_params *sp, uint64_t rng, int approximate);
+                   const sampler_params *sp, uint64_t rng, int approximate, int turns_done);
 /* Recomputes the cache of the whole window (in chunks, reporting progress when given). */
 int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx);
 kv_seq *engine_conv_cache(engine *e, int id);
 int engine_window_len(const engine *e, int id);
+/* The turn_end records the conversation has (restored ones included). */
+int engine_turns_done(const engine *e, int id);
 
 /* What the model sees now: the window's token ids and its turns (valid until the next change). */
 const int *engine_window(const engine *e, int conv, int *n);

@@ -1,4 +1,5 @@
-/* The --events FILE sink: one JSON object per line, flushed as it happens. */
+/* The --events FILE sink: one JSON object per line, flushed as it happens. A failed write is kept
+ * (the first one's reason) and reported once, when the log is closed. */
 #ifndef KVCHAT_EVENTS_LOG_H
 #define KVCHAT_EVENTS_LOG_H
 
@@ -8,9 +9,12 @@
 
 typedef struct {
     FILE *f;
+    ev_bus *bus;
+    int err;              /* errno of the first failed write, 0 while all went well */
 } events_log;
 
 int events_log_open(events_log *l, const char *path, ev_bus *bus);
-void events_log_close(events_log *l);
+/* Stops logging and closes the file: 0, or the errno of the first failed write. */
+int events_log_close(events_log *l);
 
 #endif

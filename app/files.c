@@ -42,6 +42,18 @@ int make_parent_dirs(const char *file)
     return make_dirs(dir);
 }
 
+int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) ? -1 : (long long)sb.st_size;
+}
+
 int part_open(part_file *p, const char *path)
 {
     p->path = path;

@@ -6,6 +6,10 @@
 int make_dirs(const char *path);
 /* mkdir -p of the folder a file path is in */
 int make_parent_dirs(const char *file);
+/* Whether both paths name one existing file (links and different spellings included). */
+int same_file(const char *a, const char *b);
+/* The size of the file at PATH, or -1 when there is none. */
+long long file_size(const char *path);
 #include <limits.h>
 #include <stdio.h>
 

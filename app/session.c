@@ -1,8 +1,10 @@
 #include "session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,20 +61,91 @@ static void sink(void *ctx, json_t *ev)
         w->failed = 1;
 }
 
+/* A write cut by a crash leaves a last line without its newline; appending after it would make that
+ * line, and so the file, unreadable. A cut line that is still a whole JSON value only lost its newline;
+ * anything else goes to PATH.damaged and the file is cut back to its last complete line. */
+static int repair_tail(int fd, const char *path, off_t size)
+{
+    enum { CHUNK = 1 << 16 };
+    char *buf = malloc(CHUNK);
+    if (!buf)
+        return err_set("--session %s: out of memory", path);
+    off_t end = size, nl = -1;
+    while (end > 0 && nl < 0) { /* the last newline, reading backwards */
+        off_t from = end > CHUNK ? end - CHUNK : 0;
+        ssize_t got = pread(fd, buf, (size_t)(end - from), from);
+        if (got != end - from) {
+            free(buf);
+            return err_set("--session %s: cannot read: %s", path, got < 0 ? strerror(errno) : "short read");
+        }
+        for (off_t i = got - 1; i >= 0 && nl < 0; i--)
+            if (buf[i] == '\n')
+                nl = from + i;
+        end = from;
+    }
+    free(buf);
+    size_t cut = (size_t)(size - (nl + 1));
+    if (!cut)
+        return 0;
+    char *tail = cut <= SESSION_MAX_LINE ? malloc(cut) : NULL;
+    if (!tail || pread(fd, tail, cut, nl + 1) != (ssize_t)cut) {
+        free(tail);
+        return err_set("--session %s: cannot read its last line", path);
+    }
+    json_t *j = json_loadb(tail, cut, 0, NULL);
+    int whole = json_is_object(j), rc = 0;
+    json_decref(j);
+    if (whole) {
+        rc = pwrite(fd, "\n", 1, size) == 1 ? 0 : err_set("--session %s: cannot write: %s", path, strerror(errno));
+    } else {
+        char damaged[4200];
+        snprintf(damaged, sizeof damaged, "%s.damaged", path);
+        part_file out;
+        rc = part_open(&out, damaged);
+        if (!rc) {
+            fwrite(tail, 1, cut, out.f);
+            rc = part_commit(&out, 1);
+        }
+        if (!rc && (ftruncate(fd, nl + 1) || fsync(fd)))
+            rc = err_set("--session %s: cannot cut its damaged last line: %s", path, strerror(errno));
+        if (!rc)
+            fprintf(stderr, "kvchat: %s ended in a line cut by a crash (%zu bytes, kept in %s); appending after the "
+                            "last complete line\n", path, cut, damaged);
+    }
+    free(tail);
+    return rc;
+}
+
 int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus)
 {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
     if (make_parent_dirs(path))
         return err_wrap("--session %s", path);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     struct stat sb;
-    int exists = !stat(path, &sb) && sb.st_size > 0;
-    if (!(w->f = fopen(path, append && exists ? "a" : "w")))
+    if (fd < 0)
         return err_set("--session %s: %s", path, strerror(errno));
-    if (!(append && exists) && (write_line(w->f, header) || fflush(w->f) || fsync(fileno(w->f)))) {
+    const char *why = fstat(fd, &sb) ? strerror(errno)
+                    : !S_ISREG(sb.st_mode) ? "not a regular file (a session is a file that is appended to and synced)"
+                    : flock(fd, LOCK_EX | LOCK_NB) ? errno == EWOULDBLOCK ? "another kvchat is writing to it" : strerror(errno)
+                    : NULL;
+    if (!why && append && sb.st_size > 0 && repair_tail(fd, path, sb.st_size)) {
+        close(fd);
+        return -1;
+    }
+    if (!why && !(append && sb.st_size > 0) && ftruncate(fd, 0))
+        why = strerror(errno);
+    if (why || !(w->f = fdopen(fd, "a"))) {
+        err_set("--session %s: %s", path, why ? why : strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!(append && sb.st_size > 0) && (write_line(w->f, header) || fflush(w->f) || fsync(fileno(w->f)))) {
+        err_set("--session %s: cannot write the header: %s", path, strerror(errno ? errno : EIO));
         fclose(w->f);
         w->f = NULL;
-        return err_set("--session %s: cannot write", path);
+        return -1;
     }
     return ev_subscribe(bus, sink, w);
 }
@@ -145,9 +218,8 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
     eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
-    if (mo->n_predict < 0 || mo->n_predict > (1 << 20) || mo->sp.temp < 0 || mo->sp.top_k < 0 ||
-        !(mo->sp.top_p > 0 && mo->sp.top_p <= 1) || !(mo->sp.repeat_penalty > 0) || mo->kv.block_tokens < 1 ||
-        mo->kv.block_tokens > 4096 || mo->kv.window < 0 || mo->kv.window > 65536 || eo->evict_min < 0 || eo->keep < -1)
+    /* the sampling settings and the window were checked by the reader (session_parse) */
+    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > 4096 || eo->evict_min < 0 || eo->keep < -1)
         return err_set("the session's settings are out of range");
     if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
         mo->kv.grow_factor = 2.0f;

@@ -24,7 +24,9 @@ typedef struct {
 } session_writer;
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
-/* Opens PATH (appending when it exists and `append`), writes the header unless appending, and
+/* Opens PATH for this run, locked against a second writer: `append` continues the session in it (a
+ * last line cut by a crash is first cut away, its bytes kept in PATH.damaged); otherwise PATH becomes
+ * a new session with `header` (the caller decides when an existing file may be replaced). Then
  * subscribes to the bus: every event is written as it happens; each turn_end is flushed and fsync'd
  * before the turn returns. */
 int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus);
@@ -43,6 +45,8 @@ typedef struct {
     size_t cap;
     int truncated;        /* the last line was cut (a crash mid-write): everything before it is kept */
     int lines;
+    int window, vocab;    /* the largest window and vocabulary of the header and resume events: every
+                           * position and token id in the file lies within them */
 } session;
 
 int session_parse(session *s, const char *buf, size_t len, const char *name);

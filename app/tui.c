@@ -184,7 +184,8 @@ static void finish_turn(tui *t)
     free(reply);
     t->generating = 0;
     drain(t);
-    if (t->persist->kv_path && snapshot_save(t->persist->kv_path, t->e, t->lm, t->persist->fingerprint))
+    if (t->persist->kv_path &&
+        snapshot_follow(t->persist->kv_path, t->persist->save_cache, t->e, t->lm, t->persist->fingerprint))
         say(t, "%s", err_msg());
     if (t->pending) {
         char *line = t->pending;
@@ -308,6 +309,11 @@ static void save(tui *t, const char *arg)
         snprintf(path, sizeof path, "%s", arg);
     else if (session_default_path(path, sizeof path)) {
         say(t, "/save: %s", err_msg());
+        return;
+    }
+    /* renaming over the live file would leave every later turn in an unlinked file */
+    if (t->persist->session_path && same_file(path, t->persist->session_path)) {
+        say(t, "/save: %s is this chat's session file, already saved as you chat; choose another name", path);
         return;
     }
     json_t *header = t->persist->header ? json_incref((json_t *)t->persist->header)

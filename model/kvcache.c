@@ -129,7 +129,9 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
     p->hd = cfg->n_embd / cfg->n_head;
     p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) + (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
     if (!p->o.pool_bytes) { /* four full windows, at most half of the backend's free memory */
-        size_t want = 4 * (size_t)o->window * p->tok_bytes, free_b = 0, total = 0;
+        /* in whole blocks: a window shorter than a block still needs one */
+        int bt = o->layout == KV_PAGED ? o->block_tokens : 1;
+        size_t want = 4 * (size_t)((o->window + bt - 1) / bt * bt) * p->tok_bytes, free_b = 0, total = 0;
         if (b->mem_info(b, &free_b, &total) || !free_b)
             free_b = 2 * want;
         p->o.pool_bytes = want < free_b / 2 ? want : free_b / 2;

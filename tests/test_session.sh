@@ -35,11 +35,12 @@ done
 # another model: refused, --force re-prefills; a snapshot from another model is not loaded
 "$KV" make-tiny-model "$S/other" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 22 >/dev/null
 printf 'hi\n' | chat --session "$S/m.jsonl" --save-cache >/dev/null
+cp "$S/m.jsonl.kv" "$S/m.kv.saved" # the --force resume below continues without --save-cache: it removes m.jsonl.kv
 expect_error "${TAG}session/resume with another model is refused" 1 "recorded with another model or tokenizer" \
     "$KV" chat --no-tui --resume "$S/m.jsonl" -m "$S/other"
 check "${TAG}session/--force resumes with the other model" bash -c "printf 'hi\n' | '$KV' chat --no-tui --resume '$S/m.jsonl' -m '$S/other' --force >/dev/null 2>&1"
 printf 'hi\n' | "$KV" chat --no-tui -m "$S/other" -n 4 --session "$S/o.jsonl" --save-cache >/dev/null
-cp "$S/m.jsonl.kv" "$S/o.jsonl.kv"
+cp "$S/m.kv.saved" "$S/o.jsonl.kv"
 printf 'again\n' | "$KV" chat --no-tui --resume "$S/o.jsonl" >/dev/null 2>"$S/o.err"
 check "${TAG}session/a KV snapshot from another model is refused" grep -q "made by another model" "$S/o.err"
 

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include "../kernels/err.h"
@@ -419,18 +418,6 @@ static void on_entered(tui *t, char *line)
     free(line);
 }
 
-/* a crash must not leave the terminal in raw mode: restore it, then die of the same signal */
-static void on_fatal(int sig)
-{
-    if (!isendwin()) {
-        printf("\033[?1000l");
-        endwin();
-    }
-    fprintf(stderr, "kvchat: fatal signal %d\n", sig);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 /* a resumed session: its messages in the panes and its events in the panel, as they were */
 static void show_history(tui *t, const session *h)
 {
@@ -512,9 +499,6 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         free(t);
         return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
     }
-    int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-        signal(fatal[i], on_fatal);
     char hist[PATH_MAX];
     history_path(hist, sizeof hist);
     input_open(t->scr.input, "> ", hist[0] ? hist : NULL);
@@ -566,6 +550,9 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             t->help = 1;
             t->dirty = 1;
             break;
+        case IN_PASTE_CUT:
+            say(t, "the paste was cut at %d KiB, the most a message can hold", INPUT_MAX_BYTES / 1024);
+            break;
         case IN_RESIZE:
             screen_relayout(&t->scr);
             input_set_window(t->scr.input);
@@ -592,8 +579,6 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     }
     input_close();
     screen_close(&t->scr);
-    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-        signal(fatal[i], SIG_DFL);
     engine_on_text(e, NULL, NULL);
     ev_unsubscribe(lm->bus, on_event, t);
     for (int i = 0; i <= MAX_CONVS; i++)

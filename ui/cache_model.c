@@ -71,8 +71,14 @@ static int add_turn(cm_conv *c, int role)
     return 0;
 }
 
+static int clampi(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 static void append(cm_conv *c, int role, int n)
 {
+    n = clampi(n, 0, CM_MAX_CELLS - c->n_cells);
     if (n <= 0)
         return;
     if ((!c->n_turns || c->turns[c->n_turns - 1].role != role) && add_turn(c, role))
@@ -115,6 +121,13 @@ static void remove_span(cm_conv *c, int s, int len)
     c->n_cells -= len;
 }
 
+/* a position or a count of cells, clamped so that sums of two cannot overflow */
+static int cells(const json_t *j)
+{
+    json_int_t v = json_integer_value(j);
+    return (int)(v < -CM_MAX_CELLS ? -CM_MAX_CELLS : v > CM_MAX_CELLS ? CM_MAX_CELLS : v);
+}
+static int getpos(const json_t *ev, const char *k) { return cells(json_object_get(ev, k)); }
 static int geti(const json_t *ev, const char *k) { return (int)json_integer_value(json_object_get(ev, k)); }
 static double getd(const json_t *ev, const char *k) { return json_number_value(json_object_get(ev, k)); }
 
@@ -141,12 +154,12 @@ void cm_apply(cache_model *m, const json_t *ev)
         return;
     if (!strcmp(type, "prefill")) {
         size_t n = json_array_size(json_object_get(ev, "ids"));
-        int pre = geti(ev, "preamble");
+        int pre = clampi(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
         if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
             c->turns_seen++;
             c->avg_turn_tokens += (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
         }
-        cut(c, geti(ev, "cached"));
+        cut(c, getpos(ev, "cached"));
         append(c, ROLE_PREAMBLE, pre);
         append(c, ROLE_USER, (int)n - pre);
         c->prefill_tokens = (int)n;
@@ -168,14 +181,14 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
         graph_push(&m->history, c->n_cells, 0);
     } else if (!strcmp(type, "truncate")) {
-        cut(c, geti(ev, "to"));
+        cut(c, getpos(ev, "to"));
         graph_push(&m->history, c->n_cells, 0);
         logf_(m, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
     } else if (!strcmp(type, "evict")) {
         json_t *ranges = json_object_get(ev, "ranges"), *r;
         for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* from the end: earlier starts stay valid */
             r = json_array_get(ranges, (size_t)i);
-            remove_span(c, (int)json_integer_value(json_array_get(r, 0)), (int)json_integer_value(json_array_get(r, 1)));
+            remove_span(c, cells(json_array_get(r, 0)), cells(json_array_get(r, 1)));
         }
         if (!strncmp(json_string_value(json_object_get(ev, "mode")) ?: "", "shift", 5))
             c->approximate = 1;
@@ -219,9 +232,9 @@ void cm_apply(cache_model *m, const json_t *ev)
     } else if (!strcmp(type, "stats")) {
         c->have_stats = 1;
         c->capacity = geti(ev, "capacity");
-        c->window = geti(ev, "window");
-        c->keep = geti(ev, "keep");
-        c->evict_min = geti(ev, "evict_min");
+        c->window = clampi(getpos(ev, "window"), 0, CM_MAX_CELLS);
+        c->keep = clampi(getpos(ev, "keep"), 0, CM_MAX_CELLS);
+        c->evict_min = clampi(getpos(ev, "evict_min"), 0, CM_MAX_CELLS);
         c->bytes_used = getd(ev, "bytes_used");
         c->bytes_reserved = getd(ev, "bytes_reserved");
         c->fragmentation = getd(ev, "fragmentation");

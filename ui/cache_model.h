@@ -10,6 +10,9 @@
 #include "graph.h"
 
 #define CM_LOG_LINES 32
+/* The most cells a conversation's window can have (the largest context a model may declare): numbers
+ * from a file beyond it are clamped, so a hostile replay cannot size the panel's arrays. */
+#define CM_MAX_CELLS 65536
 
 typedef struct {
     int id;

@@ -137,6 +137,58 @@ static void feed(int byte)
     rl_callback_read_char();
 }
 
+typedef struct {
+    char *buf;
+    size_t n, room;
+    int cut;
+} paste_buf;
+
+/* line breaks become spaces; other control bytes (a Ctrl-C, a Ctrl-N, escapes) are dropped */
+static void paste_put(paste_buf *p, int c)
+{
+    if (c == '\n' || c == '\r' || c == '\t')
+        c = ' ';
+    else if (c < 0x20 || c == 0x7f || c > 255)
+        return;
+    if (p->n < p->room)
+        p->buf[p->n++] = (char)c;
+    else
+        p->cut = 1;
+}
+
+/* The body of a bracketed paste, up to its end marker, inserted as text in one piece: one redisplay
+ * instead of one per byte (which made a large paste quadratic), and no byte in it taken for a key.
+ * Returns 1 when it had to be cut at INPUT_MAX_BYTES. */
+static int paste(void)
+{
+    static const char END[] = "\033[201~";
+    paste_buf p = {.room = INPUT_MAX_BYTES > (size_t)rl_end ? INPUT_MAX_BYTES - (size_t)rl_end : 0};
+    if (!(p.buf = malloc(p.room + 1)))
+        p.room = 0;
+    size_t matched = 0;
+    wtimeout(win, 500); /* a terminal that never sends the end marker: give up after a pause */
+    for (int c; (c = wgetch(win)) != ERR;) {
+        if (c == END[matched]) {
+            if (!END[++matched])
+                break;
+            continue;
+        }
+        for (size_t k = 0; k < matched; k++) /* a partial marker was text after all */
+            paste_put(&p, END[k]);
+        matched = c == END[0];
+        if (!matched)
+            paste_put(&p, c);
+    }
+    wtimeout(win, 50);
+    if (p.n) {
+        p.buf[p.n] = 0;
+        rl_insert_text(p.buf);
+    }
+    free(p.buf);
+    input_redraw();
+    return p.cut;
+}
+
 /* the bytes of an escape sequence that arrive together with ESC */
 static int read_sequence(unsigned char *buf, int max)
 {
@@ -189,6 +241,8 @@ int input_poll(int feed_keys)
                 return known[k].key;
         if (n == 5 && seq[0] == '[' && seq[1] == 'M') /* mouse: 96 wheel up, 97 wheel down */
             return seq[2] == 96 ? IN_WHEEL_UP : seq[2] == 97 ? IN_WHEEL_DOWN : IN_NONE;
+        if (n == 5 && !memcmp(seq, "[200~", 5))
+            return paste() ? IN_PASTE_CUT : IN_NONE;
         feed(27);
         for (int i = 0; i < n; i++)
             feed(seq[i]);

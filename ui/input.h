@@ -8,15 +8,21 @@
 
 enum {
     IN_NONE, IN_INTERRUPT, IN_NEW_CONV, IN_PAGE_UP, IN_PAGE_DOWN, IN_PREV_CONV, IN_NEXT_CONV, IN_HELP, IN_WHEEL_UP,
-    IN_WHEEL_DOWN, IN_RESIZE, IN_LINE, IN_EOF, IN_KEY
+    IN_WHEEL_DOWN, IN_RESIZE, IN_LINE, IN_EOF, IN_KEY,
+    IN_PASTE_CUT     /* a paste went past INPUT_MAX_BYTES: the line holds what fitted */
 };
+
+/* The most a line (a message) can hold. */
+#define INPUT_MAX_BYTES (256 * 1024)
 
 /* history_path may be NULL (no history file). */
 int input_open(WINDOW *w, const char *prompt, const char *history_path);
 void input_close(void);
 void input_set_window(WINDOW *w);
 /* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line).
- * With feed 0 (an overlay is open) keys are not given to readline: any key returns IN_KEY. */
+ * With feed 0 (an overlay is open) keys are not given to readline: any key returns IN_KEY. A bracketed
+ * paste is inserted in one piece, its line breaks as spaces and other control bytes dropped, so
+ * nothing in it acts as a key. */
 int input_poll(int feed);
 /* The entered line (malloc'd; the caller frees it). */
 char *input_take_line(void);

@@ -1,5 +1,6 @@
 #include "screen.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,24 @@ static void free_windows(screen *s)
         }
 }
 
+/* mouse reports (for the wheel) and bracketed paste (a paste arrives as one piece, its control bytes
+ * as text) */
+static const char MODES_ON[] = "\033[?1000h\033[?2004h", MODES_OFF[] = "\033[?1000l\033[?2004l";
+static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGHUP};
+
+/* a crash must not leave the terminal in raw mode with mouse reporting on: restore it, then die of
+ * the same signal */
+static void on_fatal(int sig)
+{
+    if (!isendwin()) {
+        fputs(MODES_OFF, stdout);
+        endwin();
+    }
+    fprintf(stderr, "kvchat: fatal signal %d\n", sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int screen_open(screen *s)
 {
     memset(s, 0, sizeof *s);
@@ -68,17 +87,21 @@ int screen_open(screen *s)
             init_pair((short)i, PAIRS[i].fg, PAIRS[i].bg);
         s->color = 1;
     }
-    printf("\033[?1000h"); /* mouse reports, for the wheel */
+    fputs(MODES_ON, stdout);
     fflush(stdout);
+    for (size_t i = 0; i < sizeof FATAL / sizeof FATAL[0]; i++)
+        signal(FATAL[i], on_fatal);
     make_windows(s);
     return 0;
 }
 
 void screen_close(screen *s)
 {
+    for (size_t i = 0; i < sizeof FATAL / sizeof FATAL[0]; i++)
+        signal(FATAL[i], SIG_DFL);
     free_windows(s);
     if (!isendwin()) {
-        printf("\033[?1000l");
+        fputs(MODES_OFF, stdout);
         fflush(stdout);
         endwin();
     }

@@ -19,6 +19,8 @@ typedef struct {
     int color;
 } screen;
 
+/* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal
+ * signal (a crash, SIGTERM, SIGHUP) gives it back before the program dies. */
 int screen_open(screen *s);
 void screen_close(screen *s);
 /* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE). */

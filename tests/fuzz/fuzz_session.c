@@ -1,13 +1,29 @@
 /* libFuzzer target: any bytes as a session file. The reader accepts or refuses them with an error,
- * never crashes, hangs or leaks; what it accepts, the cache panel's model can replay. */
+ * never crashes, hangs or leaks; what it accepts, the cache panel's model replays and the panel draws
+ * (on a terminal that writes to /dev/null), at a wide and a narrow size, as replay would. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../../app/session.h"
-#include "../../ui/cache_model.h"
+#include "../../ui/cache_panel.h"
+
+static screen scr;
+static WINDOW *wide, *narrow;
+
+static void open_terminal(void)
+{
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    if (!out || !in || !newterm("xterm", out, in))
+        abort();
+    wide = newwin(40, 60, 0, 0);
+    narrow = newwin(12, 24, 0, 0);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (!wide)
+        open_terminal();
     session s;
     if (session_parse(&s, (const char *)data, size, "fuzz") == 0) {
         cache_model m;
@@ -15,11 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < s.n_events; i++)
             cm_apply(&m, s.events[i]);
         for (int i = 0; i < m.n_convs; i++) {
-            unsigned char drop[4096];
-            int left;
-            double turns;
-            if (m.convs[i].n_cells < (int)sizeof drop)
-                cm_preview(&m.convs[i], drop, &left, &turns);
+            cache_panel_draw(&m, m.convs[i].id, &scr, wide);
+            cache_panel_draw(&m, m.convs[i].id, &scr, narrow);
         }
         cm_free(&m);
         session_free(&s);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../ui/cache_model.h"
+#include "../../ui/cache_panel.h"
 #include "../../ui/format.h"
 #include "../../ui/graph.h"
 #include "../../ui/layout.h"
@@ -177,5 +178,51 @@ static void model_from_events(void)
     cm_free(&m);
 }
 
-TEST_TABLE(ui_tests, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
+/* Numbers no kvchat writes (a hostile or damaged file that got past a reader) are clamped by the
+ * panel's model, and the panel draws them without writing outside its arrays or allocating gigabytes. */
+static void hostile_numbers(void)
+{
+    static const char *const EVENTS[] = {
+        "{\"ev\":\"stats\",\"conv\":1,\"window\":2147483647,\"keep\":2147483647,\"evict_min\":-5}",
+        "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":0,\"preamble\":2000000000}",
+        "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":-2147483648,\"preamble\":-7}",
+        "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[1,2147483647],[9223372036854775807,3]],\"mode\":\"exact\"}",
+        "{\"ev\":\"truncate\",\"conv\":1,\"to\":-9223372036854775807}",
+        "{\"ev\":\"stats\",\"conv\":2,\"window\":-1}",
+        "{\"ev\":\"prefill\",\"conv\":2,\"ids\":[1],\"cached\":2147483647}",
+    };
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
+    CHECK(term, "no terminal to draw on");
+    cache_model m;
+    cm_init(&m);
+    screen scr = {0};
+    WINDOW *w = term ? newwin(40, 60, 0, 0) : NULL;
+    for (size_t i = 0; i < sizeof EVENTS / sizeof EVENTS[0]; i++) {
+        json_t *ev = json_loads(EVENTS[i], 0, NULL);
+        CHECK(ev, "event %zu is not JSON", i);
+        cm_apply(&m, ev);
+        json_decref(ev);
+        for (int k = 0; k < m.n_convs; k++) {
+            const cm_conv *c = &m.convs[k];
+            CHECK(c->window >= 0 && c->window <= CM_MAX_CELLS && c->n_cells >= 0 && c->n_cells <= CM_MAX_CELLS &&
+                      c->keep >= 0 && c->keep <= CM_MAX_CELLS,
+                  "after event %zu, conv %d: window %d, %d cells, keep %d", i, c->id, c->window, c->n_cells, c->keep);
+            if (w)
+                cache_panel_draw(&m, c->id, &scr, w);
+        }
+    }
+    cm_free(&m);
+    if (term) {
+        delwin(w);
+        endwin();
+        delscreen(term);
+    }
+    if (out)
+        fclose(out);
+    if (in)
+        fclose(in);
+}
+
+TEST_TABLE(ui_tests, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
            {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events});

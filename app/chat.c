@@ -332,11 +332,12 @@ int cmd_chat(int argc, char **argv)
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {
-        if (restore(e, &lm, &hist, kv_path, fp, a.force))
-            goto out;
+        /* first: the re-prefill's events belong to this run (the reader takes its window from here) */
         ev_emit(lm.bus, 0, "resume",
                 json_pack("{s:s, s:i, s:i}", "from", a.resume, "window", kv_pool_opts(lm.pool)->window, "vocab_size",
                           lm.model.cfg.vocab_size));
+        if (restore(e, &lm, &hist, kv_path, fp, a.force))
+            goto out;
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
     } else if ((conv = engine_new_conv(e)) < 0) {
         goto out;

@@ -30,9 +30,10 @@ static int int_array(const json_t *a, size_t max, json_int_t lo, json_int_t hi)
     return 1;
 }
 
-static int is_num(const json_t *j, double lo, double hi)
+/* compared as the floats they were written from: 0.01 is written as 0.00999999978 */
+static int is_num(const json_t *j, float lo, float hi)
 {
-    return json_is_number(j) && json_number_value(j) >= lo && json_number_value(j) <= hi;
+    return json_is_number(j) && (float)json_number_value(j) >= lo && (float)json_number_value(j) <= hi;
 }
 
 /* optional fields: absent, or in range */
@@ -67,9 +68,9 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
         return is_int(json_object_get(ev, "id"), 0, V - 1) && (!json_object_get(ev, "text") || json_is_string(json_object_get(ev, "text")))
                    ? "" : "token needs an 'id' in the vocabulary";
     if (!strcmp(type, "stats"))
-        return absent_or_int(ev, "window", 1, W) && absent_or_int(ev, "tokens", 0, W) && absent_or_int(ev, "capacity", 0, W) &&
+        return absent_or_int(ev, "window", 1, W) && absent_or_int(ev, "tokens", 0, W) &&
                        absent_or_int(ev, "keep", 0, W) && absent_or_int(ev, "evict_min", 0, 65536)
-                   ? "" : "stats has a window, tokens, capacity, keep or evict_min out of range";
+                   ? "" : "stats has a window, tokens, keep or evict_min out of range";
     if (!strcmp(type, "set"))
         return sampling_ok(ev) ? "" : "set needs sampling settings in range";
     if (!strcmp(type, "fork"))
@@ -78,7 +79,7 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
         return absent_or_int(ev, "window", 1, 65536) && absent_or_int(ev, "vocab_size", 257, 1 << 24)
                    ? "" : "resume has a window or vocab_size out of range";
     if (!strcmp(type, "pin"))
-        return is_int(json_object_get(ev, "turn"), 0, W) ? "" : "pin needs a 'turn'";
+        return is_int(json_object_get(ev, "turn"), 0, 1 << 20) ? "" : "pin needs a 'turn'";
     if (!strcmp(type, "user"))
         return json_is_string(json_object_get(ev, "text")) ? "" : "user needs a string 'text'";
     if (!strcmp(type, "evict")) {

@@ -66,6 +66,14 @@ head -c 3000 /dev/urandom >"$S/binary.jsonl"
 sed -E 's/"kvchat_session":[0-9]+/"kvchat_session":99/' "$S/header" >"$S/future.jsonl"
 echo '{"ev":"user","conv":1,"t":0,"text":"hi"}' >"$S/noheader.jsonl"
 { cat "$S/header"; echo '{"ev":"token","conv":-4,"t":0,"id":1}'; } >"$S/negconv.jsonl"
+# numbers no kvchat writes: a window past int range (it overflowed the panel), a preamble of 2e9 cells
+# (every frame allocated 2 GB), sampling settings the command line refuses
+{ cat "$S/header"; echo '{"ev":"stats","conv":1,"t":0,"window":2147483647,"tokens":1}'; } >"$S/window2g.jsonl"
+{ cat "$S/header"; echo '{"ev":"prefill","conv":1,"t":0,"ids":[1,2],"cached":0,"preamble":2000000000}'; } >"$S/preamble2g.jsonl"
+{ cat "$S/header"; echo '{"ev":"token","conv":1,"t":0,"id":50257}'; } >"$S/badtoken.jsonl"
+{ cat "$S/header"; echo '{"ev":"set","conv":0,"t":0,"temp":1,"top_k":0,"top_p":1,"repeat_penalty":0,"seed":1,"n_predict":4}'; } >"$S/badset.jsonl"
+sed -E '2,$ s/"top_p":[0-9.]+/"top_p":-1/' "$S/a.jsonl" >"$S/badsampling.jsonl"
+sed -E '1 s/"repeat_penalty":[0-9.]+/"repeat_penalty":0/' "$S/a.jsonl" >"$S/badheader.jsonl"
 while IFS='|' read -r f pattern; do
     expect_error "${TAG}session/bad file: $f" 1 "$pattern" "$KV" replay "$S/$f.jsonl" --no-tui
 done <<'CASES'
@@ -73,10 +81,30 @@ empty|empty file, not a session
 garbage|line 1 is not valid JSON
 binary|line 1 is not valid JSON|not a kvchat session
 huge|line 2 is longer than 16 MiB
-types|line 2: prefill needs integer 'ids'
+types|line 2: prefill needs 'ids'
 unknown|line 2: unknown event 'frobnicate'
 future|written by a newer kvchat \(session format 99\)
 noheader|not a kvchat session
 negconv|line 2: events need an integer 'conv'
+window2g|line 2: stats has a window
+preamble2g|line 2: prefill needs 'ids' .*within the window
+badtoken|line 2: token needs an 'id' in the vocabulary
+badset|line 2: set needs sampling settings in range
+badsampling|line [0-9]+: turn_end needs sampling settings in range
+badheader|the header's sampling settings are missing or out of range
 CASES
 expect_error "${TAG}session/resume a bad file" 1 "unknown event" "$KV" chat --no-tui --resume "$S/unknown.jsonl"
+
+# bad sampling settings stop --verify and resume with the line that holds them
+expect_error "${TAG}session/--verify a file with bad sampling" 1 "line 2: set needs sampling settings" \
+    "$KV" replay "$S/badset.jsonl" --verify -m "$B/good"
+expect_error "${TAG}session/resume a file with bad sampling" 1 "line 2: set needs sampling settings" \
+    "$KV" chat --no-tui --resume "$S/badset.jsonl"
+
+# files the chat writes: the reason, not just "cannot write"; a failing event log changes the exit status
+expect_error "${TAG}bad/--session /dev/null" 1 "--session /dev/null: not a regular file" \
+    "$KV" chat --no-tui -m "$B/good" -n 2 --session /dev/null
+expect_error "${TAG}bad/--events /dev/full" 1 "--events /dev/full: writing failed: No space left on device" \
+    bash -c "printf 'hi\\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --events /dev/full >/dev/null"
+expect_error "${TAG}bad/--ctx 1 names --ctx" 1 "window of 1 tokens cannot hold .*raise --ctx" \
+    bash -c "printf 'hi\\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --ctx 1 >/dev/null"

@@ -86,3 +86,101 @@ head -c -20 "$S/a.jsonl" >"$S/cut.jsonl"
 "$KV" replay "$S/cut.jsonl" --no-tui >"$S/cut.out" 2>"$S/cut.err"
 same "${TAG}session/cut last line replays" 0 $?
 check "${TAG}session/cut last line is reported" grep -q "was cut after line" "$S/cut.err"
+
+# --- nothing lost: interrupted writes, stale snapshots, files that exist, many conversations ---
+
+# a write cut by a crash, then resume: the cut line goes to FILE.damaged, the file stays readable
+"$KV" chat --no-tui -m "$SM" -n 6 --session "$S/c.jsonl" <<<"one" >/dev/null
+grep '"ev":"token"' "$S/c.jsonl" | head -1 | head -c 25 >>"$S/c.jsonl" # a token line cut mid-write
+printf 'two\n' | "$KV" chat --no-tui --resume "$S/c.jsonl" -n 6 >/dev/null 2>"$S/c.err"
+check "${TAG}session/resume after a cut write says where the cut bytes went" grep -q "kept in $S/c.jsonl.damaged" "$S/c.err"
+same "${TAG}session/the cut bytes are kept" "$(grep '"ev":"token"' "$S/c.jsonl" | head -1 | head -c 25)" "$(cat "$S/c.jsonl.damaged")"
+check "${TAG}session/after a cut write and a resume the file replays" "$KV" replay "$S/c.jsonl" --no-tui
+same "${TAG}session/after a cut write and a resume both turns are there" 2 \
+    "$("$KV" replay "$S/c.jsonl" --no-tui 2>/dev/null | grep -c '] gpt-2: ')"
+check "${TAG}session/after a cut write and a resume --verify passes" "$KV" replay "$S/c.jsonl" --verify
+# the same after the kill -9 above: resumed once already, then replayed whole
+check "${TAG}session/after kill -9 and resume the file replays" "$KV" replay "$S/k.jsonl" --no-tui
+same "${TAG}session/after kill -9 and resume the new turn is there" 3 \
+    "$("$KV" replay "$S/k.jsonl" --no-tui 2>/dev/null | grep -c '] gpt-2: ')"
+
+# a stale snapshot (the session went on without --save-cache, or a crash came between the turn's fsync
+# and the snapshot's rename) is never loaded, even when its window has the current one's length (here
+# turns 6 to 8 all leave 27 tokens): resuming with it must be resuming with no snapshot at all
+G="--temp 0 --ctx 32 --evict-min 1 --evict shift -n 4"
+SMSGS=$'Hello there\nHow are you?\nTell me more\nAnd then what?\nThe end\nok\nyes\nno'
+printf '%s\n' "$SMSGS" | head -6 | chat $G --session "$S/st.jsonl" --save-cache >/dev/null
+cp "$S/st.jsonl.kv" "$S/st.kv.old"
+printf 'yes\n' | "$KV" chat --no-tui --resume "$S/st.jsonl" >/dev/null 2>&1
+check "${TAG}session/going on without --save-cache removes the snapshot" test ! -e "$S/st.jsonl.kv"
+cp "$S/st.jsonl" "$S/st-none.jsonl"
+cp "$S/st.kv.old" "$S/st.jsonl.kv" # as a crash before the rename would leave it
+printf 'no\n' | "$KV" chat --no-tui --resume "$S/st.jsonl" --save-cache >"$S/st.3" 2>"$S/st.err"
+printf 'no\n' | "$KV" chat --no-tui --resume "$S/st-none.jsonl" >"$S/st.none" 2>/dev/null
+same "${TAG}session/a stale snapshot replies as no snapshot does" "$(cat "$S/st.none")" "$(cat "$S/st.3")"
+check "${TAG}session/a stale snapshot is named stale" grep -q "another point of the session (a stale snapshot)" "$S/st.err"
+# a FIFO where the snapshot was: no hang; a large sparse file with a valid header: refused by its size
+rm -f "$S/st.jsonl.kv"
+mkfifo "$S/st.jsonl.kv"
+: >"$S/st.jsonl.kv.part" # a snapshot write killed midway
+printf 'fifo\n' | timeout 60 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/fifo.err"
+same "${TAG}session/a FIFO in place of the snapshot does not hang resume" 0 $?
+check "${TAG}session/a FIFO in place of the snapshot is named" grep -q "not a regular file" "$S/fifo.err"
+check "${TAG}session/a killed snapshot write's .part is removed" test ! -e "$S/st.jsonl.kv.part"
+rm -f "$S/st.jsonl.kv"
+head -c 56 "$S/st.kv.old" >"$S/st.jsonl.kv"
+truncate -s 3G "$S/st.jsonl.kv"
+printf 'sparse\n' | timeout 60 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/sparse.err"
+check "${TAG}session/a 3 GB snapshot is refused by its size before reading" grep -q "needing [0-9]* bytes" "$S/sparse.err"
+rm -f "$S/st.jsonl.kv"
+
+# --session FILE twice: the second run continues the session, never truncates it
+chat $G --session "$S/twice.jsonl" <<<"first run" >/dev/null
+chat $G --session "$S/twice.jsonl" <<<"second run" >/dev/null 2>"$S/twice.err"
+same "${TAG}session/--session twice keeps both runs" 2 "$("$KV" replay "$S/twice.jsonl" --no-tui | grep -c '] gpt-2: ')"
+check "${TAG}session/--session twice says it continues" grep -q "continuing it" "$S/twice.err"
+check "${TAG}session/--session twice verifies" "$KV" replay "$S/twice.jsonl" --verify
+printf 'my notes\n' >"$S/notes.txt"
+expect_error "${TAG}session/--session onto a file that is not a session is refused" 1 \
+    "--session $S/notes.txt already exists .*--force to overwrite" bash -c "printf 'hi\n' | '$KV' chat --no-tui -m '$SM' --session '$S/notes.txt'"
+same "${TAG}session/the refused file is untouched" "my notes" "$(cat "$S/notes.txt")"
+printf 'hi\n' | chat --session "$S/notes.txt" --force >/dev/null 2>&1
+check "${TAG}session/--force overwrites it with a session" "$KV" replay "$S/notes.txt" --no-tui
+# two writers of one session: the second is refused
+mkfifo "$S/in3"
+"$KV" chat --no-tui --resume "$S/twice.jsonl" <"$S/in3" >/dev/null 2>&1 &
+lpid=$!
+exec 8>"$S/in3"
+for _ in $(seq 100); do grep -q '"ev":"resume"' <(tail -c 300 "$S/twice.jsonl") && break; sleep 0.1; done
+expect_error "${TAG}session/a second writer of one session is refused" 1 "another kvchat is writing to it" \
+    bash -c "printf 'hi\n' | '$KV' chat --no-tui --resume '$S/twice.jsonl'"
+exec 8>&-
+wait $lpid
+
+# conversation ids past 1023 are restored, and the next message goes to the last one
+"$PYTHON" - "$S/a.jsonl" "$S/many.jsonl" "$S/only5000.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+header, end = lines[0], next(json.loads(l) for l in lines if '"turn_end"' in l)
+def conv(i):
+    e = dict(end); e["conv"] = i; return json.dumps(e)
+open(sys.argv[2], "w").write("\n".join([header] + [conv(i) for i in range(1, 1101)]) + "\n")
+open(sys.argv[3], "w").write("\n".join([header, conv(5000)]) + "\n")
+PY
+printf 'to the last\n' | "$KV" chat --no-tui --resume "$S/many.jsonl" -n 2 >/dev/null 2>"$S/many.err"
+same "${TAG}session/1,100 conversations are all restored (re-prefilled)" 1100 "$(grep -o 're-prefilling conversation [0-9]*' "$S/many.err" | sort -u | wc -l)"
+same "${TAG}session/the next message goes to conversation 1100" 1100 \
+    "$(tail -1 "$S/many.jsonl" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["conv"])')"
+printf 'hello 5000\n' | "$KV" chat --no-tui --resume "$S/only5000.jsonl" -n 2 >/dev/null 2>&1
+same "${TAG}session/a session holding only conversation 5000 resumes it" 5000 \
+    "$(tail -1 "$S/only5000.jsonl" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["conv"])')"
+
+# every setting's extremes: what kvchat writes, its reader accepts (the reader bounds what it trusts)
+for cfg in "--cache-layout contiguous --grow-factor 1.5 --ctx 40" "--block-tokens 7 --ctx 40 --evict-min 1" \
+    "--repeat-penalty 0.01 --top-p 0.001 --temp 100 --top-k 1" "--evict shift --evict-min 1 --ctx 24 --cache-dtype int8" \
+    "--template dialogpt --ctx 30 -n 40 --keep 0" "--template none --ctx 16 -n 30 --seed 18446744073709551615"; do
+    rm -f "$S/cfg.jsonl"
+    printf '%s\n' "$MSGS" | chat $cfg --session "$S/cfg.jsonl" >/dev/null 2>&1
+    check "${TAG}session/a session written with $cfg replays" "$KV" replay "$S/cfg.jsonl" --no-tui
+    check "${TAG}session/a session written with $cfg resumes" bash -c "printf 'more\n' | '$KV' chat --no-tui --resume '$S/cfg.jsonl' -n 2"
+done

@@ -802,19 +802,34 @@ const model_opts *engine_model_opts(const engine *e)
     return e->have_pending ? &e->pending : &e->mo;
 }
 
+/* the reply a retry replaces (its turn index), or -1 with the reason there is none */
+static int retry_turn(const conv *c)
+{
+    int t = last_turn(c, ROLE_ASSISTANT);
+    if (t < 0 || t != c->n_turns - 1)
+        return err_set("nothing to retry: the conversation does not end with a reply");
+    /* a reply is drawn from the logits of the position before it: with nothing before it (evicted
+     * by the reply itself), there is nothing to draw it from again */
+    if (c->turns[t].start < 1)
+        return err_set("cannot retry: the reply fills the window and what it answered was evicted (raise --ctx)");
+    return t;
+}
+
+int engine_can_retry(const engine *e, int id)
+{
+    conv *c = find(e, id);
+    return c && retry_turn(c) >= 0 ? 0 : -1;
+}
+
 int engine_retry(engine *e, int id, char **out)
 {
     conv *c = find(e, id);
     if (!c)
         return -1;
-    int t = last_turn(c, ROLE_ASSISTANT);
-    if (t < 0 || t != c->n_turns - 1)
-        return err_set("nothing to retry: the conversation does not end with a reply");
+    int t = retry_turn(c);
+    if (t < 0)
+        return -1;
     int to = c->turns[t].start;
-    /* a reply is drawn from the logits of the position before it: with nothing before it (evicted
-     * by the reply itself), there is nothing to draw it from again */
-    if (to < 1)
-        return err_set("cannot retry: the reply fills the window and what it answered was evicted (raise --ctx)");
     ev_emit(e->lm->bus, c->id, "retry", NULL);
     double t0 = ev_clock();
     int rc = rollback(e, c, to);

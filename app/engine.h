@@ -55,6 +55,8 @@ int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict);
 const model_opts *engine_model_opts(const engine *e);
 /* Generates the last reply again, rolling the cache back to before it. */
 int engine_retry(engine *e, int conv, char **reply);
+/* 0 when engine_retry can run, else -1 with the reason (no reply last; it evicted what it answered). */
+int engine_can_retry(const engine *e, int conv);
 /* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to before
  * it, and replies. */
 int engine_edit(engine *e, int conv, const char *text, char **reply);

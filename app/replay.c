@@ -219,12 +219,11 @@ static void apply(player *p, const json_t *ev)
         chat_pane_add(cp, MSG_ASSISTANT, "", 0);
     } else if (!strcmp(type, "token") && text && cp->n) {
         chat_pane_append(cp, text, strlen(text));
-    } else if (!strcmp(type, "turn_end") && cp->n) {
+    } else if (!strcmp(type, "turn_end")) {
         const char *reply = json_string_value(json_object_get(ev, "reply"));
-        cp->msgs[cp->n - 1].len = 0;
-        chat_pane_append(cp, reply, strlen(reply));
-    } else if ((!strcmp(type, "retry")) && cp->n) {
-        cp->msgs[cp->n - 1].len = 0;
+        chat_pane_set_reply(cp, reply, strlen(reply));
+    } else if (!strcmp(type, "retry")) {
+        chat_pane_set_reply(cp, "", 0);
     } else if (!strcmp(type, "notice") && text) {
         chat_pane_add(cp, MSG_NOTICE, text, strlen(text));
     }

@@ -373,11 +373,12 @@ static void command(tui *t, char *line)
         say(t, "forked conversation %d into %d (blocks shared until written)", t->conv, id);
     } else if (!strcmp(cmd, "retry")) {
         chat_pane *p = pane(t, t->conv);
-        if (!p->n || p->msgs[p->n - 1].role != MSG_ASSISTANT) {
-            say(t, "/retry: the conversation does not end with a reply");
+        if (engine_can_retry(t->e, t->conv)) {
+            say(t, "/retry: %s", err_msg());
             return;
         }
-        p->msgs[p->n - 1].len = 0;
+        if (chat_pane_set_reply(p, "", 0))
+            chat_pane_add(p, MSG_ASSISTANT, "", 0);
         if (engine_turn_start(t->e, t->conv, NULL)) {
             say(t, "/retry: %s", err_msg());
             return;
@@ -433,10 +434,9 @@ static void show_history(tui *t, const session *h)
         if (!strcmp(type, "user")) {
             chat_pane_add(p, MSG_USER, text, strlen(text));
             chat_pane_add(p, MSG_ASSISTANT, "", 0);
-        } else if (!strcmp(type, "turn_end") && p->n) {
+        } else if (!strcmp(type, "turn_end")) {
             const char *reply = json_string_value(json_object_get(ev, "reply"));
-            p->msgs[p->n - 1].len = 0;
-            chat_pane_append(p, reply, strlen(reply));
+            chat_pane_set_reply(p, reply, strlen(reply));
         } else if (!strcmp(type, "notice") && text) {
             chat_pane_add(p, MSG_NOTICE, text, strlen(text));
         }

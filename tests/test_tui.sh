@@ -37,7 +37,7 @@ expect_screen "${TAG}tui/panel shows decode speed" "decode [0-9.]+ tok/s" 30
 idle() { wait_for "Ctrl-C quit" 60; }
 idle
 # Ctrl-C while a long reply is being generated: it stops, the app keeps running
-$TM send-keys -t tui "/set n 2000" Enter
+$TM send-keys -t tui "/set n 100000" Enter
 $TM send-keys -t tui "Tell me more" Enter
 wait_for "generating" 30
 $TM send-keys -t tui C-c
@@ -64,6 +64,8 @@ $TM send-keys -t tui "/set temp abc" Enter
 expect_screen "${TAG}tui/bad /set value is a message" "temp: expected a number"
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
+$TM send-keys -t tui "/save $TMP/tui.session" Enter
+expect_screen "${TAG}tui//save onto the live session file is refused" "is this chat's session file"
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 $TM send-keys -t tui q
@@ -99,3 +101,60 @@ stop_tmux
 
 # not a terminal: line mode instead of drawing
 same "${TAG}tui/no terminal: line mode" 2 "$(printf 'one\ntwo\n' | "$KV" -m "$TUIM" -n 4 | wc -l)"
+
+# a 100 KB bracketed paste holding a Ctrl-C, a Ctrl-N and line breaks: inserted as text in one piece
+# (it took minutes byte by byte), nothing in it acts as a key, and it is sent as one message
+"$PYTHON" - "$TMP/paste.txt" <<'PY'
+import sys
+body = "".join("word%d " % i for i in range(20000))[:100000]
+open(sys.argv[1], "w").write(body[:50000] + "\x03\x0e\nnext line\r\n" + body[50000:] + " PASTE-END")
+PY
+stop_tmux
+rm -f "$TMP/paste.rc" "$TMP/paste.session"
+$TM new-session -d -s tui -x 120 -y 40 \
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 4 --session '$TMP/paste.session'; echo \$? > '$TMP/paste.rc'; sleep 60"
+wait_for "conv 1/1" 20
+$TM load-buffer "$TMP/paste.txt"
+$TM paste-buffer -p -t tui
+expect_screen "${TAG}tui/a 100 KB paste is in the input line" "PASTE-END" 20
+expect_screen "${TAG}tui/a pasted Ctrl-N opens no conversation, a pasted Ctrl-C does not quit" "conv 1/1"
+$TM send-keys -t tui Enter
+expect_screen "${TAG}tui/the pasted message is sent, its reply under it" "gpt-2 +[^ ]" 30
+expect_screen "${TAG}tui/the notice that it was cut stands apart from the reply" "its beginning was cut( +│| *$)"
+wait_for "Ctrl-C quit" 60
+$TM send-keys -t tui "/quit" Enter
+for _ in $(seq 50); do [ -s "$TMP/paste.rc" ] && break; sleep 0.2; done
+same "${TAG}tui/the paste arrived as one message of its length" "1 100022" "$("$PYTHON" -c '
+import json, sys
+u = [json.loads(l)["text"] for l in open(sys.argv[1]) if "\"ev\":\"user\"" in l]
+print(len(u), len(u[0]) if u else 0)' "$TMP/paste.session")"
+stop_tmux
+
+# /set n raised while a reply streams, under AddressSanitizer: the reply keeps the length it was sized
+# for (it overflowed the heap), the setting applies from the next reply and is recorded after the turn
+AKV=${BUILD:-build}/asan/kvchat
+if [ -x "$AKV" ]; then
+    rm -f "$TMP/set.rc" "$TMP/set.session"
+    $TM new-session -d -s tui -x 120 -y 40 "ASAN_OPTIONS=detect_leaks=0 XDG_STATE_HOME=$TMP/state '$AKV' -m '$TUIM' --dtype f32 \
+        -n 1500 --ctx 256 --session '$TMP/set.session' 2>'$TMP/set.err'; echo \$? > '$TMP/set.rc'; sleep 60"
+    wait_for "conv 1/1" 30
+    $TM send-keys -t tui "Tell me a long story" Enter
+    wait_for "generating" 30
+    $TM send-keys -t tui "/set n 3000" Enter
+    expect_screen "${TAG}tui/asan: /set during a reply waits for its end" "n = 3000 from the next reply" 30
+    wait_for "Ctrl-C quit" 300
+    expect_screen "${TAG}tui/asan: the new n applies after the reply" "n 3000 .*Ctrl-C quit"
+    $TM send-keys -t tui "/quit" Enter
+    for _ in $(seq 100); do [ -s "$TMP/set.rc" ] && break; sleep 0.2; done
+    same "${TAG}tui/asan: the chat exits 0 after /set mid-reply" 0 "$(cat "$TMP/set.rc" 2>/dev/null)"
+    check "${TAG}tui/asan: no sanitizer report" bash -c "! grep -q -E 'AddressSanitizer|runtime error' '$TMP/set.err'"
+    same "${TAG}tui/asan: the reply kept its 1500 tokens and the set follows its turn_end" "1500 set" "$("$PYTHON" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])][1:]
+end = next(i for i, e in enumerate(ev) if e["ev"] == "turn_end")
+after = [e["ev"] for e in ev[end + 1:] if e["ev"] == "set"]
+print(sum(e["ev"] == "token" for e in ev[:end]), after[0] if after else "none")' "$TMP/set.session")"
+    stop_tmux
+else
+    skip "${TAG}tui/asan: /set during a reply" "no sanitizer build at $AKV"
+fi

@@ -14,25 +14,45 @@ void chat_pane_free(chat_pane *p)
     memset(p, 0, sizeof *p);
 }
 
-int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)
+static int msg_append(chat_msg *m, const char *text, size_t len)
 {
-    if (err_grow(&p->msgs, &p->cap, (size_t)p->n + 1, sizeof *p->msgs, "the chat pane"))
-        return -1;
-    p->msgs[p->n++] = (chat_msg){.role = role};
-    return chat_pane_append(p, text, len);
-}
-
-int chat_pane_append(chat_pane *p, const char *text, size_t len)
-{
-    if (!p->n)
-        return -1;
-    chat_msg *m = &p->msgs[p->n - 1];
     if (err_grow(&m->text, &m->cap, m->len + len + 1, 1, "a chat message"))
         return -1;
     memcpy(m->text + m->len, text, len);
     m->len += len;
     m->text[m->len] = 0;
     return 0;
+}
+
+int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)
+{
+    if (err_grow(&p->msgs, &p->cap, (size_t)p->n + 1, sizeof *p->msgs, "the chat pane"))
+        return -1;
+    p->msgs[p->n++] = (chat_msg){.role = role};
+    return msg_append(&p->msgs[p->n - 1], text, len);
+}
+
+chat_msg *chat_pane_reply(chat_pane *p)
+{
+    for (int i = p->n - 1; i >= 0; i--)
+        if (p->msgs[i].role == MSG_ASSISTANT)
+            return &p->msgs[i];
+    return NULL;
+}
+
+int chat_pane_append(chat_pane *p, const char *text, size_t len)
+{
+    chat_msg *m = chat_pane_reply(p);
+    return m ? msg_append(m, text, len) : -1;
+}
+
+int chat_pane_set_reply(chat_pane *p, const char *text, size_t len)
+{
+    chat_msg *m = chat_pane_reply(p);
+    if (!m)
+        return -1;
+    m->len = 0;
+    return msg_append(m, text, len);
 }
 
 void chat_pane_scroll(chat_pane *p, int lines)

@@ -24,8 +24,12 @@ typedef struct {
 
 void chat_pane_free(chat_pane *p);
 int chat_pane_add(chat_pane *p, int role, const char *text, size_t len);
-/* Appends to the last message (a reply streaming in). */
+/* The last reply, or NULL: notices (a message cut to the window, say) may have come after it. */
+chat_msg *chat_pane_reply(chat_pane *p);
+/* Appends to the last reply (one streaming in). */
 int chat_pane_append(chat_pane *p, const char *text, size_t len);
+/* Replaces the last reply's text: its recorded final form, or "" when it is generated again. */
+int chat_pane_set_reply(chat_pane *p, const char *text, size_t len);
 void chat_pane_scroll(chat_pane *p, int lines);
 void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner);
 

@@ -30,11 +30,13 @@
     "      --idle-offload S   move conversations idle S seconds to host memory\n"                \
     "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n" \
     "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"       \
-    "                         ~/.local/share/kvchat/sessions/ by default)\n"                     \
+    "                         ~/.local/share/kvchat/sessions/ by default); a session already in\n" \
+    "                         FILE is continued, any other file is left alone (see --force)\n"  \
     "      --no-save          do not save the session\n"                                         \
     "      --save-cache       also keep the KV cache beside it (FILE.kv), so resuming is a read\n" \
     "      --resume FILE      continue a saved session (with its settings) and append to it\n"  \
-    "      --force            resume even with a different model (its history is re-prefilled)\n"
+    "      --force            resume even with a different model (its history is re-prefilled);\n" \
+    "                         overwrite a --session FILE that is not a session\n"
 
 const char CHAT_HELP[] =
     "usage: kvchat [chat] [-m DIR] [options]               the full-screen chat\n"

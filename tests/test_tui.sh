@@ -87,6 +87,23 @@ $TM send-keys -t tui q
 for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done
 same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"
 stop_tmux
+# a fatal signal gives the terminal back (alternate screen and mouse reporting off), in replay as in
+# the chat: term_gives_back NAME WAIT_PATTERN COMMAND
+term_gives_back() {
+    rm -f "$TMP/term.rc"
+    $TM new-session -d -s tui -x 120 -y 40 "$3; echo \$? > '$TMP/term.rc'; sleep 60"
+    wait_for "$2" 20
+    same "${TAG}tui/$1 takes the terminal (alternate screen, mouse reports)" "1 1" \
+        "$($TM display -p -t tui '#{alternate_on} #{mouse_any_flag}')"
+    pkill -TERM -P "$($TM display -p -t tui '#{pane_pid}')" kvchat
+    for _ in $(seq 50); do [ -s "$TMP/term.rc" ] && break; sleep 0.2; done
+    same "${TAG}tui/$1 dies of SIGTERM" 143 "$(cat "$TMP/term.rc" 2>/dev/null)"
+    same "${TAG}tui/$1 killed by SIGTERM gives the terminal back" "0 0" \
+        "$($TM display -p -t tui '#{alternate_on} #{mouse_any_flag}')"
+    stop_tmux
+}
+term_gives_back replay "replay .*tui.session" "'$KV' replay '$TMP/tui.session'"
+term_gives_back chat "conv 1/1" "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --no-save"
 $TM new-session -d -s tui -x 120 -y 40 "XDG_STATE_HOME=$TMP/state '$KV' --resume '$TMP/tui.session' --no-save; sleep 60"
 expect_screen "${TAG}tui/resume shows the history" "resumed: the history above was restored" 30
 expect_screen "${TAG}tui/resume keeps the messages" "you +and again"

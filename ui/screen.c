@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "text.h"
 
@@ -63,7 +64,9 @@ static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, S
 static void on_fatal(int sig)
 {
     if (!isendwin()) {
-        fputs(MODES_OFF, stdout);
+        /* not through stdio, whose buffer dies with the process; a failed write leaves nothing to do */
+        ssize_t w = write(STDOUT_FILENO, MODES_OFF, sizeof MODES_OFF - 1);
+        (void)w;
         endwin();
     }
     fprintf(stderr, "kvchat: fatal signal %d\n", sig);

@@ -144,41 +144,9 @@ static void progress(void *ctx, int done, int total)
         fprintf(stderr, "\rre-prefilling conversation %d: %d / %d tokens%s", id, done, total, done == total ? "\n" : "");
 }
 
-/* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
- * when it matches, else re-prefilled. */
 static int is_turn_end(const json_t *ev)
 {
     return !strcmp(json_string_value(json_object_get(ev, "ev")), "turn_end");
-}
-
-static int restore_convs(engine *e, const session *s, int max_id, int *order, int *n_order);
-
-static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
-{
-    /* conversation ids are at most 1 << 20 (the reader checks): index by id */
-    int max_id = 0, n = 0;
-    for (int i = 0; i < s->n_events; i++)
-        if (is_turn_end(s->events[i])) {
-            int id = (int)json_integer_value(json_object_get(s->events[i], "conv"));
-            max_id = id > max_id ? id : max_id;
-        }
-    if (!max_id)
-        return err_set("the session has no completed turn to resume from");
-    int *order = malloc(sizeof(int) * (size_t)(max_id + 1));
-    if (!order)
-        return err_set("out of memory");
-    int rc = restore_convs(e, s, max_id, order, &n);
-    int loaded = 0;
-    if (!rc && !force && !access(kv_path, F_OK)) {
-        loaded = !snapshot_load(kv_path, e, lm, fp);
-        if (!loaded)
-            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
-    }
-    for (int k = 0; k < n && !rc; k++)
-        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
-            rc = engine_prefill_window(e, order[k], progress, &order[k]);
-    free(order);
-    return rc;
 }
 
 /* each conversation as its last turn_end left it, in the order the conversations first completed a turn */
@@ -239,6 +207,36 @@ static int restore_convs(engine *e, const session *s, int max_id, int *order, in
     return rc;
 }
 
+/* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
+ * when it matches, else re-prefilled. */
+static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
+{
+    /* conversation ids are at most 1 << 20 (the reader checks): index by id */
+    int max_id = 0, n = 0;
+    for (int i = 0; i < s->n_events; i++)
+        if (is_turn_end(s->events[i])) {
+            int id = (int)json_integer_value(json_object_get(s->events[i], "conv"));
+            max_id = id > max_id ? id : max_id;
+        }
+    if (!max_id)
+        return err_set("the session has no completed turn to resume from");
+    int *order = malloc(sizeof(int) * (size_t)(max_id + 1));
+    if (!order)
+        return err_set("out of memory");
+    int rc = restore_convs(e, s, max_id, order, &n);
+    int loaded = 0;
+    if (!rc && !force && !access(kv_path, F_OK)) {
+        loaded = !snapshot_load(kv_path, e, lm, fp);
+        if (!loaded)
+            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
+    }
+    for (int k = 0; k < n && !rc; k++)
+        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
+            rc = engine_prefill_window(e, order[k], progress, &order[k]);
+    free(order);
+    return rc;
+}
+
 int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
@@ -259,12 +257,17 @@ int cmd_chat(int argc, char **argv)
     if (a.session && (a.resume ? !same_file(a.session, a.resume) : 1) && file_size(a.session) > 0) {
         /* an existing file is never replaced without --force: a session in it is continued instead */
         char why[512] = "";
-        if (!a.resume && !session_read(&hist, a.session)) {
+        int turns = 0, read = !a.resume && !session_read(&hist, a.session);
+        for (int i = 0; read && i < hist.n_events; i++)
+            turns += is_turn_end(hist.events[i]);
+        if (read && !turns)
+            session_free(&hist);
+        if (turns) {
             a.resume = a.session;
             fprintf(stderr, "kvchat: %s holds a session: continuing it (as --resume does)\n", a.session);
         } else if (!a.force) {
             if (!a.resume)
-                snprintf(why, sizeof why, " (%s)", err_msg());
+                snprintf(why, sizeof why, " (%s)", read ? "a session with no completed turn" : err_msg());
             return err_set("--session %s already exists%s; choose another file, or --force to overwrite it", a.session,
                            why), EXIT_RUNTIME;
         }

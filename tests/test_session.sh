@@ -146,6 +146,9 @@ expect_error "${TAG}session/--session onto a file that is not a session is refus
 same "${TAG}session/the refused file is untouched" "my notes" "$(cat "$S/notes.txt")"
 printf 'hi\n' | chat --session "$S/notes.txt" --force >/dev/null 2>&1
 check "${TAG}session/--force overwrites it with a session" "$KV" replay "$S/notes.txt" --no-tui
+head -3 "$S/twice.jsonl" >"$S/noturn.jsonl"
+expect_error "${TAG}session/--session onto a session with no completed turn is refused" 1 \
+    "already exists \(a session with no completed turn\)" bash -c "printf 'hi\n' | '$KV' chat --no-tui -m '$SM' --session '$S/noturn.jsonl'"
 # two writers of one session: the second is refused
 mkfifo "$S/in3"
 "$KV" chat --no-tui --resume "$S/twice.jsonl" <"$S/in3" >/dev/null 2>&1 &

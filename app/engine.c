@@ -687,6 +687,9 @@ int engine_turn(engine *e, int id, const char *text, char **out)
         return -1;
     if (out)
         *out = NULL;
+    if (strlen(text) > ENGINE_MAX_MESSAGE)
+        return err_set("a message of %zu bytes is longer than a message can be (%d KiB)", strlen(text),
+                       ENGINE_MAX_MESSAGE / 1024);
     ev_emit(e->lm->bus, c->id, "user", json_pack("{s:s}", "text", text));
     offload_idle(e, c);
     c->last_used = ev_clock();

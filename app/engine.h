@@ -12,6 +12,9 @@
 
 typedef enum { EVICT_EXACT, EVICT_SHIFT } evict_mode;
 
+/* The longest message a turn takes, in bytes: far past any window, and well inside a session line. */
+#define ENGINE_MAX_MESSAGE (256 * 1024)
+
 typedef struct {
     template_kind tpl;
     int keep;              /* tokens never evicted; -1: the template's preamble */

@@ -25,6 +25,7 @@
 #include "snapshot.h"
 
 #define MAX_CONVS 64
+_Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE, "the input line holds exactly what a turn takes");
 
 typedef struct item {
     json_t *ev;          /* an event, or NULL for reply text */

@@ -108,3 +108,5 @@ expect_error "${TAG}bad/--events /dev/full" 1 "--events /dev/full: writing faile
     bash -c "printf 'hi\\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --events /dev/full >/dev/null"
 expect_error "${TAG}bad/--ctx 1 names --ctx" 1 "window of 1 tokens cannot hold .*raise --ctx" \
     bash -c "printf 'hi\\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --ctx 1 >/dev/null"
+expect_error "${TAG}bad/a message over 256 KiB" 1 "a message of 300000 bytes is longer than a message can be \(256 KiB\)" \
+    bash -c "'$PYTHON' -c \"print('a ' * 150000)\" | '$KV' chat --no-tui -m '$B/good' -n 2 >/dev/null"

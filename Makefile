@@ -56,7 +56,12 @@ UNIT_SRC := $(wildcard tests/unit/*.c)
 
 ifeq ($(CUDA),1)
 ifneq ($(CUDA_SRC),)
-  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  # cubins for the GPUs people own (A100 80, RTX 30 86, RTX 40 / L4 89, H100/H200 90, and the
+  # Blackwells 100 and 120 where this toolkit knows them), and PTX of the newest for what comes later
+  NVCC_CODES := $(shell $(NVCC) --list-gpu-code 2>/dev/null)
+  CUDA_SMS := $(foreach a,80 86 89 90 100 120,$(if $(filter sm_$(a),$(NVCC_CODES)),$(a)))
+  CUDA_ARCH ?= $(foreach a,$(CUDA_SMS),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -gencode arch=compute_$(lastword $(CUDA_SMS)),code=compute_$(lastword $(CUDA_SMS))
   CFLAGS  += -DKVCHAT_CUDA
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lstdc++
   CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -82,7 +87,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -c -o $@ $<
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -MMD -MP -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the binary and the unit tests.
 $(BUILD)/asan/%.o: %.c

@@ -38,7 +38,7 @@ typedef struct {
     const kb_sample *pick; /* the sample call this step ends with, or NULL */
     int *next;             /* where that call puts the chosen id */
     const void *key;       /* everything else the recorded work depends on (buffers, cache view) */
-    size_t key_bytes;
+    size_t key_bytes;      /* 0: the step must not be recorded */
 } kb_step;
 
 /* what a matrix product applies to its output */

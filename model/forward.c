@@ -2,6 +2,7 @@
  * causal attention reading the KV cache, the tied LM head for the last position only, and the next
  * token chosen on the backend, beside the logits. */
 
+#include <stdint.h>
 #include <string.h>
 
 #include "../kernels/err.h"
@@ -74,12 +75,35 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
     return 0;
 }
 
-/* what a recorded step depends on besides its scalars: a change means recording again */
+/* what a recorded step depends on besides its scalars: a change means recording again. The window
+ * sets the decode attention's chunk count baked into the grid, the workspace size places the
+ * activation buffers, and the weights are read where they were when it was recorded. */
 typedef struct {
     const void *base, *table, *x, *logits;
     size_t block_bytes;
+    uint64_t weights;             /* a hash of every weight's address */
     int block_tokens, type, ends; /* ends: 0 the last layer, 1 the logits, 2 a chosen token */
+    int max_tokens, work_tokens;
 } step_key;
+
+static uint64_t mix(uint64_t h, const void *p)
+{
+    return (h ^ (uint64_t)(uintptr_t)p) * 0x100000001b3ull;
+}
+
+static uint64_t weight_addresses(const gpt2_model *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = mix(mix(mix(mix(h, m->wte.data), m->wpe.data), m->lnf_g), m->lnf_b);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        const void *p[] = {L->ln1_g, L->ln1_b, L->attn_b, L->proj_b, L->ln2_g, L->ln2_b, L->fc_b, L->fcproj_b,
+                           L->attn_w.data, L->proj_w.data, L->fc_w.data, L->fcproj_w.data};
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+            h = mix(h, p[i]);
+    }
+    return h;
+}
 
 int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
               float *logits)
@@ -106,7 +130,12 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     key.block_tokens = kv->block_tokens;
     key.type = kv->type;
     key.ends = pick ? 2 : logits ? 1 : 0;
-    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .next = next, .key = &key, .key_bytes = sizeof key};
+    key.max_tokens = kv->max_tokens;
+    key.work_tokens = m->work_tokens;
+    key.weights = weight_addresses(m);
+    /* without a window the attention grid is not fixed: such a step is never recorded */
+    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .next = next, .key = &key,
+                  .key_bytes = kv->max_tokens > 0 ? sizeof key : 0};
     int rc, end, head = key.ends > 0;
     do {
         int replayed = 0;

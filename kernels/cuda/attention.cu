@@ -254,6 +254,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
     __syncthreads();
     if (!last)
         return;
+    __threadfence(); /* and this block reads the other blocks' partials only after their counts */
     const float *p = part + (size_t)h * chunks * (hd + 2);
     float m = -INFINITY;
     for (int k = 0; k < chunks; k++)

@@ -226,6 +226,10 @@ static int init(cuda_state *s)
     CK(e);
     CK(cudaSetDevice(0));
     CK(cudaGetDeviceProperties(&s->prop, 0));
+    /* the oldest code built is sm_80: an older card would fail every launch ("no kernel image") */
+    if (s->prop.major < 8)
+        return err_set("%s has compute capability %d.%d; kvchat's CUDA kernels need 8.0 or newer (RTX 30-series, A100, "
+                       "L4 or later)", s->prop.name, s->prop.major, s->prop.minor);
     CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     CB(cublasCreate(&s->blas));
     CB(cublasSetStream(s->blas, s->stream));

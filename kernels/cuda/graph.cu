@@ -44,10 +44,8 @@ static cu_graph *lookup(cuda_state *s, const kb_step *st, int *fresh)
     return lru;
 }
 
-int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
+static int begin(cuda_state *s, const kb_step *st, int *replayed)
 {
-    cuda_state *s = cuda_of(b);
-    *replayed = 0;
     int recordable = st->n == 1 && st->key_bytes && st->key_bytes <= sizeof s->graphs[0].key;
     if (cuda_stage(s, st->ids, st->n, st->past, st->pick))
         return -1;
@@ -56,8 +54,6 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
         return -1;
     s->in_step = 1;
     s->out = st->pick ? st->next : NULL;
-    s->mode = CU_EAGER;
-    s->cur = NULL;
     if (!recordable)
         return 0; /* prefill: shapes change from call to call */
     int fresh;
@@ -81,6 +77,24 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
     if (cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream) != cudaSuccess)
         g->eager_only = 1; /* a broken recording: end_capture ends it and the step is issued again */
     return 0;
+}
+
+/* A step that fails to begin leaves no step state behind (the caller does not end it): later calls
+ * must not take its staged scalars or its output for theirs. */
+int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
+{
+    cuda_state *s = cuda_of(b);
+    *replayed = 0;
+    s->mode = CU_EAGER;
+    s->cur = NULL;
+    if (!begin(s, st, replayed))
+        return 0; /* a capture, once begun, cannot fail here: it is ended by cuda_step_end */
+    s->in_step = 0;
+    s->mode = CU_EAGER;
+    s->cur = NULL;
+    s->out = NULL;
+    *replayed = 0;
+    return -1;
 }
 
 /* ends a recording; 1: it failed (nothing ran), the step must be issued again and will run eagerly */

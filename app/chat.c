@@ -253,7 +253,7 @@ int cmd_chat(int argc, char **argv)
     }
     session hist = {0};
     char kv_path[4200] = "", save_kv[4200] = "", fp[17] = "", dir[4096];
-    int append = 0;
+    int append = 0, overwrite = 0;
     if (a.session && (a.resume ? !same_file(a.session, a.resume) : 1) && file_size(a.session) > 0) {
         /* an existing file is never replaced without --force: a session in it is continued instead */
         char why[512] = "";
@@ -265,7 +265,9 @@ int cmd_chat(int argc, char **argv)
         if (turns) {
             a.resume = a.session;
             fprintf(stderr, "kvchat: %s holds a session: continuing it (as --resume does)\n", a.session);
-        } else if (!a.force) {
+        } else if (a.force) {
+            overwrite = 1;
+        } else {
             if (!a.resume)
                 snprintf(why, sizeof why, " (%s)", read ? "a session with no completed turn" : err_msg());
             return err_set("--session %s already exists%s; choose another file, or --force to overwrite it", a.session,
@@ -329,7 +331,8 @@ int cmd_chat(int argc, char **argv)
     if (a.no_save && !a.session)
         save_to = NULL;
     if (save_to) {
-        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, append, header, lm.bus))
+        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, append ? SESSION_APPEND : overwrite ? SESSION_OVERWRITE : SESSION_NEW, header,
+                                                                       lm.bus))
             goto out;
         snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
         snapshot_remove_part(save_kv);

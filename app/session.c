@@ -116,7 +116,7 @@ static int repair_tail(int fd, const char *path, off_t size)
     return rc;
 }
 
-int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus)
+int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header, ev_bus *bus)
 {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
@@ -129,7 +129,9 @@ int session_open(session_writer *w, const char *path, int append, const json_t *
     const char *why = fstat(fd, &sb) ? strerror(errno)
                     : !S_ISREG(sb.st_mode) ? "not a regular file (a session is a file that is appended to and synced)"
                     : flock(fd, LOCK_EX | LOCK_NB) ? errno == EWOULDBLOCK ? "another kvchat is writing to it" : strerror(errno)
+                    : mode == SESSION_NEW && sb.st_size > 0 ? "already exists (a new session never replaces a file)"
                     : NULL;
+    int append = mode == SESSION_APPEND;
     if (!why && append && sb.st_size > 0 && repair_tail(fd, path, sb.st_size)) {
         close(fd);
         return -1;

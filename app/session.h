@@ -24,12 +24,14 @@ typedef struct {
 } session_writer;
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
-/* Opens PATH for this run, locked against a second writer: `append` continues the session in it (a
- * last line cut by a crash is first cut away, its bytes kept in PATH.damaged); otherwise PATH becomes
- * a new session with `header` (the caller decides when an existing file may be replaced). Then
+typedef enum { SESSION_NEW, SESSION_APPEND, SESSION_OVERWRITE } session_mode;
+
+/* Opens PATH for this run, locked against a second writer: SESSION_APPEND continues the session in it
+ * (a last line cut by a crash is first cut away, its bytes kept in PATH.damaged); otherwise PATH
+ * becomes a new session with `header`, which SESSION_NEW refuses to do over a non-empty file. Then
  * subscribes to the bus: every event is written as it happens; each turn_end is flushed and fsync'd
  * before the turn returns. */
-int session_open(session_writer *w, const char *path, int append, const json_t *header, ev_bus *bus);
+int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header, ev_bus *bus);
 void session_close(session_writer *w, ev_bus *bus);
 /* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions/YYYY-MM-DD-HHMMSS.jsonl */
 int session_default_path(char *buf, size_t n);

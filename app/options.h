@@ -23,6 +23,7 @@ typedef struct {
     int n_predict;
     sampler_params sp;
     kv_opts kv;              /* kv.window 0: the model's context */
+    int skip_selftest;       /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
 } model_opts;
 
 void model_opts_init(model_opts *o);

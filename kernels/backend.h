@@ -92,6 +92,9 @@ struct kb_backend {
     /* host memory the backend copies fastest (pinned on a GPU), for offloaded caches */
     void *(*host_alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*host_release)(kb_backend *b, void *p);
+    /* the device and its driver in words ("NVIDIA H200, driver 13.0, compute 9.0"), which key the
+     * self-test's verdicts; NULL on the CPU, the reference itself */
+    int (*describe)(kb_backend *b, char *buf, size_t n);
     void (*destroy)(kb_backend *b);
 };
 

@@ -60,3 +60,12 @@ if ldd "$KV" 2>/dev/null | grep -q libcudart && ! nvidia-smi -L >/dev/null 2>&1;
 elif ! ldd "$KV" 2>/dev/null | grep -q libcudart; then
     expect_error "${TAG}cli/--device cuda in a CPU build" 1 "this build has no CUDA backend" "$KV" generate -m "$M" --device cuda -p hi
 fi
+# the GPU self-test with no GPU in use: it says so and succeeds (the CPU is the reference); --device
+# cuda where there is none is the usual one-line error
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    same "${TAG}cli/selftest without a GPU says so" "no GPU in use: nothing to self-test" \
+        "$("$KV" selftest -m "$M" 2>/dev/null | cut -d'(' -f1 | sed 's/ *$//')"
+    expect_error "${TAG}cli/selftest --device cuda without a GPU" 1 "--device cuda: (no usable GPU|this build has no CUDA)" \
+        "$KV" selftest -m "$M" --device cuda
+fi
+expect_error "${TAG}cli/selftest bad flag" 2 "unknown option '--frob'" "$KV" selftest -m "$M" --frob

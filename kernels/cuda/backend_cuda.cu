@@ -1,5 +1,6 @@
 /* The CUDA backend object: device memory, one stream, cuBLAS and cuBLASLt handles, growing buffers and
  * the step's scalars (the recorded decode step is graph.cu). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,16 @@ static int cu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
     return cu_copy2d(b, dst, bytes, src, bytes, bytes, 1);
 }
 
+static int cu_describe(kb_backend *b, char *buf, size_t n)
+{
+    cuda_state *s = cuda_of(b);
+    int driver = 0;
+    CK(cudaDriverGetVersion(&driver));
+    snprintf(buf, n, "%s, driver %d.%d, compute %d.%d", s->prop.name, driver / 1000, driver % 1000 / 10, s->prop.major,
+             s->prop.minor);
+    return 0;
+}
+
 static int cu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
 {
     (void)b;
@@ -271,6 +282,7 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->copy = cu_copy;
     b->copy2d = cu_copy2d;
     b->mem_info = cu_mem_info;
+    b->describe = cu_describe;
     b->matmul = cuda_matmul;
     b->matmul_t = cuda_matmul_t;
     b->embed = cuda_embed;

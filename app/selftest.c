@@ -1,0 +1,217 @@
+#include "selftest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../kernels/err.h"
+#include "commands.h"
+#include "files.h"
+#include "fingerprint.h"
+
+const char SELFTEST_HELP[] =
+    "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype f32|bf16|f16]\n"
+    "\n"
+    "Runs the GPU self-test now and prints its figures: the model prefills a fixed prompt and takes\n"
+    "decode steps on the GPU and on the CPU (the reference, same weight dtype), and the logits of every\n"
+    "step are compared (relative L2). The verdict is cached, as the automatic test before a GPU's first\n"
+    "use with a model caches it. Exit 0 when the GPU passes (or there is none to test), 1 when not.\n"
+    "\n" MODEL_OPTS_HELP;
+
+/* A correct device differs from the CPU by rounding alone. f32: accumulation order (the CPU's cached
+ * pass against recomputation measures ~5e-7). 16-bit: the GPU also rounds the activations entering
+ * each product to the weight dtype, an error of the size of the weights' own rounding, which on a
+ * 124M-shaped checkpoint moves the logits by 5.3e-3 (bf16) and 6.1e-4 (f16) relative L2 (kvchat
+ * generate --dump-logits, f32 against bf16/f16 weights): the limits leave about six times that. */
+double selftest_limit(dtype weights)
+{
+    return weights == DT_F32 ? 1e-4 : weights == DT_F16 ? 5e-3 : 3e-2;
+}
+
+static double rel_l2(const float *x, const float *ref, int n)
+{
+    double d = 0, r = 0;
+    for (int i = 0; i < n; i++) {
+        d += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return sqrt(d / (r > 0 ? r : 1));
+}
+
+int selftest_run(loaded_model *lm, selftest_result *r)
+{
+    memset(r, 0, sizeof *r);
+    const gpt2_config *c = &lm->model.cfg;
+    r->limit = selftest_limit(lm->model.wtype);
+    enum { MAX = 64 };
+    int total = c->n_ctx < MAX ? c->n_ctx : MAX, prefill = total - total / 4, V = c->vocab_size, ids[MAX];
+    for (int i = 0; i < total; i++) /* a fixed prompt spread over the vocabulary; both sides are fed it */
+        ids[i] = (int)((i * 7919u + 13u) % (unsigned)V);
+    kb_backend *cpu = kb_create("cpu", lm->backend->threads);
+    gpt2_model ref;
+    memset(&ref, 0, sizeof ref);
+    kv_opts ko;
+    kv_opts_default(&ko, c);
+    ko.window = total;
+    kv_pool *pd = NULL, *pc = NULL;
+    kv_seq *sd = NULL, *sc = NULL;
+    float *ld = malloc(sizeof(float) * (size_t)V), *lc = malloc(sizeof(float) * (size_t)V);
+    int rc = !cpu || !ld || !lc || gpt2_load(&ref, lm->dir, lm->model.wtype, NULL) || gpt2_place(&ref, cpu, NULL) ||
+                     !(pd = kv_pool_create(lm->backend, c, &ko, NULL)) || !(pc = kv_pool_create(cpu, c, &ko, NULL)) ||
+                     !(sd = kv_seq_new(pd, 0)) || !(sc = kv_seq_new(pc, 0))
+                 ? -1 : 0;
+    if (rc && (!ld || !lc))
+        err_set("out of memory");
+    /* the prefill, then one token a step: the decode kernels and the recorded steps are tested too */
+    for (int at = 0, n = prefill; !rc && at < total; at += n, n = 1) {
+        rc = gpt2_forward(&lm->model, lm->backend, sd, ids + at, n, ld) || gpt2_forward(&ref, cpu, sc, ids + at, n, lc) ? -1 : 0;
+        double e = rc ? 0 : rel_l2(ld, lc, V);
+        if (!rc && !(e <= r->worst)) /* NaN too */
+            r->worst = isnan(e) ? INFINITY : e;
+        r->steps += !rc;
+    }
+    kv_seq_free(sd);
+    kv_seq_free(sc);
+    kv_pool_free(pd);
+    kv_pool_free(pc);
+    gpt2_free(&ref);
+    if (cpu)
+        cpu->destroy(cpu);
+    free(ld);
+    free(lc);
+    r->passed = !rc && r->worst <= r->limit;
+    return rc ? err_wrap("the GPU self-test") : 0;
+}
+
+int selftest_key(loaded_model *lm, char *buf, size_t n)
+{
+    char dev[256], fp[17];
+    if (!lm->backend->describe || lm->backend->describe(lm->backend, dev, sizeof dev) || fp_model(lm->dir, fp))
+        return -1;
+    snprintf(buf, n, "%s | model %s | %s weights", dev, fp, dt_name(lm->model.wtype));
+    return 0;
+}
+
+static int cache_path(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(buf, n, "%s/kvchat/selftest.json", xdg);
+    else if (home && *home)
+        snprintf(buf, n, "%s/.cache/kvchat/selftest.json", home);
+    else
+        return -1;
+    return 0;
+}
+
+/* the verdicts so far; a missing or damaged cache reads as empty (the test then runs again) */
+static json_t *cache_read(const char *path)
+{
+    json_t *c = json_load_file(path, 0, NULL);
+    if (!json_is_object(c)) {
+        json_decref(c);
+        c = json_object();
+    }
+    return c;
+}
+
+/* best effort: a verdict that cannot be kept only means the test runs again next time */
+static void cache_store(const char *key, const selftest_result *r)
+{
+    char path[4096], when[32];
+    if (cache_path(path, sizeof path) || make_parent_dirs(path))
+        return;
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_t *c = cache_read(path);
+    json_object_set_new(c, key, json_pack("{s:b, s:f, s:f, s:i, s:s}", "passed", r->passed, "worst",
+                                          isfinite(r->worst) ? r->worst : 1e300, "limit", r->limit, "steps", r->steps,
+                                          "when", when));
+    part_file out;
+    if (!part_open(&out, path))
+        part_commit(&out, !json_dumpf(c, out.f, JSON_INDENT(1) | JSON_SORT_KEYS));
+    json_decref(c);
+}
+
+static int cache_lookup(const char *key, selftest_result *r)
+{
+    char path[4096];
+    if (cache_path(path, sizeof path))
+        return 0;
+    json_t *c = cache_read(path), *v = json_object_get(c, key);
+    int found = json_is_boolean(json_object_get(v, "passed")) && json_is_number(json_object_get(v, "worst"));
+    if (found)
+        *r = (selftest_result){.worst = json_number_value(json_object_get(v, "worst")),
+                               .limit = json_number_value(json_object_get(v, "limit")),
+                               .steps = (int)json_integer_value(json_object_get(v, "steps")),
+                               .passed = json_is_true(json_object_get(v, "passed")), .cached = 1};
+    json_decref(c);
+    return found;
+}
+
+int selftest_gate(loaded_model *lm, const model_opts *o)
+{
+    const char *env = getenv("KVCHAT_SELFTEST");
+    char key[600], dev[256] = "the GPU", why[512];
+    if ((env && !strcmp(env, "0")) || selftest_key(lm, key, sizeof key))
+        return 0;
+    lm->backend->describe(lm->backend, dev, sizeof dev);
+    selftest_result r;
+    int failed_to_run = 0;
+    if (!cache_lookup(key, &r)) {
+        fprintf(stderr, "kvchat: first use of %s with this model: checking it against the CPU\n", dev);
+        if ((failed_to_run = selftest_run(lm, &r) != 0))
+            snprintf(why, sizeof why, "%s", err_msg());
+        else
+            cache_store(key, &r);
+    }
+    if (r.passed)
+        return 0;
+    if (!failed_to_run)
+        snprintf(why, sizeof why, "its %s logits differ from the CPU's by %.3g (relative L2; a correct GPU stays under %.3g)%s",
+                 dt_name(lm->model.wtype), r.worst, r.limit, r.cached ? ", a cached verdict: `kvchat selftest` tests again" : "");
+    if (!strcmp(o->device, "cuda"))
+        return err_set("--device cuda: %s failed its self-test: %s; KVCHAT_SELFTEST=0 uses it anyway", dev, why);
+    fprintf(stderr, "kvchat: %s failed its self-test (%s); running on the CPU\n", dev, why);
+    model_opts on_cpu = *o;
+    on_cpu.device = "cpu";
+    unload_model(lm);
+    return load_model(lm, &on_cpu);
+}
+
+int cmd_selftest(int argc, char **argv)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    mo.skip_selftest = 1;
+    for (int i = 1; i < argc; i++) {
+        int r = model_opts_parse(&mo, argc, argv, &i);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r == 0)
+            return err_set("unknown option '%s' (see kvchat selftest --help)", argv[i]), EXIT_USAGE;
+    }
+    loaded_model lm;
+    if (load_model(&lm, &mo))
+        return EXIT_RUNTIME;
+    char key[600], dev[256];
+    if (selftest_key(&lm, key, sizeof key)) {
+        printf("no GPU in use: nothing to self-test (the CPU is the reference a GPU is checked against)\n");
+        unload_model(&lm);
+        return 0;
+    }
+    lm.backend->describe(lm.backend, dev, sizeof dev);
+    selftest_result r;
+    int rc = selftest_run(&lm, &r);
+    if (!rc) {
+        cache_store(key, &r);
+        printf("%s\nmodel %s, %s weights: %d steps compared with the CPU, worst relative L2 error %.3g (limit %.3g): %s\n",
+               dev, lm.dir, dt_name(lm.model.wtype), r.steps, r.worst, r.limit, r.passed ? "passed" : "FAILED");
+        if (!r.passed)
+            rc = err_set("%s failed its self-test: --device auto will use the CPU, --device cuda refuses it", dev);
+    }
+    unload_model(&lm);
+    return rc ? EXIT_RUNTIME : 0;
+}

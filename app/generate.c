@@ -22,7 +22,10 @@ const char GENERATE_HELP[] =
     "      --special          treat \"<|endoftext|>\" in the prompt text as the special token\n"
     "      --output text|ids  print text (default) or the new token ids on one line\n"
     "      --dump-logits FILE write the vocab-size little-endian float32 logits from which the\n"
-    "                         first new token was chosen\n"
+    "                         first new token was chosen (with --force-ids, then those after each\n"
+    "                         forced id: one row per step)\n"
+    "      --force-ids LIST   teacher forcing: feed these ids one per step after the prompt, in place\n"
+    "                         of the chosen ones (as many steps as ids; for comparing backends)\n"
     "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
     "  -q, --quiet            no timing summary on stderr\n"
     "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
@@ -30,7 +33,7 @@ const char GENERATE_HELP[] =
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 
-static int parse_ids(const char *s, int **ids, int *n, int *cap)
+static int parse_ids(const char *flag, const char *s, int **ids, int *n, int *cap)
 {
     const char *p = s;
     while (*p) {
@@ -41,7 +44,7 @@ static int parse_ids(const char *s, int **ids, int *n, int *cap)
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > (1L << 24) || (*end && *end != ',' && *end != ' '))
-            return err_set("--prompt-ids: expected non-negative integers separated by commas, got '%s'", s);
+            return err_set("%s: expected non-negative integers separated by commas, got '%s'", flag, s);
         if (*n == *cap) {
             *cap = *cap ? 2 * *cap : 64;
             int *q = realloc(*ids, sizeof *q * (size_t)*cap);
@@ -52,21 +55,12 @@ static int parse_ids(const char *s, int **ids, int *n, int *cap)
         (*ids)[(*n)++] = (int)v;
         p = end;
     }
-    return *n ? 0 : err_set("--prompt-ids: no ids given");
-}
-
-static int write_logits(const char *path, const float *logits, int V)
-{
-    part_file p;
-    if (part_open(&p, path))
-        return err_wrap("--dump-logits");
-    size_t w = fwrite(logits, sizeof(float), (size_t)V, p.f); /* x86-64 and arm64 are little-endian */
-    return part_commit(&p, w == (size_t)V) ? err_wrap("--dump-logits") : 0;
+    return *n ? 0 : err_set("%s: no ids given", flag);
 }
 
 typedef struct {
     model_opts mo;
-    const char *prompt, *prompt_ids, *dump_logits;
+    const char *prompt, *prompt_ids, *dump_logits, *force_ids;
     int output_ids, no_cache, special, quiet;
 } gen_args;
 
@@ -91,6 +85,10 @@ static int parse_args(gen_args *a, int argc, char **argv)
             if (r < 0)
                 return -1;
             a->dump_logits = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--force-ids", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->force_ids = v;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--output", &v)) != 0) {
             if (r < 0)
                 return -1;
@@ -112,7 +110,8 @@ static int parse_args(gen_args *a, int argc, char **argv)
     return 0;
 }
 
-static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
+/* force: the ids to feed after the prompt (teacher forcing), n_force of them, or NULL */
+static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt, const int *force, int n_force)
 {
     gpt2_model *m = &lm->model;
     int V = m->cfg.vocab_size, n_ctx = kv_pool_opts(lm->pool)->window, eos = tok_eos(lm->tok), rc = -1;
@@ -121,6 +120,12 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
     for (int i = 0; i < n_prompt; i++)
         if (ids[i] >= V)
             return err_set("prompt token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
+    for (int i = 0; i < n_force; i++)
+        if (force[i] >= V)
+            return err_set("--force-ids: token id %d is outside the vocabulary (0..%d)", force[i], V - 1);
+    part_file dump = {0};
+    if (a->dump_logits && part_open(&dump, a->dump_logits))
+        return err_wrap("--dump-logits");
     kv_seq *cache = kv_seq_new(lm->pool, 0);
     float *logits = a->dump_logits ? err_malloc(sizeof(float) * V, "logits") : NULL;
     sampler smp;
@@ -135,13 +140,14 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
     if (gpt2_step(m, lm->backend, cache, ids, n_prompt, a->mo.n_predict > 0 ? &pick : NULL, &next, logits))
         goto out;
     double t_prefill = ev_clock() - t0;
-    if (a->dump_logits && write_logits(a->dump_logits, logits, V))
+    /* x86-64 and arm64 are little-endian: the floats go out as they are */
+    if (dump.f && fwrite(logits, sizeof(float), (size_t)V, dump.f) != (size_t)V)
         goto out;
     signal(SIGINT, on_sigint);
     t0 = ev_clock();
     while (made < a->mo.n_predict && !interrupted) {
-        int id = next;
-        if (id == eos)
+        int id = force ? force[made] : next;
+        if (id == eos && !force)
             break;
         ids[n++] = id;
         made++;
@@ -153,7 +159,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
             safe_fwrite(stdout, text, len, raw);
         }
         fflush(stdout);
-        if (made == a->mo.n_predict)
+        if (made == a->mo.n_predict && !force) /* forced: the last id is fed too, for its logits */
             break;
         if (n == n_ctx) {
             if (!a->quiet)
@@ -161,9 +167,10 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
             break;
         }
         pick = sampler_draw(&smp, ids, n);
-        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_step(m, lm->backend, cache, ids, n, &pick, &next, NULL))
-                               : gpt2_step(m, lm->backend, cache, ids + n - 1, 1, &pick, &next, NULL);
-        if (fail)
+        float *step_logits = force && dump.f ? logits : NULL;
+        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_step(m, lm->backend, cache, ids, n, &pick, &next, step_logits))
+                               : gpt2_step(m, lm->backend, cache, ids + n - 1, 1, &pick, &next, step_logits);
+        if (fail || (step_logits && fwrite(logits, sizeof(float), (size_t)V, dump.f) != (size_t)V))
             goto out;
     }
     double t_decode = ev_clock() - t0;
@@ -180,6 +187,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt)
                 a->no_cache ? ", no cache" : "");
     rc = interrupted ? 130 : 0;
 out:
+    if (dump.f && part_commit(&dump, rc == 0) && rc == 0)
+        rc = err_wrap("--dump-logits");
     signal(SIGINT, SIG_DFL);
     tok_stream_free(&ts);
     free(logits);
@@ -192,9 +201,13 @@ int cmd_generate(int argc, char **argv)
     gen_args a = {0};
     if (parse_args(&a, argc, argv))
         return EXIT_USAGE;
-    int *ids = NULL, n = 0, cap = 0, rc = EXIT_USAGE;
-    if (a.prompt_ids && parse_ids(a.prompt_ids, &ids, &n, &cap))
+    int *ids = NULL, n = 0, cap = 0, rc = EXIT_USAGE, *force = NULL, n_force = 0, cap_force = 0;
+    if (a.prompt_ids && parse_ids("--prompt-ids", a.prompt_ids, &ids, &n, &cap))
         goto out;
+    if (a.force_ids && parse_ids("--force-ids", a.force_ids, &force, &n_force, &cap_force))
+        goto out;
+    if (force)
+        a.mo.n_predict = n_force;
     loaded_model lm;
     rc = EXIT_RUNTIME;
     if (load_model(&lm, &a.mo))
@@ -218,11 +231,12 @@ int cmd_generate(int argc, char **argv)
         goto unload;
     }
     ids = grown;
-    int g = generate(&lm, &a, ids, n);
+    int g = generate(&lm, &a, ids, n, force, n_force);
     rc = g < 0 ? EXIT_RUNTIME : g;
 unload:
     unload_model(&lm);
 out:
     free(ids);
+    free(force);
     return rc;
 }

@@ -69,3 +69,18 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
         "$KV" selftest -m "$M" --device cuda
 fi
 expect_error "${TAG}cli/selftest bad flag" 2 "unknown option '--frob'" "$KV" selftest -m "$M" --frob
+
+# teacher forcing: --force-ids feeds given ids one per step and --dump-logits writes a row per step;
+# each row equals recomputing its whole prefix without the cache
+IDS=464,3290,373,1043,287,257
+"$KV" generate -m "$M" --dtype f32 --prompt-ids $IDS --force-ids 13,11,50256,198 --dump-logits "$TMP/tf.bin" -q --output ids >"$TMP/tf.ids"
+"$KV" generate -m "$M" --dtype f32 --prompt-ids $IDS --force-ids 13,11,50256,198 --dump-logits "$TMP/tf-nc.bin" -q --no-cache >/dev/null
+same "${TAG}cli/--force-ids prints the forced ids" "13 11 50256 198" "$(cat "$TMP/tf.ids")"
+check "${TAG}cli/--force-ids dumps one row per step, each equal to a fresh pass" "$PYTHON" -c "
+import numpy as n
+a = n.fromfile('$TMP/tf.bin', '<f4').reshape(-1, 50257); b = n.fromfile('$TMP/tf-nc.bin', '<f4').reshape(-1, 50257)
+assert a.shape == (5, 50257) and b.shape == a.shape, (a.shape, b.shape)
+e = max(n.linalg.norm(x - y) / n.linalg.norm(y) for x, y in zip(a, b))
+assert e < 1e-5 and len({r.tobytes() for r in a}) == 5, e"
+expect_error "${TAG}cli/--force-ids out of the vocabulary" 1 "--force-ids: token id 60000 is outside the vocabulary" \
+    "$KV" generate -m "$M" --prompt-ids 1 --force-ids 60000

@@ -89,6 +89,33 @@ a=$($KV generate -m "$m" --dtype f32 --device cpu --prompt-ids $IDS -n 48 --temp
 b=$($KV generate -m "$m" --dtype f32 --device cuda --prompt-ids $IDS -n 48 --temp 0.9 --top-k 40 --top-p 0.95 --seed 7 -q --output ids)
 if [ "$a" == "$b" ]; then ok "sampled 48 tokens 4x256 f32, seed 7" "identical"; else bad "sampled 48 tokens 4x256 f32, seed 7" "differ"; fi
 echo
+echo "== every step against the CPU (teacher forcing: 300-token prompt, then 200 forced ids, window 1024)"
+# the same ids fed to both backends, the logits of the prefill and of each decode step compared: more
+# than 256 positions of context (several attention chunks) through recorded-step replay. Limits: 1e-4
+# for f32 weights and cache (accumulation order); 3e-2 (the self-test's bf16 limit) where weights or
+# cache are 16-bit or int8, until this table measures the spread
+m=$T/m-4-256-1024
+$KV make-tiny-model "$m" --layers 4 --heads 8 --embd 256 --ctx 1024 --seed 5 >/dev/null
+P=$("$PY" -c "print(','.join(str((i * 7919 + 13) % 50257) for i in range(300)))")
+F=$("$PY" -c "print(','.join(str((i * 104729 + 7) % 50257) for i in range(200)))")
+worst() { "$PY" -c "import numpy as n,sys;a=n.fromfile(sys.argv[1],'<f4').reshape(-1,50257).astype(float);b=n.fromfile(sys.argv[2],'<f4').reshape(-1,50257).astype(float)
+print('%.2e %d'%(max(n.linalg.norm(x-y)/n.linalg.norm(y) for x,y in zip(a,b)) if a.shape==b.shape else float('inf'),len(b)))" "$1" "$2"; }
+for wdt in f32 bf16; do
+    for layout in paged contiguous; do
+        for cdt in f32 f16 bf16 int8; do
+            for dev in cpu cuda; do
+                $KV generate -m "$m" --device $dev --dtype $wdt --cache-layout $layout --cache-dtype $cdt --ctx 1024 \
+                    --prompt-ids "$P" --force-ids "$F" --dump-logits "$T/tf-$dev.bin" -q >/dev/null 2>>"$OUT/forced.log"
+            done
+            read -r e rows <<<"$(worst "$T/tf-cuda.bin" "$T/tf-cpu.bin")"
+            limit=$([ $wdt = f32 ] && [ $cdt = f32 ] && echo 1e-4 || echo 3e-2)
+            name="forced steps $wdt weights, $layout $cdt cache (limit $limit)"
+            if [ "$rows" = 201 ] && "$PY" -c "import sys; sys.exit(0 if float('$e') < $limit else 1)"; then ok "$name" "worst rel L2 $e"
+            else bad "$name" "worst rel L2 $e over $rows rows"; fi
+        done
+    done
+done
+echo
 echo "== cache layouts, dtypes, eviction and offload on the device (greedy chat, f32 weights)"
 m=$T/m-2-64-f32
 msgs=$(printf 'hello there\nhow are you\ntell me about the cache\nand more\nand then\none more turn\n')

@@ -17,6 +17,9 @@ int cpu_gelu(kb_backend *b, float *x, size_t n);
 int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                       float eps);
 int cpu_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
+/* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >= it
+ * are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the same. */
+uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k, float top_p);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

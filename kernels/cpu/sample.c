@@ -76,6 +76,34 @@ static void penalize(float *logits, int vocab, const int *history, int n_history
             seen[history[i]] = 0;
 }
 
+uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k, float top_p)
+{
+    uint32_t floor_q = 0;
+    int n = vocab;
+    memcpy(sel, q, sizeof(uint32_t) * (size_t)vocab);
+    if (top_k > 0 && top_k < vocab) {
+        floor_q = kth_largest(sel, vocab, top_k);
+        n = 0;
+        for (int i = 0; i < vocab; i++)
+            if (q[i] >= floor_q)
+                sel[n++] = q[i];
+    }
+    if (top_p < 1.0f) {
+        uint64_t total = 0, cum = 0;
+        for (int i = 0; i < n; i++)
+            total += sel[i];
+        uint64_t need = (uint64_t)((double)top_p * (double)total);
+        need = need ? need : 1;
+        qsort(sel, (size_t)n, sizeof *sel, by_desc);
+        for (int i = 0; i < n; i++)
+            if ((cum += sel[i]) >= need) {
+                floor_q = sel[i];
+                break;
+            }
+    }
+    return floor_q;
+}
+
 int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sample *s)
 {
     /* scratch: the penalised logits, q, a copy of q to select in, and a flag per id for the penalty */
@@ -94,29 +122,7 @@ int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sam
     float mx = logits[best];
     for (int i = 0; i < vocab; i++)
         q[i] = (uint32_t)(expf((logits[i] - mx) / s->temp) * Q_SCALE);
-    uint32_t floor_q = 0;
-    int n = vocab;
-    memcpy(sel, q, sizeof(uint32_t) * (size_t)vocab);
-    if (s->top_k > 0 && s->top_k < vocab) {
-        floor_q = kth_largest(sel, vocab, s->top_k);
-        n = 0;
-        for (int i = 0; i < vocab; i++)
-            if (q[i] >= floor_q)
-                sel[n++] = q[i];
-    }
-    if (s->top_p < 1.0f) {
-        uint64_t total = 0, cum = 0;
-        for (int i = 0; i < n; i++)
-            total += sel[i];
-        uint64_t need = (uint64_t)((double)s->top_p * (double)total);
-        need = need ? need : 1;
-        qsort(sel, (size_t)n, sizeof *sel, by_desc);
-        for (int i = 0; i < n; i++)
-            if ((cum += sel[i]) >= need) {
-                floor_q = sel[i];
-                break;
-            }
-    }
+    uint32_t floor_q = cpu_sample_floor(q, sel, vocab, s->top_k, s->top_p);
     uint64_t total = 0;
     for (int i = 0; i < vocab; i++)
         if (q[i] >= floor_q)

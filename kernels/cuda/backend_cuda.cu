@@ -220,6 +220,14 @@ static void cu_destroy(kb_backend *b)
     free(b);
 }
 
+extern "C" int cuda_driver_problem(int driver, int runtime)
+{
+    if (!driver)
+        return err_set("no NVIDIA driver is loaded (no GPU, or its driver is not installed)");
+    return err_set("the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d: update the driver", driver / 1000,
+                   driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+}
+
 static int init(cuda_state *s)
 {
     int n = 0, runtime = 0, driver = 0;
@@ -227,10 +235,7 @@ static int init(cuda_state *s)
     if (e == cudaErrorInsufficientDriver) {
         cudaRuntimeGetVersion(&runtime);
         cudaDriverGetVersion(&driver);
-        if (!driver)
-            return err_set("no NVIDIA driver is loaded (no GPU, or its driver is not installed)");
-        return err_set("the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d: update the driver", driver / 1000,
-                       driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        return cuda_driver_problem(driver, runtime);
     }
     if (e == cudaErrorNoDevice || (e == cudaSuccess && n < 1))
         return err_set("no CUDA device found");

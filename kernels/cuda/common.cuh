@@ -34,6 +34,7 @@ typedef struct {
     int past, n, n_hist, top_k;
     float temp, top_p, penalty;
     int out;                /* the chosen id */
+    unsigned floor_q;       /* the kept set's threshold the sampler found (the tests read it) */
     double u;
     int cap;                /* capacity of ids and of hist */
     int data[1];            /* ids[cap] then hist[cap] */

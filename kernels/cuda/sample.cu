@@ -160,6 +160,8 @@ __global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const fl
         u64 need = (u64)((double)st->top_p * (double)total);
         floor_q = radix_select(q, V, floor_q, 1, need ? need : 1, hist);
     }
+    if (tid == 0)
+        st->floor_q = floor_q;
     /* the walk in id order: each thread holds a contiguous range, the scan says where it starts */
     int per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
     local = 0;
@@ -178,6 +180,17 @@ __global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const fl
                 break;
             }
     }
+}
+
+extern "C" int cuda_sample_kept(kb_backend *b, unsigned *q, int vocab, unsigned *floor_q)
+{
+    cuda_state *st = cuda_of(b);
+    if (!st->sample_work || st->sample_bytes < sizeof(float) * (size_t)vocab)
+        return err_set("no sampling to read back");
+    CK(cudaStreamSynchronize(st->stream));
+    CK(cudaMemcpy(q, st->sample_work, sizeof(unsigned) * (size_t)vocab, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(floor_q, &((cu_step *)st->dstep)->floor_q, sizeof *floor_q, cudaMemcpyDeviceToHost));
+    return 0;
 }
 
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s)

@@ -260,6 +260,15 @@ static void attention_twins(void)
 
 /* the chosen ids of the CPU rule and the device kernel, over random logits, settings and draws; the
  * integer rule makes them equal unless expf's last bit moves an id across a threshold */
+/* needs no GPU: what a machine whose driver is missing or too old is told */
+static void driver_messages(void)
+{
+    CHECK(cuda_driver_problem(0, 13000) == -1 && strstr(err_msg(), "no NVIDIA driver is loaded"), "no driver: %s", err_msg());
+    CHECK(cuda_driver_problem(12040, 13000) == -1 &&
+              strstr(err_msg(), "the NVIDIA driver supports CUDA 12.4 but this build needs 13.0: update the driver"),
+          "old driver: %s", err_msg());
+}
+
 static void sample_twins(void)
 {
     kb_backend *g = gpu(), *c = kb_create("cpu", 2);
@@ -273,7 +282,8 @@ static void sample_twins(void)
     static int hist[300];
     float *dl = g->alloc(g, sizeof l, "logits");
     uint64_t s = 11;
-    int same = 0, greedy_same = 0, bad = 0;
+    int same = 0, greedy_same = 0, bad = 0, floors = 0, walks = 0, sampled = 0;
+    static unsigned q[V], sel[V];
     for (int t = 0; t < TRIALS; t++) {
         for (int i = 0; i < V; i++)
             l[i] = rnd(&s) * 4 + (i % 97 == 0 ? 6 : 0);
@@ -292,9 +302,33 @@ static void sample_twins(void)
         }
         same += a == b;
         greedy_same += k.temp == 0 && a == b;
+        if (k.temp == 0)
+            continue;
+        /* the selection itself, exactly: on the device's own integer probabilities, the CPU rule must
+         * find the device's threshold, and the walk the device's id (no draw may differ) */
+        unsigned floor_q = 0;
+        if (cuda_sample_kept(g, q, V, &floor_q)) {
+            bad++;
+            continue;
+        }
+        sampled++;
+        floors += cpu_sample_floor(q, sel, V, k.top_k, k.top_p) == floor_q;
+        uint64_t total = 0, acc = 0;
+        for (int i = 0; i < V; i++)
+            total += q[i] >= floor_q ? q[i] : 0;
+        uint64_t r = (uint64_t)(k.u * (double)total);
+        r = r >= total ? total - 1 : r;
+        int walked = -1;
+        for (int i = 0; i < V && walked < 0; i++)
+            if (q[i] >= floor_q && (acc += q[i]) > r)
+                walked = i;
+        walks += walked == b;
     }
     CHECK(!bad, "%d sample calls failed: %s", bad, err_msg());
     CHECK(greedy_same == TRIALS / 5, "greedy: %d of %d equal", greedy_same, TRIALS / 5);
+    CHECK(floors == sampled && walks == sampled, "top-k/top-p thresholds %d of %d equal the CPU rule's, chosen ids %d",
+          floors, sampled, walks);
+    /* across implementations of exp a last-bit difference may move a token over a threshold */
     CHECK(same >= TRIALS - 2, "sampled ids: %d of %d equal", same, TRIALS);
     g->release(g, dl);
     c->destroy(c);
@@ -363,7 +397,7 @@ static void model_steps(void)
 }
 
 TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
-           {"cuda/sample_matches_cpu_twin", sample_twins});
+           {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/driver_messages", driver_messages});
 #else
 static void no_cuda(void)
 {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +41,19 @@ int make_parent_dirs(const char *file)
         return 0;
     *slash = 0;
     return make_dirs(dir);
+}
+
+int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel, const char *instead)
+{
+    const char *xdg = getenv(env), *home = getenv("HOME");
+    int w;
+    if (xdg && *xdg)
+        w = snprintf(buf, n, "%s/kvchat/%s", xdg, rel);
+    else if (home && *home)
+        w = snprintf(buf, n, "%s/%s/kvchat/%s", home, fallback, rel);
+    else
+        return err_set("neither %s nor HOME is set; %s", env, instead);
+    return w < 0 || (size_t)w >= n ? err_set("%.64s...: path too long", buf) : 0;
 }
 
 int same_file(const char *a, const char *b)

@@ -2,10 +2,15 @@
 #ifndef KVCHAT_FILES_H
 #define KVCHAT_FILES_H
 
+#include <stddef.h>
+
 /* mkdir -p */
 int make_dirs(const char *path);
 /* mkdir -p of the folder a file path is in */
 int make_parent_dirs(const char *file);
+/* ${ENV:-$HOME/FALLBACK}/kvchat/REL (ENV an XDG base directory variable, FALLBACK its default under
+ * the home directory); -1 when neither is set, with an error naming both and then `instead`. */
+int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel, const char *instead);
 /* Whether both paths name one existing file (links and different spellings included). */
 int same_file(const char *a, const char *b);
 /* The size of the file at PATH, or -1 when there is none. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "files.h"
 #include "selftest.h"
 
 static dtype default_dtype(void)
@@ -194,15 +195,9 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
 
 int model_cache_dir(char *buf, size_t n, const char *name)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int w;
-    if (xdg && *xdg)
-        w = snprintf(buf, n, "%s/kvchat/models/%s", xdg, name);
-    else if (home && *home)
-        w = snprintf(buf, n, "%s/.cache/kvchat/models/%s", home, name);
-    else
-        return err_set("neither XDG_CACHE_HOME nor HOME is set; pass -m DIR");
-    return w < 0 || (size_t)w >= n ? err_set("model cache path too long") : 0;
+    char rel[512];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    return xdg_path(buf, n, "XDG_CACHE_HOME", ".cache", rel, "pass -m DIR");
 }
 
 const char *resolve_model_dir(const model_opts *o, char *buf, size_t n)

@@ -96,14 +96,7 @@ int selftest_key(loaded_model *lm, char *buf, size_t n)
 
 static int cache_path(char *buf, size_t n)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(buf, n, "%s/kvchat/selftest.json", xdg);
-    else if (home && *home)
-        snprintf(buf, n, "%s/.cache/kvchat/selftest.json", home);
-    else
-        return -1;
-    return 0;
+    return xdg_path(buf, n, "XDG_CACHE_HOME", ".cache", "selftest.json", "the self-test's verdicts are not kept");
 }
 
 /* the verdicts so far; a missing or damaged cache reads as empty (the test then runs again) */

@@ -165,17 +165,10 @@ void session_close(session_writer *w, ev_bus *bus)
 
 int session_default_path(char *buf, size_t n)
 {
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    char when[32];
+    char rel[64];
     time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d-%H%M%S", localtime(&now));
-    if (xdg && *xdg)
-        snprintf(buf, n, "%s/kvchat/sessions/%s.jsonl", xdg, when);
-    else if (home && *home)
-        snprintf(buf, n, "%s/.local/share/kvchat/sessions/%s.jsonl", home, when);
-    else
-        return err_set("neither XDG_DATA_HOME nor HOME is set; pass --session FILE or --no-save");
-    return 0;
+    strftime(rel, sizeof rel, "sessions/%Y-%m-%d-%H%M%S.jsonl", localtime(&now));
+    return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", rel, "pass --session FILE or --no-save");
 }
 
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n)

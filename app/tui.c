@@ -465,13 +465,8 @@ static void emit_model_event(loaded_model *lm)
 
 static void history_path(char *buf, size_t n)
 {
-    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(buf, n, "%s/kvchat/history", xdg);
-    else if (home && *home)
-        snprintf(buf, n, "%s/.local/state/kvchat/history", home);
-    else
-        buf[0] = 0;
+    if (xdg_path(buf, n, "XDG_STATE_HOME", ".local/state", "history", "no input history is kept"))
+        buf[0] = 0; /* no history file */
 }
 
 int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persist *persist)

@@ -40,6 +40,10 @@ struct engine {
     atomic_int cancel, done;
     pthread_t worker;
     int running, job_conv, job_rc;
+    const int *forced;               /* engine_force_reply: the next reply's tokens */
+    int n_forced;
+    engine_logits_fn on_logits;
+    void *logits_ctx;
     int have_pending;                /* a /set during a reply: applied when the reply ends */
     model_opts pending;              /* mo as it will be then */
     char *job_text, *job_reply;
@@ -121,6 +125,14 @@ void engine_on_text(engine *e, engine_text_fn fn, void *ctx)
 {
     e->on_text = fn;
     e->text_ctx = ctx;
+}
+
+void engine_force_reply(engine *e, const int *ids, int n, engine_logits_fn fn, void *ctx)
+{
+    e->forced = ids;
+    e->n_forced = n;
+    e->on_logits = fn;
+    e->logits_ctx = ctx;
 }
 
 static conv *add_conv(engine *e, kv_seq *seq)
@@ -586,7 +598,11 @@ static int reply(engine *e, conv *c, char **out)
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
             fidelity(e, c);
-        int id = e->next;
+        if (e->on_logits && (rc = gpt2_last_logits(&lm->model, e->logits)) == 0)
+            e->on_logits(e->logits_ctx, e->logits, lm->model.cfg.vocab_size);
+        if (rc)
+            break;
+        int id = made < e->n_forced ? e->forced[made] : e->next;
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
@@ -630,6 +646,9 @@ static int reply(engine *e, conv *c, char **out)
         emitted = safe > emitted ? safe : emitted;
     }
     kv_set_busy(c->seq, 0);
+    e->forced = NULL; /* one reply's worth */
+    e->n_forced = 0;
+    e->on_logits = NULL;
     if (!rc && !stopped) {
         size_t len;
         const char *rest = tok_stream_flush(&ts, &len);

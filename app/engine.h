@@ -34,6 +34,11 @@ typedef void (*engine_text_fn)(void *ctx, int conv, const char *text, size_t len
 engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 void engine_free(engine *e);
 void engine_on_text(engine *e, engine_text_fn fn, void *ctx);
+/* Teacher forcing, for comparing backends: the next reply appends ids[0..n) in order in place of the
+ * tokens it draws (then draws, should it go on), and fn gets the logits (vocab floats) each of its
+ * tokens is taken from, before the token goes in. ids must stay valid until that reply ends. */
+typedef void (*engine_logits_fn)(void *ctx, const float *logits, int vocab);
+void engine_force_reply(engine *e, const int *ids, int n, engine_logits_fn fn, void *ctx);
 
 /* Conversations are numbered from 1; returns the new id or -1. */
 int engine_new_conv(engine *e);

@@ -13,6 +13,7 @@
 #include "../ui/screen.h"
 #include "commands.h"
 #include "engine.h"
+#include "files.h"
 #include "fingerprint.h"
 #include "safe_text.h"
 #include "session.h"
@@ -20,14 +21,17 @@
 const char REPLAY_HELP[] =
     "usage: kvchat replay FILE                 play the session back with the cache panel\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
-    "       kvchat replay FILE --verify [-m DIR] [--device D] [--force]\n"
+    "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
     "\n"
     "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
     "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
     "] / [ next / previous turn, 1-9 show that conversation, q quit.\n"
     "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
     "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token and\n"
-    "position). The model is the one the session names, or -m DIR (--force: another model).\n";
+    "position). The model is the one the session names, or -m DIR (--force: another model).\n"
+    "--dump-logits OUT is teacher forcing: every reply is fed its recorded tokens, and OUT gets the\n"
+    "logits each was taken from (vocab little-endian float32s a token), evictions and offloads\n"
+    "included: run on two devices, the files compare them at every step.\n";
 
 /* ---- transcript ---- */
 
@@ -67,7 +71,13 @@ static void collect(void *ctx, json_t *ev)
     l->ids[l->n++] = (int)json_integer_value(json_object_get(ev, "id"));
 }
 
-static int verify(const session *s, const char *path, model_opts *mo, int force)
+static void dump_row(void *ctx, const float *logits, int vocab)
+{
+    FILE *f = ctx;
+    fwrite(logits, sizeof(float), (size_t)vocab, f); /* checked once, when the file is committed */
+}
+
+static int verify(const session *s, const char *path, model_opts *mo, int force, const char *dump_path)
 {
     engine_opts eo = {0};
     const char *recorded = json_string_value(json_object_get(json_object_get(s->header, "model"), "dir"));
@@ -90,6 +100,12 @@ static int verify(const session *s, const char *path, model_opts *mo, int force)
         fprintf(stderr, "note: %s was recorded with the sampling rule of an earlier kvchat (session format 1): "
                         "sampled turns may differ, greedy ones must match\n", path);
     engine *e = engine_create(&lm, mo, &eo);
+    part_file dump = {0};
+    if (dump_path && part_open(&dump, dump_path)) {
+        engine_free(e);
+        unload_model(&lm);
+        return err_wrap("--dump-logits"), EXIT_RUNTIME;
+    }
     id_list got = {.cap = 1 << 20};
     got.ids = malloc(sizeof(int) * (size_t)got.cap);
     int rc = e && got.ids ? 0 : EXIT_RUNTIME, turns = 0, bad = 0;
@@ -152,6 +168,13 @@ static int verify(const session *s, const char *path, model_opts *mo, int force)
             engine_set_sampling(e, &cur->sp, n_tok);
         got.n = 0;
         n_want = 0;
+        /* this action's recorded tokens */
+        for (int j = i + 1; s->events[j] != end; j++)
+            if (!strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
+                json_integer_value(json_object_get(s->events[j], "conv")) == conv && n_want < (1 << 20))
+                want_ids[n_want++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
+        if (dump.f)
+            engine_force_reply(e, want_ids, n_want, dump_row, dump.f);
         char *reply = NULL;
         int r = !strcmp(type, "user") ? engine_turn(e, conv, text, &reply)
               : !strcmp(type, "retry") ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
@@ -162,11 +185,7 @@ static int verify(const session *s, const char *path, model_opts *mo, int force)
             rc = EXIT_RUNTIME;
             break;
         }
-        /* skip this action's own events in the recorded stream: collect its recorded tokens */
-        for (int j = i + 1; s->events[j] != end; j++)
-            if (!strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
-                json_integer_value(json_object_get(s->events[j], "conv")) == conv && n_want < (1 << 20))
-                want_ids[n_want++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
+        /* skip this action's own events in the recorded stream */
         while (s->events[i] != end)
             i++;
         turns++;
@@ -180,6 +199,10 @@ static int verify(const session *s, const char *path, model_opts *mo, int force)
                    k < n_want ? want_ids[k] : -1, k < got.n ? got.ids[k] : -1);
             bad = 1;
         }
+    }
+    if (dump.f && part_commit(&dump, !rc) && !rc) {
+        err_wrap("--dump-logits");
+        rc = EXIT_RUNTIME;
     }
     if (!rc)
         printf(bad ? "%s: diverges (first divergence above)\n" : "%s: all %d turns reproduce\n", path, turns);
@@ -354,6 +377,7 @@ int cmd_replay(int argc, char **argv)
     model_opts_init(&mo);
     const char *path = NULL;
     int no_tui = 0, check = 0, force = 0;
+    const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
         if (opt_match(argc, argv, &i, NULL, "--no-tui", NULL))
@@ -362,6 +386,10 @@ int cmd_replay(int argc, char **argv)
             check = 1;
         else if (opt_match(argc, argv, &i, NULL, "--force", NULL))
             force = 1;
+        else if ((r = opt_match(argc, argv, &i, NULL, "--dump-logits", &dump)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+        }
         else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -374,12 +402,14 @@ int cmd_replay(int argc, char **argv)
     }
     if (!path)
         return err_set("which session file? (see kvchat replay --help)"), EXIT_USAGE;
+    if (dump && !check)
+        return err_set("--dump-logits goes with --verify (it records the verifying run)"), EXIT_USAGE;
     session s;
     if (session_read(&s, path))
         return EXIT_RUNTIME;
     int rc;
     if (check)
-        rc = verify(&s, path, &mo, force);
+        rc = verify(&s, path, &mo, force, dump);
     else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         rc = transcript(&s, path);
     else

@@ -187,3 +187,20 @@ for cfg in "--cache-layout contiguous --grow-factor 1.5 --ctx 40" "--block-token
     check "${TAG}session/a session written with $cfg replays" "$KV" replay "$S/cfg.jsonl" --no-tui
     check "${TAG}session/a session written with $cfg resumes" bash -c "printf 'more\n' | '$KV' chat --no-tui --resume '$S/cfg.jsonl' -n 2"
 done
+
+# teacher forcing through a session (replay --verify --dump-logits): two conversations fed recorded ids,
+# evicting in a window of 128; in a small pool they also go to host memory and come back. The logits of
+# every step must not depend on the layout, the pool or the offloads.
+"$KV" make-tiny-model "$S/m128" --layers 2 --heads 2 --embd 32 --ctx 128 --seed 3 >/dev/null
+printf 'hi\n' | "$KV" chat --no-tui -m "$S/m128" -n 2 --session "$S/m128.jsonl" >/dev/null
+"$PYTHON" tests/forced_session.py "$S/m128.jsonl" "$S/forced.jsonl"
+"$KV" replay "$S/forced.jsonl" --verify --dump-logits "$S/forced-a.bin" --cache-mem 96K >/dev/null
+"$KV" replay "$S/forced.jsonl" --verify --dump-logits "$S/forced-b.bin" --cache-layout contiguous >/dev/null
+check "${TAG}session/forced replay: a row per step, the same with offloads as without" "$PYTHON" -c "
+import numpy as n
+a = n.fromfile('$S/forced-a.bin', '<f4').reshape(-1, 50257); b = n.fromfile('$S/forced-b.bin', '<f4').reshape(-1, 50257)
+assert a.shape == (6 * 48, 50257) and b.shape == a.shape, (a.shape, b.shape)
+e = max(n.linalg.norm(x - y) / n.linalg.norm(y) for x, y in zip(a, b))
+assert e < 1e-5 and len({r.tobytes() for r in a}) == len(a), e"
+expect_error "${TAG}session/--dump-logits without --verify" 2 "--dump-logits goes with --verify" \
+    "$KV" replay "$S/forced.jsonl" --dump-logits "$S/x.bin"

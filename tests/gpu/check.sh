@@ -115,6 +115,23 @@ for wdt in f32 bf16; do
         done
     done
 done
+# the same through the chat engine: two conversations fed recorded ids (replay --verify --dump-logits),
+# evicting in a window of 128 and, in a 96 KiB pool, offloaded to pinned memory and restored
+m=$T/m-2-32-128
+$KV make-tiny-model "$m" --layers 2 --heads 2 --embd 32 --ctx 128 --seed 3 >/dev/null
+printf 'hi\n' | $KV chat --no-tui -m "$m" --device cpu -n 2 --session "$T/src.jsonl" >/dev/null 2>&1
+for wdt in f32 bf16; do
+    "$PY" tests/forced_session.py "$T/src.jsonl" "$T/forced.jsonl" $wdt
+    for dev in cpu cuda; do
+        $KV replay "$T/forced.jsonl" --verify -m "$m" --device $dev --cache-mem 96K \
+            --dump-logits "$T/fc-$dev.bin" >/dev/null 2>>"$OUT/forced.log"
+    done
+    read -r e rows <<<"$(worst "$T/fc-cuda.bin" "$T/fc-cpu.bin")"
+    limit=$([ $wdt = f32 ] && echo 1e-4 || echo 3e-2)
+    name="forced chat, eviction and offload, $wdt weights (limit $limit)"
+    if [ "$rows" = 288 ] && "$PY" -c "import sys; sys.exit(0 if float('$e') < $limit else 1)"; then ok "$name" "worst rel L2 $e"
+    else bad "$name" "worst rel L2 $e over $rows rows"; fi
+done
 echo
 echo "== cache layouts, dtypes, eviction and offload on the device (greedy chat, f32 weights)"
 m=$T/m-2-64-f32

@@ -146,5 +146,56 @@ static void steps_and_choices(void)
     r->destroy(r);
 }
 
-TEST_TABLE(forward_tests, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
+/* A recorded step is keyed by everything it reads besides its scalars: with the same cache, workspace
+ * and ids, weights held elsewhere must give another key (a replay would read the old weights). */
+static unsigned char keys[2][256];
+static size_t key_len[2];
+static int n_keys;
+
+static int capture_key(kb_backend *b, const kb_step *s, int *replayed)
+{
+    (void)b;
+    *replayed = 0;
+    if (s->n == 1 && n_keys < 2 && s->key_bytes <= sizeof keys[0]) {
+        memcpy(keys[n_keys], s->key, s->key_bytes);
+        key_len[n_keys++] = s->key_bytes;
+    }
+    return 0;
+}
+
+static void step_key_holds_weights(void)
+{
+    gpt2_model m, other;
+    CHECK(gpt2_load(&m, model_dir("f32"), DT_F32, NULL) == 0 && gpt2_load(&other, model_dir("f32"), DT_F32, NULL) == 0,
+          "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2);
+    b->step_begin = capture_key;
+    kv_opts ko;
+    kv_opts_default(&ko, &m.cfg);
+    kv_pool *p = kv_pool_create(b, &m.cfg, &ko, NULL);
+    kv_seq *seq = kv_seq_new(p, 0);
+    int ids[3] = {11, 12, 13};
+    n_keys = 0;
+    CHECK(gpt2_forward(&m, b, seq, ids, 2, NULL) == 0, "prefill: %s", err_msg());
+    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0 && kv_truncate(seq, 2) == 0, "decode: %s", err_msg());
+    /* the same model struct (same workspace and cache) reading another copy of the weights */
+    gpt2_layer *layers = m.layers;
+    kb_mat wte = m.wte, wpe = m.wpe;
+    m.layers = other.layers;
+    m.wte = other.wte;
+    m.wpe = other.wpe;
+    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0, "decode on other weights: %s", err_msg());
+    m.layers = layers;
+    m.wte = wte;
+    m.wpe = wpe;
+    CHECK(n_keys == 2 && key_len[0] == key_len[1] && key_len[0] > 0, "%d decode keys captured", n_keys);
+    CHECK(n_keys == 2 && memcmp(keys[0], keys[1], key_len[0]), "moving the weights left the step's key unchanged");
+    kv_seq_free(seq);
+    kv_pool_free(p);
+    gpt2_free(&other);
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
+TEST_TABLE(forward_tests, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
            {"forward/steps_and_choices", steps_and_choices});

@@ -331,8 +331,8 @@ int cmd_chat(int argc, char **argv)
     if (a.no_save && !a.session)
         save_to = NULL;
     if (save_to) {
-        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, append ? SESSION_APPEND : overwrite ? SESSION_OVERWRITE : SESSION_NEW, header,
-                                                                       lm.bus))
+        session_mode mode = append ? SESSION_APPEND : overwrite ? SESSION_OVERWRITE : SESSION_NEW;
+        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, mode, header, lm.bus))
             goto out;
         snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
         snapshot_remove_part(save_kv);
@@ -377,11 +377,8 @@ int cmd_chat(int argc, char **argv)
         free(reply);
         putchar('\n');
         fflush(stdout);
-        if (sw.failed) {
-            err_set("--session %s: writing failed (disk full?)", sw.path);
-            rc = EXIT_RUNTIME;
-            break;
-        }
+        if (sw.failed)
+            break; /* reported below, with the exit status */
         if (persist.kv_path && snapshot_follow(persist.kv_path, persist.save_cache, e, &lm, fp)) {
             rc = EXIT_RUNTIME;
             break;

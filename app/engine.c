@@ -598,10 +598,11 @@ static int reply(engine *e, conv *c, char **out)
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
             fidelity(e, c);
-        if (e->on_logits && (rc = gpt2_last_logits(&lm->model, e->logits)) == 0)
+        if (e->on_logits) {
+            if ((rc = gpt2_last_logits(&lm->model, e->logits)))
+                break;
             e->on_logits(e->logits_ctx, e->logits, lm->model.cfg.vocab_size);
-        if (rc)
-            break;
+        }
         int id = made < e->n_forced ? e->forced[made] : e->next;
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))

@@ -28,13 +28,8 @@ int cmd_info(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    for (int i = 1; i < argc; i++) {
-        int r = model_opts_parse(&mo, argc, argv, &i);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            return err_set("unknown option '%s' (see kvchat info --help)", argv[i]), EXIT_USAGE;
-    }
+    if (model_opts_parse_all(&mo, argc, argv, "info"))
+        return EXIT_USAGE;
     loaded_model lm;
     if (load_model(&lm, &mo))
         return EXIT_RUNTIME;

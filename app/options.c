@@ -193,6 +193,18 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     return r < 0 ? -1 : 1;
 }
 
+int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd)
+{
+    for (int i = 1; i < argc; i++) {
+        int r = model_opts_parse(o, argc, argv, &i);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return err_set("unknown option '%s' (see kvchat %s --help)", argv[i], cmd);
+    }
+    return 0;
+}
+
 int model_cache_dir(char *buf, size_t n, const char *name)
 {
     char rel[512];

@@ -29,6 +29,9 @@ typedef struct {
 void model_opts_init(model_opts *o);
 /* Consumes argv[*i] (and its value) if it is a shared option: 1 if consumed, 0 if not, -1 on error. */
 int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
+/* argv[1..] holds shared options only (a command such as info): 0, or -1 with the error naming the
+ * first other argument and `cmd`'s help. */
+int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
 /* The help lines for those options, as literals so commands can append them to their own. */
 #define MODEL_OPTS_HELP                                                                          \
     "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors,\n"  \

@@ -179,13 +179,8 @@ int cmd_selftest(int argc, char **argv)
     model_opts mo;
     model_opts_init(&mo);
     mo.skip_selftest = 1;
-    for (int i = 1; i < argc; i++) {
-        int r = model_opts_parse(&mo, argc, argv, &i);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            return err_set("unknown option '%s' (see kvchat selftest --help)", argv[i]), EXIT_USAGE;
-    }
+    if (model_opts_parse_all(&mo, argc, argv, "selftest"))
+        return EXIT_USAGE;
     loaded_model lm;
     if (load_model(&lm, &mo))
         return EXIT_RUNTIME;

@@ -131,19 +131,19 @@ int session_open(session_writer *w, const char *path, session_mode mode, const j
                     : flock(fd, LOCK_EX | LOCK_NB) ? errno == EWOULDBLOCK ? "another kvchat is writing to it" : strerror(errno)
                     : mode == SESSION_NEW && sb.st_size > 0 ? "already exists (a new session never replaces a file)"
                     : NULL;
-    int append = mode == SESSION_APPEND;
-    if (!why && append && sb.st_size > 0 && repair_tail(fd, path, sb.st_size)) {
+    int appending = !why && mode == SESSION_APPEND && sb.st_size > 0; /* else a new session: the header first */
+    if (appending && repair_tail(fd, path, sb.st_size)) {
         close(fd);
         return -1;
     }
-    if (!why && !(append && sb.st_size > 0) && ftruncate(fd, 0))
+    if (!why && !appending && ftruncate(fd, 0))
         why = strerror(errno);
     if (why || !(w->f = fdopen(fd, "a"))) {
         err_set("--session %s: %s", path, why ? why : strerror(errno));
         close(fd);
         return -1;
     }
-    if (!(append && sb.st_size > 0) && (write_line(w->f, header) || fflush(w->f) || fsync(fileno(w->f)))) {
+    if (!appending && (write_line(w->f, header) || fflush(w->f) || fsync(fileno(w->f)))) {
         err_set("--session %s: cannot write the header: %s", path, strerror(errno ? errno : EIO));
         fclose(w->f);
         w->f = NULL;

@@ -150,7 +150,7 @@ int snapshot_load(const char *path, engine *e, const loaded_model *lm, const cha
             goto out;
         }
         want = describe(e, r.id);
-        if ( r.len != want.len || r.turns != want.turns || r.window_hash != want.window_hash ||
+        if (r.len != want.len || r.turns != want.turns || r.window_hash != want.window_hash ||
             r.bytes != want.bytes || r.bytes > body - pos) {
             err_set("%s: conversation %d was taken at another point of the session (a stale snapshot)", path, r.id);
             goto out;

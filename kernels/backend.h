@@ -44,6 +44,16 @@ typedef struct {
 /* what a matrix product applies to its output */
 typedef enum { KB_LINEAR, KB_GELU } kb_act;
 
+/* a layernorm folded into a product's input: each row of x becomes (x - mean) / sqrt(var + eps) * g + b */
+typedef struct {
+    const float *g, *b;
+    float eps;
+} kb_norm;
+
+/* A backend's kernel sets: fast, or basic (the previous release's, kept as a fallback for a device on
+ * which the fast ones have not been checked: the self-test tries fast, then basic, then the CPU). */
+typedef enum { KB_KERNELS_FAST, KB_KERNELS_BASIC } kb_kernels;
+
 typedef struct kb_backend kb_backend;
 struct kb_backend {
     const char *name;     /* "cpu", ... */
@@ -78,6 +88,14 @@ struct kb_backend {
     /* x += r, then y = layernorm(x) * g + beta: the residual add fused with the next block's norm */
     int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                          float eps);
+    /* The one-token products of a decode step with what surrounds them fused in (NULL where the backend
+     * has no such kernels: the forward pass then calls layernorm, matmul and add_layernorm instead).
+     * linear: y[w.cols] = act(norm(x)[w.rows] @ w + bias), or with residual (act KB_LINEAR) y += norm(x)
+     * @ w + bias; linear_t: y[w.rows] = norm(x)[w.cols] @ w^T, the LM head. norm and bias may be NULL;
+     * y and x do not overlap. */
+    int (*linear)(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
+                  kb_act act, int residual);
+    int (*linear_t)(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
     /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out is
      * valid once step_end returns. */
     int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
@@ -89,6 +107,13 @@ struct kb_backend {
     int (*step_end)(kb_backend *b, int ok);
     /* seconds the last step took on the device by its own clock (CUDA events), or NULL */
     double (*step_seconds)(kb_backend *b);
+    /* kernels and copies in the last recorded decode step (0: none recorded yet), or NULL */
+    int (*step_nodes)(kb_backend *b);
+    /* which kernel set runs from now on; NULL where the backend has one */
+    int (*use_kernels)(kb_backend *b, kb_kernels k);
+    /* the memory's peak bandwidth in bytes/s by its clock and bus width (the floor a decode step is
+     * measured against), 0 where unknown */
+    double peak_bandwidth;
     /* host memory the backend copies fastest (pinned on a GPU), for offloaded caches */
     void *(*host_alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*host_release)(kb_backend *b, void *p);

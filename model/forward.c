@@ -1,4 +1,5 @@
-/* The GPT-2 forward pass over a backend: pre-norm blocks (each residual add fused with the next norm),
+/* The GPT-2 forward pass over a backend: pre-norm blocks (each residual add fused with the next norm,
+ * or, in a decode step on a backend with fused one-token products, both folded into the products),
  * causal attention reading the KV cache, the tied LM head for the last position only, and the next
  * token chosen on the backend, beside the logits. */
 
@@ -48,6 +49,28 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
     return 0;
 }
 
+/* A decode step through the backend's fused one-token products: five launches a layer, each norm
+ * folded into the product that reads it and each residual add into the product that feeds it. */
+static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, int head)
+{
+    const gpt2_config *c = &m->cfg;
+    float *x = m->x;
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        kb_norm ln1 = {L->ln1_g, L->ln1_b, c->ln_eps}, ln2 = {L->ln2_g, L->ln2_b, c->ln_eps};
+        if (b->linear(b, m->qkv, x, &L->attn_w, L->attn_b, &ln1, KB_LINEAR, 0) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, 1) ||
+            b->linear(b, x, m->att, &L->proj_w, L->proj_b, NULL, KB_LINEAR, 1) ||
+            b->linear(b, m->fc, x, &L->fc_w, L->fc_b, &ln2, KB_GELU, 0) ||
+            b->linear(b, x, m->fc, &L->fcproj_w, L->fcproj_b, NULL, KB_LINEAR, 1))
+            return err_wrap("layer %d", l);
+    }
+    kb_norm lnf = {m->lnf_g, m->lnf_b, c->ln_eps};
+    if (head && b->linear_t(b, m->logits, x, &m->wte, &lnf))
+        return err_wrap("LM head");
+    return 0;
+}
+
 /* the kernels of one pass; head: also the final norm and the logits of the last position */
 static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past, int head)
 {
@@ -56,6 +79,8 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
     float *x = m->x, *h = m->h;
     if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
         return -1;
+    if (n == 1 && b->linear && b->linear_t)
+        return run_fused(m, b, kv, past, head);
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         /* h holds the previous block's MLP output, still to be added to the residual stream */

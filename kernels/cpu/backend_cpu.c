@@ -10,25 +10,38 @@
 #include "cpu.h"
 
 typedef struct {
-    float *scratch;
+    float *p;
     size_t cap;
+} cpu_buf;
+
+typedef struct {
+    cpu_buf scratch, staging;
 } cpu_state;
 
-float *cpu_scratch(kb_backend *b, size_t floats)
+static float *grow(cpu_buf *buf, size_t floats)
 {
-    cpu_state *s = b->ctx;
-    if (floats <= s->cap)
-        return s->scratch;
+    if (floats <= buf->cap)
+        return buf->p;
     float *p = NULL;
     size_t bytes = (floats * sizeof(float) + 127) & ~(size_t)127;
     if (posix_memalign((void **)&p, 128, bytes)) {
         err_set("out of memory allocating %zu bytes of CPU scratch", bytes);
         return NULL;
     }
-    free(s->scratch);
-    s->scratch = p;
-    s->cap = floats;
+    free(buf->p);
+    buf->p = p;
+    buf->cap = floats;
     return p;
+}
+
+float *cpu_scratch(kb_backend *b, size_t floats)
+{
+    return grow(&((cpu_state *)b->ctx)->scratch, floats);
+}
+
+float *cpu_staging(kb_backend *b, size_t floats)
+{
+    return grow(&((cpu_state *)b->ctx)->staging, floats);
 }
 
 static void *cpu_alloc(kb_backend *b, size_t bytes, const char *what)
@@ -78,7 +91,8 @@ static void cpu_destroy(kb_backend *b)
     if (!b)
         return;
     cpu_state *s = b->ctx;
-    free(s->scratch);
+    free(s->scratch.p);
+    free(s->staging.p);
     free(s);
     free(b);
 }

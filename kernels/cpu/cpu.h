@@ -7,6 +7,8 @@
 kb_backend *cpu_backend_create(int threads);
 /* Grows the backend's scratch buffer to at least `floats` floats; NULL (with error) on failure. */
 float *cpu_scratch(kb_backend *b, size_t floats);
+/* A second such buffer, for ops built from other kernels (which use the scratch). */
+float *cpu_staging(kb_backend *b, size_t floats);
 
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
@@ -20,6 +22,12 @@ int cpu_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb
 /* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >= it
  * are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the same. */
 uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k, float top_p);
+/* The fused one-token products' contracts (backend.h) as the reference kernels in sequence: the twin
+ * of kernels/cuda/matvec.cu. The CPU backend itself leaves linear NULL (the same kernels run either
+ * way); the tests install these to run the forward pass's fused route on the CPU. */
+int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
+               kb_act act, int residual);
+int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

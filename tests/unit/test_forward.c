@@ -2,11 +2,13 @@
  * or in chunks, must give the logits of one pass over the whole sequence. (The NumPy reference test
  * in tests/test_reference.sh checks the whole pass against an independent implementation.) */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../app/commands.h"
+#include "../../kernels/cpu/cpu.h"
 #include "../../kernels/err.h"
 #include "../../model/gpt2.h"
 #include "check.h"
@@ -197,5 +199,101 @@ static void step_key_holds_weights(void)
     b->destroy(b);
 }
 
-TEST_TABLE(forward_tests, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
+/* The fused one-token products against a plain double-precision computation of their contract:
+ * layernorm in, bias, GELU or the residual add out, and the LM head's transposed product. */
+static void fused_products(void)
+{
+    enum { K = 40, N = 24 };
+    float x[K], w[K * N], bias[N], g[K], be[K], y[N], y0[N];
+    uint64_t s = 3;
+    for (int i = 0; i < K * N; i++)
+        w[i] = (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / (1 << 24) - 0.5f;
+    for (int i = 0; i < K; i++) {
+        x[i] = 2 * w[i * 7 % (K * N)] + 0.3f;
+        g[i] = 1 + w[i + 100];
+        be[i] = w[i + 200];
+    }
+    for (int j = 0; j < N; j++)
+        bias[j] = w[j + 300], y0[j] = w[j + 400];
+    kb_backend *b = kb_create("cpu", 2);
+    kb_mat m = {w, DT_F32, K, N};
+    kb_norm ln = {g, be, 1e-5f};
+    double mean = 0, var = 0, xn[K];
+    for (int k = 0; k < K; k++)
+        mean += x[k] / K;
+    for (int k = 0; k < K; k++)
+        var += (x[k] - mean) * (x[k] - mean) / K;
+    for (int k = 0; k < K; k++)
+        xn[k] = (x[k] - mean) / sqrt(var + 1e-5) * g[k] + be[k];
+    for (int v = 0; v < 3; v++) { /* norm + GELU; plain with bias added to y; the LM head */
+        float ref[K];
+        if (v < 2) {
+            memcpy(y, y0, sizeof y);
+            CHECK(cpu_linear(b, y, x, &m, bias, v == 0 ? &ln : NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1) == 0, "%s", err_msg());
+            for (int j = 0; j < N; j++) {
+                double a = bias[j];
+                for (int k = 0; k < K; k++)
+                    a += (v == 0 ? xn[k] : x[k]) * w[k * N + j];
+                ref[j] = (float)(v == 0 ? 0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))) : y0[j] + a);
+            }
+            CHECK(rel_err(y, ref, N) < 1e-6, "linear %s: rel err %.3g", v == 0 ? "norm+gelu" : "residual", rel_err(y, ref, N));
+        } else {
+            kb_mat t = {w, DT_F32, N, K}; /* [N, K]: y[N] = norm(x)[K] . rows */
+            float yt[N];
+            CHECK(cpu_linear_t(b, yt, x, &t, &ln) == 0, "%s", err_msg());
+            for (int j = 0; j < N; j++) {
+                double a = 0;
+                for (int k = 0; k < K; k++)
+                    a += xn[k] * w[j * K + k];
+                ref[j] = (float)a;
+            }
+            CHECK(rel_err(yt, ref, N) < 1e-6, "linear_t: rel err %.3g", rel_err(yt, ref, N));
+        }
+    }
+    b->destroy(b);
+}
+
+/* The forward pass's fused decode route (five products a layer, norms and residual adds folded in)
+ * run on the CPU through the reference twins must give the unfused route's logits bit for bit: the
+ * same arithmetic in another arrangement. */
+static void fused_route_matches(void)
+{
+    const char *types[2] = {"f32", "bf16"};
+    for (int t = 0; t < 2; t++) {
+        gpt2_model m;
+        dtype dt;
+        dt_parse(types[t], &dt);
+        CHECK(gpt2_load(&m, model_dir(types[t]), dt, NULL) == 0, "load: %s", err_msg());
+        kb_backend *plain = kb_create("cpu", 2), *fused = kb_create("cpu", 2);
+        fused->linear = cpu_linear;
+        fused->linear_t = cpu_linear_t;
+        int V = m.cfg.vocab_size, ids[24], differ = 0;
+        for (int i = 0; i < 24; i++)
+            ids[i] = (i * 104729 + 7) % V;
+        kv_opts ko;
+        kv_opts_default(&ko, &m.cfg);
+        kv_pool *pp = kv_pool_create(plain, &m.cfg, &ko, NULL), *pf = kv_pool_create(fused, &m.cfg, &ko, NULL);
+        kv_seq *sp = kv_seq_new(pp, 0), *sf = kv_seq_new(pf, 0);
+        float *a = malloc(sizeof(float) * V), *r = malloc(sizeof(float) * V);
+        CHECK(gpt2_forward(&m, plain, sp, ids, 6, r) == 0 && gpt2_forward(&m, fused, sf, ids, 6, a) == 0, "%s", err_msg());
+        for (int i = 6; i < 24; i++) {
+            CHECK(gpt2_forward(&m, plain, sp, ids + i, 1, r) == 0 && gpt2_forward(&m, fused, sf, ids + i, 1, a) == 0, "%s",
+                  err_msg());
+            differ += memcmp(a, r, sizeof(float) * V) != 0;
+        }
+        CHECK(!differ, "%s: %d of 18 decode steps differ from the unfused route (rel err of the last %.3g)", types[t],
+              differ, rel_err(a, r, V));
+        free(a);
+        free(r);
+        kv_seq_free(sp);
+        kv_seq_free(sf);
+        kv_pool_free(pp);
+        kv_pool_free(pf);
+        plain->destroy(plain);
+        fused->destroy(fused);
+        gpt2_free(&m);
+    }
+}
+
+TEST_TABLE(forward_tests, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
            {"forward/steps_and_choices", steps_and_choices});

@@ -6,7 +6,8 @@
  *   decode (one query): the context split into chunks, one block per (head, chunk) with its own max,
  *   sum and weighted values, reduced per head by the last of its blocks; the grid is sized by the
  *   most positions the cache can hold, so one recorded launch serves every length (chunks past the
- *   end only report that they are empty). */
+ *   end only report that they are empty). The fast kernel set decodes in the flash-decoding layout
+ *   (attend_flash_k); the basic set keeps the previous release's kernel (attend_decode_k). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -276,6 +277,145 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
         done[h] = 0;
 }
 
+/* Decode, flash-decoding layout (the fast kernels): grid (heads, chunks of FD_CHUNK positions), as
+ * above, but each block first resolves its rows' addresses (and int8 scales) into shared memory, in
+ * parallel, so no inner loop waits on the block table; L lanes read one key or value row with 16-byte
+ * loads (L = the row's bytes / 16, a power of two up to 32), a warp taking 32 / L rows at a time;
+ * the value rows are split across the warps; the last block of a head reduces the chunks' partials
+ * with all its threads. The new position's key and value are stored first, as above. */
+enum { FD_CHUNK = 64, FD_THREADS = 128, FD_WARPS = FD_THREADS / 32, FD_MAX_HD = 256, FD_MAX_CHUNKS = 1024 };
+
+template <dtype T>
+__global__ static void __launch_bounds__(FD_THREADS)
+    attend_flash_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv, kb_kv kv, int layer,
+                   const cu_step *st, int C, float scale)
+{
+    enum { E = cu_vec<T>::E };
+    __shared__ const char *krow[FD_CHUNK], *vrow[FD_CHUNK];
+    __shared__ float kscale[FD_CHUNK], vscale[FD_CHUNK], s[FD_CHUNK], red[32], opart[FD_WARPS][FD_MAX_HD];
+    __shared__ float wts[FD_MAX_CHUNKS];
+    __shared__ int last;
+    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim, len = st->past + 1;
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int L = hd / E, G = 32 / L, piece = lane % L, group = lane / L;
+    int from = chunk * FD_CHUNK, rows = max(0, min(len, from + FD_CHUNK) - from);
+    float *out = part + ((size_t)h * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    if (rows > 0) {
+        if (from + rows == len) {
+            const float *src = qkv + (size_t)h * hd;
+            store(kv, layer, 0, h, st->past, src + C, &red[0]);
+            store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
+        }
+        for (int r = tid; r < rows; r += FD_THREADS) {
+            krow[r] = (const char *)kvl_row(&kv, layer, 0, h, from + r);
+            vrow[r] = (const char *)kvl_row(&kv, layer, 1, h, from + r);
+            kscale[r] = T == DT_I8 ? *kvl_scale(&kv, layer, 0, h, from + r) : 1.0f;
+            vscale[r] = T == DT_I8 ? *kvl_scale(&kv, layer, 1, h, from + r) : 1.0f;
+        }
+        __syncthreads(); /* also orders the new row's store before its reads (plain loads: it was written here) */
+        float q[E], o[E];
+        const float *qh = qkv + (size_t)h * hd + piece * E;
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            q[e] = qh[e] * scale, o[e] = 0;
+        /* the warp-uniform loop bound keeps every lane in the shuffles */
+        for (int base = warp * G; base < rows; base += FD_WARPS * G) {
+            int r = base + group;
+            float d = 0, k[E];
+            if (r < rows) {
+                cu_widen<T>(*(const uint4 *)(krow[r] + piece * 16), k);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    d += q[e] * k[e];
+            }
+            for (int off = L / 2; off > 0; off >>= 1)
+                d += __shfl_xor_sync(0xffffffffu, d, off);
+            if (r < rows && piece == 0)
+                s[r] = d * kscale[r];
+        }
+        __syncthreads();
+        mx = block_reduce(tid < rows ? s[tid] : -INFINITY, red, 1);
+        float ex = 0;
+        if (tid < rows)
+            s[tid] = ex = __expf(s[tid] - mx);
+        sum = block_reduce(ex, red, 0); /* its barriers publish s */
+        for (int base = warp * G; base < rows; base += FD_WARPS * G) {
+            int r = base + group;
+            if (r < rows) {
+                float v[E], p = s[r] * vscale[r];
+                cu_widen<T>(*(const uint4 *)(vrow[r] + piece * 16), v);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    o[e] += p * v[e];
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            for (int off = L; off < 32; off <<= 1) /* the groups holding the same piece */
+                o[e] += __shfl_xor_sync(0xffffffffu, o[e], off);
+            if (group == 0)
+                opart[warp][piece * E + e] = o[e];
+        }
+        __syncthreads();
+        for (int c = tid; c < hd; c += FD_THREADS) {
+            float t = 0;
+            for (int w = 0; w < FD_WARPS; w++)
+                t += opart[w][c];
+            out[2 + c] = t;
+        }
+    }
+    if (tid == 0) {
+        out[0] = mx;
+        out[1] = sum;
+    }
+    __threadfence(); /* the partial is visible to every block before the count says so */
+    __syncthreads();
+    if (tid == 0)
+        last = atomicAdd(&done[h], 1u) == (unsigned)chunks - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence(); /* and this block reads the other blocks' partials only after their counts */
+    const float *p = part + (size_t)h * chunks * (hd + 2);
+    float m = -INFINITY;
+    for (int k = tid; k < chunks; k += FD_THREADS)
+        m = fmaxf(m, __ldcg(p + (size_t)k * (hd + 2)));
+    m = block_reduce(m, red, 1);
+    float mass = 0;
+    for (int k = tid; k < chunks; k += FD_THREADS) {
+        float ks = __ldcg(p + (size_t)k * (hd + 2) + 1);
+        wts[k] = ks == 0 ? 0.0f : __expf(__ldcg(p + (size_t)k * (hd + 2)) - m);
+        mass += ks * wts[k];
+    }
+    float total = block_reduce(mass, red, 0); /* its barriers publish wts */
+    for (int c = tid; c < hd; c += FD_THREADS) {
+        float acc = 0;
+        for (int k = 0; k < chunks; k++)
+            if (wts[k] != 0)
+                acc += __ldcg(p + (size_t)k * (hd + 2) + 2 + c) * wts[k];
+        cu_put(y, y16, (size_t)h * hd + c, acc / total);
+    }
+    if (tid == 0)
+        done[h] = 0;
+}
+
+/* the flash-decoding kernel for this cache, or NULL where its rows do not fit its lanes (the basic
+ * kernel serves those) */
+static void (*flash_for(const kb_kv *kv, int chunks))(float *, cu_rounded, float *, unsigned *, const float *, kb_kv, int,
+                                                    const cu_step *, int, float)
+{
+    size_t bytes = (size_t)kv->head_dim * dt_size(kv->type);
+    int lanes = (int)(bytes / 16);
+    if (bytes % 16 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)) || kv->head_dim > FD_MAX_HD || chunks > FD_MAX_CHUNKS)
+        return NULL;
+    switch (kv->type) {
+    case DT_F32: return attend_flash_k<DT_F32>;
+    case DT_F16: return attend_flash_k<DT_F16>;
+    case DT_BF16: return attend_flash_k<DT_BF16>;
+    default: return attend_flash_k<DT_I8>;
+    }
+}
+
 enum { MAX_HEADS = 1024 };
 
 /* A counter per head (zero between steps: each step's last block resets its head's), then the
@@ -311,12 +451,18 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     kb_kv dkv = *kv; /* the kernels read the device copy the cache manager keeps current */
     dkv.table = kv->dev_table;
     if (n == 1) {
-        int most = kv->max_tokens > T ? kv->max_tokens : T, chunks = (most + CHUNK - 1) / CHUNK;
+        int most = kv->max_tokens > T ? kv->max_tokens : T, fast_chunks = (most + FD_CHUNK - 1) / FD_CHUNK;
+        auto flash = st->kernels == KB_KERNELS_FAST ? flash_for(kv, fast_chunks) : NULL;
+        int chunk = flash ? (int)FD_CHUNK : (int)CHUNK, chunks = (most + chunk - 1) / chunk;
         unsigned *done = NULL;
         float *part = NULL;
         if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2), &done, &part))
             return -1;
-        attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C, scale);
+        if (flash)
+            flash<<<dim3(kv->n_head, chunks), FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C, scale);
+        else
+            attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C,
+                                                                           scale);
         CK_LAUNCH();
         return 0;
     }

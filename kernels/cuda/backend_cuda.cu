@@ -41,11 +41,15 @@ static int grow_step(cuda_state *s, int cap)
         CK(cudaFreeHost(s->hstep));
     if (s->dstep)
         CK(cudaFree(s->dstep));
+    free(s->hist_sent);
     s->hstep = NULL;
     s->dstep = NULL;
-    s->step_cap = 0;
+    s->hist_sent = NULL;
+    s->step_cap = s->n_hist_sent = 0;
     CK(cudaHostAlloc((void **)&s->hstep, cu_step_bytes(cap), cudaHostAllocDefault));
     CK(cudaMalloc((void **)&s->dstep, cu_step_bytes(cap)));
+    if (!(s->hist_sent = (int *)malloc(sizeof(int) * (size_t)cap)))
+        return err_set("out of memory");
     s->step_cap = cap;
     s->generation++;
     return 0;
@@ -76,21 +80,28 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
     return 0;
 }
 
-int cuda_upload(cuda_state *s)
+int cuda_upload(cuda_state *s, int with_header)
 {
     const cu_step *h = s->hstep;
-    /* the header and the filled parts only */
-    CK(cudaMemcpyAsync(s->dstep, h, offsetof(cu_step, data) + sizeof(int) * (size_t)h->n, cudaMemcpyHostToDevice, s->stream));
-    if (h->n_hist)
-        CK(cudaMemcpyAsync(s->dstep->data + h->cap, h->data + h->cap, sizeof(int) * (size_t)h->n_hist,
+    const int *hist = h->data + h->cap;
+    int from = 0, n = h->n_hist;
+    while (from < n && from < s->n_hist_sent && s->hist_sent[from] == hist[from])
+        from++;
+    if (from < n) { /* the pinned source stays put until the next stage, which waits for the stream */
+        CK(cudaMemcpyAsync(s->dstep->data + h->cap + from, hist + from, sizeof(int) * (size_t)(n - from),
                            cudaMemcpyHostToDevice, s->stream));
+        memcpy(s->hist_sent + from, hist + from, sizeof(int) * (size_t)(n - from));
+        s->n_hist_sent = n;
+    }
+    if (with_header)
+        CK(cudaMemcpyAsync(s->dstep, h, cu_header_bytes(h->n), cudaMemcpyHostToDevice, s->stream));
     return 0;
 }
 
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
-    if (!s->in_step && (cuda_stage(s, ids, n, past, pick) || cuda_upload(s)))
+    if (!s->in_step && (cuda_stage(s, ids, n, past, pick) || cuda_upload(s, 1)))
         return -1;
     *dev = s->dstep;
     return 0;
@@ -182,6 +193,35 @@ static int cu_describe(kb_backend *b, char *buf, size_t n)
     return 0;
 }
 
+/* Recorded steps hold the kernels of the set they were recorded with: a switch records anew. The
+ * fused products exist in the fast set only; without them the forward pass calls the basic kernels. */
+static int cu_use_kernels(kb_backend *b, kb_kernels k)
+{
+    cuda_state *s = cuda_of(b);
+    s->kernels = k;
+    s->generation++;
+    b->linear = k == KB_KERNELS_FAST ? cuda_linear : NULL;
+    b->linear_t = k == KB_KERNELS_FAST ? cuda_linear_t : NULL;
+    return 0;
+}
+
+static int cu_step_nodes(kb_backend *b)
+{
+    return cuda_of(b)->nodes;
+}
+
+/* double data rate: two transfers a clock over the bus */
+static double peak_bandwidth(int device)
+{
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return 2.0 * khz * 1e3 * bits / 8;
+}
+
 static int cu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
 {
     (void)b;
@@ -201,11 +241,13 @@ static void cu_destroy(kb_backend *b)
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
     cudaFree(s->partials);
+    cudaFree(s->mv_work);
     cudaFree(s->rounded);
     cudaFree(s->dstep);
     cudaFree(s->blas_work);
     if (s->hstep)
         cudaFreeHost(s->hstep);
+    free(s->hist_sent);
     if (s->blas)
         cublasDestroy(s->blas);
     if (s->lt)
@@ -273,6 +315,7 @@ extern "C" kb_backend *cuda_backend_create(void)
         return NULL;
     }
     b->ctx = s;
+    s->round_made = s->round_wanted = DT_F32;
     if (init(s)) {
         cu_destroy(b);
         return NULL;
@@ -298,6 +341,10 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->step_begin = cuda_step_begin;
     b->step_end = cuda_step_end;
     b->step_seconds = cuda_step_seconds;
+    b->step_nodes = cu_step_nodes;
+    b->use_kernels = cu_use_kernels;
+    b->peak_bandwidth = peak_bandwidth(0);
     b->destroy = cu_destroy;
+    cu_use_kernels(b, KB_KERNELS_FAST);
     return b;
 }

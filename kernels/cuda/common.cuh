@@ -70,13 +70,18 @@ struct cuda_state {
     size_t sample_bytes;
     float *partials;        /* decode attention: a counter per head, then per (head, chunk) max, sum, row */
     size_t partial_bytes;
-    void *rounded;          /* bf16 then f16 roundings of round_src (see cuda_rounded_out) */
+    void *mv_work;          /* one-token products: a counter per column tile, then the slices' partial sums */
+    size_t mv_bytes;
+    void *rounded;          /* the 16-bit rounding of round_src (see cuda_rounded_out) */
     size_t rounded_bytes;
     const float *round_src;
     size_t round_elems;
+    dtype round_made, round_wanted; /* its type; the type the last 16-bit GEMM read */
     cu_step *hstep, *dstep; /* the step's scalars: pinned host, device */
     int step_cap;
+    int *hist_sent, n_hist_sent; /* the history ids the device holds (a step sends those that changed) */
     unsigned generation;    /* bumped when a buffer above moves: recorded steps hold its addresses */
+    kb_kernels kernels;     /* the fast kernels, or the basic ones (the previous release's) */
     /* the step in progress */
     int mode, in_step;
     int *out;               /* where step_end puts the chosen id */
@@ -86,26 +91,30 @@ struct cuda_state {
     double step_seconds;
     unsigned long long tick;
     long replays;
+    int nodes;              /* of the last recorded step */
     cudaDeviceProp prop;
 };
 
 static inline cuda_state *cuda_of(kb_backend *b) { return (cuda_state *)b->ctx; }
 static inline cudaStream_t cuda_stream(kb_backend *b) { return cuda_of(b)->stream; }
-/* 16-bit roundings of the last activations written by a kernel that feeds a GEMM (layernorm,
- * attention): the GEMM of 16-bit weights reads them instead of converting its input in a pass of
- * its own. A producer asks where to write them for y; a consumer finds them for x or gets NULL; any
- * other write to a buffer makes its roundings stale. */
+/* A 16-bit rounding of the last activations written by a kernel that feeds a GEMM (layernorm,
+ * attention): the GEMM of 16-bit weights reads it instead of converting its input in a pass of its
+ * own. Only the type the last 16-bit GEMM read is made (t DT_F32: none yet). A producer asks where to
+ * write it for y; a consumer finds it for x or gets NULL; any other write to a buffer makes its
+ * rounding stale. */
 typedef struct {
-    __nv_bfloat16 *bf;
-    __half *h;
+    void *p;
+    dtype t;
 } cu_rounded;
 int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out);
-/* y[i] = v, and its roundings */
+/* y[i] = v, and its rounding */
 __device__ __forceinline__ void cu_put(float *y, cu_rounded r, size_t i, float v)
 {
     y[i] = v;
-    r.bf[i] = __float2bfloat16_rn(v);
-    r.h[i] = __float2half_rn(v);
+    if (r.t == DT_BF16)
+        ((__nv_bfloat16 *)r.p)[i] = __float2bfloat16_rn(v);
+    else if (r.t == DT_F16)
+        ((__half *)r.p)[i] = __float2half_rn(v);
 }
 const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t);
 void cuda_rounded_forget(kb_backend *b, const void *p);
@@ -113,9 +122,12 @@ void cuda_rounded_forget(kb_backend *b, const void *p);
 /* buffers that grow, each bumping the generation when it moves */
 int cuda_grow(kb_backend *b, void **buf, size_t *have, size_t bytes);
 int cuda_scratch(kb_backend *b, size_t bytes, void **out);
-/* writes the scalars into the pinned twin; upload queues the copy of what they fill to the device */
+/* writes the scalars into the pinned twin; upload queues the copy of what they fill to the device:
+ * the history ids that changed, then (with_header) the scalars and the new ids, which a recorded step
+ * copies itself */
 int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick);
-int cuda_upload(cuda_state *s);
+int cuda_upload(cuda_state *s, int with_header);
+static inline size_t cu_header_bytes(int n) { return offsetof(cu_step, data) + sizeof(int) * (size_t)n; }
 /* the step's scalars on the device: those of the current step, or (outside a step) these */
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev);
 
@@ -133,11 +145,61 @@ int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, cons
 int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
                        float eps);
 int cuda_gelu(kb_backend *b, float *x, size_t n);
+int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
+                int residual);
+int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
 /* y[i, :] = bias for n rows of N; to_16bit: f32 -> f16 or bf16 */
 int cuda_fill_rows(kb_backend *b, float *y, const float *bias, int n, int N);
 int cuda_to_16bit(kb_backend *b, void *dst, const float *src, dtype t, size_t n);
+
+/* the sum of v over the block (any multiple of 32 threads); red holds 32 floats */
+__device__ __forceinline__ float cu_block_sum(float v, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads(); /* red may still be read from the last call */
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float total = 0;
+    for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++)
+        total += red[w];
+    return total;
+}
+
+/* the tanh form of GELU that GPT-2 uses */
+__device__ __forceinline__ float cu_gelu(float v)
+{
+    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+
+/* 16 bytes of a storage dtype: E elements, widened to float by cu_widen (the caller loads them, through
+ * the read-only cache or not) */
+template <dtype T> struct cu_vec {
+    enum { SIZE = T == DT_F32 ? 4 : T == DT_I8 ? 1 : 2, E = 16 / SIZE };
+};
+template <dtype T> __device__ __forceinline__ void cu_widen(uint4 raw, float *o)
+{
+    unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if constexpr (T == DT_F32) {
+            o[k] = __uint_as_float(w[k]);
+        } else if constexpr (T == DT_BF16) {
+            o[2 * k] = __uint_as_float(w[k] << 16);
+            o[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        } else if constexpr (T == DT_F16) {
+            o[2 * k] = __half2float(__ushort_as_half((unsigned short)(w[k] & 0xffffu)));
+            o[2 * k + 1] = __half2float(__ushort_as_half((unsigned short)(w[k] >> 16)));
+        } else {
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                o[4 * k + b] = (float)(signed char)(w[k] >> (8 * b));
+        }
+    }
+}
 
 /* element loads of any storage dtype, widened to float */
 __device__ __forceinline__ float cu_load(const void *p, size_t i, dtype t)

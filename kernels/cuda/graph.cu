@@ -1,6 +1,7 @@
 /* The decode step as one CUDA graph launch. Its scalars (token, position, sampling settings, the draw)
  * are read from device memory, so a recording serves every step while the buffers it names stay put;
- * the recording begins by copying them there from their pinned host twin, and ends by copying the
+ * the recording begins by copying them there from their pinned host twin (the scalars and the new id,
+ * a few dozen bytes: the history's changed ids are sent before the launch), and ends by copying the
  * chosen id back into it.
  * A step's key (the caller's buffers and cache view) and the backend's buffer generation say which
  * recording fits: the first time a key is seen the step runs eagerly, so that every buffer grows to
@@ -50,7 +51,7 @@ static int begin(cuda_state *s, const kb_step *st, int *replayed)
     if (cuda_stage(s, st->ids, st->n, st->past, st->pick))
         return -1;
     CK(cudaEventRecord(s->started, s->stream));
-    if (!recordable && cuda_upload(s))
+    if (cuda_upload(s, !recordable)) /* a recorded step copies its scalars itself */
         return -1;
     s->in_step = 1;
     s->out = st->pick ? st->next : NULL;
@@ -59,7 +60,7 @@ static int begin(cuda_state *s, const kb_step *st, int *replayed)
     int fresh;
     cu_graph *g = lookup(s, st, &fresh);
     g->used = ++s->tick;
-    size_t bytes = cu_step_bytes(s->step_cap);
+    size_t bytes = cu_header_bytes(1);
     if (fresh || g->eager_only) {
         CK(cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream));
         return 0;
@@ -104,7 +105,8 @@ static int end_capture(cuda_state *s, int ok)
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
-    if (e == cudaSuccess && ok && s->generation == g->generation)
+    size_t nodes = 0;
+    if (e == cudaSuccess && ok && s->generation == g->generation && (e = cudaGraphGetNodes(graph, NULL, &nodes)) == cudaSuccess)
         e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph)
         cudaGraphDestroy(graph);
@@ -116,6 +118,7 @@ static int end_capture(cuda_state *s, int ok)
         return 1;
     }
     g->exec = exec;
+    s->nodes = (int)nodes;
     CK(cudaGraphLaunch(exec, s->stream)); /* recording ran nothing: run it now */
     return 0;
 }

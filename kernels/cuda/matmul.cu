@@ -49,27 +49,27 @@ static cudaDataType_t cuda_type(dtype t)
     return t == DT_F32 ? CUDA_R_32F : t == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-/* bytes of one half of the roundings buffer: the f16 half starts 256-byte aligned, as GEMM inputs should */
-static size_t half_bytes(size_t elems) { return (elems * 2 + 255) & ~(size_t)255; }
-
 int cuda_rounded_out(kb_backend *b, const float *y, size_t elems, cu_rounded *out)
 {
     cuda_state *s = cuda_of(b);
-    if (cuda_grow(b, &s->rounded, &s->rounded_bytes, 2 * half_bytes(elems)))
+    if (s->round_wanted != DT_F32 && cuda_grow(b, &s->rounded, &s->rounded_bytes, elems * 2))
         return -1;
     s->round_src = y;
     s->round_elems = elems;
-    out->bf = (__nv_bfloat16 *)s->rounded;
-    out->h = (__half *)((char *)s->rounded + half_bytes(elems));
+    s->round_made = s->round_wanted;
+    out->p = s->rounded;
+    out->t = s->round_made;
     return 0;
 }
 
 const void *cuda_rounded_of(kb_backend *b, const float *x, size_t elems, dtype t)
 {
     cuda_state *s = cuda_of(b);
-    if (x != s->round_src || elems != s->round_elems || (t != DT_BF16 && t != DT_F16))
+    if (t == DT_BF16 || t == DT_F16)
+        s->round_wanted = t; /* the producers make this type from now on */
+    if (x != s->round_src || elems != s->round_elems || t != s->round_made || t == DT_F32)
         return NULL;
-    return t == DT_BF16 ? s->rounded : (const void *)((char *)s->rounded + half_bytes(elems));
+    return s->rounded;
 }
 
 void cuda_rounded_forget(kb_backend *b, const void *p)

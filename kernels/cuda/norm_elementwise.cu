@@ -25,21 +25,6 @@ int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const k
     return 0;
 }
 
-__device__ static float block_sum(float v, float *shared)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0)
-        shared[warp] = v;
-    __syncthreads();
-    float total = 0;
-    for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++)
-        total += shared[w];
-    return total;
-}
-
 /* one row per block; with r, x += r first (the residual add), and y may be r; y's 16-bit roundings
  * for the GEMM that reads it go to yr16 */
 __global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const float *r, const float *g, const float *beta, int C,
@@ -53,10 +38,10 @@ __global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const fl
             xr[c] += r[(size_t)blockIdx.x * C + c];
         s += xr[c];
     }
-    float mean = block_sum(s, red) / C, v = 0;
+    float mean = cu_block_sum(s, red) / C, v = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         v += (xr[c] - mean) * (xr[c] - mean);
-    float rstd = rsqrtf(block_sum(v, red) / C + eps);
+    float rstd = rsqrtf(cu_block_sum(v, red) / C + eps);
     size_t row = (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         cu_put(y, yr16, row + c, (xr[c] - mean) * rstd * g[c] + beta[c]);
@@ -85,8 +70,7 @@ __global__ static void gelu_k(float *x, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        x[i] = cu_gelu(x[i]);
     }
 }
 

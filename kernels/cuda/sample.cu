@@ -1,7 +1,8 @@
 /* Choosing the next token on the device, by the rule of kernels/cpu/sample.c (its twin): one block of
  * 1024 threads over the vocabulary. Where the CPU sorts, this finds the same thresholds by radix
  * selection on the integer probabilities, four passes of eight bits; sums are integers, so the
- * answer does not depend on the order threads add in. Only the id leaves the device. */
+ * answer does not depend on the order threads add in. Only the id leaves the device. The basic
+ * kernel (the previous release's) and the fast one differ in how, not in what they choose. */
 #include <math.h>
 #include <stdint.h>
 
@@ -48,7 +49,9 @@ __device__ static u64 exclusive_scan(u64 v, u64 *sh)
 }
 
 /* The largest t such that the weight of values q >= t (among q >= floor_q) reaches need, where the
- * weight is 1 per value or the value itself: the k-th largest value, or the top-p cut. */
+ * weight is 1 per value or the value itself: the k-th largest value, or the top-p cut. WARP_SCAN: a warp
+ * finds each pass's digit from the 256 bins (the fast kernels), else one thread walks them. */
+template <bool WARP_SCAN>
 __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor_q, int by_mass, u64 need, u64 *hist)
 {
     __shared__ unsigned sh_prefix;
@@ -75,7 +78,37 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
             }
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
+        if constexpr (WARP_SCAN) {
+            if (threadIdx.x < 32) {
+                /* lane l holds bins 255 - 8l down to 248 - 8l: the lanes' sums in that order, scanned */
+                int lane = threadIdx.x;
+                u64 mine = 0;
+                for (int j = 0; j < 8; j++)
+                    mine += hist[255 - 8 * lane - j];
+                u64 inc = mine;
+                for (int o = 1; o < 32; o <<= 1) {
+                    u64 up = __shfl_up_sync(0xffffffffu, inc, o);
+                    if (lane >= o)
+                        inc += up;
+                }
+                unsigned reach = __ballot_sync(0xffffffffu, above + inc >= need);
+                if (!reach && lane == 0) { /* no digit reaches it: as the walk over every bin leaves it */
+                    sh_prefix = prefix;
+                    sh_above = above;
+                } else if (reach && lane == __ffs(reach) - 1) {
+                    u64 acc = above + inc - mine;
+                    for (int j = 0; j < 8; j++) {
+                        int d = 255 - 8 * lane - j;
+                        if (acc + hist[d] >= need) {
+                            sh_prefix = prefix | ((unsigned)d << shift);
+                            sh_above = acc;
+                            break;
+                        }
+                        acc += hist[d];
+                    }
+                }
+            }
+        } else if (threadIdx.x == 0) {
             sh_prefix = prefix;
             sh_above = above;
             for (int d = 255; d >= 0; d--) {
@@ -96,75 +129,44 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
     return prefix;
 }
 
-__global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const float *logits, float *work, int V)
+/* the largest logit(i) and its id (the lowest among equals), for every thread; 0x7fffffff when none
+ * compares (all NaN) */
+template <typename F>
+__device__ static void argmax(F logit, int V, float *bv_out, int *bi_out)
 {
-    __shared__ u64 hist[256], sh[WARPS];
     __shared__ float best_v[WARPS];
     __shared__ int best_i[WARPS];
-    int tid = threadIdx.x;
-    for (int i = tid; i < V; i += blockDim.x)
-        work[i] = logits[i];
-    __syncthreads();
-    /* the penalty, once per distinct id (its first occurrence in the history applies it) */
-    const int *h = cu_hist(st);
-    float pen = st->penalty;
-    if (pen != 1.0f) {
-        for (int k = tid; k < st->n_hist; k += blockDim.x) {
-            int id = h[k], first = id >= 0 && id < V;
-            for (int j = 0; j < k && first; j++)
-                first = h[j] != id;
-            if (first)
-                work[id] = work[id] > 0 ? work[id] / pen : work[id] * pen;
-        }
-        __syncthreads();
-    }
-    /* argmax, the lowest id among equals */
     float bv = -INFINITY;
     int bi = 0x7fffffff;
-    for (int i = tid; i < V; i += blockDim.x)
-        if (work[i] > bv)
-            bv = work[i], bi = i;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = logit(i);
+        if (v > bv)
+            bv = v, bi = i;
+    }
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, bv, o);
         int oi = __shfl_xor_sync(0xffffffffu, bi, o);
         if (ov > bv || (ov == bv && oi < bi))
             bv = ov, bi = oi;
     }
-    if (tid % 32 == 0)
-        best_v[tid / 32] = bv, best_i[tid / 32] = bi;
+    if (threadIdx.x % 32 == 0)
+        best_v[threadIdx.x / 32] = bv, best_i[threadIdx.x / 32] = bi;
     __syncthreads();
     bv = best_v[0];
     bi = best_i[0];
     for (int w = 1; w < WARPS; w++)
         if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi))
             bv = best_v[w], bi = best_i[w];
-    if (st->temp <= 0 || bi == 0x7fffffff) {
-        if (tid == 0)
-            st->out = bi == 0x7fffffff ? 0 : bi;
-        return;
-    }
-    /* integer probabilities, in place of the logits */
-    unsigned *q = (unsigned *)work;
-    float temp = st->temp;
-    for (int i = tid; i < V; i += blockDim.x)
-        q[i] = (unsigned)(expf((work[i] - bv) / temp) * Q_SCALE);
-    __syncthreads();
-    unsigned floor_q = 0;
-    if (st->top_k > 0 && st->top_k < V)
-        floor_q = radix_select(q, V, 0, 0, (u64)st->top_k, hist);
+    *bv_out = bv;
+    *bi_out = bi;
+}
+
+/* the draw: the walk in id order over the kept ids; each thread holds a contiguous range, the scan
+ * says where it starts */
+__device__ static void draw(cu_step *st, const unsigned *q, int V, unsigned floor_q, u64 *sh)
+{
+    int tid = threadIdx.x, per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
     u64 local = 0;
-    if (st->top_p < 1.0f) {
-        for (int i = tid; i < V; i += blockDim.x)
-            local += q[i] >= floor_q ? q[i] : 0;
-        u64 total = block_sum(local, sh);
-        u64 need = (u64)((double)st->top_p * (double)total);
-        floor_q = radix_select(q, V, floor_q, 1, need ? need : 1, hist);
-    }
-    if (tid == 0)
-        st->floor_q = floor_q;
-    /* the walk in id order: each thread holds a contiguous range, the scan says where it starts */
-    int per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
-    local = 0;
     for (int i = lo; i < hi; i++)
         local += q[i] >= floor_q ? q[i] : 0;
     u64 total = block_sum(local, sh);
@@ -182,6 +184,127 @@ __global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const fl
     }
 }
 
+/* the basic kernel: the logits copied and penalised in work, which then holds the integer probabilities */
+__global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const float *logits, float *work, int V)
+{
+    __shared__ u64 hist[256], sh[WARPS];
+    int tid = threadIdx.x;
+    for (int i = tid; i < V; i += blockDim.x)
+        work[i] = logits[i];
+    __syncthreads();
+    /* the penalty, once per distinct id (its first occurrence in the history applies it) */
+    const int *h = cu_hist(st);
+    float pen = st->penalty;
+    if (pen != 1.0f) {
+        for (int k = tid; k < st->n_hist; k += blockDim.x) {
+            int id = h[k], first = id >= 0 && id < V;
+            for (int j = 0; j < k && first; j++)
+                first = h[j] != id;
+            if (first)
+                work[id] = work[id] > 0 ? work[id] / pen : work[id] * pen;
+        }
+        __syncthreads();
+    }
+    float bv;
+    int bi;
+    argmax([&](int i) { return work[i]; }, V, &bv, &bi);
+    if (st->temp <= 0 || bi == 0x7fffffff) {
+        if (tid == 0)
+            st->out = bi == 0x7fffffff ? 0 : bi;
+        return;
+    }
+    /* integer probabilities, in place of the logits */
+    unsigned *q = (unsigned *)work;
+    float temp = st->temp;
+    for (int i = tid; i < V; i += blockDim.x)
+        q[i] = (unsigned)(expf((work[i] - bv) / temp) * Q_SCALE);
+    __syncthreads();
+    unsigned floor_q = 0;
+    if (st->top_k > 0 && st->top_k < V)
+        floor_q = radix_select<false>(q, V, 0, 0, (u64)st->top_k, hist);
+    u64 local = 0;
+    if (st->top_p < 1.0f) {
+        for (int i = tid; i < V; i += blockDim.x)
+            local += q[i] >= floor_q ? q[i] : 0;
+        u64 total = block_sum(local, sh);
+        u64 need = (u64)((double)st->top_p * (double)total);
+        floor_q = radix_select<false>(q, V, floor_q, 1, need ? need : 1, hist);
+    }
+    if (tid == 0)
+        st->floor_q = floor_q;
+    draw(st, q, V, floor_q, sh);
+}
+
+enum { SEEN_WORDS = 2048 }; /* the fast kernel's bitmap of penalised ids: vocabularies up to 65,536 */
+
+/* The fast kernel: the logits read in place, penalised on the fly by a bitmap of the history's ids;
+ * the integer probabilities written to q, and the nonzero ones also to cand, where both selections
+ * run (an id whose q is 0 can change neither threshold). */
+__global__ static void __launch_bounds__(THREADS) sample_fast_k(cu_step *st, const float *logits, unsigned *q,
+                                                                unsigned *cand, int V)
+{
+    __shared__ u64 hist[256], sh[WARPS];
+    __shared__ unsigned seen[SEEN_WORDS];
+    __shared__ int n_cand;
+    int tid = threadIdx.x, lane = tid % 32;
+    float pen = st->penalty;
+    if (pen != 1.0f) {
+        for (int w = tid; w < (V + 31) / 32; w += blockDim.x)
+            seen[w] = 0;
+        __syncthreads();
+        const int *h = cu_hist(st);
+        for (int k = tid; k < st->n_hist; k += blockDim.x)
+            if (h[k] >= 0 && h[k] < V)
+                atomicOr(&seen[h[k] / 32], 1u << (h[k] % 32));
+    }
+    if (tid == 0)
+        n_cand = 0;
+    __syncthreads();
+    auto logit = [&](int i) {
+        float l = logits[i];
+        return pen != 1.0f && (seen[i / 32] >> (i % 32) & 1u) ? (l > 0 ? l / pen : l * pen) : l;
+    };
+    float bv;
+    int bi;
+    argmax(logit, V, &bv, &bi);
+    if (st->temp <= 0 || bi == 0x7fffffff) {
+        if (tid == 0)
+            st->out = bi == 0x7fffffff ? 0 : bi;
+        return;
+    }
+    float temp = st->temp;
+    for (int base = 0; base < V; base += blockDim.x) { /* warp-uniform: every lane joins the ballot */
+        int i = base + tid;
+        unsigned v = i < V ? (unsigned)(expf((logit(i) - bv) / temp) * Q_SCALE) : 0u;
+        if (i < V)
+            q[i] = v;
+        unsigned nz = __ballot_sync(0xffffffffu, v != 0);
+        int at = 0;
+        if (lane == 0 && nz)
+            at = atomicAdd(&n_cand, __popc(nz));
+        at = __shfl_sync(0xffffffffu, at, 0);
+        if (v)
+            cand[at + __popc(nz & ((1u << lane) - 1))] = v;
+    }
+    __syncthreads();
+    int nc = n_cand;
+    unsigned floor_q = 0;
+    if (st->top_k > 0 && st->top_k < V && st->top_k <= nc) /* more than nc: the k-th largest q is 0 */
+        floor_q = radix_select<true>(cand, nc, 0, 0, (u64)st->top_k, hist);
+    if (st->top_p < 1.0f) {
+        u64 local = 0;
+        for (int i = tid; i < nc; i += blockDim.x)
+            local += cand[i] >= floor_q ? cand[i] : 0;
+        u64 total = block_sum(local, sh);
+        u64 need = (u64)((double)st->top_p * (double)total);
+        floor_q = radix_select<true>(cand, nc, floor_q, 1, need ? need : 1, hist);
+    }
+    if (tid == 0)
+        st->floor_q = floor_q;
+    __syncthreads(); /* q, written above by every thread, is walked in other threads' ranges */
+    draw(st, q, V, floor_q, sh);
+}
+
 extern "C" int cuda_sample_kept(kb_backend *b, unsigned *q, int vocab, unsigned *floor_q)
 {
     cuda_state *st = cuda_of(b);
@@ -197,10 +320,15 @@ int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const k
 {
     cuda_state *st = cuda_of(b);
     const cu_step *dev;
+    int fast = st->kernels == KB_KERNELS_FAST && vocab <= 32 * SEEN_WORDS;
     if (cuda_step_args(b, NULL, 0, 0, s, &dev) ||
-        cuda_grow(b, &st->sample_work, &st->sample_bytes, sizeof(float) * (size_t)vocab))
+        cuda_grow(b, &st->sample_work, &st->sample_bytes, sizeof(float) * (size_t)vocab * (fast ? 2 : 1)))
         return -1;
-    sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work, vocab);
+    if (fast)
+        sample_fast_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (unsigned *)st->sample_work,
+                                                     (unsigned *)st->sample_work + vocab, vocab);
+    else
+        sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work, vocab);
     CK_LAUNCH();
     CK(cudaMemcpyAsync(&st->hstep->out, &dev->out, sizeof(int), cudaMemcpyDeviceToHost, st->stream));
     if (st->in_step)

@@ -181,6 +181,98 @@ static void twins(void)
     c->destroy(c);
 }
 
+static const char *set_name(kb_kernels k) { return k == KB_KERNELS_FAST ? "fast" : "basic"; }
+
+/* The fast set's fused one-token products against their CPU twins (kernels/cpu/linear.c): layernorm
+ * in, bias, GELU or the residual add out, the LM head; 16-byte loads where the shape allows, element
+ * loads where not; one slice of rows, and several whose partial sums the last block adds. Both sides
+ * keep the activations in f32, so only the order of accumulation differs, in every weight dtype. */
+static void fused_twins(void)
+{
+    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
+    if (!g) {
+        SKIP("no GPU");
+        c->destroy(c);
+        return;
+    }
+    g->use_kernels(g, KB_KERNELS_FAST);
+    static const int shapes[3][2] = {{96, 160}, {70, 45}, {3072, 768}};
+    dtype types[3] = {DT_F32, DT_F16, DT_BF16};
+    uint64_t s = 17;
+    for (int sh = 0; sh < 3; sh++) {
+        int K = shapes[sh][0], N = shapes[sh][1];
+        float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
+        float *gam = malloc(sizeof(float) * K), *bet = malloc(sizeof(float) * K), *y0 = malloc(sizeof(float) * N);
+        float *y1 = malloc(sizeof(float) * N), *y2 = malloc(sizeof(float) * N);
+        uint16_t *w16 = malloc(2 * (size_t)K * N);
+        for (int i = 0; i < K; i++)
+            x[i] = rnd(&s) * 3 + 0.5f, gam[i] = 1 + rnd(&s) * 0.3f, bet[i] = rnd(&s) * 0.2f;
+        for (int i = 0; i < K * N; i++)
+            wf[i] = rnd(&s) * 0.1f;
+        for (int i = 0; i < N; i++)
+            bias[i] = rnd(&s), y0[i] = rnd(&s);
+        float *dx = up(g, x, sizeof(float) * K), *db = up(g, bias, sizeof(float) * N), *dg = up(g, gam, sizeof(float) * K);
+        float *dbe = up(g, bet, sizeof(float) * K), *dy = g->alloc(g, sizeof(float) * (K > N ? K : N), "y");
+        for (int t = 0; t < 3; t++) {
+            void *w = types[t] == DT_F32 ? (void *)wf : (void *)w16;
+            if (types[t] != DT_F32)
+                dt_from_f32(w16, wf, types[t], (size_t)K * N);
+            kb_mat hw = {w, types[t], K, N}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N};
+            kb_norm hn = {gam, bet, 1e-5f}, dn = {dg, dbe, 1e-5f};
+            for (int v = 0; v < 4; v++) { /* norm+GELU, norm, residual, no bias */
+                kb_act act = v == 0 ? KB_GELU : KB_LINEAR;
+                int residual = v == 2;
+                memcpy(y1, y0, sizeof(float) * N);
+                g->copy(g, dy, y0, sizeof(float) * N);
+                if (!residual)
+                    poison(g, dy, sizeof(float) * N);
+                c->linear = NULL;
+                cpu_linear(c, y1, x, &hw, v == 3 ? NULL : bias, v < 2 ? &hn : NULL, act, residual);
+                GPU_OK(g->linear(g, dy, dx, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act, residual));
+                g->copy(g, y2, dy, sizeof(float) * N);
+                double e = rel_err(y2, y1, N);
+                CHECK(e < 1e-5, "linear %dx%d %s variant %d: rel err %.3g", K, N, dt_name(types[t]), v, e);
+            }
+            /* the LM head: the same matrix read as [V = K, N] rows */
+            kb_mat ht = {w, types[t], K, N}, dt = {dw.data, types[t], K, N};
+            float *xt = malloc(sizeof(float) * N), *yt1 = malloc(sizeof(float) * K), *yt2 = malloc(sizeof(float) * K);
+            kb_norm htn = {y0, bias, 1e-5f};
+            for (int i = 0; i < N; i++)
+                xt[i] = x[i % K] * 2 - 0.3f;
+            float *dxt = up(g, xt, sizeof(float) * N), *dtg = up(g, y0, sizeof(float) * N), *dtb = up(g, bias, sizeof(float) * N);
+            kb_norm dtn = {dtg, dtb, 1e-5f};
+            cpu_linear_t(c, yt1, xt, &ht, &htn);
+            poison(g, dy, sizeof(float) * K);
+            GPU_OK(g->linear_t(g, dy, dxt, &dt, &dtn));
+            g->copy(g, yt2, dy, sizeof(float) * K);
+            double e = rel_err(yt2, yt1, K);
+            CHECK(e < 1e-5, "linear_t %dx%d %s: rel err %.3g", K, N, dt_name(types[t]), e);
+            g->release(g, dxt);
+            g->release(g, dtg);
+            g->release(g, dtb);
+            free(xt);
+            free(yt1);
+            free(yt2);
+            g->release(g, (void *)dw.data);
+        }
+        g->release(g, dx);
+        g->release(g, db);
+        g->release(g, dg);
+        g->release(g, dbe);
+        g->release(g, dy);
+        free(x);
+        free(wf);
+        free(bias);
+        free(gam);
+        free(bet);
+        free(y0);
+        free(y1);
+        free(y2);
+        free(w16);
+    }
+    c->destroy(c);
+}
+
 static void attention_twins(void)
 {
     kb_backend *g = gpu(), *c = kb_create("cpu", 2);
@@ -190,12 +282,16 @@ static void attention_twins(void)
         return;
     }
     /* A prefill of `past` (several tiles of queries and keys), then `n` more as one batch and,
-     * separately, as decode steps (split over chunks of 128 positions: past crosses one). Head dims of
-     * 16 and 64 take the tiled prefill kernel, 24 the general one. */
+     * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set: past
+     * crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
+     * flash-decoding kernel, 24 the general prefill kernel and the basic decode kernel. Both sets. */
     enum { past = 140, n = 5, T = past + n, bt = 4 };
     static const int heads[3][2] = {{4, 16}, {2, 64}, {3, 24}};
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    for (int hc = 0; hc < 3; hc++) {
+    for (int run = 0; run < 2 * 3; run++) {
+        kb_kernels set = (kb_kernels)(run / 3);
+        int hc = run % 3;
+        g->use_kernels(g, set);
         int H = heads[hc][0], hd = heads[hc][1], C = H * hd;
         uint64_t s = 9;
         float *qkv_pre = malloc(sizeof(float) * past * 3 * C), *qkv = malloc(sizeof(float) * n * 3 * C);
@@ -222,7 +318,7 @@ static void attention_twins(void)
             GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past));
             g->copy(g, y2, dy, sizeof(float) * past * C);
             double e = rel_err(y2, yp, past * C);
-            CHECK(e < tol, "prefill attention hd %d %s: rel err %.3g", hd, dt_name(types[t]), e);
+            CHECK(e < tol, "prefill attention hd %d %s (%s): rel err %.3g", hd, dt_name(types[t]), set_name(set), e);
             c->attention(c, y1, qkv, &kv, 1, past, n);
             poison(g, dy, sizeof(float) * n * C);
             GPU_OK(g->attention(g, dy, dq, &dkv, 1, past, n));
@@ -237,8 +333,8 @@ static void attention_twins(void)
                     GPU_OK(g->attention(g, dy, dq1, &dkv, 1, past + k, 1));
                     g->copy(g, y2, dy, sizeof(float) * C);
                     e = rel_err(y2, y1 + (size_t)k * C, C);
-                    CHECK(e < tol, "decode attention hd %d %s at %d (capacity %d): rel err %.3g", hd, dt_name(types[t]),
-                          past + k, most, e);
+                    CHECK(e < tol, "decode attention hd %d %s at %d (capacity %d, %s kernels): rel err %.3g", hd,
+                          dt_name(types[t]), past + k, most, set_name(set), e);
                     g->release(g, dq1);
                 }
             }
@@ -258,8 +354,6 @@ static void attention_twins(void)
     c->destroy(c);
 }
 
-/* the chosen ids of the CPU rule and the device kernel, over random logits, settings and draws; the
- * integer rule makes them equal unless expf's last bit moves an id across a threshold */
 /* needs no GPU: what a machine whose driver is missing or too old is told */
 static void driver_messages(void)
 {
@@ -269,6 +363,8 @@ static void driver_messages(void)
           "old driver: %s", err_msg());
 }
 
+/* the chosen ids of the CPU rule and each kernel set's device kernel, over random logits, settings and
+ * draws; the integer rule makes them equal unless expf's last bit moves an id across a threshold */
 static void sample_twins(void)
 {
     kb_backend *g = gpu(), *c = kb_create("cpu", 2);
@@ -284,14 +380,18 @@ static void sample_twins(void)
     uint64_t s = 11;
     int same = 0, greedy_same = 0, bad = 0, floors = 0, walks = 0, sampled = 0;
     static unsigned q[V], sel[V];
-    for (int t = 0; t < TRIALS; t++) {
+    for (int t = 0; t < 2 * TRIALS; t++) { /* the fast kernel, then the basic one */
+        g->use_kernels(g, t < TRIALS ? KB_KERNELS_FAST : KB_KERNELS_BASIC);
+        /* every seventh: logits so spread that most integer probabilities are 0 and top-k asks for more
+         * ids than have any */
+        float spread = t % 7 == 6 ? 80.0f : 4.0f;
         for (int i = 0; i < V; i++)
-            l[i] = rnd(&s) * 4 + (i % 97 == 0 ? 6 : 0);
+            l[i] = rnd(&s) * spread + (i % 97 == 0 ? 6 : 0);
         for (int i = 0; i < 300; i++)
             hist[i] = (int)((rnd(&s) + 1) * 0.5 * V) % V;
         g->copy(g, dl, l, sizeof l);
         kb_sample k = {.temp = t % 5 == 0 ? 0 : 0.5f + (t % 4) * 0.3f, .top_p = t % 3 == 0 ? 1.0f : 0.9f,
-                       .repeat_penalty = t % 2 ? 1.3f : 1.0f, .top_k = t % 4 == 0 ? 0 : 40 * (t % 4),
+                       .repeat_penalty = t % 2 ? 1.3f : 1.0f, .top_k = t % 7 == 6 ? 20000 : t % 4 == 0 ? 0 : 40 * (t % 4),
                        .u = (rnd(&s) + 1) * 0.5, .history = hist, .n_history = 300};
         if (k.u >= 1)
             k.u = 0.999;
@@ -325,31 +425,26 @@ static void sample_twins(void)
         walks += walked == b;
     }
     CHECK(!bad, "%d sample calls failed: %s", bad, err_msg());
-    CHECK(greedy_same == TRIALS / 5, "greedy: %d of %d equal", greedy_same, TRIALS / 5);
+    CHECK(greedy_same == 2 * TRIALS / 5, "greedy: %d of %d equal", greedy_same, 2 * TRIALS / 5);
     CHECK(floors == sampled && walks == sampled, "top-k/top-p thresholds %d of %d equal the CPU rule's, chosen ids %d",
           floors, sampled, walks);
     /* across implementations of exp a last-bit difference may move a token over a threshold */
-    CHECK(same >= TRIALS - 2, "sampled ids: %d of %d equal", same, TRIALS);
+    CHECK(same >= 2 * TRIALS - 4, "sampled ids: %d of %d equal", same, 2 * TRIALS);
     g->release(g, dl);
     c->destroy(c);
 }
 
-/* Whole decode steps on both backends, the same ids fed to both: the first decode step runs eagerly,
- * the second is recorded as a graph, the rest replay it while the block table grows under it; midway
- * both caches go to (pinned) host memory and come back, which moves the blocks. */
-static void model_steps(void)
+/* Whole decode steps on both backends, the same ids fed to both, in one kernel set: the first decode
+ * step runs eagerly, the second is recorded as a graph, the rest replay it while the block table
+ * grows under it; midway both caches go to (pinned) host memory and come back, which moves the
+ * blocks. *nodes: the recorded step's. */
+static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
-        return;
-    }
     gpt2_model mc, mg;
     const char *dir = fixture_model("f32", 64);
+    g->use_kernels(g, set);
     if (gpt2_load(&mc, dir, DT_F32, NULL) || gpt2_load(&mg, dir, DT_F32, NULL) || gpt2_place(&mg, g, NULL)) {
         CHECK(0, "load: %s", err_msg());
-        c->destroy(c);
         return;
     }
     kv_opts o;
@@ -357,6 +452,7 @@ static void model_steps(void)
     kv_pool *pc = kv_pool_create(c, &mc.cfg, &o, NULL), *pg = kv_pool_create(g, &mg.cfg, &o, NULL);
     kv_seq *sc = kv_seq_new(pc, 1), *sg = kv_seq_new(pg, 1);
     int V = mc.cfg.vocab_size, ids[64], agree = 0, steps = 0;
+    long replays = cuda_graph_replays(g);
     float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
     for (int i = 0; i < 8; i++)
         ids[i] = (i * 7919 + 13) % V;
@@ -383,20 +479,45 @@ static void model_steps(void)
         steps++;
         ids[n] = na;
     }
-    CHECK(worst < 1e-4, "logits: worst rel err %.3g over %d steps", worst, steps);
-    CHECK(agree >= steps - 1, "chosen ids: %d of %d equal", agree, steps);
-    CHECK(cuda_graph_replays(g) > steps / 2, "only %ld of %d decode steps replayed a CUDA graph", cuda_graph_replays(g),
-          steps);
+    CHECK(worst < 1e-4, "%s kernels: logits worst rel err %.3g over %d steps", set_name(set), worst, steps);
+    CHECK(agree >= steps - 1, "%s kernels: chosen ids %d of %d equal", set_name(set), agree, steps);
+    CHECK(cuda_graph_replays(g) - replays > steps / 2, "%s kernels: only %ld of %d decode steps replayed a CUDA graph",
+          set_name(set), cuda_graph_replays(g) - replays, steps);
+    *nodes = g->step_nodes(g);
     free(lc);
     free(lg);
+    kv_seq_free(sc);
+    kv_seq_free(sg);
     kv_pool_free(pc);
     kv_pool_free(pg);
     gpt2_free(&mc);
     gpt2_free(&mg);
+}
+
+/* both kernel sets; the fast one's decode step is at most five launches a layer, plus the embedding,
+ * the LM head, the sampler and the two copies of the step's scalars */
+static void model_steps(void)
+{
+    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
+    if (!g) {
+        SKIP("no GPU");
+        c->destroy(c);
+        return;
+    }
+    int fast = 0, basic = 0, layers = 0;
+    gpt2_model m;
+    if (gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0) {
+        layers = m.cfg.n_layer;
+        gpt2_free(&m);
+    }
+    steps_in(g, c, KB_KERNELS_BASIC, &basic);
+    steps_in(g, c, KB_KERNELS_FAST, &fast);
+    CHECK(fast > 0 && fast <= 5 * layers + 5 && fast < basic, "graph nodes per decode step: fast %d (at most %d), basic %d",
+          fast, 5 * layers + 5, basic);
     c->destroy(c);
 }
 
-TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
+TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
            {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/driver_messages", driver_messages});
 #else
 static void no_cuda(void)

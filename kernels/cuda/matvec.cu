@@ -1,0 +1,263 @@
+/* The fused one-token products of a decode step (backend.h's linear and linear_t), in place of
+ * cuBLASLt's one-row GEMMs and the small kernels around them. Each weight is read once with 16-byte
+ * loads; the layernorm is applied on the way in (every block recomputes the row's mean and variance:
+ * a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32, so no 16-bit copy
+ * of it is made. The CPU twin is kernels/cpu/linear.c.
+ *
+ * linear, W [K, N] row-major (GPT-2's Conv1D layout): a block owns a tile of columns and a slice of
+ * rows. Eight threads cover a 16-byte-wide strip of a row (one 128-byte line), 32 rows at a time.
+ * With several slices, each leaves its partial sums in a buffer and the last block of a tile to
+ * arrive adds them in slice order (deterministic: no float atomics) and applies the epilogue.
+ * linear_t, W [V, K] (the tied embedding): a warp per output, eight rows a warp, a dot product with
+ * 16-byte loads along the row. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+
+/* E elements of a weight from one 16-byte load through the read-only cache (vec: aligned and whole),
+ * widened to float; else element by element, the first `valid` of them */
+template <dtype T> __device__ __forceinline__ void load_w(const void *p, size_t i, int vec, int valid, float *o)
+{
+    if (vec) {
+        cu_widen<T>(__ldg((const uint4 *)((const char *)p + i * cu_vec<T>::SIZE)), o);
+        return;
+    }
+    for (int e = 0; e < cu_vec<T>::E; e++)
+        o[e] = e < valid ? cu_load(p, i + e, T) : 0.0f;
+}
+
+/* the layernorm's mean and 1/stddev of x[0..K) (two passes, as the CPU twin) */
+__device__ static void row_stats(const float *x, int K, float eps, float *red, float *mean, float *rstd)
+{
+    float s = 0, v = 0;
+    for (int k = threadIdx.x; k < K; k += blockDim.x)
+        s += x[k];
+    float m = cu_block_sum(s, red) / K;
+    for (int k = threadIdx.x; k < K; k += blockDim.x)
+        v += (x[k] - m) * (x[k] - m);
+    *mean = m;
+    *rstd = rsqrtf(cu_block_sum(v, red) / K + eps);
+}
+
+typedef struct {
+    float *y;
+    const float *x, *bias, *g, *beta; /* g NULL: no layernorm */
+    const void *w;
+    float eps;
+    int K, N, slice_rows, act, residual, vec;
+    float *part;      /* [slices, N] partial sums */
+    unsigned *count;  /* per tile: blocks arrived (the last resets it) */
+} mv_args;
+
+enum { MV_THREADS = 256, MV_LANES = 8, MV_ROWS = MV_THREADS / MV_LANES, MV_MAX_SLICE = 8192, MV_COUNTERS = 4096 };
+
+__device__ static void finish(const mv_args &a, int j, float v)
+{
+    if (a.bias)
+        v += a.bias[j];
+    if (a.act == KB_GELU)
+        v = cu_gelu(v);
+    a.y[j] = a.residual ? a.y[j] + v : v;
+}
+
+/* grid (tiles of MV_LANES * E columns, slices of slice_rows rows) */
+template <dtype T>
+__global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
+{
+    enum { E = cu_vec<T>::E, TN = MV_LANES * E };
+    extern __shared__ float xs[]; /* the slice's input rows, normalised */
+    __shared__ float sums[MV_ROWS * TN], red[32];
+    __shared__ int last;
+    int tid = threadIdx.x, lane = tid % MV_LANES, r = tid / MV_LANES, slices = gridDim.y;
+    int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows), col = blockIdx.x * TN + lane * E;
+    float mean = 0, rstd = 1;
+    if (a.g)
+        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
+    for (int k = k0 + tid; k < k1; k += MV_THREADS)
+        xs[k - k0] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+    __syncthreads();
+    float acc[E];
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        acc[e] = 0;
+    if (col < a.N) {
+        int valid = min(E, a.N - col), k = k0 + r;
+        /* four loads in flight before their products */
+        for (; k + 3 * MV_ROWS < k1; k += 4 * MV_ROWS) {
+            float w[4][E];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                load_w<T>(a.w, (size_t)(k + u * MV_ROWS) * a.N + col, a.vec, valid, w[u]);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                float xv = xs[k + u * MV_ROWS - k0];
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[e] += xv * w[u][e];
+            }
+        }
+        for (; k < k1; k += MV_ROWS) {
+            float w[E];
+            load_w<T>(a.w, (size_t)k * a.N + col, a.vec, valid, w);
+            float xv = xs[k - k0];
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                acc[e] += xv * w[e];
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        sums[r * TN + lane * E + e] = acc[e];
+    __syncthreads();
+    int j = blockIdx.x * TN + tid;
+    float s = 0;
+    if (tid < TN)
+        for (int q = 0; q < MV_ROWS; q++)
+            s += sums[q * TN + tid];
+    if (slices == 1) {
+        if (tid < TN && j < a.N)
+            finish(a, j, s);
+        return;
+    }
+    if (tid < TN && j < a.N)
+        a.part[(size_t)blockIdx.y * a.N + j] = s;
+    __threadfence(); /* the partial is visible to every block before the count says so */
+    __syncthreads();
+    if (tid == 0)
+        last = atomicAdd(&a.count[blockIdx.x], 1u) == (unsigned)slices - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence(); /* and the other slices' partials are read only after their counts */
+    if (tid < TN && j < a.N) {
+        float total = 0;
+        for (int q = 0; q < slices; q++)
+            total += __ldcg(a.part + (size_t)q * a.N + j);
+        finish(a, j, total);
+    }
+    if (tid == 0)
+        a.count[blockIdx.x] = 0;
+}
+
+enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };
+
+/* grid (rows / (MT_WARPS * MT_ROWS)): y[v] = norm(x) . W[v, :] */
+template <dtype T>
+__global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V)
+{
+    enum { E = cu_vec<T>::E };
+    extern __shared__ float xs[]; /* all K inputs, normalised */
+    __shared__ float red[32];
+    int lane = threadIdx.x % 32, v0 = (blockIdx.x * MT_WARPS + threadIdx.x / 32) * MT_ROWS;
+    float mean = 0, rstd = 1;
+    if (a.g)
+        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
+    for (int k = threadIdx.x; k < a.K; k += MT_THREADS)
+        xs[k] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+    __syncthreads();
+    float acc[MT_ROWS];
+#pragma unroll
+    for (int q = 0; q < MT_ROWS; q++)
+        acc[q] = 0;
+    for (int k = lane * E; k < a.K; k += 32 * E) {
+        int valid = min(E, a.K - k);
+#pragma unroll
+        for (int q = 0; q < MT_ROWS; q++) {
+            float w[E];
+            if (v0 + q < V) {
+                load_w<T>(a.w, (size_t)(v0 + q) * a.K + k, a.vec, valid, w);
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[q] += xs[k + e < a.K ? k + e : 0] * w[e]; /* w[e] is 0 past the end */
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < MT_ROWS; q++) {
+        float s = acc[q];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0 && v0 + q < V)
+            a.y[v0 + q] = s;
+    }
+}
+
+static int aligned16(const void *p) { return ((size_t)p & 15) == 0; }
+
+/* counters (zeroed once; each product's last blocks leave them zero) and the partial sums */
+static int mv_buffers(kb_backend *b, size_t part_floats, unsigned **count, float **part)
+{
+    cuda_state *s = cuda_of(b);
+    size_t bytes = sizeof(unsigned) * MV_COUNTERS + sizeof(float) * part_floats;
+    if (bytes > s->mv_bytes) {
+        if (cuda_grow(b, &s->mv_work, &s->mv_bytes, bytes))
+            return -1;
+        CK(cudaMemsetAsync(s->mv_work, 0, sizeof(unsigned) * MV_COUNTERS, s->stream));
+    }
+    *count = (unsigned *)s->mv_work;
+    *part = (float *)(*count + MV_COUNTERS);
+    return 0;
+}
+
+template <dtype T>
+static int launch_linear(kb_backend *b, mv_args a)
+{
+    cuda_state *s = cuda_of(b);
+    int TN = MV_LANES * cu_vec<T>::E, tiles = (a.N + TN - 1) / TN;
+    /* enough blocks for two per multiprocessor, each slice at least two rounds of MV_ROWS rows */
+    int want = (2 * s->prop.multiProcessorCount + tiles - 1) / tiles, most = (a.K + 2 * MV_ROWS - 1) / (2 * MV_ROWS);
+    int slices = want < most ? want : most, rows;
+    if (slices < 1)
+        slices = 1;
+    rows = (a.K + slices - 1) / slices;
+    rows = (rows + MV_ROWS - 1) / MV_ROWS * MV_ROWS;
+    if (rows > MV_MAX_SLICE)
+        rows = MV_MAX_SLICE;
+    slices = (a.K + rows - 1) / rows;
+    if (tiles > MV_COUNTERS)
+        return err_set("a one-token product of %d columns; the kernel counts at most %d tiles", a.N, MV_COUNTERS);
+    a.slice_rows = rows;
+    if (slices > 1 && mv_buffers(b, (size_t)slices * a.N, &a.count, &a.part))
+        return -1;
+    linear_k<T><<<dim3(tiles, slices), MV_THREADS, sizeof(float) * rows, s->stream>>>(a);
+    CK_LAUNCH();
+    return 0;
+}
+
+int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
+                int residual)
+{
+    mv_args a = {y, x, bias, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, w->rows,
+                 w->cols, 0, act, residual, 0, NULL, NULL};
+    a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    cuda_rounded_forget(b, y);
+    switch (w->type) {
+    case DT_F32: return launch_linear<DT_F32>(b, a);
+    case DT_BF16: return launch_linear<DT_BF16>(b, a);
+    case DT_F16: return launch_linear<DT_F16>(b, a);
+    default: return err_set("one-token product: weights of type %s", dt_name(w->type));
+    }
+}
+
+int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm)
+{
+    cuda_state *s = cuda_of(b);
+    mv_args a = {y, x, NULL, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, w->cols,
+                 w->rows, 0, KB_LINEAR, 0, 0, NULL, NULL};
+    a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    size_t shared = sizeof(float) * (size_t)w->cols;
+    if (shared > 48 * 1024)
+        return err_set("the LM head over %d features needs %zu bytes of shared memory; the kernel has 48 KB", w->cols,
+                       shared);
+    unsigned blocks = (unsigned)((w->rows + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
+    cuda_rounded_forget(b, y);
+    switch (w->type) {
+    case DT_F32: linear_t_k<DT_F32><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
+    case DT_BF16: linear_t_k<DT_BF16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
+    case DT_F16: linear_t_k<DT_F16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
+    default: return err_set("LM head: weights of type %s", dt_name(w->type));
+    }
+    CK_LAUNCH();
+    return 0;
+}

@@ -16,7 +16,9 @@ const char BENCH_HELP[] =
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16).\n"
-    "Decode prints the bytes of weights read per token and the bandwidth that implies.\n"
+    "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU also\n"
+    "the nodes of the decode step's graph and each decode figure beside its floor (the rate at which\n"
+    "a step only reads its weights and cache at the memory's peak bandwidth).\n"
     "On a random 124M-shaped model: kvchat make-tiny-model /tmp/m124 --layers 12 --heads 12\n"
     "  --embd 768 --ctx 1024 && kvchat bench -m /tmp/m124\n"
     "\n"
@@ -55,6 +57,7 @@ typedef struct {
 typedef struct {
     double prefill[MAX_POINTS], decode[MAX_POINTS]; /* median seconds: per prefill, per decoded token */
     double decode_wall[MAX_POINTS];                  /* the same by the wall clock, host overheads included */
+    int nodes;                                       /* of a recorded decode step (0: none recorded) */
 } figures;
 
 /* One step of n tokens choosing the next as chat does (history: the first `seen` ids), and its
@@ -140,11 +143,42 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_par
     for (int i = 0; i < plan->n_ctx; i++)
         if (time_decode(lm, c, ids, plan->ctx[i], &smp, runs, &f->decode[i], &f->decode_wall[i]))
             goto out;
+    f->nodes = lm->backend->step_nodes ? lm->backend->step_nodes(lm->backend) : 0;
     rc = 0;
 out:
     kv_seq_free(c);
     free(ids);
     return rc;
+}
+
+/* Where the device names its memory's peak bandwidth: the decode rate at which a step would only read
+ * its bytes (every weight, and the cached keys and values of every earlier position), beside each
+ * decode figure, and the graph's nodes per step. */
+static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_bytes, const figures *f, json_t *row)
+{
+    double peak = lm->backend->peak_bandwidth;
+    if (f->nodes)
+        json_object_set_new(row, "graph_nodes_per_decode_step", json_integer(f->nodes));
+    if (peak <= 0)
+        return;
+    json_object_set_new(row, "peak_bandwidth_gb_s", json_real(peak / 1e9));
+    double floor[MAX_POINTS];
+    printf("%-7s ", "floor");
+    for (int i = 0; i < plan->n_prefill; i++)
+        printf(" %13s", "");
+    for (int i = 0; i < plan->n_ctx; i++) {
+        char key[48];
+        floor[i] = peak / (weight_bytes + (double)kv_bytes_per_token(lm->pool) * plan->ctx[i]);
+        snprintf(key, sizeof key, "floor_decode_ctx%d_tok_s", plan->ctx[i]);
+        json_object_set_new(row, key, json_real(floor[i]));
+        printf(" %13.1f", floor[i]);
+    }
+    printf("  (at the peak %.0f GB/s)\n", peak / 1e9);
+    if (f->nodes)
+        printf("%-7s  a decode step is one graph of %d nodes (kernels and copies)\n", "", f->nodes);
+    for (int i = 0; i < plan->n_ctx; i++)
+        printf("%-7s  decode@%d: %.1f us a token, %.0f%% of the floor's rate\n", "", plan->ctx[i], f->decode[i] * 1e6,
+               100 / f->decode[i] / floor[i]);
 }
 
 static int parse_list(const char *flag, const char *v, int *out, int *n, int lo)
@@ -205,7 +239,7 @@ int cmd_bench(int argc, char **argv)
         if (load_model(&lm, &mo))
             return EXIT_RUNTIME;
         printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(lm.model.wtype),
-               dt_name(mo.kv.type), lm.backend->threads);
+               dt_name(kv_pool_opts(lm.pool)->type), lm.backend->threads);
         int rc = bench_turns(&lm, &mo, json_path) ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;
@@ -247,6 +281,7 @@ int cmd_bench(int argc, char **argv)
             fflush(stdout);
         }
         figures f;
+        memset(&f, 0, sizeof f);
         if (bench_one(&lm, &plan, &mo.sp, runs, &f)) {
             rc = EXIT_RUNTIME;
         } else {
@@ -271,6 +306,7 @@ int cmd_bench(int argc, char **argv)
                 printf(" %13.1f", 1 / f.decode[i]);
             }
             printf("  %13.1f  %11.1f\n", bytes / 1e6, bytes / f.decode[0] / 1e9);
+            floor_row(&lm, &plan, bytes, &f, row);
             fflush(stdout);
             json_array_append_new(results, row);
         }

@@ -93,6 +93,7 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
         ids[i] = (int)((unsigned)i * 2246822519u % (unsigned)c->vocab_size);
     for (int l = 0; l < 3 && !rc; l++) {
         kv_opts o = mo->kv;
+        o.type = kv_pool_opts(lm->pool)->type;
         o.window = window;
         o.layout = l ? KV_CONTIGUOUS : KV_PAGED;
         o.prealloc = l == 2;

@@ -134,6 +134,7 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
     } else if (MATCH("--cache-dtype")) {
         if (r > 0 && dt_parse(v, &o->kv.type))
             return err_set("--cache-dtype: expected f32, f16, bf16 or int8, got '%s'", v);
+        o->kv_type_set = 1;
     } else if (opt_match(argc, argv, i, NULL, "--prealloc", NULL)) {
         o->kv.prealloc = 1;
         return 1;
@@ -156,6 +157,11 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
         if (r > 0 && strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
             return err_set("--device: expected auto, cpu or cuda, got '%s'", v);
         o->device = v;
+    } else if (MATCH(NULL, "--gpu-kernels")) {
+        if (r > 0 && strcmp(v, "fast") && strcmp(v, "basic"))
+            return err_set("--gpu-kernels: expected fast or basic, got '%s'", v);
+        o->kernels = r > 0 && !strcmp(v, "basic") ? KB_KERNELS_BASIC : KB_KERNELS_FAST;
+        o->kernels_set = 1;
     } else if (MATCH(NULL, "--dtype")) {
         o->wtype_set = 1;
         if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
@@ -254,6 +260,7 @@ int load_model(loaded_model *lm, const model_opts *o)
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
+    use_kernels(lm, o->kernels);
     /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */
     dtype wt = o->wtype_set ? o->wtype : lm->backend->device_memory ? DT_BF16 : o->wtype;
     load_bar bar = {ev_clock(), 0};
@@ -273,6 +280,8 @@ int load_model(loaded_model *lm, const model_opts *o)
         return -1;
     }
     kv_opts kv = o->kv;
+    if (!o->kv_type_set) /* a GPU decodes at its memory's speed: half the cache bytes, half the reads */
+        kv.type = lm->backend->device_memory ? DT_BF16 : DT_F32;
     if (!kv.window)
         kv.window = lm->model.cfg.n_ctx;
     if (!(lm->bus = ev_bus_create()) || !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {
@@ -286,6 +295,18 @@ int load_model(loaded_model *lm, const model_opts *o)
         return -1;
     }
     return 0;
+}
+
+void use_kernels(loaded_model *lm, kb_kernels k)
+{
+    if (lm->backend->use_kernels)
+        lm->backend->use_kernels(lm->backend, k);
+    lm->kernels = k;
+}
+
+const char *kernels_name(kb_kernels k)
+{
+    return k == KB_KERNELS_BASIC ? "basic" : "fast";
 }
 
 void unload_model(loaded_model *lm)

@@ -19,6 +19,9 @@ typedef struct {
     const char *device;
     dtype wtype;
     int wtype_set;         /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
+    int kv_type_set;       /* --cache-dtype given (else bf16 on a GPU, f32 on the CPU) */
+    kb_kernels kernels;    /* --gpu-kernels */
+    int kernels_set;       /* given: the self-test tries that set alone (else fast, then basic) */
     int threads;
     int n_predict;
     sampler_params sp;
@@ -41,6 +44,8 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         one answers, else the CPU)\n"                                      \
     "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"     \
     "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"        \
+    "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it fails\n" \
+    "                         its self-test on this GPU; basic is the previous release's)\n"     \
     "  -t, --threads N        CPU threads (default: all cores)\n"
 #define CACHE_OPTS_HELP                                                                          \
     "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
@@ -48,7 +53,8 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         half the free memory)\n"                                          \
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
     "      --block-tokens N   positions per paged block (default 16)\n"                          \
-    "      --cache-dtype T    f32 (default) | f16 | bf16 | int8 (per-token, per-head scale)\n"   \
+    "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale); default f32\n" \
+    "                         on the CPU (exact), bf16 on a GPU (half the bytes per token)\n"   \
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                       \
@@ -78,8 +84,13 @@ typedef struct {
     kb_backend *backend;
     ev_bus *bus;
     kv_pool *pool;
+    kb_kernels kernels;      /* the backend's kernel set in use (a GPU's) */
     char dir[4096];
 } loaded_model;
+
+/* switches lm's backend to kernel set k (where it has sets) */
+void use_kernels(loaded_model *lm, kb_kernels k);
+const char *kernels_name(kb_kernels k);
 
 int load_model(loaded_model *lm, const model_opts *o);
 void unload_model(loaded_model *lm);

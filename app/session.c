@@ -202,6 +202,7 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     mo->kv.layout = layout && !strcmp(layout, "contiguous") ? KV_CONTIGUOUS : KV_PAGED;
     if (dt && dt_parse(dt, &mo->kv.type))
         return err_set("the session's cache dtype '%.16s' is unknown", dt);
+    mo->kv_type_set |= dt != NULL;
     mo->kv.block_tokens = (int)json_integer_value(json_object_get(ca, "block_tokens"));
     mo->kv.window = (int)json_integer_value(json_object_get(ca, "window"));
     mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));

@@ -46,6 +46,8 @@ if [ ! -e "$TMP/dl/config.json" ]; then pass "${TAG}cli/get-model leaves no part
 
 # --no-cache gives the same greedy tokens (the full comparison is in test_reference.sh)
 same "${TAG}cli/--no-cache same tokens" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids --no-cache)"
+# the CPU has one kernel set: --gpu-kernels is accepted and changes nothing there
+same "${TAG}cli/--gpu-kernels basic on the CPU" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids --gpu-kernels basic)"
 # --dump-logits writes vocab-size float32
 gen -p "Hello" -n 1 --temp 0 --dump-logits "$TMP/l.bin" >/dev/null
 same "${TAG}cli/--dump-logits size" $((50257 * 4)) "$(stat -c %s "$TMP/l.bin")"

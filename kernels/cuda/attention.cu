@@ -216,6 +216,18 @@ static void (*tiled_for(int hd))(float *, cu_rounded, const float *, kb_kv, int,
 
 enum { CHUNK = 128 };
 
+/* Leaves a chunk's max and sum of exponentials beside its weighted values: the head's partials, in
+ * the block that arrives last (which reduces them), else NULL. */
+__device__ static const float *chunk_done(float *out, float mx, float sum, unsigned *done, int chunks, int *flag,
+                                          const float *head_parts)
+{
+    if (threadIdx.x == 0) {
+        out[0] = mx;
+        out[1] = sum;
+    }
+    return cu_last_block(done, (unsigned)chunks, flag) ? head_parts : NULL;
+}
+
 /* Decode: grid (heads, chunks). Each block leaves its chunk's max, sum of exponentials and weighted
  * values as a partial; the last block of a head to finish (a counter per head, reset by that block
  * for the next step) rescales the partials to one max and writes the head's output. The block whose
@@ -244,19 +256,9 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             out[2 + c] = o;
         }
     }
-    if (threadIdx.x == 0) {
-        out[0] = mx;
-        out[1] = sum;
-    }
-    __threadfence(); /* the partial is visible to every block before the count says so */
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(&done[h], 1u) == (unsigned)chunks - 1;
-    __syncthreads();
-    if (!last)
+    const float *p = chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    if (!p)
         return;
-    __threadfence(); /* and this block reads the other blocks' partials only after their counts */
-    const float *p = part + (size_t)h * chunks * (hd + 2);
     float m = -INFINITY;
     for (int k = 0; k < chunks; k++)
         m = fmaxf(m, __ldcg(p + (size_t)k * (hd + 2)));
@@ -273,8 +275,6 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
         }
         cu_put(y, y16, (size_t)h * hd + c, o / total);
     }
-    if (threadIdx.x == 0)
-        done[h] = 0;
 }
 
 /* Decode, flash-decoding layout (the fast kernels): grid (heads, chunks of FD_CHUNK positions), as
@@ -364,19 +364,9 @@ __global__ static void __launch_bounds__(FD_THREADS)
             out[2 + c] = t;
         }
     }
-    if (tid == 0) {
-        out[0] = mx;
-        out[1] = sum;
-    }
-    __threadfence(); /* the partial is visible to every block before the count says so */
-    __syncthreads();
-    if (tid == 0)
-        last = atomicAdd(&done[h], 1u) == (unsigned)chunks - 1;
-    __syncthreads();
-    if (!last)
+    const float *p = chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    if (!p)
         return;
-    __threadfence(); /* and this block reads the other blocks' partials only after their counts */
-    const float *p = part + (size_t)h * chunks * (hd + 2);
     float m = -INFINITY;
     for (int k = tid; k < chunks; k += FD_THREADS)
         m = fmaxf(m, __ldcg(p + (size_t)k * (hd + 2)));
@@ -395,8 +385,6 @@ __global__ static void __launch_bounds__(FD_THREADS)
                 acc += __ldcg(p + (size_t)k * (hd + 2) + 2 + c) * wts[k];
         cu_put(y, y16, (size_t)h * hd + c, acc / total);
     }
-    if (tid == 0)
-        done[h] = 0;
 }
 
 /* the flash-decoding kernel for this cache, or NULL where its rows do not fit its lanes (the basic

@@ -169,6 +169,24 @@ __device__ __forceinline__ float cu_block_sum(float v, float *red)
     return total;
 }
 
+/* For kernels whose blocks each leave a partial result in global memory: true in the one block that
+ * arrives last at *count (reset for the next launch), which may then read the other blocks' partials
+ * (with __ldcg: not through the incoherent L1). flag: a shared int. Every thread calls it. */
+__device__ __forceinline__ int cu_last_block(unsigned *count, unsigned blocks, int *flag)
+{
+    __threadfence(); /* this block's partial is visible to every block before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        *flag = atomicAdd(count, 1u) == blocks - 1;
+    __syncthreads();
+    if (!*flag)
+        return 0;
+    __threadfence(); /* and the others' partials are read only after their counts */
+    if (threadIdx.x == 0)
+        *count = 0; /* every block of this launch has counted */
+    return 1;
+}
+
 /* the tanh form of GELU that GPT-2 uses */
 __device__ __forceinline__ float cu_gelu(float v)
 {

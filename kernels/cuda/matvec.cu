@@ -122,22 +122,14 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
     }
     if (tid < TN && j < a.N)
         a.part[(size_t)blockIdx.y * a.N + j] = s;
-    __threadfence(); /* the partial is visible to every block before the count says so */
-    __syncthreads();
-    if (tid == 0)
-        last = atomicAdd(&a.count[blockIdx.x], 1u) == (unsigned)slices - 1;
-    __syncthreads();
-    if (!last)
+    if (!cu_last_block(&a.count[blockIdx.x], (unsigned)slices, &last))
         return;
-    __threadfence(); /* and the other slices' partials are read only after their counts */
     if (tid < TN && j < a.N) {
         float total = 0;
         for (int q = 0; q < slices; q++)
             total += __ldcg(a.part + (size_t)q * a.N + j);
         finish(a, j, total);
     }
-    if (tid == 0)
-        a.count[blockIdx.x] = 0;
 }
 
 enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };

@@ -161,10 +161,31 @@ __device__ static void argmax(F logit, int V, float *bv_out, int *bi_out)
     *bi_out = bi;
 }
 
-/* the draw: the walk in id order over the kept ids; each thread holds a contiguous range, the scan
- * says where it starts */
+/* The kept set's threshold over vals[0..n) (every q, or only the nonzero ones: an id whose q is 0
+ * moves neither threshold), by the rule of cpu_sample_floor: top-k, then top-p. */
+template <bool WARP_SCAN>
+__device__ static unsigned kept_floor(const cu_step *st, const unsigned *vals, int n, int V, u64 *hist, u64 *sh)
+{
+    unsigned floor_q = 0;
+    if (st->top_k > 0 && st->top_k < V && st->top_k <= n) /* more than n: the k-th largest q is 0 */
+        floor_q = radix_select<WARP_SCAN>(vals, n, 0, 0, (u64)st->top_k, hist);
+    if (st->top_p < 1.0f) {
+        u64 local = 0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            local += vals[i] >= floor_q ? vals[i] : 0;
+        u64 total = block_sum(local, sh);
+        u64 need = (u64)((double)st->top_p * (double)total);
+        floor_q = radix_select<WARP_SCAN>(vals, n, floor_q, 1, need ? need : 1, hist);
+    }
+    return floor_q;
+}
+
+/* the draw: the walk in id order over the ids kept by floor_q (recorded for the tests); each thread
+ * holds a contiguous range, the scan says where it starts */
 __device__ static void draw(cu_step *st, const unsigned *q, int V, unsigned floor_q, u64 *sh)
 {
+    if (threadIdx.x == 0)
+        st->floor_q = floor_q;
     int tid = threadIdx.x, per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
     u64 local = 0;
     for (int i = lo; i < hi; i++)
@@ -219,20 +240,7 @@ __global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const fl
     for (int i = tid; i < V; i += blockDim.x)
         q[i] = (unsigned)(expf((work[i] - bv) / temp) * Q_SCALE);
     __syncthreads();
-    unsigned floor_q = 0;
-    if (st->top_k > 0 && st->top_k < V)
-        floor_q = radix_select<false>(q, V, 0, 0, (u64)st->top_k, hist);
-    u64 local = 0;
-    if (st->top_p < 1.0f) {
-        for (int i = tid; i < V; i += blockDim.x)
-            local += q[i] >= floor_q ? q[i] : 0;
-        u64 total = block_sum(local, sh);
-        u64 need = (u64)((double)st->top_p * (double)total);
-        floor_q = radix_select<false>(q, V, floor_q, 1, need ? need : 1, hist);
-    }
-    if (tid == 0)
-        st->floor_q = floor_q;
-    draw(st, q, V, floor_q, sh);
+    draw(st, q, V, kept_floor<false>(st, q, V, V, hist, sh), sh);
 }
 
 enum { SEEN_WORDS = 2048 }; /* the fast kernel's bitmap of penalised ids: vocabularies up to 65,536 */
@@ -287,20 +295,7 @@ __global__ static void __launch_bounds__(THREADS) sample_fast_k(cu_step *st, con
             cand[at + __popc(nz & ((1u << lane) - 1))] = v;
     }
     __syncthreads();
-    int nc = n_cand;
-    unsigned floor_q = 0;
-    if (st->top_k > 0 && st->top_k < V && st->top_k <= nc) /* more than nc: the k-th largest q is 0 */
-        floor_q = radix_select<true>(cand, nc, 0, 0, (u64)st->top_k, hist);
-    if (st->top_p < 1.0f) {
-        u64 local = 0;
-        for (int i = tid; i < nc; i += blockDim.x)
-            local += cand[i] >= floor_q ? cand[i] : 0;
-        u64 total = block_sum(local, sh);
-        u64 need = (u64)((double)st->top_p * (double)total);
-        floor_q = radix_select<true>(cand, nc, floor_q, 1, need ? need : 1, hist);
-    }
-    if (tid == 0)
-        st->floor_q = floor_q;
+    unsigned floor_q = kept_floor<true>(st, cand, n_cand, V, hist, sh);
     __syncthreads(); /* q, written above by every thread, is walked in other threads' ranges */
     draw(st, q, V, floor_q, sh);
 }

@@ -226,7 +226,6 @@ static void fused_twins(void)
                 g->copy(g, dy, y0, sizeof(float) * N);
                 if (!residual)
                     poison(g, dy, sizeof(float) * N);
-                c->linear = NULL;
                 cpu_linear(c, y1, x, &hw, v == 3 ? NULL : bias, v < 2 ? &hn : NULL, act, residual);
                 GPU_OK(g->linear(g, dy, dx, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act, residual));
                 g->copy(g, y2, dy, sizeof(float) * N);

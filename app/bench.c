@@ -15,7 +15,7 @@ const char BENCH_HELP[] =
     "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
-    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16).\n"
+    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16; also q8).\n"
     "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU also\n"
     "the nodes of the decode step's graph and each decode figure beside its floor (the rate at which\n"
     "a step only reads its weights and cache at the memory's peak bandwidth).\n"
@@ -32,6 +32,8 @@ const char BENCH_HELP[] =
     "      --prefill LIST prompt lengths to time (default 128,512)\n"
     "      --context LIST contexts to time decoding at (default 0,512)\n"
     "      --device D     auto | cpu | cuda\n"
+    "      --cache-dtype T the KV cache's dtype (default: f32 with f32 weights on the CPU, else f16;\n"
+    "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: all cores)\n";
@@ -163,7 +165,7 @@ static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_by
         return;
     json_object_set_new(row, "peak_bandwidth_gb_s", json_real(peak / 1e9));
     double floor[MAX_POINTS];
-    printf("%-7s ", "floor");
+    printf("%-13s ", "floor");
     for (int i = 0; i < plan->n_prefill; i++)
         printf(" %13s", "");
     for (int i = 0; i < plan->n_ctx; i++) {
@@ -175,9 +177,9 @@ static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_by
     }
     printf("  (at the peak %.0f GB/s)\n", peak / 1e9);
     if (f->nodes)
-        printf("%-7s  a decode step is one graph of %d nodes (kernels and copies)\n", "", f->nodes);
+        printf("%-13s  a decode step is one graph of %d nodes (kernels and copies)\n", "", f->nodes);
     for (int i = 0; i < plan->n_ctx; i++)
-        printf("%-7s  decode@%d: %.1f us a token, %.0f%% of the floor's rate\n", "", plan->ctx[i], f->decode[i] * 1e6,
+        printf("%-13s  decode@%d: %.1f us a token, %.0f%% of the floor's rate\n", "", plan->ctx[i], f->decode[i] * 1e6,
                100 / f->decode[i] / floor[i]);
 }
 
@@ -235,7 +237,7 @@ int cmd_bench(int argc, char **argv)
         loaded_model lm;
         mo.wtype_set |= dtypes != default_types;
         if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
-            return err_set("--dtype: with --turns, one of f32, bf16, f16"), EXIT_USAGE;
+            return err_set("--dtype: with --turns, one of f32, bf16, f16, q8"), EXIT_USAGE;
         if (load_model(&lm, &mo))
             return EXIT_RUNTIME;
         printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(lm.model.wtype),
@@ -250,7 +252,7 @@ int cmd_bench(int argc, char **argv)
     snprintf(buf, sizeof buf, "%s", dtypes);
     for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn; tokn = strtok_r(NULL, ",", &save)) {
         if (n_types == 8 || dt_parse(tokn, &list[n_types]) || list[n_types] == DT_I8)
-            return err_set("--dtype: expected a list of f32, bf16, f16, got '%s'", dtypes), EXIT_USAGE;
+            return err_set("--dtype: expected a list of f32, bf16, f16, q8, got '%s'", dtypes), EXIT_USAGE;
         n_types++;
     }
     if (!n_types)
@@ -268,13 +270,13 @@ int cmd_bench(int argc, char **argv)
             printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d, %s\n\n",
                    lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs,
                    lm.backend->step_seconds ? "device time (CUDA events)" : "wall clock");
-            printf("weights ");
+            printf("weights cache ");
             for (int i = 0; i < plan.n_prefill; i++)
                 printf(" prefill-%-5d", plan.prefill[i]);
             for (int i = 0; i < plan.n_ctx; i++)
                 printf("  decode@%-5d", plan.ctx[i]);
             printf("  weights/token  bandwidth@%d\n", plan.ctx[0]);
-            printf("        ");
+            printf("              ");
             for (int i = 0; i < plan.n_prefill + plan.n_ctx; i++)
                 printf(" %13s", "tok/s");
             printf("  %13s  %11s\n", "MB", "GB/s");
@@ -286,11 +288,12 @@ int cmd_bench(int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            json_t *row = json_pack("{s:s, s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "backend", lm.backend->name,
+            json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "cache_dtype",
+                                    dt_name(kv_pool_opts(lm.pool)->type), "backend", lm.backend->name,
                                     "timing", lm.backend->step_seconds ? "cuda-events" : "wall-clock",
                                     "weight_bytes_per_token", bytes, "cache_bytes_per_position",
                                     (json_int_t)kv_bytes_per_token(lm.pool), "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
-            printf("%-7s ", dt_name(list[k]));
+            printf("%-7s %-5s ", dt_name(list[k]), dt_name(kv_pool_opts(lm.pool)->type));
             for (int i = 0; i < plan.n_prefill; i++) {
                 char key[48];
                 snprintf(key, sizeof key, "prefill%d_tok_s", plan.prefill[i]);

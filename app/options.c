@@ -132,7 +132,7 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
         if (r > 0)
             o->kv.layout = strcmp(v, "paged") ? KV_CONTIGUOUS : KV_PAGED;
     } else if (MATCH("--cache-dtype")) {
-        if (r > 0 && dt_parse(v, &o->kv.type))
+        if (r > 0 && (dt_parse(v, &o->kv.type) || o->kv.type == DT_Q8))
             return err_set("--cache-dtype: expected f32, f16, bf16 or int8, got '%s'", v);
         o->kv_type_set = 1;
     } else if (opt_match(argc, argv, i, NULL, "--prealloc", NULL)) {
@@ -165,7 +165,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     } else if (MATCH(NULL, "--dtype")) {
         o->wtype_set = 1;
         if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
-            return err_set("--dtype: expected f32, bf16 or f16, got '%s'", v);
+            return err_set("--dtype: expected f32, bf16, f16 or q8, got '%s'", v);
     } else if (MATCH("-t", "--threads")) {
         if (r > 0 && opt_int("--threads", v, 1, 1024, &o->threads))
             return -1;
@@ -263,6 +263,11 @@ int load_model(loaded_model *lm, const model_opts *o)
     use_kernels(lm, o->kernels);
     /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */
     dtype wt = o->wtype_set ? o->wtype : lm->backend->device_memory ? DT_BF16 : o->wtype;
+    if (wt == DT_Q8 && lm->backend->device_memory) {
+        unload_model(lm);
+        return err_set("--dtype q8: 8-bit weights run on the CPU only in this version (--device cpu, or bf16 on "
+                       "the GPU)");
+    }
     load_bar bar = {ev_clock(), 0};
     gpt2_progress pr = {show_progress, &bar};
     int rc = !(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, wt, &pr) ||
@@ -280,8 +285,8 @@ int load_model(loaded_model *lm, const model_opts *o)
         return -1;
     }
     kv_opts kv = o->kv;
-    if (!o->kv_type_set) /* a GPU decodes at its memory's speed: half the cache bytes, half the reads */
-        kv.type = lm->backend->device_memory ? DT_BF16 : DT_F32;
+    if (!o->kv_type_set) /* half the cache bytes read per token, except on the exact f32 path of the CPU */
+        kv.type = lm->backend->device_memory ? DT_BF16 : wt == DT_F32 ? DT_F32 : DT_F16;
     if (!kv.window)
         kv.window = lm->model.cfg.n_ctx;
     if (!(lm->bus = ev_bus_create()) || !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {

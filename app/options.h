@@ -19,7 +19,7 @@ typedef struct {
     const char *device;
     dtype wtype;
     int wtype_set;         /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
-    int kv_type_set;       /* --cache-dtype given (else bf16 on a GPU, f32 on the CPU) */
+    int kv_type_set;       /* --cache-dtype given (else bf16 on a GPU; on the CPU f32 with f32 weights, else f16) */
     kb_kernels kernels;    /* --gpu-kernels */
     int kernels_set;       /* given: the self-test tries that set alone (else fast, then basic) */
     int threads;
@@ -42,8 +42,9 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         gpt2 download in ~/.cache/kvchat/models/gpt2\n"                    \
     "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU when\n" \
     "                         one answers, else the CPU)\n"                                      \
-    "      --dtype T          weights in f32 | bf16 | f16 (default: bf16 where the CPU has\n"     \
-    "                         AVX-512 BF16, else f32; f32 is the exact reference path)\n"        \
+    "      --dtype T          weights in f32 | bf16 | f16 | q8 (default: bf16 where the CPU has\n" \
+    "                         AVX-512 BF16, else f32; f32 is the exact reference path; q8: int8\n" \
+    "                         in blocks of 32 with an f16 scale, as llama.cpp's q8_0)\n"          \
     "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it fails\n" \
     "                         its self-test on this GPU; basic is the previous release's)\n"     \
     "  -t, --threads N        CPU threads (default: all cores)\n"
@@ -53,8 +54,8 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         half the free memory)\n"                                          \
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
     "      --block-tokens N   positions per paged block (default 16)\n"                          \
-    "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale); default f32\n" \
-    "                         on the CPU (exact), bf16 on a GPU (half the bytes per token)\n"   \
+    "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale); default: bf16\n" \
+    "                         on a GPU; on the CPU f32 with f32 weights (exact), else f16\n"    \
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                       \

@@ -94,7 +94,7 @@ static int check_header(const snap_header *h, const char *path, const loaded_mod
         h->head_dim != (uint32_t)(c->n_embd / c->n_head))
         return err_set("%s: made by another model", path);
     if (h->dtype != (uint32_t)kv_pool_opts(lm->pool)->type)
-        return err_set("%s: holds a %s cache, this run uses %s", path, h->dtype <= DT_I8 ? dt_name((dtype)h->dtype) : "unknown",
+        return err_set("%s: holds a %s cache, this run uses %s", path, h->dtype <= DT_Q8 ? dt_name((dtype)h->dtype) : "unknown",
                        dt_name(kv_pool_opts(lm->pool)->type));
     return 0;
 }

@@ -183,7 +183,7 @@ int cmd_make_tiny_model(int argc, char **argv)
         } else if ((r = opt_match(argc, argv, &i, NULL, "--dtype", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
-            if (dt_parse(v, &type) || type == DT_I8)
+            if (dt_parse(v, &type) || type == DT_I8 || type == DT_Q8)
                 return err_set("--dtype: expected f32, f16 or bf16, got '%s'", v), EXIT_USAGE;
         } else if (opt_match(argc, argv, &i, NULL, "--prefix", NULL)) {
             prefix = 1;

@@ -5,6 +5,7 @@
 #define KVCHAT_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dtype.h"
 #include "kvlayout.h"
@@ -13,11 +14,15 @@
 extern "C" {
 #endif
 
-/* A row-major [rows, cols] weight matrix in backend memory. */
+/* A [rows, cols] weight matrix in backend memory: row-major, except DT_Q8, which is stored along the
+ * reduction in blocks of DT_Q8_BLOCK, an f16 scale each: matmul's W by output column (data[j * rows + k],
+ * scales[j * rows / 32 + k / 32]; rows a multiple of 32), matmul_t's and the embeddings' by row
+ * (data[r * cols + c], scales[r * cols / 32 + c / 32]; cols a multiple of 32). */
 typedef struct {
     const void *data;
     dtype type;
     int rows, cols;
+    const uint16_t *scales; /* DT_Q8 only */
 } kb_mat;
 
 /* One token's choice (the rule is kernels/cpu/sample.c): repetition penalty over the distinct ids of

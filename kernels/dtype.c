@@ -1,6 +1,10 @@
 #include "dtype.h"
 
+#include <math.h>
 #include <strings.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 size_t dt_size(dtype t)
 {
@@ -9,7 +13,7 @@ size_t dt_size(dtype t)
 
 const char *dt_name(dtype t)
 {
-    return t == DT_F32 ? "f32" : t == DT_F16 ? "f16" : t == DT_BF16 ? "bf16" : "int8";
+    return t == DT_F32 ? "f32" : t == DT_F16 ? "f16" : t == DT_BF16 ? "bf16" : t == DT_Q8 ? "q8" : "int8";
 }
 
 int dt_parse(const char *s, dtype *out)
@@ -17,6 +21,7 @@ int dt_parse(const char *s, dtype *out)
     static const struct { const char *name; dtype t; } names[] = {
         {"f32", DT_F32}, {"float32", DT_F32}, {"f16", DT_F16}, {"float16", DT_F16},
         {"bf16", DT_BF16}, {"bfloat16", DT_BF16}, {"int8", DT_I8}, {"i8", DT_I8},
+        {"q8", DT_Q8}, {"q8_0", DT_Q8},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcasecmp(s, names[i].name)) {
@@ -26,24 +31,83 @@ int dt_parse(const char *s, dtype *out)
     return -1;
 }
 
+/* Conversions go run by run: a large array in parallel, a short one (a cache row of head_dim, called
+ * inside the kernels' own parallel loops) directly, without entering an OpenMP construct at all. f16
+ * runs use the CPU's conversion instructions where it has them (F16C: exact one way, round to nearest
+ * even the other, as the scalar functions), eight at a time; a NaN takes the scalar path, which
+ * writes the canonical quiet NaN. */
+enum { RUN = 1024 };
+typedef void (*run_fn)(void *dst, const void *src, size_t n);
+
+static void runs(run_fn f, void *dst, size_t dst_elem, const void *src, size_t src_elem, size_t n)
+{
+    if (n <= RUN) {
+        f(dst, src, n);
+        return;
+    }
+#pragma omp parallel for if (n > (1u << 16)) schedule(static)
+    for (size_t i = 0; i < n; i += RUN)
+        f((char *)dst + i * dst_elem, (const char *)src + i * src_elem, n - i < RUN ? n - i : RUN);
+}
+
+static void f16_to_f32(void *dst, const void *src, size_t n)
+{
+    float *d = dst;
+    const uint16_t *h = src;
+    size_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++)
+        d[i] = dt_f16_to_f32(h[i]);
+}
+
+static void f32_to_f16(void *dst, const void *src, size_t n)
+{
+    uint16_t *h = dst;
+    const float *s = src;
+    size_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(s + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+            for (int k = 0; k < 8; k++)
+                h[i + k] = dt_f32_to_f16(s[i + k]);
+        else
+            _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+#endif
+    for (; i < n; i++)
+        h[i] = dt_f32_to_f16(s[i]);
+}
+
+static void bf16_to_f32(void *dst, const void *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ((float *)dst)[i] = dt_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+
+static void f32_to_bf16(void *dst, const void *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint16_t *)dst)[i] = dt_f32_to_bf16(((const float *)src)[i]);
+}
+
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
 {
-    const uint16_t *h = src;
     switch (t) {
     case DT_F32:
         memcpy(dst, src, n * 4);
         break;
     case DT_BF16:
-#pragma omp parallel for if (n > (1u << 16)) schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = dt_bf16_to_f32(h[i]);
+        runs(bf16_to_f32, dst, 4, src, 2, n);
         break;
     case DT_F16:
-#pragma omp parallel for if (n > (1u << 16)) schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = dt_f16_to_f32(h[i]);
+        runs(f16_to_f32, dst, 4, src, 2, n);
         break;
     case DT_I8:
+    case DT_Q8:
         for (size_t i = 0; i < n; i++)
             dst[i] = ((const int8_t *)src)[i];
         break;
@@ -52,24 +116,37 @@ void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
 
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
 {
-    uint16_t *h = dst;
     switch (t) {
     case DT_F32:
         memcpy(dst, src, n * 4);
         break;
     case DT_BF16:
-#pragma omp parallel for if (n > (1u << 16)) schedule(static)
-        for (size_t i = 0; i < n; i++)
-            h[i] = dt_f32_to_bf16(src[i]);
+        runs(f32_to_bf16, dst, 2, src, 4, n);
         break;
     case DT_F16:
-#pragma omp parallel for if (n > (1u << 16)) schedule(static)
-        for (size_t i = 0; i < n; i++)
-            h[i] = dt_f32_to_f16(src[i]);
+        runs(f32_to_f16, dst, 2, src, 4, n);
         break;
     case DT_I8:
+    case DT_Q8:
         for (size_t i = 0; i < n; i++)
             ((int8_t *)dst)[i] = (int8_t)(src[i] > 127 ? 127 : src[i] < -127 ? -127 : __builtin_rintf(src[i]));
         break;
+    }
+}
+
+void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n)
+{
+    for (size_t b = 0; b < n / DT_Q8_BLOCK; b++) {
+        const float *xb = x + b * DT_Q8_BLOCK;
+        float amax = 0;
+        for (int i = 0; i < DT_Q8_BLOCK; i++)
+            amax = fmaxf(amax, fabsf(xb[i]));
+        float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+        for (int i = 0; i < DT_Q8_BLOCK; i++)
+            q[b * DT_Q8_BLOCK + i] = (int8_t)roundf(xb[i] * inv); /* as q8_0: half away from zero */
+        if (scale)
+            scale[b] = dt_f32_to_f16(d);
+        if (scale_f32)
+            scale_f32[b] = d;
     }
 }

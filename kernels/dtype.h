@@ -10,8 +10,11 @@
 extern "C" {
 #endif
 
-/* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. */
-typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8 } dtype;
+/* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. DT_Q8 is for weights
+ * only: int8 values in blocks of DT_Q8_BLOCK along the reduction, an f16 scale per block kept beside
+ * them (the shape of llama.cpp's q8_0); see kb_mat for the layout. */
+typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8 } dtype;
+enum { DT_Q8_BLOCK = 32 };
 
 #ifdef __CUDACC__
 #define DT_FN __host__ __device__ static inline
@@ -20,10 +23,13 @@ typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8 } dtype;
 #endif
 
 /* bytes per element (also in device code) */
-DT_FN size_t dt_elem(dtype t) { return t == DT_F32 ? 4 : t == DT_I8 ? 1 : 2; }
+DT_FN size_t dt_elem(dtype t) { return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : 2; }
 size_t dt_size(dtype t);
-const char *dt_name(dtype t);                 /* "f32", "f16", "bf16", "int8" */
-int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8), any case; -1 if unknown */
+const char *dt_name(dtype t);                 /* "f32", "f16", "bf16", "int8", "q8" */
+int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8, q8), any case; -1 if unknown */
+/* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x / d);
+ * d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
+void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n);
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1). */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n);

@@ -119,11 +119,12 @@ static uint64_t mix(uint64_t h, const void *p)
 static uint64_t weight_addresses(const gpt2_model *m)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    h = mix(mix(mix(mix(h, m->wte.data), m->wpe.data), m->lnf_g), m->lnf_b);
+    h = mix(mix(mix(mix(mix(h, m->wte.data), m->wte.scales), m->wpe.data), m->lnf_g), m->lnf_b);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         const void *p[] = {L->ln1_g, L->ln1_b, L->attn_b, L->proj_b, L->ln2_g, L->ln2_b, L->fc_b, L->fcproj_b,
-                           L->attn_w.data, L->proj_w.data, L->fc_w.data, L->fcproj_w.data};
+                           L->attn_w.data, L->proj_w.data, L->fc_w.data, L->fcproj_w.data, L->attn_w.scales,
+                           L->proj_w.scales, L->fc_w.scales, L->fcproj_w.scales};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
             h = mix(h, p[i]);
     }

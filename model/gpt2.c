@@ -99,18 +99,85 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     return dst;
 }
 
+/* element i of a tensor's data in dtype t, which may sit unaligned in the file */
+static float file_elem(const char *src, size_t i, dtype t)
+{
+    if (t == DT_F32) {
+        float f;
+        memcpy(&f, src + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, src + i * 2, 2);
+    return t == DT_BF16 ? dt_bf16_to_f32(h) : dt_f16_to_f32(h);
+}
+
+/* The tensor [rows, cols] quantised to DT_Q8 along its reduction (kb_mat's layout): by column for a
+ * product's weight, by row for the token embedding. Tiles of 32 vectors are gathered in f32 first,
+ * reading the file in order. */
+static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols, int by_column)
+{
+    dtype have;
+    int K = by_column ? rows : cols, V = by_column ? cols : rows, failed = 0;
+    if (file_dtype(t, &have))
+        return -1;
+    if (K % DT_Q8_BLOCK)
+        return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d", t->name, DT_Q8_BLOCK, K);
+    int8_t *q = NULL;
+    uint16_t *s = NULL;
+    if (posix_memalign((void **)&q, 128, (size_t)V * K) || own(m, q) ||
+        posix_memalign((void **)&s, 128, (size_t)V * K / DT_Q8_BLOCK * 2) || own(m, s))
+        return err_set("out of memory quantising tensor '%s'", t->name);
+    const char *src = t->data;
+#pragma omp parallel
+    {
+        float *tile = malloc(sizeof(float) * DT_Q8_BLOCK * (size_t)K);
+#pragma omp for schedule(dynamic)
+        for (int v0 = 0; v0 < V; v0 += DT_Q8_BLOCK) {
+            int nv = V - v0 < DT_Q8_BLOCK ? V - v0 : DT_Q8_BLOCK;
+            if (!tile)
+                continue;
+            for (int k = 0; by_column && k < K; k++)
+                for (int i = 0; i < nv; i++)
+                    tile[(size_t)i * K + k] = file_elem(src, (size_t)k * cols + v0 + i, have);
+            for (int i = 0; !by_column && i < nv; i++)
+                for (int k = 0; k < K; k++)
+                    tile[(size_t)i * K + k] = file_elem(src, (size_t)(v0 + i) * cols + k, have);
+            for (int i = 0; i < nv; i++)
+                dt_q8_quantize(q + (size_t)(v0 + i) * K, s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK), NULL,
+                               tile + (size_t)i * K, (size_t)K);
+        }
+        if (!tile) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        free(tile);
+    }
+    if (failed)
+        return err_set("out of memory quantising tensor '%s'", t->name);
+    *out = (kb_mat){.data = q, .type = DT_Q8, .rows = rows, .cols = cols, .scales = s};
+    return 0;
+}
+
 static const float *vec(gpt2_model *m, const char *name, int n)
 {
     const st_tensor *t = find(m, name, 0, n);
     return t ? as_type(m, t, DT_F32) : NULL;
 }
 
-static int mat(gpt2_model *m, kb_mat *out, const char *name, int rows, int cols)
+/* how a matrix is used, which decides its q8 layout */
+enum { PRODUCT, TOKENS, POSITIONS };
+
+static int mat(gpt2_model *m, kb_mat *out, const char *name, int rows, int cols, int role)
 {
     const st_tensor *t = find(m, name, rows, cols);
     if (!t)
         return -1;
-    *out = (kb_mat){.data = as_type(m, t, m->wtype), .type = m->wtype, .rows = rows, .cols = cols};
+    /* with q8 weights, the position embeddings (one row read per token) stay f32 */
+    dtype want = m->wtype == DT_Q8 && role == POSITIONS ? DT_F32 : m->wtype;
+    if (want == DT_Q8)
+        return quantize(m, out, t, rows, cols, role == PRODUCT);
+    *out = (kb_mat){.data = as_type(m, t, want), .type = want, .rows = rows, .cols = cols};
     return out->data ? 0 : -1;
 }
 
@@ -133,8 +200,8 @@ static int load_layer(gpt2_model *m, int l)
     snprintf(w[1], sizeof w[1], "h.%d.attn.c_proj.weight", l);
     snprintf(w[2], sizeof w[2], "h.%d.mlp.c_fc.weight", l);
     snprintf(w[3], sizeof w[3], "h.%d.mlp.c_proj.weight", l);
-    return mat(m, &L->attn_w, w[0], C, 3 * C) || mat(m, &L->proj_w, w[1], C, C) ||
-           mat(m, &L->fc_w, w[2], C, 4 * C) || mat(m, &L->fcproj_w, w[3], 4 * C, C);
+    return mat(m, &L->attn_w, w[0], C, 3 * C, PRODUCT) || mat(m, &L->proj_w, w[1], C, C, PRODUCT) ||
+           mat(m, &L->fc_w, w[2], C, 4 * C, PRODUCT) || mat(m, &L->fcproj_w, w[3], 4 * C, C, PRODUCT);
 }
 
 static void report(const gpt2_progress *p, const char *stage, int done, int total)
@@ -159,12 +226,12 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *
     if (!wte || file_dtype(wte, &m->file_type))
         goto fail;
     m->layers = err_calloc((size_t)c->n_layer, sizeof *m->layers, "layer table");
-    if (!m->layers || mat(m, &m->wte, "wte.weight", c->vocab_size, c->n_embd) ||
-        mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd) || !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
+    if (!m->layers || mat(m, &m->wte, "wte.weight", c->vocab_size, c->n_embd, TOKENS) ||
+        mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd, POSITIONS) || !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
         !(m->lnf_b = vec(m, "ln_f.bias", c->n_embd)))
         goto fail;
     char stage[64];
-    snprintf(stage, sizeof stage, m->file_type == wtype ? "reading weights" : "converting weights to %s", dt_name(wtype));
+    snprintf(stage, sizeof stage, m->file_type == wtype ? "reading weights" : wtype == DT_Q8 ? "quantising weights to q8" : "converting weights to %s", dt_name(wtype));
     for (int l = 0; l < c->n_layer; l++) {
         if (load_layer(m, l))
             goto fail;
@@ -188,17 +255,25 @@ static const void *place(gpt2_model *m, const void *host, size_t bytes)
     return d;
 }
 
+static int place_mat(gpt2_model *m, kb_mat *w)
+{
+    size_t n = (size_t)w->rows * w->cols;
+    if (!(w->data = place(m, w->data, n * dt_size(w->type))))
+        return 0;
+    return w->type != DT_Q8 || (w->scales = place(m, w->scales, n / DT_Q8_BLOCK * 2)) != NULL;
+}
+
 int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress)
 {
     if (!b->device_memory)
         return 0;
     const gpt2_config *c = &m->cfg;
-    size_t C = (size_t)c->n_embd, es = dt_size(m->wtype);
+    size_t C = (size_t)c->n_embd;
     m->placed = b;
-    m->placed_bufs = err_calloc((size_t)(4 + 12 * c->n_layer), sizeof(void *), "weight table");
+    m->placed_bufs = err_calloc((size_t)(4 + 12 * c->n_layer) * 2, sizeof(void *), "weight table");
     if (!m->placed_bufs)
         return -1;
-#define MAT(mt) ((mt).data = place(m, (mt).data, (size_t)(mt).rows * (mt).cols * es)) != NULL
+#define MAT(mt) place_mat(m, &(mt))
 #define VEC(v, n) ((v) = place(m, (v), (n) * sizeof(float))) != NULL
     int ok = MAT(m->wte) && MAT(m->wpe) && VEC(m->lnf_g, C) && VEC(m->lnf_b, C);
     for (int l = 0; ok && l < c->n_layer; l++) {
@@ -241,6 +316,6 @@ int64_t gpt2_param_count(const gpt2_config *c)
 
 uint64_t gpt2_bytes_per_token(const gpt2_model *m)
 {
-    uint64_t C = m->cfg.n_embd;
-    return (uint64_t)dt_size(m->wtype) * (m->cfg.n_layer * 12 * C * C + (uint64_t)m->cfg.vocab_size * C);
+    uint64_t C = m->cfg.n_embd, n = m->cfg.n_layer * 12 * C * C + (uint64_t)m->cfg.vocab_size * C;
+    return m->wtype == DT_Q8 ? n + n / DT_Q8_BLOCK * 2 : (uint64_t)dt_size(m->wtype) * n;
 }

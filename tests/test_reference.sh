@@ -13,7 +13,7 @@ under() { "$PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys
 
 logits_case() { # logits_case NAME DIR DTYPE [ROUND]
     local name=$1 dir=$2 dt=$3 round=${4:-}
-    "$KV" generate -m "$dir" --dtype "$dt" --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
+    "$KV" generate -m "$dir" --dtype "$dt" --cache-dtype f32 --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
         ROUND=$round "$PYTHON" "$REF" "$dir" logits "$IDS" "$TMP/r.npy" || { fail "$name" "a run failed"; return; }
     local e
     e=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
@@ -38,6 +38,20 @@ done
 # other layouts of the same format
 "$KV" make-tiny-model "$R/prefixed" --layers 2 --heads 2 --embd 32 --ctx 32 --prefix --no-mask >/dev/null
 logits_case "${TAG}ref/logits transformer.-prefixed names, no mask buffers" "$R/prefixed" f32
+# 8-bit weights (q8: int8 blocks of 32 with an f16 scale, activations quantised the same way) against the
+# f32 NumPy model: what the quantisation costs on random weights, where it costs most (measured 1.6e-2
+# to 2.4e-2; bf16 weights: 3.9e-3 to 5.7e-3). A wrong layout or scale gives errors of order 1.
+q8_case() { # q8_case NAME DIR
+    "$KV" generate -m "$2" --dtype q8 --cache-dtype f32 --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
+        "$PYTHON" "$REF" "$2" logits "$IDS" "$TMP/r.npy" || { fail "$1" "a run failed"; return; }
+    local e
+    e=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
+    if under "$e" 4e-2; then pass "$1 (rel err $e)"; else fail "$1" "relative L2 error $e (limit 4e-2)"; fi
+}
+q8_case "${TAG}ref/logits 2x64x4 as --dtype q8" "$R/l2-h4-e64-f32"
+q8_case "${TAG}ref/logits prefixed names as --dtype q8" "$R/prefixed"
+expect_error "${TAG}ref/q8 needs widths in blocks of 32" 1 "q8 weights need widths that are multiples of 32, not 48" \
+    "$KV" generate -m "$R/l3-h3-e48-f16" --dtype q8 --prompt-ids 1 -n 1
 
 for s in "2 4 64 64" "3 3 48 40"; do
     read -r L H E C <<<"$s"

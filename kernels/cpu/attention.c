@@ -103,6 +103,7 @@ static void one_query(float *o, const float *q, const kb_kv *kv, int layer, int 
     case DT_F16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F16); break;
     case DT_BF16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_BF16); break;
     case DT_I8: one_query_t(o, q, kv, layer, head, len, scale, s, DT_I8); break;
+    case DT_Q8: break; /* a weight type, never a cache's */
     }
 }
 

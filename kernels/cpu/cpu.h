@@ -28,6 +28,9 @@ uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k
 int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
                kb_act act, int residual);
 int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+/* y[n, N] = x[n, K] . each of w's N stored rows of K (+ bias): the product of 8-bit weights (DT_Q8,
+ * stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
+int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

@@ -70,7 +70,7 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
         case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
         case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
         case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
-        case DT_I8: break; /* weights are never int8 */
+        case DT_I8: case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
         }
         for (int c = cnt; c < nt && th == 0; c++) /* threads the runtime did not give us */
             memset(part + per * c, 0, per * sizeof(float));
@@ -118,7 +118,7 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
 
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
 {
-    if (product(b, y, x, n, w, bias))
+    if (w->type == DT_Q8 ? cpu_q8_product(b, y, x, n, w->rows, w->cols, w, bias) : product(b, y, x, n, w, bias))
         return -1;
     return act == KB_GELU ? cpu_gelu(b, y, (size_t)n * w->cols) : 0;
 }
@@ -133,12 +133,14 @@ INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V,
 
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
 {
+    if (w->type == DT_Q8)
+        return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL);
 #pragma omp parallel num_threads(b->threads)
     switch (w->type) {
     case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;
     case DT_BF16: dots(y, x, n, w->data, DT_BF16, w->rows, w->cols); break;
     case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
-    case DT_I8: break;
+    case DT_I8: case DT_Q8: break;
     }
     return 0;
 }

@@ -90,7 +90,7 @@ static void twins(void)
             dt_to_f32(xr, x16, types[t], n * K);
         }
         for (int rows = 1; rows <= n; rows += n - 1) {
-            kb_mat hw = {w, types[t], K, N}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N};
+            kb_mat hw = {w, types[t], K, N, NULL}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
             float *dx = up(g, xr, sizeof xr), *db = up(g, bias, sizeof bias), *dy = g->alloc(g, sizeof y2, "y");
             for (int v = 0; v < 4; v++) { /* with and without bias, linear and GELU (cuBLASLt's epilogues) */
                 kb_act act = v & 1 ? KB_GELU : KB_LINEAR;
@@ -138,8 +138,8 @@ static void twins(void)
                 tw = t16;
                 pw = p16;
             }
-            kb_mat hte = {tw, types[t], V, E}, hpe = {pw, types[t], P, E};
-            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E}, dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E};
+            kb_mat hte = {tw, types[t], V, E, NULL}, hpe = {pw, types[t], P, E, NULL};
+            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E, NULL}, dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E, NULL};
             float *de = g->alloc(g, sizeof e2, "x");
             c->embed(c, e1, ids, ne, 30, &hte, &hpe);
             poison(g, de, sizeof e2);
@@ -217,7 +217,7 @@ static void fused_twins(void)
             void *w = types[t] == DT_F32 ? (void *)wf : (void *)w16;
             if (types[t] != DT_F32)
                 dt_from_f32(w16, wf, types[t], (size_t)K * N);
-            kb_mat hw = {w, types[t], K, N}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N};
+            kb_mat hw = {w, types[t], K, N, NULL}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
             kb_norm hn = {gam, bet, 1e-5f}, dn = {dg, dbe, 1e-5f};
             for (int v = 0; v < 4; v++) { /* norm+GELU, norm, residual, no bias */
                 kb_act act = v == 0 ? KB_GELU : KB_LINEAR;
@@ -233,7 +233,7 @@ static void fused_twins(void)
                 CHECK(e < 1e-5, "linear %dx%d %s variant %d: rel err %.3g", K, N, dt_name(types[t]), v, e);
             }
             /* the LM head: the same matrix read as [V = K, N] rows */
-            kb_mat ht = {w, types[t], K, N}, dt = {dw.data, types[t], K, N};
+            kb_mat ht = {w, types[t], K, N, NULL}, dt = {dw.data, types[t], K, N, NULL};
             float *xt = malloc(sizeof(float) * N), *yt1 = malloc(sizeof(float) * K), *yt2 = malloc(sizeof(float) * K);
             kb_norm htn = {y0, bias, 1e-5f};
             for (int i = 0; i < N; i++)

@@ -95,6 +95,19 @@ static void array_conversion(void)
     for (int i = 0; i < N; i++)
         bad += y[i] != dt_bf16_to_f32(dt_f32_to_bf16(x[i]));
     CHECK(!bad, "%d array elements differ from the scalar conversion", bad);
+    /* f16 arrays (vector instructions where the CPU has them) against the scalar functions, with
+     * subnormals, overflow, infinities and NaNs among them */
+    for (int i = 0; i < N; i++)
+        x[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? INFINITY : i % 83 == 0 ? 70000.0f : (float)sin(i * 0.37) * (i % 3 ? 3.0f : 1e-6f);
+    dt_from_f32(h, x, DT_F16, N);
+    dt_to_f32(y, h, DT_F16, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        uint16_t want = dt_f32_to_f16(x[i]);
+        float back = dt_f16_to_f32(want);
+        bad += h[i] != want || (memcmp(&y[i], &back, 4) != 0);
+    }
+    CHECK(!bad, "%d f16 array elements differ from the scalar conversion", bad);
     free(x);
     free(y);
     free(h);

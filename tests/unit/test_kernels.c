@@ -231,6 +231,112 @@ static void attention_all(void)
         }
 }
 
+/* q8 as its definition: a block of 32 is scaled by max|v| / 127 (weights: the scale kept as f16) and
+ * rounded half away from zero; an output is the sum over blocks of both scales times the integer dot */
+static void q8_ref_block(const float *v, double *q, double *d, int f16_scale)
+{
+    double amax = 0;
+    for (int i = 0; i < 32; i++)
+        amax = fmax(amax, fabs(v[i]));
+    double dd = (float)(amax / 127.0); /* computed in float, as the kernel does */
+    for (int i = 0; i < 32; i++)
+        q[i] = dd > 0 ? round(v[i] * (float)(1.0f / (float)dd)) : 0;
+    if (f16_scale) {
+        uint16_t h = dt_f32_to_f16((float)dd);
+        dd = dt_f16_to_f32(h);
+    }
+    *d = dd;
+}
+
+static void q8_case(int n, int K, int N, int with_bias)
+{
+    uint64_t s = (uint64_t)(n * 977 + K * 13 + N);
+    int blocks = K / 32;
+    float *x = malloc(sizeof(float) * n * K), *w = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
+    float *col = malloc(sizeof(float) * K), *y = malloc(sizeof(float) * n * N);
+    int8_t *q = malloc((size_t)N * K);
+    uint16_t *sc = malloc(sizeof(uint16_t) * N * blocks);
+    double *ref = malloc(sizeof(double) * n * N), *wq = malloc(sizeof(double) * N * K), *wd = malloc(sizeof(double) * N * blocks);
+    for (int i = 0; i < n * K; i++)
+        x[i] = rnd(&s) * (i % 7 == 0 ? 5 : 1);
+    for (int i = 0; i < K * N; i++)
+        w[i] = rnd(&s) * 0.3f;
+    for (int j = 0; j < N; j++)
+        bias[j] = rnd(&s);
+    /* matmul's W [K, N] stored by output column; the reference quantises the same columns itself */
+    for (int j = 0; j < N; j++) {
+        for (int k = 0; k < K; k++)
+            col[k] = w[k * N + j];
+        dt_q8_quantize(q + (size_t)j * K, sc + (size_t)j * blocks, NULL, col, (size_t)K);
+        for (int b = 0; b < blocks; b++)
+            q8_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b, wd + (size_t)j * blocks + b, 1);
+    }
+    for (int r = 0; r < n; r++) {
+        double xq[32], xd;
+        for (int j = 0; j < N; j++)
+            ref[r * N + j] = with_bias ? bias[j] : 0;
+        for (int b = 0; b < blocks; b++) {
+            q8_ref_block(x + (size_t)r * K + 32 * b, xq, &xd, 0);
+            for (int j = 0; j < N; j++) {
+                double dot = 0;
+                for (int i = 0; i < 32; i++)
+                    dot += xq[i] * wq[(size_t)j * K + 32 * b + i];
+                ref[r * N + j] += wd[(size_t)j * blocks + b] * xd * dot;
+            }
+        }
+    }
+    kb_mat m = {.data = q, .type = DT_Q8, .rows = K, .cols = N, .scales = sc};
+    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0, "q8 matmul failed");
+    double e = rel_l2(y, ref, (size_t)n * N);
+    CHECK(e < 1e-6, "q8 matmul n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
+    /* the LM head's layout: the same stored rows read as matmul_t's [N, K] */
+    kb_mat t = {.data = q, .type = DT_Q8, .rows = N, .cols = K, .scales = sc};
+    CHECK(be()->matmul_t(be(), y, x, n, &t) == 0, "q8 matmul_t failed");
+    for (int i = 0; i < n * N && with_bias; i++)
+        ref[i] -= bias[i % N];
+    e = rel_l2(y, ref, (size_t)n * N);
+    CHECK(e < 1e-6, "q8 matmul_t n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
+    /* against the unquantised product: what q8 costs (a wrong layout would cost everything) */
+    double num = 0, den = 0;
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < N; j++) {
+            double a = 0;
+            for (int k = 0; k < K; k++)
+                a += (double)x[r * K + k] * w[k * N + j];
+            num += (y[r * N + j] - a) * (y[r * N + j] - a);
+            den += a * a;
+        }
+    CHECK(sqrt(num / den) < 2e-2, "q8 against f32: rel err %.3g", sqrt(num / den));
+    free(x);
+    free(w);
+    free(bias);
+    free(col);
+    free(y);
+    free(q);
+    free(sc);
+    free(ref);
+    free(wq);
+    free(wd);
+}
+
+static void q8_all(void)
+{
+    q8_case(1, 64, 96, 1);    /* decode */
+    q8_case(5, 96, 33, 1);    /* a few tokens, odd column count */
+    q8_case(40, 128, 70, 0);  /* prefill */
+    /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are; zeros stay zero */
+    float v[64];
+    int8_t q[64];
+    uint16_t d[2];
+    for (int i = 0; i < 32; i++)
+        v[i] = (float)(i * 8 - 127 > 127 ? 127 : i * 8 - 127), v[32 + i] = 0;
+    dt_q8_quantize(q, d, NULL, v, 64);
+    int ok = dt_f16_to_f32(d[0]) == 1.0f && d[1] == 0;
+    for (int i = 0; i < 32; i++)
+        ok &= q[i] == (int8_t)v[i] && q[32 + i] == 0;
+    CHECK(ok, "q8 quantiser: scale %g, %g", dt_f16_to_f32(d[0]), dt_f16_to_f32(d[1]));
+}
+
 static void embed(void)
 {
     enum { V = 10, P = 6, C = 5 };
@@ -247,7 +353,22 @@ static void embed(void)
     for (int c = 0; c < C; c++)
         ok &= x[c] == (7 * C + c) * 0.25f + (3 * C + c) && x[C + c] == (2 * C + c) * 0.25f + (4 * C + c);
     CHECK(ok, "embedding rows wrong");
+    /* q8 token rows: blocks of 32 along the row, an f16 scale each */
+    enum { QC = 64 };
+    int8_t tq[3 * QC];
+    uint16_t ts[3 * QC / 32];
+    float xq[QC], pz[4 * QC] = {0};
+    for (int i = 0; i < 3 * QC; i++)
+        tq[i] = (int8_t)(i % 200 - 100);
+    for (int i = 0; i < 3 * QC / 32; i++)
+        ts[i] = dt_f32_to_f16(0.5f * (float)(i + 1));
+    kb_mat qe = {.data = tq, .type = DT_Q8, .rows = 3, .cols = QC, .scales = ts}, qp = {.data = pz, .type = DT_F32, .rows = 4, .cols = QC};
+    be()->embed(be(), xq, (int[]){2}, 1, 1, &qe, &qp);
+    ok = 1;
+    for (int c = 0; c < QC; c++)
+        ok &= xq[c] == (float)tq[2 * QC + c] * 0.5f * (float)((2 * QC + c) / 32 + 1);
+    CHECK(ok, "q8 embedding rows wrong");
 }
 
-TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all}, {"kernels/layernorm_gelu_add", layernorm_gelu_add},
+TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all}, {"kernels/q8_vs_definition", q8_all}, {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed});

@@ -36,7 +36,7 @@ const char BENCH_HELP[] =
     "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
     "      --json FILE    also write the figures as JSON\n"
-    "  -t, --threads N    CPU threads (default: all cores)\n";
+    "  -t, --threads N    CPU threads (default: the cores this process may run on)\n";
 
 static int cmp_double(const void *a, const void *b)
 {

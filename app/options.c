@@ -263,11 +263,6 @@ int load_model(loaded_model *lm, const model_opts *o)
     use_kernels(lm, o->kernels);
     /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */
     dtype wt = o->wtype_set ? o->wtype : lm->backend->device_memory ? DT_BF16 : o->wtype;
-    if (wt == DT_Q8 && lm->backend->device_memory) {
-        unload_model(lm);
-        return err_set("--dtype q8: 8-bit weights run on the CPU only in this version (--device cpu, or bf16 on "
-                       "the GPU)");
-    }
     load_bar bar = {ev_clock(), 0};
     gpt2_progress pr = {show_progress, &bar};
     int rc = !(lm->tok = tok_load_dir(lm->dir)) || gpt2_load(&lm->model, lm->dir, wt, &pr) ||

@@ -47,7 +47,7 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         in blocks of 32 with an f16 scale, as llama.cpp's q8_0)\n"          \
     "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it fails\n" \
     "                         its self-test on this GPU; basic is the previous release's)\n"     \
-    "  -t, --threads N        CPU threads (default: all cores)\n"
+    "  -t, --threads N        CPU threads (default: the cores this process may run on)\n"
 #define CACHE_OPTS_HELP                                                                          \
     "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
     "      --cache-mem SIZE   KV pool size, e.g. 512M or 2G (default: 4 full windows, at most\n" \

@@ -129,7 +129,7 @@ struct kb_backend {
 };
 
 /* device: "cpu", "cuda" (an error when this build or this machine has none), or "auto" (CUDA when a
- * GPU answers, else the CPU, saying so on stderr); threads <= 0: all cores. */
+ * GPU answers, else the CPU, saying so on stderr); threads <= 0: every core this process may run on. */
 kb_backend *kb_create(const char *device, int threads);
 
 #ifdef __cplusplus

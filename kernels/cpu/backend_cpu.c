@@ -2,6 +2,7 @@
  * (a backend serves one forward pass at a time). */
 #include <cblas.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,8 +100,9 @@ static void cpu_destroy(kb_backend *b)
 
 kb_backend *cpu_backend_create(int threads)
 {
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) { /* the cores this process may run on (taskset, cgroups' cpusets), not the machine's */
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof set, &set) ? sysconf(_SC_NPROCESSORS_ONLN) : CPU_COUNT(&set);
         threads = n > 0 ? (int)n : 1;
     }
     kb_backend *b = err_calloc(1, sizeof *b, "the CPU backend");

@@ -219,11 +219,13 @@ template <dtype T> __device__ __forceinline__ void cu_widen(uint4 raw, float *o)
     }
 }
 
-/* element loads of any storage dtype, widened to float */
+/* element loads of any storage dtype, widened to float (int8 and q8 without their scales) */
 __device__ __forceinline__ float cu_load(const void *p, size_t i, dtype t)
 {
     if (t == DT_F32)
         return ((const float *)p)[i];
+    if (t == DT_I8 || t == DT_Q8)
+        return (float)((const signed char *)p)[i];
     unsigned short h = ((const unsigned short *)p)[i];
     if (t == DT_BF16)
         return __uint_as_float((unsigned)h << 16);

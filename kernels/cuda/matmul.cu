@@ -79,6 +79,35 @@ void cuda_rounded_forget(kb_backend *b, const void *p)
         s->round_src = NULL;
 }
 
+/* q8 weights as the f32 matrix [rows, cols] they stand for (row-major), for the GEMMs of prefill and of
+ * the basic kernels: by_column (matmul's storage) holds column j's rows contiguously */
+__global__ static void dequant_q8(float *dst, const signed char *q, const uint16_t *scales, int rows, int cols,
+                                  int by_column)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)rows * cols)
+        return;
+    size_t r = i / cols, c = i % cols, at = by_column ? c * rows + r : i;
+    dst[i] = (float)q[at] * __half2float(__ushort_as_half(scales[at / DT_Q8_BLOCK]));
+}
+
+/* w itself, or (q8) its f32 expansion in scratch */
+static int gemm_weights(kb_backend *b, const kb_mat *w, int by_column, kb_mat *out)
+{
+    *out = *w;
+    if (w->type != DT_Q8)
+        return 0;
+    size_t n = (size_t)w->rows * w->cols;
+    void *f;
+    if (cuda_scratch(b, n * sizeof(float), &f))
+        return -1;
+    dequant_q8<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>((float *)f, (const signed char *)w->data, w->scales,
+                                                                        w->rows, w->cols, by_column);
+    CK_LAUNCH();
+    *out = (kb_mat){f, DT_F32, w->rows, w->cols, NULL};
+    return 0;
+}
+
 /* x as the GEMM reads it: as is for f32 weights, else rounded to the weights' 16-bit type (by the
  * kernel that wrote x when it could, else here) */
 static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems, const void **out)
@@ -241,26 +270,28 @@ static int stepwise(kb_backend *b, float *y, const void *x, int n, const kb_mat 
     return act == KB_GELU ? cuda_gelu(b, y, (size_t)n * N) : 0;
 }
 
-int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
+int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *wq, const float *bias, kb_act act)
 {
     /* row-major y[n, N] = x[n, K] W[K, N] is column-major y^T[N, n] = W^T[N, K] x^T[K, n], and the
      * row-major W is already a column-major [N, K] */
     const void *xin;
-    if (operand(b, w, x, (size_t)w->rows * n, &xin))
+    kb_mat wm, *w = &wm;
+    if (gemm_weights(b, wq, 1, &wm) || operand(b, w, x, (size_t)w->rows * n, &xin))
         return -1;
     cuda_rounded_forget(b, y);
     int rc = fused(b, y, xin, n, w, bias, act);
     return rc == 1 ? stepwise(b, y, xin, n, w, bias, act) : rc;
 }
 
-int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
+int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *wq)
 {
     /* y[n, V] = x[n, C] W^T with W [V, C]: column-major y^T[V, n] = (stored [C, V])^T x^T[C, n] */
     cuda_state *s = cuda_of(b);
-    int V = w->rows, C = w->cols;
+    int V = wq->rows, C = wq->cols;
     const float one = 1.0f, zero = 0.0f;
     const void *xin;
-    if (operand(b, w, x, (size_t)C * n, &xin))
+    kb_mat wm, *w = &wm;
+    if (gemm_weights(b, wq, 0, &wm) || operand(b, w, x, (size_t)C * n, &xin))
         return -1;
     cuda_rounded_forget(b, y);
     cudaDataType_t t = cuda_type(w->type);

@@ -175,6 +175,76 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
     }
 }
 
+/* q8 weights (stored along the reduction: each output's K values are one row) through the same rows
+ * as linear_t_k, as the CPU twin computes them: the input is quantised per block of 32 (d = max|x| /
+ * 127, q = round(x / d), the same float operations), a lane takes 16 bytes of a row (half a block),
+ * dp4a makes the integer dot exact, and each half's is scaled by both blocks' scales. The epilogue
+ * of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
+__global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const uint16_t *scales, int V)
+{
+    extern __shared__ float xs[]; /* K inputs, normalised; then K int8 and K / 32 scales */
+    __shared__ float red[32];
+    int K = a.K, blocks = K / DT_Q8_BLOCK, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int v0 = (blockIdx.x * MT_WARPS + warp) * MT_ROWS;
+    signed char *xq = (signed char *)(xs + K);
+    float *xd = xs + K + K / 4;
+    float mean = 0, rstd = 1;
+    if (a.g)
+        row_stats(a.x, K, a.eps, red, &mean, &rstd);
+    for (int k = threadIdx.x; k < K; k += MT_THREADS)
+        xs[k] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+    __syncthreads();
+    for (int b = warp; b < blocks; b += MT_WARPS) { /* a warp a block: lane i holds element i */
+        float v = xs[b * DT_Q8_BLOCK + lane], amax = fabsf(v);
+        for (int o = 16; o > 0; o >>= 1)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+        xq[b * DT_Q8_BLOCK + lane] = (signed char)roundf(v * inv);
+        if (lane == 0)
+            xd[b] = d;
+    }
+    __syncthreads();
+    float acc[MT_ROWS];
+#pragma unroll
+    for (int q = 0; q < MT_ROWS; q++)
+        acc[q] = 0;
+    for (int k = lane * 16; k < K; k += 32 * 16) {
+        const int *xw = (const int *)(xq + k);
+        int b = k / DT_Q8_BLOCK;
+#pragma unroll
+        for (int q = 0; q < MT_ROWS; q++) {
+            if (v0 + q >= V)
+                continue;
+            uint4 w = __ldg((const uint4 *)((const signed char *)a.w + (size_t)(v0 + q) * K + k));
+            int dot = __dp4a((int)w.x, xw[0], 0);
+            dot = __dp4a((int)w.y, xw[1], dot);
+            dot = __dp4a((int)w.z, xw[2], dot);
+            dot = __dp4a((int)w.w, xw[3], dot);
+            float dw = __half2float(__ushort_as_half(scales[(size_t)(v0 + q) * blocks + b]));
+            acc[q] += dw * xd[b] * (float)dot;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < MT_ROWS; q++) {
+        float s = acc[q];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0 && v0 + q < V)
+            finish(a, v0 + q, s);
+    }
+}
+
+static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int V)
+{
+    size_t shared = sizeof(float) * (size_t)a.K + (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
+    if (a.K % DT_Q8_BLOCK || shared > 48 * 1024)
+        return err_set("a q8 product over %d values: the kernel takes multiples of %d up to 8,192", a.K, DT_Q8_BLOCK);
+    unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
+    rows_q8_k<<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(a, scales, V);
+    CK_LAUNCH();
+    return 0;
+}
+
 static int aligned16(const void *p) { return ((size_t)p & 15) == 0; }
 
 /* counters (zeroed once; each product's last blocks leave them zero) and the partial sums */
@@ -225,6 +295,7 @@ int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const 
     a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
     cuda_rounded_forget(b, y);
     switch (w->type) {
+    case DT_Q8: return launch_rows_q8(b, a, w->scales, w->cols);
     case DT_F32: return launch_linear<DT_F32>(b, a);
     case DT_BF16: return launch_linear<DT_BF16>(b, a);
     case DT_F16: return launch_linear<DT_F16>(b, a);
@@ -238,12 +309,14 @@ int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, cons
     mv_args a = {y, x, NULL, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, w->cols,
                  w->rows, 0, KB_LINEAR, 0, 0, NULL, NULL};
     a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    cuda_rounded_forget(b, y);
+    if (w->type == DT_Q8)
+        return launch_rows_q8(b, a, w->scales, w->rows);
     size_t shared = sizeof(float) * (size_t)w->cols;
     if (shared > 48 * 1024)
         return err_set("the LM head over %d features needs %zu bytes of shared memory; the kernel has 48 KB", w->cols,
                        shared);
     unsigned blocks = (unsigned)((w->rows + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
-    cuda_rounded_forget(b, y);
     switch (w->type) {
     case DT_F32: linear_t_k<DT_F32><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
     case DT_BF16: linear_t_k<DT_BF16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;

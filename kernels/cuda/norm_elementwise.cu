@@ -5,13 +5,19 @@
 
 #include "common.cuh"
 
-/* ids and the first position come from the step's scalars in device memory */
-__global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt, const void *wpe, dtype pt, int C)
+/* ids and the first position come from the step's scalars in device memory; q8 token rows carry an f16
+ * scale per block of 32 */
+__global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt, const uint16_t *scales,
+                               const void *wpe, dtype pt, int C)
 {
     int i = blockIdx.x;
     size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->past + i) * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        x[(size_t)i * C + c] = cu_load(wte, te + c, tt) + cu_load(wpe, pe + c, pt);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float t = cu_load(wte, te + c, tt);
+        if (tt == DT_Q8)
+            t *= __half2float(__ushort_as_half(scales[(te + c) / DT_Q8_BLOCK]));
+        x[(size_t)i * C + c] = t + cu_load(wpe, pe + c, pt);
+    }
 }
 
 int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
@@ -20,7 +26,7 @@ int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const k
     if (cuda_step_args(b, ids, n, pos0, NULL, &st))
         return -1;
     cuda_rounded_forget(b, x);
-    embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wpe->data, wpe->type, wte->cols);
+    embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wte->scales, wpe->data, wpe->type, wte->cols);
     CK_LAUNCH();
     return 0;
 }

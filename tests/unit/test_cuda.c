@@ -272,6 +272,60 @@ static void fused_twins(void)
     c->destroy(c);
 }
 
+/* q8 weights on the device against the CPU twin: the one-token kernel quantises its input as the CPU
+ * does, so without a norm in front (whose last bits could move a rounding) they agree to the order of
+ * summation; the GEMM path (prefill, the basic set) expands the weights to f32 and keeps f32
+ * activations, so there the CPU's activation quantisation is the difference (a wrong layout or scale
+ * would be of order 1). */
+static void q8_twins(void)
+{
+    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
+    if (!g) {
+        SKIP("no GPU");
+        c->destroy(c);
+        return;
+    }
+    g->use_kernels(g, KB_KERNELS_FAST);
+    enum { K = 256, N = 96, n = 7 };
+    uint64_t s = 23;
+    static float x[n * K], col[K], bias[N], y0[N], y1[n * N], y2[n * N];
+    static int8_t q[N * K];
+    static uint16_t sc[N * K / 32];
+    for (int i = 0; i < n * K; i++)
+        x[i] = rnd(&s) * (i % 5 ? 1 : 4);
+    for (int j = 0; j < N; j++) {
+        for (int k = 0; k < K; k++)
+            col[k] = rnd(&s) * 0.2f;
+        dt_q8_quantize(q + (size_t)j * K, sc + (size_t)j * (K / 32), NULL, col, K);
+        bias[j] = rnd(&s), y0[j] = rnd(&s);
+    }
+    kb_mat hw = {q, DT_Q8, K, N, sc}, dw = {up(g, q, sizeof q), DT_Q8, K, N, up(g, sc, sizeof sc)};
+    float *dx = up(g, x, sizeof x), *db = up(g, bias, sizeof bias), *dy = g->alloc(g, sizeof y2, "y");
+    for (int v = 0; v < 3; v++) { /* GELU, residual, none */
+        memcpy(y1, y0, sizeof y0);
+        g->copy(g, dy, y0, sizeof y0);
+        cpu_linear(c, y1, x, &hw, v == 2 ? NULL : bias, NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1);
+        GPU_OK(g->linear(g, dy, dx, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1));
+        g->copy(g, y2, dy, sizeof y0);
+        CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v, rel_err(y2, y1, N));
+    }
+    kb_mat ht = {q, DT_Q8, N, K, sc}, dt = {dw.data, DT_Q8, N, K, dw.scales};
+    cpu_linear_t(c, y1, x, &ht, NULL);
+    GPU_OK(g->linear_t(g, dy, dx, &dt, NULL));
+    g->copy(g, y2, dy, sizeof(float) * N);
+    CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear_t: rel err %.3g", rel_err(y2, y1, N));
+    c->matmul(c, y1, x, n, &hw, bias, KB_LINEAR);
+    GPU_OK(g->matmul(g, dy, dx, n, &dw, db, KB_LINEAR));
+    g->copy(g, y2, dy, sizeof(float) * n * N);
+    CHECK(rel_err(y2, y1, n * N) < 3e-2, "q8 matmul (GEMM path): rel err %.3g", rel_err(y2, y1, n * N));
+    g->release(g, (void *)dw.data);
+    g->release(g, (void *)dw.scales);
+    g->release(g, dx);
+    g->release(g, db);
+    g->release(g, dy);
+    c->destroy(c);
+}
+
 static void attention_twins(void)
 {
     kb_backend *g = gpu(), *c = kb_create("cpu", 2);
@@ -516,7 +570,7 @@ static void model_steps(void)
     c->destroy(c);
 }
 
-TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
+TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/q8_matches_cpu_twin", q8_twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
            {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/driver_messages", driver_messages});
 #else
 static void no_cuda(void)

@@ -5,6 +5,7 @@
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
+#   make bench-peer kvchat against llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
 #   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
 
@@ -72,7 +73,7 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan fuzz bench bench-tui test-gpt2 deps test-deps clean
+.PHONY: all run demo test unit asan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -142,6 +143,10 @@ bench: deps
 	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
 	$(BUILD)/kvchat bench -m $(BUILD)/m124 --json $(BUILD)/bench.json
 	$(BUILD)/kvchat bench --turns -m $(BUILD)/m124 --json $(BUILD)/bench-turns.json
+
+bench-peer: deps
+	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
+	PEER_DIR=$(BUILD)/peer bash tests/peer/bench_peer.sh -m $(BUILD)/m124
 
 test-gpt2: all
 	@bash tests/gpt2_known.sh $(BUILD)/kvchat "$(MODEL)"

@@ -46,6 +46,11 @@ if [ ! -e "$TMP/dl/config.json" ]; then pass "${TAG}cli/get-model leaves no part
 
 # --no-cache gives the same greedy tokens (the full comparison is in test_reference.sh)
 same "${TAG}cli/--no-cache same tokens" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids --no-cache)"
+# the default thread count is the cores this process may run on (one under taskset -c 0), not the machine's
+if command -v taskset >/dev/null 2>&1; then
+    check "${TAG}cli/threads default to the process's cores" sh -c \
+        "taskset -c 0 '$KV' bench -m '$M' --device cpu --dtype f32 --runs 1 --prefill 4 --context 0 2>/dev/null | grep -q ', 1 threads,'"
+fi
 # the CPU has one kernel set: --gpu-kernels is accepted and changes nothing there
 same "${TAG}cli/--gpu-kernels basic on the CPU" "$ids" "$(gen -p "Hello world" -n 12 --temp 0 --output ids --gpu-kernels basic)"
 # --dump-logits writes vocab-size float32

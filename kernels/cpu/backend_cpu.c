@@ -17,6 +17,7 @@ typedef struct {
 
 typedef struct {
     cpu_buf scratch, staging;
+    cpu_threads threads;
 } cpu_state;
 
 static float *grow(cpu_buf *buf, size_t floats)
@@ -87,6 +88,20 @@ static int cpu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
     return 0;
 }
 
+static int cpu_step_begin(kb_backend *b, const kb_step *st, int *replayed)
+{
+    *replayed = 0;
+    b->threads = cpu_threads_begin(&((cpu_state *)b->ctx)->threads, st->n == 1);
+    return 0;
+}
+
+static int cpu_step_end(kb_backend *b, int ok)
+{
+    (void)ok;
+    cpu_threads_end(&((cpu_state *)b->ctx)->threads);
+    return 0;
+}
+
 static void cpu_destroy(kb_backend *b)
 {
     if (!b)
@@ -100,6 +115,7 @@ static void cpu_destroy(kb_backend *b)
 
 kb_backend *cpu_backend_create(int threads)
 {
+    int adaptive = threads <= 0;
     if (threads <= 0) { /* the cores this process may run on (taskset, cgroups' cpusets), not the machine's */
         cpu_set_t set;
         long n = sched_getaffinity(0, sizeof set, &set) ? sysconf(_SC_NPROCESSORS_ONLN) : CPU_COUNT(&set);
@@ -114,12 +130,14 @@ kb_backend *cpu_backend_create(int threads)
     }
     /* kernels call OpenBLAS from inside their own OpenMP threads, one GEMM per thread */
     openblas_set_num_threads(1);
+    cpu_threads_init(&s->threads, threads, adaptive);
     *b = (kb_backend){
         .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy, .copy2d = cpu_copy2d,
         .mem_info = cpu_mem_info,
         .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
         .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,
         .sample = cpu_sample, .host_alloc = cpu_alloc, .host_release = cpu_release, .destroy = cpu_destroy,
+        .step_begin = cpu_step_begin, .step_end = cpu_step_end,
     };
     return b;
 }

@@ -4,7 +4,21 @@
 
 #include "../backend.h"
 
+/* threads <= 0: every core this process may run on, adapted per decode step (kernels/cpu/threads.c) */
 kb_backend *cpu_backend_create(int threads);
+
+/* the thread count of each step: two candidates (the most, and one fewer), the faster by the
+ * moving average of decode step times when adaptive */
+typedef struct {
+    int count[2], adaptive, best, timing;
+    int seen[2];
+    long steps;
+    double avg[2], t0;
+} cpu_threads;
+void cpu_threads_init(cpu_threads *t, int max, int adaptive);
+/* the count for the next step (decode: one token); _end after it */
+int cpu_threads_begin(cpu_threads *t, int decode);
+void cpu_threads_end(cpu_threads *t);
 /* Grows the backend's scratch buffer to at least `floats` floats; NULL (with error) on failure. */
 float *cpu_scratch(kb_backend *b, size_t floats);
 /* A second such buffer, for ops built from other kernels (which use the scratch). */

@@ -52,34 +52,37 @@ INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int 
             row_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x[(size_t)tok * K + r]);
 }
 
+/* The rows are cut into BANDS bands of whole 4-row groups whatever the thread count, each thread
+ * streaming a contiguous run of bands, and the bands' partial sums are added in band order: the result
+ * does not depend on how many threads ran (so the backend may change their number between steps). */
+enum { BANDS = 8 };
+
 static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
 {
-    int K = w->rows, N = w->cols, nt = b->threads;
+    int K = w->rows, N = w->cols, groups = (K + 3) / 4, bands = groups < BANDS ? groups : BANDS;
     size_t per = (size_t)n * N;
-    float *part = cpu_scratch(b, per * nt);
+    float *part = cpu_scratch(b, per * bands);
     if (!part)
         return -1;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(b->threads)
     {
-        int th = omp_get_thread_num(), cnt = omp_get_num_threads();
-        /* bands of whole 4-row groups, so every thread streams contiguous memory */
-        int groups = (K + 3) / 4, g0 = groups * th / cnt, g1 = groups * (th + 1) / cnt;
-        int r0 = g0 * 4, r1 = g1 * 4 < K ? g1 * 4 : K;
-        float *acc = part + per * th;
-        switch (w->type) {
-        case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
-        case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
-        case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
-        case DT_I8: case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
+#pragma omp for schedule(static)
+        for (int bd = 0; bd < bands; bd++) {
+            int r0 = groups * bd / bands * 4, r1 = groups * (bd + 1) / bands * 4;
+            float *acc = part + per * bd;
+            r1 = r1 < K ? r1 : K;
+            switch (w->type) {
+            case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
+            case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
+            case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
+            case DT_I8: case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
+            }
         }
-        for (int c = cnt; c < nt && th == 0; c++) /* threads the runtime did not give us */
-            memset(part + per * c, 0, per * sizeof(float));
-#pragma omp barrier
 #pragma omp for schedule(static)
         for (size_t i = 0; i < per; i++) {
             float s = bias ? bias[i % N] : 0.0f;
-            for (int c = 0; c < nt; c++)
-                s += part[per * c + i];
+            for (int bd = 0; bd < bands; bd++)
+                s += part[per * bd + i];
             y[i] = s;
         }
     }

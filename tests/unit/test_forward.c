@@ -295,5 +295,45 @@ static void fused_route_matches(void)
     }
 }
 
-TEST_TABLE(forward_tests, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
+/* The same steps with 1, 2 and 3 threads give the same logits bit for bit (the CPU backend may change
+ * its thread count between steps when another process takes a core), in every weight dtype. */
+static void threads_change_nothing(void)
+{
+    const char *types[4] = {"f32", "bf16", "f16", "q8"};
+    for (int t = 0; t < 4; t++) {
+        gpt2_model m;
+        dtype dt;
+        dt_parse(types[t], &dt);
+        CHECK(gpt2_load(&m, fixture_model("f32", 64), dt, NULL) == 0, "load: %s", err_msg());
+        int V = m.cfg.vocab_size, ids[20], differ = 0;
+        for (int i = 0; i < 20; i++)
+            ids[i] = (i * 104729 + 7) % V;
+        float *ref = malloc(sizeof(float) * V * 12), *got = malloc(sizeof(float) * V);
+        for (int th = 1; th <= 3; th++) {
+            kb_backend *b = kb_create("cpu", th);
+            kv_opts ko;
+            kv_opts_default(&ko, &m.cfg);
+            kv_pool *p = kv_pool_create(b, &m.cfg, &ko, NULL);
+            kv_seq *s = kv_seq_new(p, 0);
+            for (int i = 0; i < 12; i++) { /* a prefill of 9, then decode steps */
+                float *out = th == 1 ? ref + (size_t)V * i : got;
+                if (i == 0 ? gpt2_forward(&m, b, s, ids, 9, out) : gpt2_forward(&m, b, s, ids + 8 + i, 1, out)) {
+                    CHECK(0, "%s", err_msg());
+                    break;
+                }
+                differ += th > 1 && memcmp(got, ref + (size_t)V * i, sizeof(float) * V) != 0;
+            }
+            kv_pool_free(p);
+            gpt2_free(&m); /* its activations live on this backend */
+            b->destroy(b);
+            CHECK(gpt2_load(&m, fixture_model("f32", 64), dt, NULL) == 0, "load: %s", err_msg());
+        }
+        CHECK(!differ, "%s weights: %d steps differ between thread counts", types[t], differ);
+        free(ref);
+        free(got);
+        gpt2_free(&m);
+    }
+}
+
+TEST_TABLE(forward_tests, {"forward/threads_change_nothing", threads_change_nothing}, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
            {"forward/steps_and_choices", steps_and_choices});

@@ -146,7 +146,7 @@ bench: deps
 
 bench-peer: deps
 	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
-	PEER_DIR=$(BUILD)/peer bash tests/peer/bench_peer.sh -m $(BUILD)/m124
+	LLAMA_CPP=$(LLAMA_CPP) PEER_DIR=$(BUILD)/peer bash tests/peer/bench_peer.sh -m $(BUILD)/m124
 
 test-gpt2: all
 	@bash tests/gpt2_known.sh $(BUILD)/kvchat "$(MODEL)"

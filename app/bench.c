@@ -15,7 +15,7 @@ const char BENCH_HELP[] =
     "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
-    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16; also q8).\n"
+    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
     "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU also\n"
     "the nodes of the decode step's graph and each decode figure beside its floor (the rate at which\n"
     "a step only reads its weights and cache at the memory's peak bandwidth).\n"
@@ -200,7 +200,7 @@ int cmd_bench(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    static const char default_types[] = "f32,bf16,f16";
+    static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
     int runs = 5, turns = 0;
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};

@@ -35,15 +35,15 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
             acc[t][r] = _mm256_setzero_ps();
     for (int b = 0; b < blocks; b++) {
         __m256i wv[ROWS];
-        for (int r = 0; r < ROWS; r++)
-            wv[r] = _mm256_loadu_si256((const __m256i *)(w + (size_t)(r < nr ? r : 0) * K + DT_Q8_BLOCK * b));
+        for (int r = 0; r < nr; r++)
+            wv[r] = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * K + DT_Q8_BLOCK * b));
         for (int t = 0; t < TOKENS; t++) {
             if (t >= nt)
                 break;
             __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (size_t)t * K + DT_Q8_BLOCK * b));
             /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <= 127) */
             __m256i ax = _mm256_sign_epi8(xv, xv);
-            for (int r = 0; r < ROWS; r++) {
+            for (int r = 0; r < nr; r++) {
                 __m256i sw = _mm256_sign_epi8(wv[r], xv);
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
                 __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
@@ -107,8 +107,11 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
         for (int t0 = 0; t0 < n; t0 += TOKENS) {
             int nt = n - t0 < TOKENS ? n - t0 : TOKENS;
             const int8_t *wt = q + (size_t)j0 * K, *xt = xq + (size_t)t0 * K;
-            if (n == 1) /* decode: the tile inlined for one row and one token */
+            /* the tile inlined for constant shapes, so its loops unroll into registers */
+            if (n == 1)
                 tile_q8(out, wt, dw, 1, xt, dx, 1, K);
+            else if (nr == ROWS && nt == TOKENS)
+                tile_q8(out, wt, dw, ROWS, xt, dx + (size_t)t0 * blocks, TOKENS, K);
             else
                 tile_q8(out, wt, dw, nr, xt, dx + (size_t)t0 * blocks, nt, K);
             for (int t = 0; t < nt; t++)

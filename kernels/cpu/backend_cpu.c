@@ -88,6 +88,11 @@ static int cpu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
     return 0;
 }
 
+int cpu_max_threads(kb_backend *b)
+{
+    return ((cpu_state *)b->ctx)->threads.count[0];
+}
+
 static int cpu_step_begin(kb_backend *b, const kb_step *st, int *replayed)
 {
     *replayed = 0;

@@ -16,6 +16,8 @@ typedef struct {
     double avg[2], t0;
 } cpu_threads;
 void cpu_threads_init(cpu_threads *t, int max, int adaptive);
+/* the most threads the backend runs with (its steps may use fewer) */
+int cpu_max_threads(kb_backend *b);
 /* the count for the next step (decode: one token); _end after it */
 int cpu_threads_begin(cpu_threads *t, int decode);
 void cpu_threads_end(cpu_threads *t);

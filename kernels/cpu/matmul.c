@@ -52,14 +52,16 @@ INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int 
             row_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x[(size_t)tok * K + r]);
 }
 
-/* The rows are cut into BANDS bands of whole 4-row groups whatever the thread count, each thread
- * streaming a contiguous run of bands, and the bands' partial sums are added in band order: the result
- * does not depend on how many threads ran (so the backend may change their number between steps). */
+/* The rows are cut into bands of whole 4-row groups, BANDS or the backend's most threads if more,
+ * whatever the threads of this call, each thread streaming a contiguous run of bands, and the bands'
+ * partial sums are added in band order: the result does not depend on how many threads ran (so the
+ * backend may change their number between steps), and a machine with more cores still uses them. */
 enum { BANDS = 8 };
 
 static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
 {
-    int K = w->rows, N = w->cols, groups = (K + 3) / 4, bands = groups < BANDS ? groups : BANDS;
+    int K = w->rows, N = w->cols, groups = (K + 3) / 4, most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
+    int bands = groups < most ? groups : most;
     size_t per = (size_t)n * N;
     float *part = cpu_scratch(b, per * bands);
     if (!part)

@@ -61,6 +61,33 @@ __device__ static void finish(const mv_args &a, int j, float v)
     a.y[j] = a.residual ? a.y[j] + v : v;
 }
 
+/* xs[0..k1 - k0) = the inputs k0..k1, normalised when the product has a norm (its statistics over
+ * all K); red: 32 floats of shared memory. Every thread calls it; xs is ready when it returns. */
+__device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
+{
+    float mean = 0, rstd = 1;
+    if (a.g)
+        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
+    for (int k = k0 + threadIdx.x; k < k1; k += blockDim.x)
+        xs[k - k0] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+    __syncthreads();
+}
+
+enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };
+
+/* each lane's partial sums of a warp's MT_ROWS outputs from v0, summed over the warp and finished */
+__device__ static void rows_out(const mv_args &a, const float *acc, int v0, int V)
+{
+#pragma unroll
+    for (int q = 0; q < MT_ROWS; q++) {
+        float s = acc[q];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (threadIdx.x % 32 == 0 && v0 + q < V)
+            finish(a, v0 + q, s);
+    }
+}
+
 /* grid (tiles of MV_LANES * E columns, slices of slice_rows rows) */
 template <dtype T>
 __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
@@ -71,12 +98,7 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
     __shared__ int last;
     int tid = threadIdx.x, lane = tid % MV_LANES, r = tid / MV_LANES, slices = gridDim.y;
     int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows), col = blockIdx.x * TN + lane * E;
-    float mean = 0, rstd = 1;
-    if (a.g)
-        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
-    for (int k = k0 + tid; k < k1; k += MV_THREADS)
-        xs[k - k0] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
-    __syncthreads();
+    load_input(a, xs, k0, k1, red);
     float acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++)
@@ -132,8 +154,6 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
     }
 }
 
-enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };
-
 /* grid (rows / (MT_WARPS * MT_ROWS)): y[v] = norm(x) . W[v, :] */
 template <dtype T>
 __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V)
@@ -142,12 +162,7 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
     extern __shared__ float xs[]; /* all K inputs, normalised */
     __shared__ float red[32];
     int lane = threadIdx.x % 32, v0 = (blockIdx.x * MT_WARPS + threadIdx.x / 32) * MT_ROWS;
-    float mean = 0, rstd = 1;
-    if (a.g)
-        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
-    for (int k = threadIdx.x; k < a.K; k += MT_THREADS)
-        xs[k] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
-    __syncthreads();
+    load_input(a, xs, 0, a.K, red);
     float acc[MT_ROWS];
 #pragma unroll
     for (int q = 0; q < MT_ROWS; q++)
@@ -165,14 +180,7 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
             }
         }
     }
-#pragma unroll
-    for (int q = 0; q < MT_ROWS; q++) {
-        float s = acc[q];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0 && v0 + q < V)
-            a.y[v0 + q] = s;
-    }
+    rows_out(a, acc, v0, V); /* the LM head: no bias, act or residual */
 }
 
 /* q8 weights (stored along the reduction: each output's K values are one row) through the same rows
@@ -188,12 +196,7 @@ __global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const 
     int v0 = (blockIdx.x * MT_WARPS + warp) * MT_ROWS;
     signed char *xq = (signed char *)(xs + K);
     float *xd = xs + K + K / 4;
-    float mean = 0, rstd = 1;
-    if (a.g)
-        row_stats(a.x, K, a.eps, red, &mean, &rstd);
-    for (int k = threadIdx.x; k < K; k += MT_THREADS)
-        xs[k] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
-    __syncthreads();
+    load_input(a, xs, 0, K, red);
     for (int b = warp; b < blocks; b += MT_WARPS) { /* a warp a block: lane i holds element i */
         float v = xs[b * DT_Q8_BLOCK + lane], amax = fabsf(v);
         for (int o = 16; o > 0; o >>= 1)
@@ -224,14 +227,7 @@ __global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const 
             acc[q] += dw * xd[b] * (float)dot;
         }
     }
-#pragma unroll
-    for (int q = 0; q < MT_ROWS; q++) {
-        float s = acc[q];
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0 && v0 + q < V)
-            finish(a, v0 + q, s);
-    }
+    rows_out(a, acc, v0, V);
 }
 
 static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int V)

@@ -1,6 +1,7 @@
 /* Every CUDA kernel against its CPU twin (the reference), on the same inputs: skipped where the
  * build has no CUDA backend or the machine no GPU. tests/gpu/check.sh runs the whole model. */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,30 @@
 #endif
 
 #ifdef KVCHAT_CUDA
+static char no_gpu[256]; /* why there is none */
+
 static kb_backend *gpu(void)
 {
     static kb_backend *g;
     static int tried;
     if (!tried) {
         tried = 1;
-        g = cuda_backend_create();
+        if (!(g = cuda_backend_create()))
+            snprintf(no_gpu, sizeof no_gpu, "%s", err_msg());
     }
+    return g;
+}
+
+/* the GPU and a CPU backend (its reference) for a twin test, or NULL: the test is skipped */
+static kb_backend *twin_backends(kb_backend **cpu)
+{
+    kb_backend *g = gpu();
+    *cpu = NULL;
+    if (!g) {
+        SKIP("no GPU (%s)", no_gpu);
+        return NULL;
+    }
+    *cpu = kb_create("cpu", 2);
     return g;
 }
 
@@ -58,12 +75,9 @@ static void poison(kb_backend *g, void *d, size_t bytes)
 
 static void twins(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU (%s)", err_msg());
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     enum { n = 19, K = 96, N = 160 };
     uint64_t s = 5;
     float x[n * K], y1[n * N], y2[n * N], bias[N], wf[K * N];
@@ -189,12 +203,9 @@ static const char *set_name(kb_kernels k) { return k == KB_KERNELS_FAST ? "fast"
  * keep the activations in f32, so only the order of accumulation differs, in every weight dtype. */
 static void fused_twins(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     g->use_kernels(g, KB_KERNELS_FAST);
     static const int shapes[3][2] = {{96, 160}, {70, 45}, {3072, 768}};
     dtype types[3] = {DT_F32, DT_F16, DT_BF16};
@@ -279,12 +290,9 @@ static void fused_twins(void)
  * would be of order 1). */
 static void q8_twins(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     g->use_kernels(g, KB_KERNELS_FAST);
     enum { K = 256, N = 96, n = 7 };
     uint64_t s = 23;
@@ -328,12 +336,9 @@ static void q8_twins(void)
 
 static void attention_twins(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     /* A prefill of `past` (several tiles of queries and keys), then `n` more as one batch and,
      * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set: past
      * crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
@@ -420,12 +425,9 @@ static void driver_messages(void)
  * draws; the integer rule makes them equal unless expf's last bit moves an id across a threshold */
 static void sample_twins(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     enum { V = 50257, TRIALS = 200 };
     static float l[V];
     static int hist[300];
@@ -551,12 +553,9 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
  * the LM head, the sampler and the two copies of the step's scalars */
 static void model_steps(void)
 {
-    kb_backend *g = gpu(), *c = kb_create("cpu", 2);
-    if (!g) {
-        SKIP("no GPU");
-        c->destroy(c);
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
         return;
-    }
     int fast = 0, basic = 0, layers = 0;
     gpt2_model m;
     if (gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0) {

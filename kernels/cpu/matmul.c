@@ -54,8 +54,8 @@ INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int 
 
 /* The rows are cut into bands of whole 4-row groups, BANDS or the backend's most threads if more,
  * whatever the threads of this call, each thread streaming a contiguous run of bands, and the bands'
- * partial sums are added in band order: the result does not depend on how many threads ran (so the
- * backend may change their number between steps), and a machine with more cores still uses them. */
+ * partial sums are added in band order: the result does not depend on how many threads this call
+ * runs (the backend changes their number between steps), and a machine with more cores uses them. */
 enum { BANDS = 8 };
 
 static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
@@ -104,12 +104,14 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
         dt_to_f32(tmp, w->data, w->type, (size_t)K * N);
         wf = tmp;
     }
-    /* each thread runs a single-threaded GEMM on its own band of output columns: one threading
-     * runtime (OpenMP) instead of two competing for the cores */
-#pragma omp parallel num_threads(b->threads)
-    {
-        int th = omp_get_thread_num(), cnt = omp_get_num_threads(), blocks = (N + 15) / 16;
-        int c0 = blocks * th / cnt * 16, c1 = blocks * (th + 1) / cnt * 16;
+    /* single-threaded GEMMs on bands of output columns, one band per core the backend may use: one
+     * threading runtime (OpenMP) instead of two competing for the cores. A column's sum depends on
+     * its band's width, so the bands follow the backend's most threads, not this call's: a step run
+     * with fewer threads gives the same result. */
+    int blocks = (N + 15) / 16, most = cpu_max_threads(b), bands = blocks < most ? blocks : most;
+#pragma omp parallel for num_threads(b->threads) schedule(static)
+    for (int bd = 0; bd < bands; bd++) {
+        int c0 = blocks * bd / bands * 16, c1 = blocks * (bd + 1) / bands * 16;
         c1 = c1 < N ? c1 : N;
         if (c1 > c0) {
             for (int i = 0; i < n && bias; i++)

@@ -570,12 +570,7 @@ typedef struct {
 
 static int reply_add(reply_text *r, const char *s, size_t n)
 {
-    if (err_grow(&r->buf, &r->cap, r->len + n + 1, 1, "a reply"))
-        return -1;
-    memcpy(r->buf + r->len, s, n);
-    r->len += n;
-    r->buf[r->len] = 0;
-    return 0;
+    return err_append(&r->buf, &r->len, &r->cap, s, n, "a reply");
 }
 
 /* generates the reply to what the window ends with */

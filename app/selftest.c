@@ -165,6 +165,27 @@ static int candidates(const loaded_model *lm, const model_opts *o, kb_kernels *s
     return o->kernels_set || !lm->backend->use_kernels ? 1 : 2;
 }
 
+/* kernel set k's verdict: the cached one (use_cache, when one is kept), else a run, kept for next time;
+ * -1 when the test could not run */
+static int verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_result *r)
+{
+    char key[700], dev[256] = "the GPU";
+    use_kernels(lm, k);
+    if (selftest_key(lm, key, sizeof key))
+        return -1;
+    if (use_cache && cache_lookup(key, r))
+        return 0;
+    if (use_cache) {
+        lm->backend->describe(lm->backend, dev, sizeof dev);
+        fprintf(stderr, "kvchat: first use of %s with this model: checking its %s kernels against the CPU\n", dev,
+                kernels_name(k));
+    }
+    if (selftest_run(lm, r))
+        return -1;
+    cache_store(key, r);
+    return 0;
+}
+
 int selftest_gate(loaded_model *lm, const model_opts *o)
 {
     const char *env = getenv("KVCHAT_SELFTEST");
@@ -175,18 +196,10 @@ int selftest_gate(loaded_model *lm, const model_opts *o)
     kb_kernels sets[2];
     int n = candidates(lm, o, sets);
     for (int i = 0; i < n; i++) {
-        use_kernels(lm, sets[i]);
         selftest_result r;
-        int failed_to_run = 0;
-        if (selftest_key(lm, key, sizeof key))
-            return -1;
-        if (!cache_lookup(key, &r)) {
-            fprintf(stderr, "kvchat: first use of %s with this model: checking its %s kernels against the CPU\n", dev,
-                    kernels_name(sets[i]));
-            if ((failed_to_run = selftest_run(lm, &r) != 0))
-                snprintf(why[i], sizeof why[i], "%s", err_msg());
-            else
-                cache_store(key, &r);
+        if (verdict(lm, sets[i], 1, &r)) {
+            snprintf(why[i], sizeof why[i], "%s", err_msg());
+            continue;
         }
         if (r.passed) {
             if (i)
@@ -194,12 +207,11 @@ int selftest_gate(loaded_model *lm, const model_opts *o)
                         why[0]);
             return 0;
         }
-        if (!failed_to_run)
-            snprintf(why[i], sizeof why[i],
-                     "its %s logits with the %s kernels differ from the CPU's by %.3g (relative L2; a correct GPU stays "
-                     "under %.3g)%s",
-                     dt_name(lm->model.wtype), kernels_name(sets[i]), r.worst, r.limit,
-                     r.cached ? ", a cached verdict: `kvchat selftest` tests again" : "");
+        snprintf(why[i], sizeof why[i],
+                 "its %s logits with the %s kernels differ from the CPU's by %.3g (relative L2; a correct GPU stays "
+                 "under %.3g)%s",
+                 dt_name(lm->model.wtype), kernels_name(sets[i]), r.worst, r.limit,
+                 r.cached ? ", a cached verdict: `kvchat selftest` tests again" : "");
     }
     const char *last = why[n - 1];
     if (!strcmp(o->device, "cuda"))
@@ -232,13 +244,11 @@ int cmd_selftest(int argc, char **argv)
     kb_kernels sets[2];
     int n = candidates(&lm, &mo, sets), rc = 0, passed = 0;
     for (int i = 0; i < n && !rc && !passed; i++) {
-        use_kernels(&lm, sets[i]);
         selftest_result r;
-        if (selftest_key(&lm, key, sizeof key) || selftest_run(&lm, &r)) {
+        if (verdict(&lm, sets[i], 0, &r)) {
             rc = -1;
             break;
         }
-        cache_store(key, &r);
         passed = r.passed;
         printf("model %s, %s weights, %s cache, %s kernels: %d steps compared with the CPU, worst relative L2 error %.3g "
                "(limit %.3g): %s\n",

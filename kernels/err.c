@@ -57,6 +57,16 @@ int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what)
     return 0;
 }
 
+int err_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, const char *what)
+{
+    if (err_grow(buf, cap, *len + n + 1, 1, what))
+        return -1;
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
 void *err_calloc(size_t n, size_t size, const char *what)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);

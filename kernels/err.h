@@ -21,6 +21,8 @@ void *err_calloc(size_t n, size_t size, const char *what);
  * capacity; on failure the array is kept and the error names what was growing. buf is the address of
  * the array's pointer. */
 int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what);
+/* Appends n bytes of s to the text *buf (*len bytes, *cap allocated), keeping it NUL-terminated. */
+int err_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, const char *what);
 
 #ifdef __cplusplus
 }

@@ -99,22 +99,9 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     return dst;
 }
 
-/* element i of a tensor's data in dtype t, which may sit unaligned in the file */
-static float file_elem(const char *src, size_t i, dtype t)
-{
-    if (t == DT_F32) {
-        float f;
-        memcpy(&f, src + i * 4, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, src + i * 2, 2);
-    return t == DT_BF16 ? dt_bf16_to_f32(h) : dt_f16_to_f32(h);
-}
-
 /* The tensor [rows, cols] quantised to DT_Q8 along its reduction (kb_mat's layout): by column for a
  * product's weight, by row for the token embedding. Tiles of 32 vectors are gathered in f32 first,
- * reading the file in order. */
+ * reading the file in order, as as_type converts. */
 static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols, int by_column)
 {
     dtype have;
@@ -129,20 +116,22 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
         posix_memalign((void **)&s, 128, (size_t)V * K / DT_Q8_BLOCK * 2) || own(m, s))
         return err_set("out of memory quantising tensor '%s'", t->name);
     const char *src = t->data;
+    size_t es = dt_size(have);
 #pragma omp parallel
     {
-        float *tile = malloc(sizeof(float) * DT_Q8_BLOCK * (size_t)K);
+        float *tile = malloc(sizeof(float) * DT_Q8_BLOCK * (size_t)K), run[DT_Q8_BLOCK];
 #pragma omp for schedule(dynamic)
         for (int v0 = 0; v0 < V; v0 += DT_Q8_BLOCK) {
             int nv = V - v0 < DT_Q8_BLOCK ? V - v0 : DT_Q8_BLOCK;
             if (!tile)
                 continue;
-            for (int k = 0; by_column && k < K; k++)
+            for (int k = 0; by_column && k < K; k++) { /* row k's run of these columns, scattered */
+                dt_to_f32(run, src + ((size_t)k * cols + v0) * es, have, (size_t)nv);
                 for (int i = 0; i < nv; i++)
-                    tile[(size_t)i * K + k] = file_elem(src, (size_t)k * cols + v0 + i, have);
+                    tile[(size_t)i * K + k] = run[i];
+            }
             for (int i = 0; !by_column && i < nv; i++)
-                for (int k = 0; k < K; k++)
-                    tile[(size_t)i * K + k] = file_elem(src, (size_t)(v0 + i) * cols + k, have);
+                dt_to_f32(tile + (size_t)i * K, src + (size_t)(v0 + i) * cols * es, have, (size_t)K);
             for (int i = 0; i < nv; i++)
                 dt_q8_quantize(q + (size_t)(v0 + i) * K, s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK), NULL,
                                tile + (size_t)i * K, (size_t)K);

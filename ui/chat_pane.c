@@ -16,12 +16,7 @@ void chat_pane_free(chat_pane *p)
 
 static int msg_append(chat_msg *m, const char *text, size_t len)
 {
-    if (err_grow(&m->text, &m->cap, m->len + len + 1, 1, "a chat message"))
-        return -1;
-    memcpy(m->text + m->len, text, len);
-    m->len += len;
-    m->text[m->len] = 0;
-    return 0;
+    return err_append(&m->text, &m->len, &m->cap, text, len, "a chat message");
 }
 
 int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)

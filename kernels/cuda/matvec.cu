@@ -241,7 +241,15 @@ static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int 
     return 0;
 }
 
-static int aligned16(const void *p) { return ((size_t)p & 15) == 0; }
+/* the arguments of a product over K inputs to N outputs of w; 16-byte loads where its rows allow */
+static mv_args args_for(float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
+                        int residual, int K, int N)
+{
+    mv_args a = {y, x, bias, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, K, N, 0, act,
+                 residual, 0, NULL, NULL};
+    a.vec = ((size_t)w->data & 15) == 0 && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    return a;
+}
 
 /* counters (zeroed once; each product's last blocks leave them zero) and the partial sums */
 static int mv_buffers(kb_backend *b, size_t part_floats, unsigned **count, float **part)
@@ -265,10 +273,7 @@ static int launch_linear(kb_backend *b, mv_args a)
     int TN = MV_LANES * cu_vec<T>::E, tiles = (a.N + TN - 1) / TN;
     /* enough blocks for two per multiprocessor, each slice at least two rounds of MV_ROWS rows */
     int want = (2 * s->prop.multiProcessorCount + tiles - 1) / tiles, most = (a.K + 2 * MV_ROWS - 1) / (2 * MV_ROWS);
-    int slices = want < most ? want : most, rows;
-    if (slices < 1)
-        slices = 1;
-    rows = (a.K + slices - 1) / slices;
+    int slices = want < most ? want : most, rows = (a.K + slices - 1) / slices; /* both at least 1 */
     rows = (rows + MV_ROWS - 1) / MV_ROWS * MV_ROWS;
     if (rows > MV_MAX_SLICE)
         rows = MV_MAX_SLICE;
@@ -286,9 +291,7 @@ static int launch_linear(kb_backend *b, mv_args a)
 int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
                 int residual)
 {
-    mv_args a = {y, x, bias, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, w->rows,
-                 w->cols, 0, act, residual, 0, NULL, NULL};
-    a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    mv_args a = args_for(y, x, w, bias, norm, act, residual, w->rows, w->cols);
     cuda_rounded_forget(b, y);
     switch (w->type) {
     case DT_Q8: return launch_rows_q8(b, a, w->scales, w->cols);
@@ -302,9 +305,7 @@ int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const 
 int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm)
 {
     cuda_state *s = cuda_of(b);
-    mv_args a = {y, x, NULL, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, w->cols,
-                 w->rows, 0, KB_LINEAR, 0, 0, NULL, NULL};
-    a.vec = aligned16(w->data) && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    mv_args a = args_for(y, x, w, NULL, norm, KB_LINEAR, 0, w->cols, w->rows);
     cuda_rounded_forget(b, y);
     if (w->type == DT_Q8)
         return launch_rows_q8(b, a, w->scales, w->rows);

@@ -44,6 +44,13 @@ uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k
 int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
                kb_act act, int residual);
 int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+/* y[n, N] = x[n, K] . W (+ bias) by OpenBLAS, W widened to f32 a panel of CPU_PANEL columns at a time by
+ * `panel` (output columns [c0, c1) as [K][c1 - c0] row-major, or [c1 - c0][K] when by_column) into panels, room
+ * for K * CPU_PANEL floats per thread. A column's result depends on its panel only, not on the threads. */
+enum { CPU_PANEL = 128 };
+typedef void (*cpu_panel_fn)(float *dst, const kb_mat *w, int K, int c0, int c1);
+int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
+                    int by_column, cpu_panel_fn panel, float *panels);
 /* y[n, N] = x[n, K] . each of w's N stored rows of K (+ bias): the product of 8-bit weights (DT_Q8,
  * stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
 int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias);

@@ -44,7 +44,9 @@ done
 cc -O3 -march=native -ffast-math -fopenmp -o "$W/readbw" tests/peer/readbw.c || exit 1
 bw=$("$W/readbw" "$threads")
 commit=$(git -C "$LLAMA" log -1 --format='%h %cs' 2>/dev/null || echo unknown)
-echo "kvchat $(git log -1 --format=%h) against llama.cpp $commit; $threads threads, $rounds rounds, read bandwidth $bw GB/s"
+# kvchat's prefill is OpenBLAS's GEMM, whose kernels depend on the CPU it detects or OPENBLAS_CORETYPE
+core=$(OPENBLAS_VERBOSE=2 $KV --version 2>&1 | sed -n 's/^Core: //p')
+echo "kvchat $(git log -1 --format=%h) (OpenBLAS kernels: ${core:-unknown}${OPENBLAS_CORETYPE:+, from OPENBLAS_CORETYPE}) against llama.cpp $commit; $threads threads, $rounds rounds, read bandwidth $bw GB/s"
 for r in $(seq "$rounds"); do
     for t in ${types//,/ }; do
         $KV bench -m "$model" --device cpu --dtype "$t" -t "$threads" --runs 3 --prefill 128,512 --context 0,512 \

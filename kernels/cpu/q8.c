@@ -22,6 +22,36 @@ INLINE float half(uint16_t h)
 
 enum { ROWS = 2, TOKENS = 4 }; /* a tile: each weight block loaded once for TOKENS tokens, each input block once for ROWS rows */
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* acc[t][r] += block b's scaled integer dot product of w's row r and x's token t */
+INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw, int nr, const int8_t *x, const float *dx,
+                     int nt, int K, int blocks, int b)
+{
+    __m256i wv[ROWS];
+    for (int r = 0; r < nr; r++)
+        wv[r] = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * K + DT_Q8_BLOCK * b));
+    for (int t = 0; t < TOKENS; t++) {
+        if (t >= nt)
+            break;
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (size_t)t * K + DT_Q8_BLOCK * b));
+        /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <= 127) */
+        __m256i ax = _mm256_sign_epi8(xv, xv);
+        for (int r = 0; r < nr; r++) {
+            __m256i sw = _mm256_sign_epi8(wv[r], xv);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+            __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
+#elif defined(__AVXVNNI__)
+            __m256i dot = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
+#else
+            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1)); /* pairs <= 32258 */
+#endif
+            acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r * blocks + b] * dx[(size_t)t * blocks + b]),
+                                        _mm256_cvtepi32_ps(dot), acc[t][r]);
+        }
+    }
+}
+#endif
+
 /* y[t][r] = sum over blocks of dw[r][b] * dx[t][b] * (w[r] . x[t] over the block), for nr <= ROWS rows
  * of w (stride K) and nt <= TOKENS tokens of x (stride K); dw already widened to float */
 INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int nr, const int8_t *x, const float *dx,
@@ -29,37 +59,23 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
 {
     int blocks = K / DT_Q8_BLOCK;
 #if defined(__AVX2__) && defined(__FMA__)
-    __m256 acc[TOKENS][ROWS];
+    /* even blocks into acc0, odd into acc1: one chain of dependent FMAs per output was the decode
+     * step's limit (a column's 24 blocks back to back) */
+    __m256 acc0[TOKENS][ROWS], acc1[TOKENS][ROWS];
     for (int t = 0; t < TOKENS; t++)
         for (int r = 0; r < ROWS; r++)
-            acc[t][r] = _mm256_setzero_ps();
-    for (int b = 0; b < blocks; b++) {
-        __m256i wv[ROWS];
-        for (int r = 0; r < nr; r++)
-            wv[r] = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * K + DT_Q8_BLOCK * b));
-        for (int t = 0; t < TOKENS; t++) {
-            if (t >= nt)
-                break;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (size_t)t * K + DT_Q8_BLOCK * b));
-            /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <= 127) */
-            __m256i ax = _mm256_sign_epi8(xv, xv);
-            for (int r = 0; r < nr; r++) {
-                __m256i sw = _mm256_sign_epi8(wv[r], xv);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-                __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
-#elif defined(__AVXVNNI__)
-                __m256i dot = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
-#else
-                __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1)); /* pairs <= 32258 */
-#endif
-                acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r * blocks + b] * dx[(size_t)t * blocks + b]),
-                                            _mm256_cvtepi32_ps(dot), acc[t][r]);
-            }
-        }
+            acc0[t][r] = acc1[t][r] = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 1 < blocks; b += 2) {
+        block_q8(acc0, w, dw, nr, x, dx, nt, K, blocks, b);
+        block_q8(acc1, w, dw, nr, x, dx, nt, K, blocks, b + 1);
     }
+    if (b < blocks)
+        block_q8(acc0, w, dw, nr, x, dx, nt, K, blocks, b);
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++) {
-            __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[t][r]), _mm256_extractf128_ps(acc[t][r], 1));
+            __m256 a = _mm256_add_ps(acc0[t][r], acc1[t][r]);
+            __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
             s = _mm_add_ps(s, _mm_movehl_ps(s, s));
             s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
             y[t][r] = _mm_cvtss_f32(s);

@@ -3,6 +3,7 @@
 #   make run        download GPT-2 124M if needed, then open the chat
 #   make demo       the chat on a random-weight 124M-shaped model (no download)
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
+#   make tsan       the engine and chat-model unit tests under ThreadSanitizer (make test runs them too)
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
 #   make bench-peer kvchat against llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
@@ -73,7 +74,7 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
+.PHONY: all run demo test unit asan tsan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -105,6 +106,21 @@ $(BUILD)/asan/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/asan/%.o) $(ASAN_OBJ)
 
 asan: $(BUILD)/asan/kvchat $(BUILD)/asan/unit_tests
 
+# ThreadSanitizer build of the unit tests, for those where threads meet: the engine's worker thread and
+# the calls that reach it while a reply streams. OpenMP's runtime is not instrumented (its barriers
+# would read as races), so the tests run on one core, where the kernels start no OpenMP threads.
+TSAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/tsan/%.o)
+$(BUILD)/tsan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -O1 -fsanitize=thread -c -o $@ $<
+
+$(BUILD)/tsan/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/tsan/%.o) $(TSAN_OBJ)
+	$(CC) $(LDFLAGS) -fsanitize=thread -o $@ $^ $(CPU_LDLIBS)
+
+TSAN_TESTS := engine/ ui/
+tsan: deps $(BUILD)/tsan/unit_tests
+	TSAN_OPTIONS=halt_on_error=1 taskset -c 0 $(BUILD)/tsan/unit_tests $(TSAN_TESTS)
+
 deps:
 	@missing=$$(for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -124,7 +140,7 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(TEST_PKGS)"
-	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan
+	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan $(BUILD)/tsan/unit_tests
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) bash tests/run.sh
 
 # a random-weight model of GPT-2 124M's shape: real sizes and speeds, noise for text

@@ -38,18 +38,6 @@ const char BENCH_HELP[] =
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: the cores this process may run on)\n";
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 #define MAX_POINTS 8
 
 typedef struct {

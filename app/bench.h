@@ -1,4 +1,5 @@
-/* Shared by the benchmark modes. */
+/* What kvchat bench (app/bench.c) takes from its --turns mode (app/bench_turns.c): the mode, and the
+ * median it also uses. One way: bench_turns.c calls nothing in bench.c. */
 #ifndef KVCHAT_BENCH_H
 #define KVCHAT_BENCH_H
 

@@ -18,6 +18,7 @@
 #include "session.h"
 #include "snapshot.h"
 #include "tui.h"
+#include "records.h"
 
 #define CHAT_OPTS_HELP                                                                           \
     "      --template T       gpt2 (default) | dialogpt | none\n"                                \
@@ -173,32 +174,13 @@ static int restore_convs(engine *e, const session *s, int max_id, int *order, in
     *n_order = n;
     int rc = 0;
     for (int k = 0; k < n && !rc; k++) {
-        json_t *t = last[order[k]], *w = json_object_get(t, "window"), *tu = json_object_get(t, "turns");
-        json_t *sp = json_object_get(t, "sampling");
-        int nw = (int)json_array_size(w), nt = (int)json_array_size(tu);
-        int *ids = malloc(sizeof(int) * (size_t)(nw + 1));
-        chat_turn *turns = malloc(sizeof *turns * (size_t)(nt + 1));
-        if (!ids || !turns) {
-            free(ids);
-            free(turns);
-            rc = err_set("out of memory");
-            break;
-        }
-        for (int i = 0; i < nw; i++)
-            ids[i] = (int)json_integer_value(json_array_get(w, (size_t)i));
-        for (int i = 0; i < nt; i++) {
-            json_t *x = json_array_get(tu, (size_t)i);
-            turns[i] = (chat_turn){(int)json_integer_value(json_array_get(x, 0)), (int)json_integer_value(json_array_get(x, 1)),
-                                   (int)json_integer_value(json_array_get(x, 2)), json_is_true(json_array_get(x, 3))};
-        }
-        sampler_params p = {(float)json_number_value(json_object_get(sp, "temp")),
-                            (int)json_integer_value(json_object_get(sp, "top_k")),
-                            (float)json_number_value(json_object_get(sp, "top_p")),
-                            (float)json_number_value(json_object_get(sp, "repeat_penalty")),
-                            (uint64_t)json_integer_value(json_object_get(sp, "seed"))};
-        unsigned long long rng = strtoull(json_string_value(json_object_get(t, "rng")), NULL, 16);
-        rc = engine_restore(e, order[k], ids, nw, turns, nt, (int)json_integer_value(json_object_get(t, "keep")), &p, rng,
-                            json_is_true(json_object_get(t, "approximate")), done[order[k]]);
+        rec_turn_end t;
+        int *ids = NULL;
+        win_turn *turns = NULL;
+        if (rec_turn_end_read(last[order[k]], &t, &ids, &turns) ||
+            engine_restore(e, order[k], t.ids, t.n_ids, t.turns, t.n_turns, t.keep, &t.sp, t.rng, t.approximate,
+                           done[order[k]]))
+            rc = -1;
         free(ids);
         free(turns);
     }
@@ -211,7 +193,7 @@ static int restore_convs(engine *e, const session *s, int max_id, int *order, in
  * when it matches, else re-prefilled. */
 static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
 {
-    /* conversation ids are at most 1 << 20 (the reader checks): index by id */
+    /* conversation ids are at most SESSION_MAX_CONV (the reader checks): index by id */
     int max_id = 0, n = 0;
     for (int i = 0; i < s->n_events; i++)
         if (is_turn_end(s->events[i])) {
@@ -356,6 +338,7 @@ int cmd_chat(int argc, char **argv)
         rc = tui_run(&lm, e, &a.eo, &persist);
         goto out;
     }
+    session_emit_model(&lm);
     engine_on_text(e, print_text, &raw);
     running_engine = e;
     signal(SIGINT, on_sigint);

@@ -7,13 +7,14 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "records.h"
 
 typedef struct {
     int id;
     kv_seq *seq;
     int *ids, n_ids;                 /* the window: exactly what the cache holds */
     size_t cap_ids;
-    chat_turn *turns;
+    win_turn *turns;
     int n_turns;
     size_t cap_turns;
     int keep;
@@ -32,6 +33,7 @@ struct engine {
     int window;
     conv **convs;
     int n_convs, next_id;
+    size_t cap_convs;
     float *logits, *ref_logits;
     int next;                    /* the token the last forward pass chose */
     kv_pool *ref_pool;               /* the fidelity check's private from-scratch cache */
@@ -74,7 +76,7 @@ static int push_turn(conv *c, int role, int start)
 {
     if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns, "a conversation's turns"))
         return -1;
-    c->turns[c->n_turns++] = (chat_turn){.start = start, .role = role};
+    c->turns[c->n_turns++] = (win_turn){.start = start, .role = role};
     return 0;
 }
 
@@ -142,15 +144,11 @@ static conv *add_conv(engine *e, kv_seq *seq)
         return NULL;
     c->id = e->next_id;
     c->seq = seq ? seq : kv_seq_new(e->lm->pool, c->id);
-    conv **list = realloc(e->convs, sizeof *list * (size_t)(e->n_convs + 1));
     sampler_init(&c->smp, &e->mo.sp);
-    if (!c->seq || !list) {
-        if (list)
-            e->convs = list;
+    if (!c->seq || err_grow(&e->convs, &e->cap_convs, (size_t)e->n_convs + 1, sizeof *e->convs, "the conversations")) {
         free_conv(c);
         return NULL;
     }
-    e->convs = list;
     e->convs[e->n_convs++] = c;
     e->next_id++;
     c->last_used = ev_clock();
@@ -190,7 +188,7 @@ int engine_fork(engine *e, int id)
     return c->id;
 }
 
-int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *turns, int n_turns, int keep,
+int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
                    const sampler_params *sp, uint64_t rng, int approximate, int turns_done)
 {
     if (id < 1 || find(e, id))
@@ -268,7 +266,7 @@ const int *engine_window(const engine *e, int id, int *n)
     return c ? c->ids : NULL;
 }
 
-const chat_turn *engine_turns(const engine *e, int id, int *n)
+const win_turn *engine_turns(const engine *e, int id, int *n)
 {
     conv *c = find(e, id);
     *n = c ? c->n_turns : 0;
@@ -344,7 +342,7 @@ static int evict(engine *e, conv *c, int need, int open_last)
     newpos[n] = w;
     int nt = 0;
     for (int t = 0; t < c->n_turns; t++) {
-        chat_turn tu = c->turns[t];
+        win_turn tu = c->turns[t];
         int kept = 0, start = newpos[tu.start + tu.len];
         for (int i = tu.start + tu.len - 1; i >= tu.start; i--)
             if (!drop[i])
@@ -469,7 +467,7 @@ static int rollback(engine *e, conv *c, int to)
     while (c->n_turns && c->turns[c->n_turns - 1].start >= to && c->n_turns > 1)
         c->n_turns--;
     if (c->n_turns) {
-        chat_turn *t = &c->turns[c->n_turns - 1];
+        win_turn *t = &c->turns[c->n_turns - 1];
         t->len = to - t->start < 0 ? 0 : to - t->start;
     }
     if (to != from)
@@ -670,23 +668,11 @@ static int reply(engine *e, conv *c, char **out)
 static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **out)
 {
     engine_stats(e, c->id);
-    int tokens = c->n_ids > start ? c->n_ids - start : 0;
-    json_t *win = json_array(), *turns = json_array();
-    for (int i = 0; i < c->n_ids; i++)
-        json_array_append_new(win, json_integer(c->ids[i]));
-    for (int t = 0; t < c->n_turns; t++)
-        json_array_append_new(turns, json_pack("[i, i, i, b]", c->turns[t].start, c->turns[t].len, c->turns[t].role,
-                                               c->turns[t].pinned));
-    char rng[24];
-    snprintf(rng, sizeof rng, "%016llx", (unsigned long long)c->smp.rng);
-    const sampler_params *sp = &c->smp.p;
-    ev_emit(e->lm->bus, c->id, "turn_end",
-            json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:{s:f, s:i, s:f, s:f, s:I}, s:i, s:b}", "reply",
-                      text ? text : "", "tokens", tokens, "cancelled", atomic_load(&e->cancel) != 0, "failed",
-                      rc != 0, "window", win, "turns", turns, "keep", c->keep, "rng", rng, "sampling", "temp",
-                      (double)sp->temp, "top_k", sp->top_k, "top_p", (double)sp->top_p, "repeat_penalty",
-                      (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed, "n_predict", e->mo.n_predict,
-                      "approximate", c->approximate));
+    rec_turn_end t = {.reply = text, .tokens = c->n_ids > start ? c->n_ids - start : 0,
+                      .cancelled = atomic_load(&e->cancel) != 0, .failed = rc != 0, .ids = c->ids, .n_ids = c->n_ids,
+                      .turns = c->turns, .n_turns = c->n_turns, .keep = c->keep, .rng = c->smp.rng, .sp = c->smp.p,
+                      .n_predict = e->mo.n_predict, .approximate = c->approximate};
+    ev_emit(e->lm->bus, c->id, "turn_end", rec_turn_end_fields(&t));
     c->turns_done++;
     if (out && !rc)
         *out = text;
@@ -753,10 +739,7 @@ int engine_turn_start(engine *e, int id, const char *text)
 
 static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
-    ev_emit(e->lm->bus, 0, "set",
-            json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k, "top_p",
-                      (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed,
-                      "n_predict", n_predict));
+    ev_emit(e->lm->bus, 0, "set", rec_sampling(sp, n_predict));
     uint64_t old_seed = e->mo.sp.seed;
     e->mo.sp = *sp;
     e->mo.n_predict = n_predict;

@@ -24,8 +24,6 @@ typedef struct {
     double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
 } engine_opts;
 
-typedef win_turn chat_turn;
-
 typedef struct engine engine;
 
 /* Called from the generation thread with each piece of complete UTF-8 text of a reply. */
@@ -75,7 +73,7 @@ int engine_pin(engine *e, int conv, int turn, int pinned);
 /* A conversation as a session recorded it (its last turn_end, the turn_end records it has), under its
  * recorded id, with an empty cache: the caller loads a KV snapshot into engine_conv_cache or calls
  * engine_prefill_window. */
-int engine_restore(engine *e, int id, const int *ids, int n, const chat_turn *turns, int n_turns, int keep,
+int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
                    const sampler_params *sp, uint64_t rng, int approximate, int turns_done);
 /* Recomputes the cache of the whole window (in chunks, reporting progress when given). */
 int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx);
@@ -86,7 +84,7 @@ int engine_turns_done(const engine *e, int id);
 
 /* What the model sees now: the window's token ids and its turns (valid until the next change). */
 const int *engine_window(const engine *e, int conv, int *n);
-const chat_turn *engine_turns(const engine *e, int conv, int *n);
+const win_turn *engine_turns(const engine *e, int conv, int *n);
 /* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass. */
 const float *engine_logits(engine *e);
 /* Writes the conversation's stats event now. */

@@ -45,13 +45,10 @@ static int parse_ids(const char *flag, const char *s, int **ids, int *n, int *ca
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > (1L << 24) || (*end && *end != ',' && *end != ' '))
             return err_set("%s: expected non-negative integers separated by commas, got '%s'", flag, s);
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 64;
-            int *q = realloc(*ids, sizeof *q * (size_t)*cap);
-            if (!q)
-                return err_set("out of memory");
-            *ids = q;
-        }
+        size_t c = (size_t)*cap;
+        if (err_grow(ids, &c, (size_t)*n + 1, sizeof **ids, flag))
+            return -1;
+        *cap = (int)c;
         (*ids)[(*n)++] = (int)v;
         p = end;
     }
@@ -224,13 +221,9 @@ int cmd_generate(int argc, char **argv)
         ids[n++] = tok_eos(lm.tok) >= 0 ? tok_eos(lm.tok) : lm.model.cfg.eos_id;
     }
     /* room for everything generated, without reallocating in the loop */
-    int need = n + a.mo.n_predict;
-    int *grown = realloc(ids, sizeof *ids * (size_t)need);
-    if (!grown) {
-        err_set("out of memory");
+    size_t room = (size_t)cap; /* tok_encode's count, as err_grow takes it */
+    if (err_grow(&ids, &room, (size_t)n + (size_t)a.mo.n_predict, sizeof *ids, "the generated ids"))
         goto unload;
-    }
-    ids = grown;
     int g = generate(&lm, &a, ids, n, force, n_force);
     rc = g < 0 ? EXIT_RUNTIME : g;
 unload:

@@ -27,7 +27,7 @@ void model_opts_init(model_opts *o)
     o->wtype = default_dtype();
     o->n_predict = 64;
     o->sp = sampler_defaults();
-    o->kv = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32};
+    kv_opts_default(&o->kv, NULL); /* the window: the model's context, once it is loaded */
 }
 
 int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname, const char **value)
@@ -121,7 +121,7 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
         if (r > 0 && opt_size("--cache-mem", v, &o->kv.pool_bytes))
             return -1;
     } else if (MATCH("--block-tokens")) {
-        if (r > 0 && opt_int("--block-tokens", v, 1, 4096, &o->kv.block_tokens))
+        if (r > 0 && opt_int("--block-tokens", v, 1, KV_MAX_BLOCK_TOKENS, &o->kv.block_tokens))
             return -1;
     } else if (MATCH("--grow-factor")) {
         if (r > 0 && opt_float("--grow-factor", v, 1.01, 16, &o->kv.grow_factor))

@@ -17,6 +17,7 @@
 #include "fingerprint.h"
 #include "safe_text.h"
 #include "session.h"
+#include "records.h"
 
 const char REPLAY_HELP[] =
     "usage: kvchat replay FILE                 play the session back with the cache panel\n"
@@ -77,6 +78,36 @@ static void dump_row(void *ctx, const float *logits, int vocab)
     fwrite(logits, sizeof(float), (size_t)vocab, f); /* checked once, when the file is committed */
 }
 
+/* Applies a recorded action that is not a turn (new, fork, set, pin, clear): 1 if ev was one, 0 if
+ * not, -1 (with the error set) if it cannot be redone. */
+static int apply_action(engine *e, json_t *ev, const char *path)
+{
+    const char *type = json_string_value(json_object_get(ev, "ev"));
+    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+    if (!strcmp(type, "new") || (!strcmp(type, "fork") && json_object_get(ev, "parent"))) {
+        int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
+        if (made != conv)
+            return err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv), -1;
+        return 1;
+    }
+    if (!strcmp(type, "set")) {
+        sampler_params sp;
+        int n_predict;
+        rec_sampling_read(ev, &sp, &n_predict);
+        engine_set_sampling(e, &sp, n_predict);
+        return 1;
+    }
+    if (!strcmp(type, "pin")) {
+        engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")), json_is_true(json_object_get(ev, "pinned")));
+        return 1;
+    }
+    if (!strcmp(type, "clear")) {
+        engine_clear(e, conv);
+        return 1;
+    }
+    return 0;
+}
+
 static int verify(const session *s, const char *path, model_opts *mo, int force, const char *dump_path)
 {
     engine_opts eo = {0};
@@ -117,31 +148,11 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         json_t *ev = s->events[i];
         const char *type = json_string_value(json_object_get(ev, "ev"));
         int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-        if (!strcmp(type, "new") || (!strcmp(type, "fork") && json_object_get(ev, "parent"))) {
-            int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
-            if (made != conv) {
-                err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv);
-                rc = EXIT_RUNTIME;
-            }
+        int acted = apply_action(e, ev, path);
+        if (acted < 0)
+            rc = EXIT_RUNTIME;
+        if (acted)
             continue;
-        }
-        if (!strcmp(type, "set")) {
-            sampler_params sp = {(float)json_number_value(json_object_get(ev, "temp")),
-                                 (int)json_integer_value(json_object_get(ev, "top_k")),
-                                 (float)json_number_value(json_object_get(ev, "top_p")),
-                                 (float)json_number_value(json_object_get(ev, "repeat_penalty")),
-                                 (uint64_t)json_integer_value(json_object_get(ev, "seed"))};
-            engine_set_sampling(e, &sp, (int)json_integer_value(json_object_get(ev, "n_predict")));
-            continue;
-        }
-        if (!strcmp(type, "pin")) {
-            engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")), json_is_true(json_object_get(ev, "pinned")));
-            continue;
-        }
-        if (!strcmp(type, "clear")) {
-            engine_clear(e, conv);
-            continue;
-        }
         if (strcmp(type, "user") && strcmp(type, "retry") && strcmp(type, "edit"))
             continue;
         /* find this turn's end: its token count, and whether it was cut short by Ctrl-C */
@@ -185,9 +196,10 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
             rc = EXIT_RUNTIME;
             break;
         }
-        /* skip this action's own events in the recorded stream */
+        /* past this turn's own events; actions recorded while it ran took effect when it ended */
         while (s->events[i] != end)
-            i++;
+            if (apply_action(e, s->events[++i], path) < 0)
+                rc = EXIT_RUNTIME;
         turns++;
         int k = 0;
         while (k < got.n && k < n_want && got.ids[k] == want_ids[k])
@@ -220,36 +232,22 @@ typedef struct {
     const session *s;
     screen scr;
     cache_model cm;
-    chat_pane panes[65];
+    chat_pane panes[CHAT_PANES + 1];
     int conv, next;        /* next event to apply */
     double speed, clock;   /* session time shown */
     int paused, quit;
 } player;
 
-static chat_pane *pane(player *p, int conv) { return conv >= 1 && conv <= 64 ? &p->panes[conv] : &p->panes[0]; }
+static chat_pane *pane(player *p, int conv) { return conv >= 1 && conv <= CHAT_PANES ? &p->panes[conv] : &p->panes[0]; }
 
 static void apply(player *p, const json_t *ev)
 {
     const char *type = json_string_value(json_object_get(ev, "ev"));
     int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-    chat_pane *cp = pane(p, conv);
-    const char *text = json_string_value(json_object_get(ev, "text"));
     cm_apply(&p->cm, ev);
     if (conv > 0 && (!strcmp(type, "user") || !strcmp(type, "token") || !strcmp(type, "prefill")))
         p->conv = conv; /* follow the conversation being talked in */
-    if (!strcmp(type, "user")) {
-        chat_pane_add(cp, MSG_USER, text, strlen(text));
-        chat_pane_add(cp, MSG_ASSISTANT, "", 0);
-    } else if (!strcmp(type, "token") && text && cp->n) {
-        chat_pane_append(cp, text, strlen(text));
-    } else if (!strcmp(type, "turn_end")) {
-        const char *reply = json_string_value(json_object_get(ev, "reply"));
-        chat_pane_set_reply(cp, reply, strlen(reply));
-    } else if (!strcmp(type, "retry")) {
-        chat_pane_set_reply(cp, "", 0);
-    } else if (!strcmp(type, "notice") && text) {
-        chat_pane_add(cp, MSG_NOTICE, text, strlen(text));
-    }
+    chat_pane_apply(pane(p, conv), ev);
 }
 
 static double event_time(const player *p, int i)
@@ -262,7 +260,7 @@ static void rewind_to(player *p, int upto)
 {
     cm_free(&p->cm);
     cm_init(&p->cm);
-    for (int i = 0; i < 65; i++)
+    for (int i = 0; i <= CHAT_PANES; i++)
         chat_pane_free(&p->panes[i]);
     p->next = 0;
     while (p->next < upto)
@@ -364,7 +362,7 @@ static int playback(const session *s, const char *path)
         draw(p, path);
     }
     screen_close(&p->scr);
-    for (int i = 0; i < 65; i++)
+    for (int i = 0; i <= CHAT_PANES; i++)
         chat_pane_free(&p->panes[i]);
     cm_free(&p->cm);
     free(p);

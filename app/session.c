@@ -12,6 +12,7 @@
 #include "../kernels/err.h"
 #include "files.h"
 #include "fingerprint.h"
+#include "records.h"
 
 #ifndef KVCHAT_VERSION
 #define KVCHAT_VERSION "0.1.0"
@@ -26,14 +27,13 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     const char *name = strrchr(lm->dir, '/');
     const kv_opts *ko = kv_pool_opts(lm->pool);
-    return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:{s:f, s:i, s:f, s:f, s:I, s:i},"
+    return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:o,"
                      " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i}}",
                      "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
                      name && name[1] ? name + 1 : lm->dir, "dir", lm->dir, "fingerprint", fpm, "tokenizer", fpt,
                      "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
-                     lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", "temp", (double)mo->sp.temp,
-                     "top_k", mo->sp.top_k, "top_p", (double)mo->sp.top_p, "repeat_penalty", (double)mo->sp.repeat_penalty,
-                     "seed", (json_int_t)mo->sp.seed, "n_predict", mo->n_predict, "cache", "layout",
+                     lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
+                     "cache", "layout",
                      ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type), "block_tokens",
                      ko->block_tokens, "window", ko->window, "grow_factor", (double)ko->grow_factor, "prealloc",
                      ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes, "chat", "template", tpl_name(eo->tpl), "keep",
@@ -188,12 +188,7 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
 {
     const json_t *sp = json_object_get(s->header, "sampling"), *ca = json_object_get(s->header, "cache"),
                  *ch = json_object_get(s->header, "chat");
-    mo->sp.temp = (float)json_number_value(json_object_get(sp, "temp"));
-    mo->sp.top_k = (int)json_integer_value(json_object_get(sp, "top_k"));
-    mo->sp.top_p = (float)json_number_value(json_object_get(sp, "top_p"));
-    mo->sp.repeat_penalty = (float)json_number_value(json_object_get(sp, "repeat_penalty"));
-    mo->sp.seed = (uint64_t)json_integer_value(json_object_get(sp, "seed"));
-    mo->n_predict = (int)json_integer_value(json_object_get(sp, "n_predict"));
+    rec_sampling_read(sp, &mo->sp, &mo->n_predict);
     const char *wt = json_string_value(json_object_get(s->header, "weights_dtype"));
     mo->wtype_set |= wt != NULL;
     if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
@@ -215,9 +210,26 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
     eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
     /* the sampling settings and the window were checked by the reader (session_parse) */
-    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > 4096 || eo->evict_min < 0 || eo->keep < -1)
+    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 || eo->keep < -1)
         return err_set("the session's settings are out of range");
     if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
         mo->kv.grow_factor = 2.0f;
     return 0;
+}
+
+void session_emit_model(loaded_model *lm)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    const char *name = strrchr(lm->dir, '/');
+    name = name && name[1] ? name + 1 : lm->dir;
+    size_t free_b = 0, total = 0;
+    lm->backend->mem_info(lm->backend, &free_b, &total);
+    ev_emit(lm->bus, 0, "model",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", name, "backend", lm->backend->name, "params",
+                      (json_int_t)gpt2_param_count(c), "weights_bytes",
+                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
+                      (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
+                      (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
+                      "weights_dtype", dt_name(lm->model.wtype), "memory_total_bytes",
+                      (json_int_t)total));
 }

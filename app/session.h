@@ -14,6 +14,8 @@
 /* 2: tokens are chosen by the integer sampling rule (kernels/cpu/sample.c); format 1 files still read */
 #define SESSION_FORMAT 2
 #define SESSION_MAX_LINE (16u << 20)
+/* the highest conversation id a session may hold (the reader refuses more) */
+#define SESSION_MAX_CONV (1 << 20)
 
 /* ---- writing ---- */
 
@@ -24,6 +26,9 @@ typedef struct {
 } session_writer;
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
+/* The `model` event (what the cache panel shows about the model and its memory) on lm's bus: each
+ * chat run emits it once, full-screen or not, so that every session records it. */
+void session_emit_model(loaded_model *lm);
 typedef enum { SESSION_NEW, SESSION_APPEND, SESSION_OVERWRITE } session_mode;
 
 /* Opens PATH for this run, locked against a second writer: SESSION_APPEND continues the session in it

@@ -74,7 +74,7 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
     if (!strcmp(type, "set"))
         return sampling_ok(ev) ? "" : "set needs sampling settings in range";
     if (!strcmp(type, "fork"))
-        return absent_or_int(ev, "parent", 1, 1 << 20) ? "" : "fork needs a conversation 'parent'";
+        return absent_or_int(ev, "parent", 1, SESSION_MAX_CONV) ? "" : "fork needs a conversation 'parent'";
     if (!strcmp(type, "resume"))
         return absent_or_int(ev, "window", 1, 65536) && absent_or_int(ev, "vocab_size", 257, 1 << 24)
                    ? "" : "resume has a window or vocab_size out of range";
@@ -99,7 +99,7 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
     if (!strcmp(type, "turn_end")) {
         const json_t *t = json_object_get(ev, "turns"), *w = json_object_get(ev, "window");
         json_int_t n = (json_int_t)json_array_size(w);
-        if (!is_int(json_object_get(ev, "conv"), 1, 1 << 20) || !int_array(w, (size_t)W, 0, V - 1) || !json_is_array(t) ||
+        if (!is_int(json_object_get(ev, "conv"), 1, SESSION_MAX_CONV) || !int_array(w, (size_t)W, 0, V - 1) || !json_is_array(t) ||
             !is_int(json_object_get(ev, "keep"), 0, W) || !json_is_string(json_object_get(ev, "rng")) ||
             !json_is_string(json_object_get(ev, "reply")) || !is_int(json_object_get(ev, "tokens"), 0, 1 << 20))
             return "turn_end needs a conversation, 'window' (token ids within the window), 'turns', 'keep', 'rng', 'reply' and 'tokens'";
@@ -194,7 +194,7 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
                 why = "not an event object";
             else if (k == sizeof KNOWN / sizeof KNOWN[0])
                 why = "unknown event";
-            else if (!is_int(json_object_get(j, "conv"), 0, 1 << 20) || !json_is_number(json_object_get(j, "t")) ||
+            else if (!is_int(json_object_get(j, "conv"), 0, SESSION_MAX_CONV) || !json_is_number(json_object_get(j, "t")) ||
                      !isfinite(json_number_value(json_object_get(j, "t"))) || json_number_value(json_object_get(j, "t")) < 0)
                 why = "events need an integer 'conv' and a time 't'";
             else if (*(why = check_event(j, type, s->window, s->vocab)) == 0)

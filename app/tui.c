@@ -24,7 +24,6 @@
 #include "session.h"
 #include "snapshot.h"
 
-#define MAX_CONVS 64
 _Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE, "the input line holds exactly what a turn takes");
 
 typedef struct item {
@@ -40,7 +39,7 @@ typedef struct {
     engine_opts eo;
     screen scr;
     cache_model cm;
-    chat_pane panes[MAX_CONVS + 1];
+    chat_pane panes[CHAT_PANES + 1];
     int conv, generating, quit, help, dirty;
     char *pending;       /* a line entered while a reply was streaming */
     char status[256];
@@ -88,7 +87,7 @@ static void say(tui *t, const char *fmt, ...)
 
 static chat_pane *pane(tui *t, int conv)
 {
-    return conv >= 1 && conv <= MAX_CONVS ? &t->panes[conv] : &t->panes[0];
+    return conv >= 1 && conv <= CHAT_PANES ? &t->panes[conv] : &t->panes[0];
 }
 
 static void drain(tui *t)
@@ -106,7 +105,7 @@ static void drain(tui *t)
             if (type && !strcmp(type, "notice")) {
                 const char *txt = json_string_value(json_object_get(it->ev, "text"));
                 int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
-                chat_pane_add(pane(t, c), MSG_NOTICE, txt ? txt : "", txt ? strlen(txt) : 0);
+                chat_pane_add(pane(t, c), ROLE_NOTICE, txt ? txt : "", txt ? strlen(txt) : 0);
             }
             json_decref(it->ev);
         } else {
@@ -164,8 +163,8 @@ static void draw(tui *t)
 
 static int start_turn(tui *t, const char *line)
 {
-    chat_pane_add(pane(t, t->conv), MSG_USER, line, strlen(line));
-    chat_pane_add(pane(t, t->conv), MSG_ASSISTANT, "", 0);
+    chat_pane_add(pane(t, t->conv), ROLE_USER, line, strlen(line));
+    chat_pane_add(pane(t, t->conv), ROLE_ASSISTANT, "", 0);
     pane(t, t->conv)->scroll = 0;
     if (engine_turn_start(t->e, t->conv, line)) {
         say(t, "%s", err_msg());
@@ -219,7 +218,7 @@ static void cycle(tui *t, int dir)
 static void new_conv(tui *t)
 {
     int id = engine_new_conv(t->e);
-    if (id < 0 || id > MAX_CONVS) {
+    if (id < 0 || id > CHAT_PANES) {
         say(t, "cannot open another conversation");
         return;
     }
@@ -231,7 +230,7 @@ static void new_conv(tui *t)
 static int turn_index(tui *t, const char *arg, int pinned_default)
 {
     int n;
-    const chat_turn *turns = engine_turns(t->e, t->conv, &n);
+    const win_turn *turns = engine_turns(t->e, t->conv, &n);
     if (!arg || !*arg) {
         for (int i = n - 1; i >= 0; i--)
             if (turns[i].role == ROLE_USER && (!pinned_default || turns[i].pinned))
@@ -261,7 +260,7 @@ static void show(tui *t)
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
              tpl_name(t->eo.tpl), t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)",
              t->eo.keep >= 0 ? "--keep" : "the preamble");
-    chat_pane_add(pane(t, t->conv), MSG_NOTICE, buf, strlen(buf));
+    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, buf, strlen(buf));
 }
 
 static void set_param(tui *t, char *args)
@@ -363,7 +362,7 @@ static void command(tui *t, char *line)
             switch_to(t, atoi(args));
     } else if (!strcmp(cmd, "fork")) {
         int id = engine_fork(t->e, t->conv);
-        if (id < 0 || id > MAX_CONVS) {
+        if (id < 0 || id > CHAT_PANES) {
             say(t, "/fork: %s", id < 0 ? err_msg() : "too many conversations");
             return;
         }
@@ -379,7 +378,7 @@ static void command(tui *t, char *line)
             return;
         }
         if (chat_pane_set_reply(p, "", 0))
-            chat_pane_add(p, MSG_ASSISTANT, "", 0);
+            chat_pane_add(p, ROLE_ASSISTANT, "", 0);
         if (engine_turn_start(t->e, t->conv, NULL)) {
             say(t, "/retry: %s", err_msg());
             return;
@@ -425,42 +424,14 @@ static void show_history(tui *t, const session *h)
 {
     for (int i = 0; i < h->n_events; i++) {
         json_t *ev = h->events[i];
-        const char *type = json_string_value(json_object_get(ev, "ev"));
-        chat_pane *p = pane(t, (int)json_integer_value(json_object_get(ev, "conv")));
-        const char *text = json_string_value(json_object_get(ev, "text"));
-        if (!strcmp(type, "model"))
+        if (!strcmp(json_string_value(json_object_get(ev, "ev")), "model"))
             continue; /* this run's model event describes the model now */
         cm_apply(&t->cm, ev);
         json_array_append(t->all, ev);
-        if (!strcmp(type, "user")) {
-            chat_pane_add(p, MSG_USER, text, strlen(text));
-            chat_pane_add(p, MSG_ASSISTANT, "", 0);
-        } else if (!strcmp(type, "turn_end")) {
-            const char *reply = json_string_value(json_object_get(ev, "reply"));
-            chat_pane_set_reply(p, reply, strlen(reply));
-        } else if (!strcmp(type, "notice") && text) {
-            chat_pane_add(p, MSG_NOTICE, text, strlen(text));
-        }
+        chat_pane_apply(pane(t, (int)json_integer_value(json_object_get(ev, "conv"))), ev);
     }
     const char *note = "resumed: the history above was restored";
-    chat_pane_add(pane(t, t->conv), MSG_NOTICE, note, strlen(note));
-}
-
-static void emit_model_event(loaded_model *lm)
-{
-    const gpt2_config *c = &lm->model.cfg;
-    const char *name = strrchr(lm->dir, '/');
-    name = name && name[1] ? name + 1 : lm->dir;
-    size_t free_b = 0, total = 0;
-    lm->backend->mem_info(lm->backend, &free_b, &total);
-    ev_emit(lm->bus, 0, "model",
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", name, "backend", lm->backend->name, "params",
-                      (json_int_t)gpt2_param_count(c), "weights_bytes",
-                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
-                      (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
-                      (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
-                      "weights_dtype", dt_name(lm->model.wtype), "memory_total_bytes",
-                      (json_int_t)total));
+    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, note, strlen(note));
 }
 
 static void history_path(char *buf, size_t n)
@@ -487,7 +458,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         return EXIT_RUNTIME;
     }
     engine_on_text(e, on_text, t);
-    emit_model_event(lm);
+    session_emit_model(lm);
     t->conv = engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
     if (persist->history)
         show_history(t, persist->history);
@@ -577,7 +548,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     screen_close(&t->scr);
     engine_on_text(e, NULL, NULL);
     ev_unsubscribe(lm->bus, on_event, t);
-    for (int i = 0; i <= MAX_CONVS; i++)
+    for (int i = 0; i <= CHAT_PANES; i++)
         chat_pane_free(&t->panes[i]);
     free(t->pending);
     json_decref(t->all);

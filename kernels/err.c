@@ -33,9 +33,25 @@ const char *err_msg(void)
     return err_buf[0] ? err_buf : "unknown error";
 }
 
+/* allocations left before they fail (tests/unit's fault injection); negative: never */
+static long alloc_budget = -1;
+
+long err_fail_allocs_after(long n)
+{
+    return __atomic_exchange_n(&alloc_budget, n, __ATOMIC_SEQ_CST);
+}
+
+static int injected_failure(void)
+{
+    long left = __atomic_load_n(&alloc_budget, __ATOMIC_SEQ_CST);
+    while (left >= 0 && !__atomic_compare_exchange_n(&alloc_budget, &left, left - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    return left == 0;
+}
+
 void *err_malloc(size_t bytes, const char *what)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = injected_failure() ? NULL : malloc(bytes ? bytes : 1);
     if (!p)
         err_set("out of memory allocating %zu bytes for %s", bytes, what);
     return p;
@@ -50,7 +66,7 @@ int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what)
         n *= 2;
     void *old, *p;
     memcpy(&old, buf, sizeof old); /* buf is an int **, char **, ...: reached without type punning */
-    if (!(p = realloc(old, n * elem)))
+    if (injected_failure() || !(p = realloc(old, n * elem)))
         return err_set("out of memory growing %s to %zu items", what, n);
     memcpy(buf, &p, sizeof p);
     *cap = n;
@@ -69,7 +85,7 @@ int err_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, co
 
 void *err_calloc(size_t n, size_t size, const char *what)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
+    void *p = injected_failure() ? NULL : calloc(n ? n : 1, size ? size : 1);
     if (!p)
         err_set("out of memory allocating %zu x %zu bytes for %s", n, size, what);
     return p;

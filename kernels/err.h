@@ -21,6 +21,10 @@ void *err_calloc(size_t n, size_t size, const char *what);
  * capacity; on failure the array is kept and the error names what was growing. buf is the address of
  * the array's pointer. */
 int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what);
+/* Fault injection for tests: after n more allocations through the helpers above, the next one fails
+ * (as if memory ran out), once; n < 0 turns it off (the default). Returns the allocations that were
+ * still to go before (negative: the failure was made, or none was asked for). */
+long err_fail_allocs_after(long n);
 /* Appends n bytes of s to the text *buf (*len bytes, *cap allocated), keeping it NUL-terminated. */
 int err_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, const char *what);
 

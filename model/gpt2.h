@@ -9,18 +9,28 @@
 #include "kvcache.h"
 #include "safetensors.h"
 
+/* Shapes: C = n_embd, V = vocab_size, P = n_ctx, T = the tokens of the largest batch so far. */
 typedef struct {
-    const float *ln1_g, *ln1_b, *attn_b, *proj_b, *ln2_g, *ln2_b, *fc_b, *fcproj_b;
-    kb_mat attn_w, proj_w, fc_w, fcproj_w;
+    const float *ln1_g, *ln1_b;  /* [C] */
+    const float *attn_b;         /* [3C] */
+    const float *proj_b;         /* [C] */
+    const float *ln2_g, *ln2_b;  /* [C] */
+    const float *fc_b;           /* [4C] */
+    const float *fcproj_b;       /* [C] */
+    kb_mat attn_w;               /* [C, 3C]: q, k, v */
+    kb_mat proj_w;               /* [C, C] */
+    kb_mat fc_w;                 /* [C, 4C] */
+    kb_mat fcproj_w;             /* [4C, C] */
 } gpt2_layer;
 
 typedef struct {
     gpt2_config cfg;
     dtype wtype;                 /* dtype of the big matrices as used for compute */
     dtype file_type;             /* dtype in model.safetensors (of wte) */
-    kb_mat wte, wpe;
-    const float *lnf_g, *lnf_b;
-    gpt2_layer *layers;
+    kb_mat wte;                  /* [V, C], also the LM head */
+    kb_mat wpe;                  /* [P, C] */
+    const float *lnf_g, *lnf_b;  /* [C] */
+    gpt2_layer *layers;          /* [n_layer] */
     st_file st;
     void **owned;                /* buffers the loader allocated (converted weights) */
     size_t n_owned, cap_owned;
@@ -29,7 +39,12 @@ typedef struct {
     int n_placed;
     /* activations for the largest batch seen so far, in the backend's memory */
     kb_backend *work_backend;
-    float *x, *h, *qkv, *att, *fc, *logits;
+    float *x;                    /* [T, C] the residual stream */
+    float *h;                    /* [T, C] a layernorm's output, or a projection's before it is added */
+    float *qkv;                  /* [T, 3C] */
+    float *att;                  /* [T, C] attention's output, heads side by side */
+    float *fc;                   /* [T, 4C] after GELU */
+    float *logits;               /* [V] the last token's */
     int work_tokens;
 } gpt2_model;
 

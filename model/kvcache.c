@@ -20,7 +20,8 @@ struct kv_pool {
     size_t block_bytes;
     int n_blocks, n_free, *free_list, *refs;
     kv_seq **seqs;
-    int n_seqs, cap_seqs;
+    int n_seqs;
+    size_t cap_seqs;
     unsigned long tick;
 };
 
@@ -107,13 +108,13 @@ static void refresh_view(kv_seq *s)
 
 void kv_opts_default(kv_opts *o, const gpt2_config *cfg)
 {
-    *o = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32, .window = cfg->n_ctx};
+    *o = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32, .window = cfg ? cfg->n_ctx : 0};
 }
 
 kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o, ev_bus *bus)
 {
-    if (o->block_tokens < 1 || o->block_tokens > 4096)
-        return err_set("--block-tokens %d is not in 1..4096", o->block_tokens), NULL;
+    if (o->block_tokens < 1 || o->block_tokens > KV_MAX_BLOCK_TOKENS)
+        return err_set("--block-tokens %d is not in 1..%d", o->block_tokens, KV_MAX_BLOCK_TOKENS), NULL;
     if (o->window < 1 || o->window > cfg->n_ctx)
         return err_set("--ctx %d is not in 1..%d (the model's context)", o->window, cfg->n_ctx), NULL;
     if (o->grow_factor < 1.01f || o->grow_factor > 16)
@@ -147,7 +148,7 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
         p->n_blocks = (int)(p->o.pool_bytes / p->block_bytes);
         if (p->n_blocks < 1) {
             err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)", p->o.pool_bytes, p->block_bytes);
-            free(p);
+            kv_pool_free(p);
             return NULL;
         }
         p->o.pool_bytes = (size_t)p->n_blocks * p->block_bytes;
@@ -204,21 +205,12 @@ kv_seq *kv_seq_new(kv_pool *p, int conv)
     if (p->o.layout == KV_PAGED && (!(s->table = err_malloc(table_bytes, "a block table")) ||
                                     !(s->sent = err_malloc(table_bytes, "a block table")) ||
                                     (p->b->device_memory && !(s->dev_table = p->b->alloc(p->b, table_bytes, "a block table"))))) {
-        free(s->table);
-        free(s->sent);
-        free(s);
+        kv_seq_free(s); /* not yet in the pool's list: frees what was made */
         return NULL;
     }
-    if (p->n_seqs == p->cap_seqs) {
-        int cap = p->cap_seqs ? 2 * p->cap_seqs : 8;
-        kv_seq **q = realloc(p->seqs, sizeof *q * cap);
-        if (!q) {
-            free(s->table);
-            free(s);
-            return err_set("out of memory"), NULL;
-        }
-        p->seqs = q;
-        p->cap_seqs = cap;
+    if (err_grow(&p->seqs, &p->cap_seqs, (size_t)p->n_seqs + 1, sizeof *p->seqs, "the KV pool's sequences")) {
+        kv_seq_free(s);
+        return NULL;
     }
     p->seqs[p->n_seqs++] = s;
     refresh_view(s);

@@ -14,6 +14,9 @@
 #include "config.h"
 #include "events.h"
 
+/* the most tokens a paged cache block holds */
+#define KV_MAX_BLOCK_TOKENS 4096
+
 typedef enum { KV_PAGED, KV_CONTIGUOUS } kv_layout;
 
 typedef struct {
@@ -43,6 +46,7 @@ typedef struct {
 typedef struct kv_pool kv_pool;
 typedef struct kv_seq kv_seq;
 
+/* The defaults; the window is cfg's context (cfg NULL: 0, to be set once a model is known). */
 void kv_opts_default(kv_opts *o, const gpt2_config *cfg);
 kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o, ev_bus *bus);
 void kv_pool_free(kv_pool *p);

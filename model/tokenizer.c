@@ -354,12 +354,10 @@ typedef struct {
 static int push_out(int **ids, int *n, int *cap, int id)
 {
     if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        int *p = realloc(*ids, sizeof *p * (size_t)nc);
-        if (!p)
-            return err_set("out of memory while tokenizing");
-        *ids = p;
-        *cap = nc;
+        size_t c = (size_t)*cap;
+        if (err_grow(ids, &c, (size_t)*n + 1, sizeof **ids, "the token ids"))
+            return -1;
+        *cap = (int)c;
     }
     (*ids)[(*n)++] = id;
     return 0;

@@ -3,7 +3,8 @@
 #ifndef KVCHAT_WINDOW_H
 #define KVCHAT_WINDOW_H
 
-enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT };
+/* who wrote a turn, or a chat pane's message (a notice is never in a window) */
+enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT, ROLE_NOTICE };
 
 typedef struct {
     int start, len, role, pinned;

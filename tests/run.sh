@@ -11,14 +11,18 @@ trap 'rm -rf "$TMP"' EXIT
 . tests/lib.sh
 
 unit() { # runs a unit-test binary and counts its ok/FAIL lines
-    local bin=$1 tag=$2 out
-    out=$("$bin" 2>&1)
+    local bin=$1 tag=$2 out rc failed
+    out=$("$bin" "${@:3}" 2>&1)
+    rc=$?
     echo "$out" | grep -E '^(ok|FAIL|skip|     )' | sed "s/^ok   /ok   $tag/; s/^FAIL /FAIL $tag/; s/^skip /skip $tag/"
+    failed=$(echo "$out" | grep -c '^FAIL ')
     PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
-    FAIL=$((FAIL + $(echo "$out" | grep -c '^FAIL ')))
+    FAIL=$((FAIL + failed))
     SKIP=$((SKIP + $(echo "$out" | grep -c '^skip ')))
     if ! echo "$out" | grep -q '^unit: '; then
         fail "$tag(crashed)" "$(echo "$out" | tail -5 | tr '\n' ' ')"
+    elif [ "$rc" != 0 ] && [ "$failed" = 0 ]; then # a sanitizer's report at exit (LeakSanitizer's leaks)
+        fail "$tag(exit status $rc after the tests)" "$(echo "$out" | grep -m3 -E 'ERROR|SUMMARY|leak' | tr '\n' ' ')"
     fi
 }
 
@@ -27,6 +31,9 @@ export ASAN_OPTIONS=detect_leaks=1
 export KVCHAT_DEVICE=cpu
 unit "$BUILD/unit_tests" ""
 unit "$BUILD/asan/unit_tests" "asan:"
+# where threads meet (the engine's worker, the calls made while it runs), under ThreadSanitizer on
+# one core: OpenMP's uninstrumented barriers would read as races (make tsan)
+TSAN_OPTIONS=halt_on_error=1 unit taskset "tsan:" -c 0 "$BUILD/tsan/unit_tests" engine/ ui/
 
 for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_tui.sh tests/test_reference.sh tests/test_tokenizer.sh; do
     KV=$BUILD/kvchat TAG=

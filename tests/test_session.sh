@@ -15,6 +15,7 @@ check "${TAG}session/replay --no-tui shows the replies" grep -qF -- "$(head -1 "
 replies=$("$KV" replay "$S/a.jsonl" --no-tui | grep -c '] gpt-2: ')
 same "${TAG}session/transcript has three turns" 3 "$replies"
 check "${TAG}session/--verify reproduces the session" "$KV" replay "$S/a.jsonl" --verify
+check "${TAG}session/a line-mode session records the model" grep -q '"ev":"model"' "$S/a.jsonl"
 sed '1s/"kvchat_session": *2/"kvchat_session": 1/' "$S/a.jsonl" >"$S/old.jsonl"
 "$KV" replay "$S/old.jsonl" --verify >/dev/null 2>"$S/old.err"
 check "${TAG}session/--verify of a format-1 file says sampled turns may differ" grep -q "session format 1" "$S/old.err"
@@ -62,6 +63,23 @@ PY
 "$KV" replay "$S/altered.jsonl" --verify >"$S/v.out" 2>&1
 same "${TAG}session/--verify exits 1 on an altered token" 1 $?
 check "${TAG}session/--verify names the turn and token" grep -q "turn 2 (conv 1): DIFFERS at token 1" "$S/v.out"
+
+# a /set recorded while a reply ran takes effect when it ends: verify applies it there, inside the
+# turn's events or after them alike (n_predict 3 from turn 2 on: turn 2 no longer reproduces)
+for where in inside after; do
+    "$PYTHON" - "$S/a.jsonl" "$S/set-$where.jsonl" "$where" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()]
+st = dict(lines[0]["sampling"], n_predict=3)
+st.update(ev="set", conv=1, t=0)
+first_end = next(i for i, e in enumerate(lines) if e.get("ev") == "turn_end")
+at = first_end if sys.argv[3] == "inside" else first_end + 1
+lines.insert(at, st)
+open(sys.argv[2], "w").write("".join(json.dumps(e) + "\n" for e in lines))
+PY
+    "$KV" replay "$S/set-$where.jsonl" --verify >"$S/set-$where.out" 2>&1
+    check "${TAG}session/--verify applies a set recorded $where a turn" grep -q "turn 2 (conv 1): DIFFERS" "$S/set-$where.out"
+done
 
 # kill -9 during a turn: every completed turn is readable, the file resumes. Two complete turns,
 # then a third that would never end, killed mid-way.

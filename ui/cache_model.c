@@ -34,10 +34,8 @@ static cm_conv *conv_for(cache_model *m, int id)
     cm_conv *c = cm_conv_get(m, id);
     if (c)
         return c;
-    cm_conv *list = realloc(m->convs, sizeof *list * (size_t)(m->n_convs + 1));
-    if (!list)
+    if (err_grow(&m->convs, &m->cap_convs, (size_t)m->n_convs + 1, sizeof *m->convs, "the cache panel's conversations"))
         return NULL;
-    m->convs = list;
     c = &m->convs[m->n_convs++];
     memset(c, 0, sizeof *c);
     c->id = id;

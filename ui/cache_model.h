@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
     cm_conv *convs;
     int n_convs;
+    size_t cap_convs;
     double pool_bytes, pool_used;
     int blocks_used, blocks_total, offloaded_convs;
     graph history;            /* tokens of the conversation the event was about */

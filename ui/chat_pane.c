@@ -30,7 +30,7 @@ int chat_pane_add(chat_pane *p, int role, const char *text, size_t len)
 chat_msg *chat_pane_reply(chat_pane *p)
 {
     for (int i = p->n - 1; i >= 0; i--)
-        if (p->msgs[i].role == MSG_ASSISTANT)
+        if (p->msgs[i].role == ROLE_ASSISTANT)
             return &p->msgs[i];
     return NULL;
 }
@@ -57,7 +57,7 @@ void chat_pane_scroll(chat_pane *p, int lines)
         p->scroll = 0;
 }
 
-static const char *const LABEL[] = {"you  ", "gpt-2", "  ·  "};
+static const char *const LABEL[] = {[ROLE_USER] = "you  ", [ROLE_ASSISTANT] = "gpt-2", [ROLE_NOTICE] = "  ·  "};
 
 /* lines of message i at width w (label column included) */
 static int msg_lines(const chat_msg *m, int w)
@@ -93,7 +93,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     for (int i = 0; i < p->n && line - first < h; i++) {
         const chat_msg *m = &p->msgs[i];
         int n = ui_wrap(m->text ? m->text : "", m->len, text_w, lines, 512);
-        int pair = m->role == MSG_USER ? CP_USER : m->role == MSG_ASSISTANT ? CP_ASSISTANT : CP_NOTICE;
+        int pair = m->role == ROLE_USER ? CP_USER : m->role == ROLE_ASSISTANT ? CP_ASSISTANT : CP_NOTICE;
         for (int k = 0; k < n; k++, line++) {
             if (line < first || line - first >= h || k >= 512)
                 continue;
@@ -115,4 +115,25 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
         wattroff(w, screen_attr(s, CP_DIM));
     }
     wnoutrefresh(w);
+}
+
+void chat_pane_apply(chat_pane *p, const json_t *ev)
+{
+    const char *type = json_string_value(json_object_get(ev, "ev")), *text = json_string_value(json_object_get(ev, "text"));
+    if (!type)
+        return;
+    if (!strcmp(type, "user") && text) {
+        chat_pane_add(p, ROLE_USER, text, strlen(text));
+        chat_pane_add(p, ROLE_ASSISTANT, "", 0);
+    } else if (!strcmp(type, "token") && text && p->n) {
+        chat_pane_append(p, text, strlen(text));
+    } else if (!strcmp(type, "turn_end")) {
+        const char *reply = json_string_value(json_object_get(ev, "reply"));
+        if (reply)
+            chat_pane_set_reply(p, reply, strlen(reply));
+    } else if (!strcmp(type, "retry")) {
+        chat_pane_set_reply(p, "", 0);
+    } else if (!strcmp(type, "notice") && text) {
+        chat_pane_add(p, ROLE_NOTICE, text, strlen(text));
+    }
 }

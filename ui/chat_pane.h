@@ -3,14 +3,18 @@
 #ifndef KVCHAT_UI_CHAT_PANE_H
 #define KVCHAT_UI_CHAT_PANE_H
 
+#include <jansson.h>
 #include <stddef.h>
 
+#include "../model/window.h"
 #include "screen.h"
 
-enum { MSG_USER, MSG_ASSISTANT, MSG_NOTICE };
+
+/* conversations 1..CHAT_PANES get a pane of their own (the full-screen chat and replay); others share one */
+enum { CHAT_PANES = 64 };
 
 typedef struct {
-    int role;
+    int role; /* ROLE_USER, ROLE_ASSISTANT or ROLE_NOTICE */
     char *text;
     size_t len, cap;
 } chat_msg;
@@ -32,5 +36,9 @@ int chat_pane_append(chat_pane *p, const char *text, size_t len);
 int chat_pane_set_reply(chat_pane *p, const char *text, size_t len);
 void chat_pane_scroll(chat_pane *p, int lines);
 void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner);
+
+/* A session event's mark on its conversation's pane (user, token, turn_end, retry, notice; others
+ * leave it as it is): one mapping for the live chat's history and for replay. */
+void chat_pane_apply(chat_pane *p, const json_t *ev);
 
 #endif

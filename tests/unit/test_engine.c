@@ -32,7 +32,7 @@ static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
     mo.model_dir = fixture_model("f32", 64);
     mo.wtype = DT_F32;
     mo.device = "cpu";
-    mo.threads = 2;
+    mo.threads = 0; /* the cores it may use: one under make tsan (taskset), so no OpenMP threads there */
     mo.n_predict = n_predict;
     mo.sp.temp = 0;
     mo.sp.repeat_penalty = 1;
@@ -136,7 +136,7 @@ static void eviction_exact_and_pinned(void)
     free(reply);
     w = engine_window(r.e, c, &n);
     int pre[64], n_pre = 0, nt;
-    const chat_turn *turns = engine_turns(r.e, c, &nt);
+    const win_turn *turns = engine_turns(r.e, c, &nt);
     CHECK(nt >= 2 && turns[0].role == ROLE_PREAMBLE && turns[1].role == ROLE_USER, "turn layout");
     memcpy(pre, w, sizeof(int) * (size_t)turns[0].len);
     n_pre = turns[0].len;
@@ -340,7 +340,7 @@ static void events_rebuild_the_window(void)
         json_array_foreach(r.events, i, v) cm_apply(&m, v);
         int n, nt;
         engine_window(r.e, c, &n);
-        const chat_turn *turns = engine_turns(r.e, c, &nt);
+        const win_turn *turns = engine_turns(r.e, c, &nt);
         cm_conv *mc = cm_conv_get(&m, c);
         CHECK(mc && mc->n_cells == n, "%s: panel has %d cells, the window %d tokens", mode ? "shift" : "exact",
               mc ? mc->n_cells : -1, n);

@@ -226,5 +226,79 @@ static void pool_exhaustion(void)
     b->destroy(b);
 }
 
-TEST_TABLE(kvcache_tests, {"kvcache/random_operations_vs_fresh", random_operations},
+/* a "device" whose memory is the helpers' (so injected failures reach it): host memory reached only
+ * through the backend's copies, as a GPU's is */
+static void *helper_alloc(kb_backend *b, size_t bytes, const char *what)
+{
+    (void)b;
+    return err_malloc(bytes, what);
+}
+
+static void helper_release(kb_backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+/* One scenario of the cache manager: a pool, ten sequences (the list grows), a prefill, a fork, an
+ * offload and a restore; each step may fail, cleanly. */
+static void alloc_scenario(gpt2_model *m, kb_backend *b, kv_layout layout, size_t pool_bytes)
+{
+    kv_opts o;
+    kv_opts_default(&o, &m->cfg);
+    o.layout = layout;
+    o.window = 64;
+    o.pool_bytes = pool_bytes;
+    kv_pool *pool = kv_pool_create(b, &m->cfg, &o, NULL);
+    if (!pool) {
+        CHECK(strcmp(err_msg(), "unknown error"), "a pool that failed says nothing");
+        return;
+    }
+    kv_seq *s[10] = {0};
+    for (int i = 0; i < 10; i++)
+        s[i] = kv_seq_new(pool, i + 1);
+    int ids[20];
+    for (int i = 0; i < 20; i++)
+        ids[i] = 500 + 7 * i;
+    if (s[0] && gpt2_forward(m, b, s[0], ids, 20, NULL) == 0) {
+        kv_seq *f = kv_fork(s[0], 11);
+        if (f && kv_offload(f) == 0)
+            kv_restore(f);
+        CHECK(kv_len(s[0]) == 20, "the forked sequence lost tokens: %d", kv_len(s[0]));
+    }
+    kv_pool_free(pool);
+}
+
+/* Every allocation of the scenario made to fail in turn, with host and with "device" memory, and a
+ * pool smaller than a block: each is an error or a refused step, never a crash, and the sanitizer
+ * build's LeakSanitizer finds nothing left behind. */
+static void allocation_failures(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *cpu = kb_create("cpu", 1), dev = *cpu;
+    dev.device_memory = 1;
+    dev.alloc = helper_alloc;
+    dev.release = helper_release;
+    kb_backend *backs[2] = {cpu, &dev};
+    size_t block = kvl_block_bytes(DT_F32, m.cfg.n_layer, m.cfg.n_head, m.cfg.n_embd / m.cfg.n_head, 16);
+    for (int bi = 0; bi < 2; bi++)
+        for (int layout = 0; layout < 2; layout++) {
+            long n = 0, left = -1;
+            do {
+                err_set("%s", "");
+                err_fail_allocs_after(n++);
+                alloc_scenario(&m, backs[bi], layout ? KV_CONTIGUOUS : KV_PAGED, 6 * block);
+                left = err_fail_allocs_after(-1);
+            } while (left < 0 && n < 10000);
+            CHECK(left >= 0, "the scenario still failed after %ld allocations", n);
+            err_set("%s", "");
+            alloc_scenario(&m, backs[bi], layout ? KV_CONTIGUOUS : KV_PAGED, block / 2);
+            CHECK(strstr(err_msg(), "smaller than one block") || layout, "a pool under a block: %s", err_msg());
+        }
+    gpt2_free(&m);
+    cpu->destroy(cpu);
+}
+
+TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures}, {"kvcache/random_operations_vs_fresh", random_operations},
            {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion});

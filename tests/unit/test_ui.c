@@ -1,11 +1,12 @@
 /* The UI's arithmetic: wrapping with wide and combining characters, layout at any size, the graph's
- * scaling, number formats, and the cache model rebuilt from events. */
+ * scaling, number formats, and the cache model and the chat pane rebuilt from events. */
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../ui/cache_model.h"
 #include "../../ui/cache_panel.h"
+#include "../../ui/chat_pane.h"
 #include "../../ui/format.h"
 #include "../../ui/graph.h"
 #include "../../ui/layout.h"
@@ -224,5 +225,36 @@ static void hostile_numbers(void)
         fclose(in);
 }
 
-TEST_TABLE(ui_tests, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
+/* the messages a session's events leave in a pane, in order: role and text */
+static void pane_from_events(void)
+{
+    const char *evs[] = {
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"hi\"}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":1,\"text\":\" the\"}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":2,\"text\":\"re\"}",
+        "{\"ev\":\"evict\",\"conv\":1}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\" there\"}",
+        "{\"ev\":\"retry\",\"conv\":1}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":3,\"text\":\" yo\"}",
+        "{\"ev\":\"notice\",\"conv\":1,\"text\":\"cut\"}",
+        "{\"ev\":\"user\",\"conv\":1}",
+    };
+    chat_pane p = {0};
+    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
+        json_t *ev = json_loads(evs[i], 0, NULL);
+        CHECK(ev != NULL, "event %zu does not parse", i);
+        chat_pane_apply(&p, ev);
+        json_decref(ev);
+    }
+    CHECK(p.n == 3, "%d messages, not 3 (a user event without text adds none)", p.n);
+    if (p.n == 3) {
+        CHECK(p.msgs[0].role == ROLE_USER && !strcmp(p.msgs[0].text, "hi"), "the message: '%s'", p.msgs[0].text);
+        CHECK(p.msgs[1].role == ROLE_ASSISTANT && !strcmp(p.msgs[1].text, " yo"), "the retried reply: '%s'",
+              p.msgs[1].text);
+        CHECK(p.msgs[2].role == ROLE_NOTICE && !strcmp(p.msgs[2].text, "cut"), "the notice: '%s'", p.msgs[2].text);
+    }
+    chat_pane_free(&p);
+}
+
+TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
            {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events});

@@ -53,7 +53,8 @@ ifneq ($(SYSROOT),)
              -Wl,-rpath,$(abspath $(SYSROOT))/usr/lib/x86_64-linux-gnu/openblas-pthread
 endif
 
-LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
+LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c app/chat/*.c app/session/*.c) \
+           $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
 ifeq ($(CUDA),1)
@@ -175,7 +176,7 @@ fuzz: deps
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
 	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c kernels/err.c -ljansson -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/session \
-	  -DNCURSES_WIDECHAR=1 tests/fuzz/fuzz_session.c app/session_file.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
+	  -DNCURSES_WIDECHAR=1 tests/fuzz/fuzz_session.c app/session/session_file.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
 	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm
 	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session
 	$(BUILD)/fuzz/safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-st tests/fuzz/seeds-safetensors

@@ -9,16 +9,16 @@
 #include "../kernels/err.h"
 #include "chat.h"
 #include "commands.h"
-#include "engine.h"
+#include "chat/engine.h"
 #include "events_log.h"
 #include "files.h"
-#include "fingerprint.h"
+#include "session/fingerprint.h"
 #include "options.h"
 #include "safe_text.h"
-#include "session.h"
-#include "snapshot.h"
+#include "session/session.h"
+#include "session/snapshot.h"
 #include "tui.h"
-#include "records.h"
+#include "session/records.h"
 
 #define CHAT_OPTS_HELP                                                                           \
     "      --template T       gpt2 (default) | dialogpt | none\n"                                \

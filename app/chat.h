@@ -2,7 +2,7 @@
 #ifndef KVCHAT_CHAT_H
 #define KVCHAT_CHAT_H
 
-#include "session.h"
+#include "session/session.h"
 
 typedef struct {
     const char *kv_path;        /* the snapshot beside the saved session (NULL: not saving) */

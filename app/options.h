@@ -1,35 +1,14 @@
-/* Command-line parsing shared by the subcommands, and loading what they share (model, tokenizer,
- * backend). Usage errors exit 2, runtime errors 1; main.c prints the message. */
+/* Command-line parsing shared by the subcommands (the options chat/runtime.h loads a model by). Usage
+ * errors exit 2, runtime errors 1; main.c prints the message. */
 #ifndef KVCHAT_OPTIONS_H
 #define KVCHAT_OPTIONS_H
 
 #include <stddef.h>
 
-#include "../kernels/backend.h"
-#include "../model/events.h"
-#include "../model/gpt2.h"
-#include "../model/kvcache.h"
-#include "../model/sampler.h"
-#include "../model/tokenizer.h"
+#include "chat/runtime.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
-typedef struct {
-    const char *model_dir;   /* NULL: $KVCHAT_MODEL, else the download cache */
-    const char *device;
-    dtype wtype;
-    int wtype_set;         /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
-    int kv_type_set;       /* --cache-dtype given (else bf16 on a GPU; on the CPU f32 with f32 weights, else f16) */
-    kb_kernels kernels;    /* --gpu-kernels */
-    int kernels_set;       /* given: the self-test tries that set alone (else fast, then basic) */
-    int threads;
-    int n_predict;
-    sampler_params sp;
-    kv_opts kv;              /* kv.window 0: the model's context */
-    int skip_selftest;       /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
-} model_opts;
-
-void model_opts_init(model_opts *o);
 /* Consumes argv[*i] (and its value) if it is a shared option: 1 if consumed, 0 if not, -1 on error. */
 int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
 /* argv[1..] holds shared options only (a command such as info): 0, or -1 with the error naming the
@@ -74,26 +53,5 @@ int opt_float(const char *flag, const char *s, double lo, double hi, float *out)
 int opt_u64(const char *flag, const char *s, unsigned long long *out);
 /* 512, 64K, 512M, 2G (powers of 1024) */
 int opt_size(const char *flag, const char *s, size_t *out);
-
-/* ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME */
-int model_cache_dir(char *buf, size_t n, const char *name);
-const char *resolve_model_dir(const model_opts *o, char *buf, size_t n);
-
-typedef struct {
-    gpt2_model model;
-    tokenizer *tok;
-    kb_backend *backend;
-    ev_bus *bus;
-    kv_pool *pool;
-    kb_kernels kernels;      /* the backend's kernel set in use (a GPU's) */
-    char dir[4096];
-} loaded_model;
-
-/* switches lm's backend to kernel set k (where it has sets) */
-void use_kernels(loaded_model *lm, kb_kernels k);
-const char *kernels_name(kb_kernels k);
-
-int load_model(loaded_model *lm, const model_opts *o);
-void unload_model(loaded_model *lm);
 
 #endif

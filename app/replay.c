@@ -12,12 +12,13 @@
 #include "../ui/chat_pane.h"
 #include "../ui/screen.h"
 #include "commands.h"
-#include "engine.h"
+#include "chat/engine.h"
 #include "files.h"
-#include "fingerprint.h"
+#include "options.h"
+#include "session/fingerprint.h"
 #include "safe_text.h"
-#include "session.h"
-#include "records.h"
+#include "session/session.h"
+#include "session/records.h"
 
 const char REPLAY_HELP[] =
     "usage: kvchat replay FILE                 play the session back with the cache panel\n"

@@ -9,7 +9,8 @@
 #include "../kernels/err.h"
 #include "commands.h"
 #include "files.h"
-#include "fingerprint.h"
+#include "options.h"
+#include "session/fingerprint.h"
 
 const char SELFTEST_HELP[] =
     "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype f32|bf16|f16] [--gpu-kernels fast|basic]\n"

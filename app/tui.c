@@ -21,8 +21,9 @@
 #include "../ui/input.h"
 #include "../ui/screen.h"
 #include "files.h"
-#include "session.h"
-#include "snapshot.h"
+#include "options.h"
+#include "session/session.h"
+#include "session/snapshot.h"
 
 _Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE, "the input line holds exactly what a turn takes");
 

@@ -3,7 +3,7 @@
 #define KVCHAT_TUI_H
 
 #include "chat.h"
-#include "engine.h"
+#include "chat/engine.h"
 
 /* Runs until the user quits; returns the exit status. */
 int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persist *persist);

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../../app/session.h"
+#include "../../app/session/session.h"
 #include "../../ui/cache_panel.h"
 
 static screen scr;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../app/engine.h"
+#include "../../app/chat/engine.h"
 #include "../../kernels/err.h"
 #include "../../ui/cache_model.h"
 #include "check.h"

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "engine.h"
+#include "../chat/engine.h"
 
 /* 2: tokens are chosen by the integer sampling rule (kernels/cpu/sample.c); format 1 files still read */
 #define SESSION_FORMAT 2

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
-#include "files.h"
+#include "../../kernels/err.h"
+#include "../files.h"
 #include "fingerprint.h"
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'H', 'A', 'T', 'K', 'V'};

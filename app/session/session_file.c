@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 #include "session.h"
 
 static const char *const KNOWN[] = {"model",   "new",   "user",     "prefill", "token",  "grow",   "cow",   "evict",

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "../model/sampler.h"
-#include "../model/window.h"
+#include "../../model/sampler.h"
+#include "../../model/window.h"
 
 /* {"temp", "top_k", "top_p", "repeat_penalty", "seed", "n_predict"}; a new reference, NULL when out of memory */
 json_t *rec_sampling(const sampler_params *sp, int n_predict);

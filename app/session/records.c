@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 
 json_t *rec_sampling(const sampler_params *sp, int n_predict)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 
 static const char *const NAMES[] = {"gpt2", "dialogpt", "none"};
 static const char GPT2_PREAMBLE[] = "A conversation between a curious user and a helpful assistant.\n";

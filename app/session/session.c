@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
-#include "files.h"
+#include "../../kernels/err.h"
+#include "../files.h"
 #include "fingerprint.h"
 #include "records.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/err.h"
-#include "records.h"
+#include "../../kernels/err.h"
+#include "../session/records.h"
 
 typedef struct {
     int id;

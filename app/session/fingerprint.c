@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 
 /* FNV-1a, 64-bit */
 uint64_t fp_hash(uint64_t h, const void *data, size_t n)

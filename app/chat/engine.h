@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "../model/window.h"
-#include "options.h"
+#include "../../model/window.h"
+#include "runtime.h"
 #include "template.h"
 
 typedef enum { EVICT_EXACT, EVICT_SHIFT } evict_mode;

@@ -5,7 +5,7 @@
 #ifndef KVCHAT_TEMPLATE_H
 #define KVCHAT_TEMPLATE_H
 
-#include "../model/tokenizer.h"
+#include "../../model/tokenizer.h"
 
 typedef enum { TPL_GPT2, TPL_DIALOGPT, TPL_NONE } template_kind;
 

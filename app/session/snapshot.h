@@ -6,7 +6,7 @@
 #ifndef KVCHAT_SNAPSHOT_H
 #define KVCHAT_SNAPSHOT_H
 
-#include "engine.h"
+#include "../chat/engine.h"
 
 int snapshot_save(const char *path, engine *e, const loaded_model *lm, const char *fingerprint);
 /* Loads the rows of every conversation it holds into the engine's (restored, empty) caches. Returns

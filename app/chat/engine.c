@@ -88,6 +88,14 @@ static void free_conv(conv *c)
     free(c);
 }
 
+/* The one rule where threads meet: while a reply is being generated, its worker owns the
+ * conversations, so every call that would change one is refused (sampling settings are the
+ * exception: engine_set_sampling queues them for the reply's end). -1 with the error, or 0. */
+static int refuse_while_running(const engine *e)
+{
+    return e->running ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)") : 0;
+}
+
 engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
     engine *e = err_calloc(1, sizeof *e, "the chat engine");
@@ -157,6 +165,8 @@ static conv *add_conv(engine *e, kv_seq *seq)
 
 int engine_new_conv(engine *e)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = add_conv(e, NULL);
     if (c)
         ev_emit(e->lm->bus, c->id, "new", NULL);
@@ -165,6 +175,8 @@ int engine_new_conv(engine *e)
 
 int engine_fork(engine *e, int id)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *p = find(e, id);
     if (!p)
         return -1;
@@ -191,6 +203,8 @@ int engine_fork(engine *e, int id)
 int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
                    const sampler_params *sp, uint64_t rng, int approximate, int turns_done)
 {
+    if (refuse_while_running(e))
+        return -1;
     if (id < 1 || find(e, id))
         return err_set("conversation %d cannot be restored twice", id);
     if (n > e->window)
@@ -219,6 +233,8 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
 
 int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = find(e, id);
     if (!c)
         return -1;
@@ -318,12 +334,11 @@ static int evict(engine *e, conv *c, int need, int open_last)
 {
     double t0 = ev_clock();
     int n = c->n_ids;
-    unsigned char *drop = malloc((size_t)n + 1);
-    int *newpos = malloc(sizeof(int) * (size_t)(n + 1));
-    if (!drop || !newpos) {
+    unsigned char *drop = err_malloc((size_t)n + 1, "an eviction's plan");
+    int *newpos = drop ? err_malloc(sizeof(int) * (size_t)(n + 1), "an eviction's plan") : NULL;
+    if (!newpos) {
         free(drop);
-        free(newpos);
-        return err_set("out of memory");
+        return -1;
     }
     int dropped = win_plan(c->turns, c->n_turns, n, c->keep, need, evict_target(e), open_last, drop);
     if (dropped < 0) {
@@ -583,8 +598,9 @@ static int reply(engine *e, conv *c, char **out)
     reply_text r = {0};
     tok_stream ts;
     tok_stream_init(&ts, lm->tok);
-    if (push_turn(c, ROLE_ASSISTANT, c->n_ids) || !(r.tok_end = malloc(sizeof(int) * (size_t)(n_predict + 1))))
-        return err_set("out of memory");
+    if (push_turn(c, ROLE_ASSISTANT, c->n_ids) ||
+        !(r.tok_end = err_malloc(sizeof(int) * (size_t)(n_predict + 1), "a reply's token ends")))
+        return -1;
     int turn = c->n_turns - 1;
     kv_set_busy(c->seq, 1);
     while (made < n_predict && !atomic_load(&e->cancel)) {
@@ -681,7 +697,8 @@ static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **ou
     return rc;
 }
 
-int engine_turn(engine *e, int id, const char *text, char **out)
+/* a turn, on the caller's thread or the worker's */
+static int run_turn(engine *e, int id, const char *text, char **out)
 {
     conv *c = find(e, id);
     if (!c)
@@ -706,27 +723,41 @@ int engine_turn(engine *e, int id, const char *text, char **out)
     return turn_end(e, c, r, start, rc, out);
 }
 
+static int run_retry(engine *e, int id, char **out);
+
 static void *worker(void *arg)
 {
     engine *e = arg;
-    e->job_rc = e->job_text ? engine_turn(e, e->job_conv, e->job_text, &e->job_reply)
-                            : engine_retry(e, e->job_conv, &e->job_reply);
+    e->job_rc = e->job_text ? run_turn(e, e->job_conv, e->job_text, &e->job_reply)
+                            : run_retry(e, e->job_conv, &e->job_reply);
     if (e->job_rc)
         snprintf(e->job_err, sizeof e->job_err, "%s", err_msg());
     atomic_store(&e->done, 1);
     return NULL;
 }
 
+int engine_turn(engine *e, int id, const char *text, char **out)
+{
+    return refuse_while_running(e) ? -1 : run_turn(e, id, text, out);
+}
+
+int engine_retry(engine *e, int id, char **out)
+{
+    return refuse_while_running(e) ? -1 : run_retry(e, id, out);
+}
+
 int engine_turn_start(engine *e, int id, const char *text)
 {
-    if (e->running)
-        return err_set("a reply is already being generated");
+    if (refuse_while_running(e))
+        return -1;
     if (!find(e, id))
         return -1;
     free(e->job_text);
     e->job_text = NULL;
-    if (text && !(e->job_text = strdup(text)))
-        return err_set("out of memory");
+    if (text && !(e->job_text = err_malloc(strlen(text) + 1, "a message")))
+        return -1;
+    if (text)
+        memcpy(e->job_text, text, strlen(text) + 1);
     e->job_conv = id;
     e->job_reply = NULL;
     atomic_store(&e->cancel, 0);
@@ -822,7 +853,7 @@ int engine_can_retry(const engine *e, int id)
     return c && retry_turn(c) >= 0 ? 0 : -1;
 }
 
-int engine_retry(engine *e, int id, char **out)
+static int run_retry(engine *e, int id, char **out)
 {
     conv *c = find(e, id);
     if (!c)
@@ -850,6 +881,8 @@ int engine_retry(engine *e, int id, char **out)
 
 int engine_edit(engine *e, int id, const char *text, char **out)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = find(e, id);
     if (!c)
         return -1;
@@ -860,11 +893,13 @@ int engine_edit(engine *e, int id, const char *text, char **out)
     if (rollback(e, c, c->turns[t].start))
         return -1;
     c->n_turns = t;
-    return engine_turn(e, id, text, out);
+    return run_turn(e, id, text, out);
 }
 
 int engine_clear(engine *e, int id)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = find(e, id);
     if (!c)
         return -1;
@@ -878,6 +913,8 @@ int engine_clear(engine *e, int id)
 
 int engine_pin(engine *e, int id, int turn, int pinned)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = find(e, id);
     if (!c)
         return -1;

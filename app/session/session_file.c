@@ -213,7 +213,7 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
             if (add_event(s, j)) {
                 json_decref(j);
                 session_free(s);
-                return -1;
+                return err_wrap("%s: line %d", name, line);
             }
         }
         pos = end + 1;
@@ -241,10 +241,10 @@ int session_read(session *s, const char *path)
         return err_set("%s: %lld bytes is larger than a session can be (4 GiB)", path, (long long)sb.st_size);
     }
     size_t len = (size_t)sb.st_size, got = 0;
-    char *buf = malloc(len + 1);
+    char *buf = err_malloc(len + 1, "a session file");
     if (!buf) {
         close(fd);
-        return err_set("%s: out of memory", path);
+        return err_wrap("%s", path);
     }
     while (got < len) {
         ssize_t r = read(fd, buf + got, len - got);

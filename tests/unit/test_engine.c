@@ -443,7 +443,114 @@ static void set_during_reply(void)
     teardown(&r);
 }
 
-TEST_TABLE(engine_tests, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+/* One chat through the engine: two conversations of several turns in a 64-token window (evictions),
+ * a fork, a retry, an edit and idle offloads; every step may fail, cleanly: an error message, and
+ * the engine still answers (a later step, or engine_free). Returns the steps that failed. */
+static int engine_scenario(loaded_model *lm, const model_opts *mo)
+{
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .idle_offload = 1e-6};
+    engine *e = engine_create(lm, mo, &eo);
+    if (!e)
+        return 1;
+    int failed = 0, a = engine_new_conv(e), b = engine_new_conv(e);
+    const char *msgs[] = {"one two three four", "five six seven", "eight nine ten eleven twelve", "thirteen"};
+    for (int i = 0; i < 4; i++) {
+        char *reply = NULL;
+        if (a >= 0 && engine_turn(e, a, msgs[i], &reply))
+            failed++;
+        free(reply);
+        reply = NULL;
+        if (b >= 0 && engine_turn(e, b, msgs[3 - i], &reply))
+            failed++;
+        free(reply);
+    }
+    int f = a >= 0 ? engine_fork(e, a) : -1;
+    char *reply = NULL;
+    failed += f < 0;
+    if (f >= 0 && engine_turn(e, f, "in the fork", &reply))
+        failed++;
+    free(reply);
+    reply = NULL;
+    if (a >= 0 && engine_retry(e, a, &reply))
+        failed++;
+    free(reply);
+    reply = NULL;
+    if (b >= 0 && engine_edit(e, b, "instead", &reply))
+        failed++;
+    free(reply);
+    engine_free(e);
+    return failed;
+}
+
+/* Every allocation of engine_scenario made to fail in turn: each failure is an error with a message
+ * or a refused step, never a crash; the sanitizer build's LeakSanitizer finds nothing left. */
+static void allocation_failures(void)
+{
+    model_opts mo;
+    model_opts_init(&mo);
+    mo.model_dir = fixture_model("f32", 64);
+    mo.wtype = DT_F32;
+    mo.device = "cpu";
+    mo.n_predict = 6;
+    mo.sp.temp = 0;
+    mo.kv.window = 64;
+    loaded_model lm;
+    if (load_model(&lm, &mo)) {
+        CHECK(0, "load: %s", err_msg());
+        return;
+    }
+    CHECK(engine_scenario(&lm, &mo) == 0, "the scenario fails without injected failures: %s", err_msg());
+    long n = 0, left = -1;
+    do {
+        err_set("%s", "");
+        err_fail_allocs_after(n++);
+        if (engine_scenario(&lm, &mo))
+            CHECK(strcmp(err_msg(), "unknown error"), "a step failed with no message (allocation %ld)", n - 1);
+        left = err_fail_allocs_after(-1);
+    } while (left < 0 && n < 100000);
+    CHECK(left >= 0, "the scenario still failed after %ld allocations", n);
+    printf("     engine: each of %ld allocations failed in turn\n", n - 1);
+    unload_model(&lm);
+}
+
+/* While a reply is generated, every call that would change a conversation is refused with one
+ * message and changes nothing; the reply ends as it began. */
+static void calls_during_reply_refused(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0};
+    if (setup(&r, 64, &eo, 12))
+        return;
+    int c = engine_new_conv(r.e);
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, c, "first", &reply) == 0, "first turn: %s", err_msg());
+    free(reply);
+    reply = NULL;
+    int n_before;
+    engine_window(r.e, c, &n_before);
+    CHECK(engine_turn_start(r.e, c, "second") == 0, "start: %s", err_msg());
+    const char *what[] = {"new", "fork", "turn", "retry", "edit", "clear", "pin", "start", "restore", "prefill"};
+    for (int k = 0; k < 10; k++) {
+        err_set("%s", "");
+        int rc = k == 0 ? engine_new_conv(r.e) : k == 1 ? engine_fork(r.e, c) : k == 2 ? engine_turn(r.e, c, "x", &reply)
+               : k == 3 ? engine_retry(r.e, c, &reply) : k == 4 ? engine_edit(r.e, c, "x", &reply)
+               : k == 5 ? engine_clear(r.e, c) : k == 6 ? engine_pin(r.e, c, 0, 1)
+               : k == 7 ? engine_turn_start(r.e, c, "x")
+               : k == 8 ? engine_restore(r.e, 9, (const int[]){1}, 1, NULL, 0, 0, &engine_model_opts(r.e)->sp, 1, 0, 1)
+                        : engine_prefill_window(r.e, c, NULL, NULL);
+        CHECK(rc < 0 && strstr(err_msg(), "a reply is being generated"), "%s during a reply: rc %d, '%s'", what[k], rc,
+              err_msg());
+    }
+    CHECK(engine_turn_wait(r.e, &reply) == 0, "wait: %s", err_msg());
+    free(reply);
+    int n_after;
+    engine_window(r.e, c, &n_after);
+    CHECK(engine_conv_count(r.e) == 1, "%d conversations", engine_conv_count(r.e));
+    CHECK(n_after > n_before && fresh_error(&r, c) < 1e-5, "the reply's conversation was changed under it");
+    teardown(&r);
+}
+
+TEST_TABLE(engine_tests, {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
            {"engine/set_during_reply_waits_for_its_end", set_during_reply}, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},

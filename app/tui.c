@@ -220,7 +220,7 @@ static void new_conv(tui *t)
 {
     int id = engine_new_conv(t->e);
     if (id < 0 || id > CHAT_PANES) {
-        say(t, "cannot open another conversation");
+        say(t, "/new: %s", id < 0 ? err_msg() : "no more conversations have a pane of their own");
         return;
     }
     switch_to(t, id);
@@ -232,6 +232,8 @@ static int turn_index(tui *t, const char *arg, int pinned_default)
 {
     int n;
     const win_turn *turns = engine_turns(t->e, t->conv, &n);
+    if (n < 0)
+        return -2; /* the engine refused: err_msg says why */
     if (!arg || !*arg) {
         for (int i = n - 1; i >= 0; i--)
             if (turns[i].role == ROLE_USER && (!pinned_default || turns[i].pinned))
@@ -341,7 +343,6 @@ static void command(tui *t, char *line)
         *args++ = 0;
     else
         args = cmd + strlen(cmd);
-    int busy = t->generating;
     if (!strcmp(cmd, "quit") || !strcmp(cmd, "q") || !strcmp(cmd, "exit")) {
         t->quit = 1;
     } else if (!strcmp(cmd, "help")) {
@@ -352,8 +353,6 @@ static void command(tui *t, char *line)
         set_param(t, args);
     } else if (!strcmp(cmd, "save")) {
         save(t, args);
-    } else if (busy) {
-        say(t, "/%s: wait for the reply to finish (Ctrl-C stops it)", cmd);
     } else if (!strcmp(cmd, "new")) {
         new_conv(t);
     } else if (!strcmp(cmd, "conv")) {
@@ -394,7 +393,9 @@ static void command(tui *t, char *line)
         }
     } else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) {
         int pin = cmd[0] == 'p', idx = turn_index(t, args, !pin);
-        if (idx < 0 || engine_pin(t->e, t->conv, idx, pin))
+        if (idx == -2 || (idx >= 0 && engine_pin(t->e, t->conv, idx, pin)))
+            say(t, "/%s: %s", cmd, err_msg());
+        else if (idx < 0)
             say(t, "/%s: no such turn%s", cmd, *args ? "" : " (give its number, 1 = oldest in the window)");
         else
             say(t, "turn %s %s", *args ? args : "(last message)", pin ? "pinned: eviction skips it" : "unpinned");

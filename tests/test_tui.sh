@@ -40,6 +40,9 @@ idle
 $TM send-keys -t tui "/set n 100000" Enter
 $TM send-keys -t tui "Tell me more" Enter
 wait_for "generating" 30
+# a command that would change a conversation meanwhile: the engine's refusal, nothing changes
+$TM send-keys -t tui "/pin" Enter
+expect_screen "${TAG}tui//pin during a reply is refused by the engine" "/pin: a reply is being generated"
 $TM send-keys -t tui C-c
 expect_screen "${TAG}tui/Ctrl-C stops the reply" "stopped: the reply so far stays"
 idle

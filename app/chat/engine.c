@@ -284,6 +284,9 @@ const int *engine_window(const engine *e, int id, int *n)
 
 const win_turn *engine_turns(const engine *e, int id, int *n)
 {
+    *n = -1;
+    if (refuse_while_running(e))
+        return NULL;
     conv *c = find(e, id);
     *n = c ? c->n_turns : 0;
     return c ? c->turns : NULL;
@@ -849,6 +852,8 @@ static int retry_turn(const conv *c)
 
 int engine_can_retry(const engine *e, int id)
 {
+    if (refuse_while_running(e))
+        return -1;
     conv *c = find(e, id);
     return c && retry_turn(c) >= 0 ? 0 : -1;
 }

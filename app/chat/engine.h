@@ -82,7 +82,8 @@ int engine_window_len(const engine *e, int id);
 /* The turn_end records the conversation has (restored ones included). */
 int engine_turns_done(const engine *e, int id);
 
-/* What the model sees now: the window's token ids and its turns (valid until the next change). */
+/* What the model sees now: the window's token ids and its turns (valid until the next change). The
+ * turns are refused while a reply is generated (*n = -1, the error set). */
 const int *engine_window(const engine *e, int conv, int *n);
 const win_turn *engine_turns(const engine *e, int conv, int *n);
 /* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass. */

@@ -541,6 +541,11 @@ static void calls_during_reply_refused(void)
         CHECK(rc < 0 && strstr(err_msg(), "a reply is being generated"), "%s during a reply: rc %d, '%s'", what[k], rc,
               err_msg());
     }
+    /* and the reads of what the worker is changing */
+    int n_turns;
+    CHECK(!engine_turns(r.e, c, &n_turns) && n_turns == -1 && engine_can_retry(r.e, c) == -1 &&
+              strstr(err_msg(), "a reply is being generated"),
+          "the turns were read during a reply");
     CHECK(engine_turn_wait(r.e, &reply) == 0, "wait: %s", err_msg());
     free(reply);
     int n_after;

@@ -88,7 +88,7 @@ static int apply_action(engine *e, json_t *ev, const char *path)
     if (!strcmp(type, "new") || (!strcmp(type, "fork") && json_object_get(ev, "parent"))) {
         int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
         if (made != conv)
-            return err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv), -1;
+            return err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv);
         return 1;
     }
     if (!strcmp(type, "set")) {

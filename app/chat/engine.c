@@ -757,10 +757,9 @@ int engine_turn_start(engine *e, int id, const char *text)
         return -1;
     free(e->job_text);
     e->job_text = NULL;
-    if (text && !(e->job_text = err_malloc(strlen(text) + 1, "a message")))
+    size_t len = 0, cap = 0;
+    if (text && err_append(&e->job_text, &len, &cap, text, strlen(text), "a message"))
         return -1;
-    if (text)
-        memcpy(e->job_text, text, strlen(text) + 1);
     e->job_conv = id;
     e->job_reply = NULL;
     atomic_store(&e->cancel, 0);

@@ -18,6 +18,13 @@
 #define KVCHAT_VERSION "0.1.0"
 #endif
 
+/* the model directory's last component, as the header and the model event name it */
+static const char *model_name(const loaded_model *lm)
+{
+    const char *name = strrchr(lm->dir, '/');
+    return name && name[1] ? name + 1 : lm->dir;
+}
+
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
     char fpm[17] = "", fpt[17] = "", when[32];
@@ -25,12 +32,11 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
         return NULL;
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    const char *name = strrchr(lm->dir, '/');
     const kv_opts *ko = kv_pool_opts(lm->pool);
     return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:o,"
                      " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i}}",
                      "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
-                     name && name[1] ? name + 1 : lm->dir, "dir", lm->dir, "fingerprint", fpm, "tokenizer", fpt,
+                     model_name(lm), "dir", lm->dir, "fingerprint", fpm, "tokenizer", fpt,
                      "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
                      lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
                      "cache", "layout",
@@ -220,12 +226,10 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
 void session_emit_model(loaded_model *lm)
 {
     const gpt2_config *c = &lm->model.cfg;
-    const char *name = strrchr(lm->dir, '/');
-    name = name && name[1] ? name + 1 : lm->dir;
     size_t free_b = 0, total = 0;
     lm->backend->mem_info(lm->backend, &free_b, &total);
     ev_emit(lm->bus, 0, "model",
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", name, "backend", lm->backend->name, "params",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", model_name(lm), "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
                       (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
                       (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",

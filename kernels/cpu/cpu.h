@@ -44,6 +44,9 @@ uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k
 int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
                kb_act act, int residual);
 int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+/* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
+ * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
+enum { CPU_STREAM_MAX_TOKENS = 8 };
 /* y[n, N] = x[n, K] . W (+ bias) by OpenBLAS, W widened to f32 a panel of CPU_PANEL columns at a time by
  * `panel` (output columns [c0, c1) as [K][c1 - c0] row-major, or [c1 - c0][K] when by_column) into panels, room
  * for K * CPU_PANEL floats per thread. A column's result depends on its panel only, not on the threads. */

@@ -12,9 +12,6 @@
 #include "cpu.h"
 #include "simd.h"
 
-/* Up to this many tokens, re-reading a cached band of weight rows beats widening them for a GEMM. */
-#define STREAM_MAX_TOKENS 8
-
 /* acc[0..N) += sum over r<4 of x[r] * W[row + r][0..N). The hardware prefetcher follows one stream
  * but not four rows that start afresh every group, so the next group's rows are asked for, a cache
  * line each, while this group's are summed (`ahead`: there is a next group): with two threads a band
@@ -23,7 +20,7 @@ INLINE void rows4_axpy(float *restrict acc, const void *w, dtype t, size_t row, 
 {
     size_t j = 0, b0 = row * N, b1 = b0 + N, b2 = b1 + N, b3 = b2 + N;
 #ifdef VW
-    size_t es = t == DT_F32 ? 4 : 2, line = 64 / es;
+    size_t es = dt_elem(t), line = 64 / es;
     const char *next = (const char *)w + (b3 + N) * es;
     vf x0 = VSET1(x[0]), x1 = VSET1(x[1]), x2 = VSET1(x[2]), x3 = VSET1(x[3]);
     for (; j + VW <= N; j += VW) {
@@ -140,7 +137,7 @@ int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N
 static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
 {
     int K = w->rows, N = w->cols;
-    if (n <= STREAM_MAX_TOKENS)
+    if (n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias);
     if (w->type != DT_F32) {
         float *panels = cpu_scratch(b, (size_t)cpu_max_threads(b) * K * CPU_PANEL);

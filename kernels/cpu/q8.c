@@ -97,9 +97,8 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
 
 /* Many tokens take OpenBLAS's GEMM on the dequantised values instead: each product of a weight and an
  * activation, (q_w d_w)(q_x d_x), is the definition's term rounded once in f32, so the result stays
- * within 1e-6 of the definition while the GEMM runs at twice the integer tiles' speed (1470 against
- * 540 tok/s for a 512-token prefill of the 124M shape on two Zen 4 cores). */
-enum { GEMM_MIN_TOKENS = 8 };
+ * within 1e-6 of the definition while the GEMM runs at about twice the integer tiles' speed (about
+ * 1000 against 540 tok/s for a 512-token prefill of the 124M shape on two Zen 4 cores). */
 
 /* stored rows [c0, c1) of w, each K long (the reduction), as f32: [c1 - c0][K] */
 static void dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
@@ -117,7 +116,7 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
 {
     if (K % DT_Q8_BLOCK || K > 256 * DT_Q8_BLOCK)
         return err_set("a q8 product over %d values (the kernel takes multiples of %d up to 8,192)", K, DT_Q8_BLOCK);
-    int blocks = K / DT_Q8_BLOCK, gemm = n > GEMM_MIN_TOKENS;
+    int blocks = K / DT_Q8_BLOCK, gemm = n > CPU_STREAM_MAX_TOKENS;
     /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels */
     size_t iq = ((size_t)n * K + 3) / 4, nx = gemm ? (size_t)n * K : 0;
     float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL : 0));

@@ -264,7 +264,7 @@ static void alloc_scenario(gpt2_model *m, kb_backend *b, kv_layout layout, size_
         kv_seq *f = kv_fork(s[0], 11);
         if (f && kv_offload(f) == 0)
             kv_restore(f);
-        CHECK(kv_len(s[0]) == 20, "the forked sequence lost tokens: %d", kv_len(s[0]));
+        CHECK(kv_len(s[0]) == 20, "the parent lost tokens to its fork's offload: %d", kv_len(s[0]));
     }
     kv_pool_free(pool);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "bench.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -31,7 +32,7 @@ typedef struct {
 static void count_copies(void *ctx, json_t *ev)
 {
     const char *t = json_string_value(json_object_get(ev, "ev"));
-    if (t && (!strcmp(t, "grow") || !strcmp(t, "cow")))
+    if (t && (!strcmp(t, EV_GROW) || !strcmp(t, EV_COW)))
         ((copy_count *)ctx)->copied += (size_t)json_integer_value(json_object_get(ev, "copied"));
 }
 

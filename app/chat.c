@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "chat.h"
 #include "commands.h"
 #include "chat/engine.h"
@@ -147,7 +148,7 @@ static void progress(void *ctx, int done, int total)
 
 static int is_turn_end(const json_t *ev)
 {
-    return !strcmp(json_string_value(json_object_get(ev, "ev")), "turn_end");
+    return ev_is(ev, EV_TURN_END);
 }
 
 /* each conversation as its last turn_end left it, in the order the conversations first completed a turn */
@@ -323,7 +324,7 @@ int cmd_chat(int argc, char **argv)
         goto out;
     if (a.resume) {
         /* first: the re-prefill's events belong to this run (the reader takes its window from here) */
-        ev_emit(lm.bus, 0, "resume",
+        ev_emit(lm.bus, 0, EV_RESUME,
                 json_pack("{s:s, s:i, s:i}", "from", a.resume, "window", kv_pool_opts(lm.pool)->window, "vocab_size",
                           lm.model.cfg.vocab_size));
         if (restore(e, &lm, &hist, kv_path, fp, a.force))

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "../ui/cache_model.h"
 #include "../ui/cache_panel.h"
 #include "../ui/chat_pane.h"
@@ -44,8 +45,8 @@ static int transcript(const session *s, const char *path)
         const json_t *ev = s->events[i];
         const char *type = json_string_value(json_object_get(ev, "ev"));
         int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-        const char *text = !strcmp(type, "user") ? json_string_value(json_object_get(ev, "text"))
-                         : !strcmp(type, "turn_end") ? json_string_value(json_object_get(ev, "reply")) : NULL;
+        const char *text = !strcmp(type, EV_USER) ? json_string_value(json_object_get(ev, "text"))
+                         : !strcmp(type, EV_TURN_END) ? json_string_value(json_object_get(ev, "reply")) : NULL;
         if (!text)
             continue;
         printf("[conv %d] %s: ", conv, type[0] == 'u' ? "you" : "gpt-2");
@@ -68,7 +69,7 @@ typedef struct {
 static void collect(void *ctx, json_t *ev)
 {
     id_list *l = ctx;
-    if (strcmp(json_string_value(json_object_get(ev, "ev")), "token") || l->n == l->cap)
+    if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
         return;
     l->ids[l->n++] = (int)json_integer_value(json_object_get(ev, "id"));
 }
@@ -85,24 +86,24 @@ static int apply_action(engine *e, json_t *ev, const char *path)
 {
     const char *type = json_string_value(json_object_get(ev, "ev"));
     int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-    if (!strcmp(type, "new") || (!strcmp(type, "fork") && json_object_get(ev, "parent"))) {
+    if (!strcmp(type, EV_NEW) || (!strcmp(type, EV_FORK) && json_object_get(ev, "parent"))) {
         int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
         if (made != conv)
             return err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv);
         return 1;
     }
-    if (!strcmp(type, "set")) {
+    if (!strcmp(type, EV_SET)) {
         sampler_params sp;
         int n_predict;
         rec_sampling_read(ev, &sp, &n_predict);
         engine_set_sampling(e, &sp, n_predict);
         return 1;
     }
-    if (!strcmp(type, "pin")) {
+    if (!strcmp(type, EV_PIN)) {
         engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")), json_is_true(json_object_get(ev, "pinned")));
         return 1;
     }
-    if (!strcmp(type, "clear")) {
+    if (!strcmp(type, EV_CLEAR)) {
         engine_clear(e, conv);
         return 1;
     }
@@ -154,17 +155,17 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
             rc = EXIT_RUNTIME;
         if (acted)
             continue;
-        if (strcmp(type, "user") && strcmp(type, "retry") && strcmp(type, "edit"))
+        if (strcmp(type, EV_USER) && strcmp(type, EV_RETRY) && strcmp(type, EV_EDIT))
             continue;
         /* find this turn's end: its token count, and whether it was cut short by Ctrl-C */
         const char *text = json_string_value(json_object_get(ev, "text"));
         json_t *end = NULL;
-        int edit = !strcmp(type, "edit");
+        int edit = !strcmp(type, EV_EDIT);
         for (int j = i + 1; j < s->n_events && !end; j++) {
             const char *tj = json_string_value(json_object_get(s->events[j], "ev"));
-            if (edit && !text && !strcmp(tj, "user"))
+            if (edit && !text && !strcmp(tj, EV_USER))
                 text = json_string_value(json_object_get(s->events[j], "text"));
-            if (!strcmp(tj, "turn_end") && json_integer_value(json_object_get(s->events[j], "conv")) == conv)
+            if (!strcmp(tj, EV_TURN_END) && json_integer_value(json_object_get(s->events[j], "conv")) == conv)
                 end = s->events[j];
         }
         if (!end)
@@ -172,7 +173,7 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         int cancelled = json_is_true(json_object_get(end, "cancelled"));
         int n_tok = 0;
         for (int j = i + 1; s->events[j] != end; j++)
-            n_tok += !strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
+            n_tok += ev_is(s->events[j], EV_TOKEN) &&
                      json_integer_value(json_object_get(s->events[j], "conv")) == conv;
         const model_opts *cur = engine_model_opts(e);
         int n_predict = cur->n_predict;
@@ -182,14 +183,14 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         n_want = 0;
         /* this action's recorded tokens */
         for (int j = i + 1; s->events[j] != end; j++)
-            if (!strcmp(json_string_value(json_object_get(s->events[j], "ev")), "token") &&
+            if (ev_is(s->events[j], EV_TOKEN) &&
                 json_integer_value(json_object_get(s->events[j], "conv")) == conv && n_want < (1 << 20))
                 want_ids[n_want++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
         if (dump.f)
             engine_force_reply(e, want_ids, n_want, dump_row, dump.f);
         char *reply = NULL;
-        int r = !strcmp(type, "user") ? engine_turn(e, conv, text, &reply)
-              : !strcmp(type, "retry") ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
+        int r = !strcmp(type, EV_USER) ? engine_turn(e, conv, text, &reply)
+              : !strcmp(type, EV_RETRY) ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
         free(reply);
         if (cancelled)
             engine_set_sampling(e, &engine_model_opts(e)->sp, n_predict);
@@ -246,7 +247,7 @@ static void apply(player *p, const json_t *ev)
     const char *type = json_string_value(json_object_get(ev, "ev"));
     int conv = (int)json_integer_value(json_object_get(ev, "conv"));
     cm_apply(&p->cm, ev);
-    if (conv > 0 && (!strcmp(type, "user") || !strcmp(type, "token") || !strcmp(type, "prefill")))
+    if (conv > 0 && (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
         p->conv = conv; /* follow the conversation being talked in */
     chat_pane_apply(pane(p, conv), ev);
 }
@@ -272,7 +273,7 @@ static void rewind_to(player *p, int upto)
 static int find_turn(const player *p, int from, int dir)
 {
     for (int i = from + dir; i >= 0 && i < p->s->n_events; i += dir)
-        if (!strcmp(json_string_value(json_object_get(p->s->events[i], "ev")), "user"))
+        if (ev_is(p->s->events[i], EV_USER))
             return i;
     return dir > 0 ? p->s->n_events : 0;
 }
@@ -328,7 +329,7 @@ static int playback(const session *s, const char *path)
             while (p->next < s->n_events) {
                 const json_t *ev = s->events[p->next++];
                 apply(p, ev);
-                if (!strcmp(json_string_value(json_object_get(ev, "ev")), "token"))
+                if (ev_is(ev, EV_TOKEN))
                     break;
             }
             p->clock = p->next ? event_time(p, p->next - 1) : 0;
@@ -351,7 +352,7 @@ static int playback(const session *s, const char *path)
             while (p->next < s->n_events) {
                 double t = event_time(p, p->next) + base;
                 const char *type = json_string_value(json_object_get(s->events[p->next], "ev"));
-                if (!strcmp(type, "resume")) /* a resumed session restarts its clock */
+                if (!strcmp(type, EV_RESUME)) /* a resumed session restarts its clock */
                     base = p->clock - json_number_value(json_object_get(s->events[p->next], "t"));
                 else if (t > p->clock)
                     break;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "../ui/cache_model.h"
 #include "../ui/cache_panel.h"
 #include "../ui/chat_pane.h"
@@ -103,7 +104,7 @@ static void drain(tui *t)
             cm_apply(&t->cm, it->ev);
             json_array_append(t->all, it->ev);
             const char *type = json_string_value(json_object_get(it->ev, "ev"));
-            if (type && !strcmp(type, "notice")) {
+            if (type && !strcmp(type, EV_NOTICE)) {
                 const char *txt = json_string_value(json_object_get(it->ev, "text"));
                 int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
                 chat_pane_add(pane(t, c), ROLE_NOTICE, txt ? txt : "", txt ? strlen(txt) : 0);
@@ -426,7 +427,7 @@ static void show_history(tui *t, const session *h)
 {
     for (int i = 0; i < h->n_events; i++) {
         json_t *ev = h->events[i];
-        if (!strcmp(json_string_value(json_object_get(ev, "ev")), "model"))
+        if (ev_is(ev, EV_MODEL))
             continue; /* this run's model event describes the model now */
         cm_apply(&t->cm, ev);
         json_array_append(t->all, ev);

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../kernels/err.h"
@@ -64,6 +65,12 @@ void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx)
             break;
         }
     pthread_mutex_unlock(&b->lock);
+}
+
+int ev_is(const json_t *ev, const char *type)
+{
+    const char *t = json_string_value(json_object_get(ev, "ev"));
+    return t && !strcmp(t, type);
 }
 
 double ev_now(const ev_bus *b)

@@ -415,11 +415,11 @@ int kv_reserve(kv_seq *s, int n)
     int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
     if (added) {
         s->grows++;
-        ev_emit(p->bus, s->conv, "grow",
+        ev_emit(p->bus, s->conv, EV_GROW,
                 json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes", (json_int_t)added, "copied",
                           (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     } else if (copied) {
-        ev_emit(p->bus, s->conv, "cow", json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+        ev_emit(p->bus, s->conv, EV_COW, json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     }
     return 0;
 }
@@ -493,7 +493,7 @@ kv_seq *kv_fork(kv_seq *s, int conv)
         copied = (size_t)s->len * p->tok_bytes;
     }
     c->last_used = ++p->tick;
-    ev_emit(p->bus, conv, "fork",
+    ev_emit(p->bus, conv, EV_FORK,
             json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", s->len, "shared_blocks", shared,
                       "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     return c;
@@ -549,7 +549,7 @@ int kv_offload(kv_seq *s)
     s->host = host;
     s->host_tokens = s->len;
     s->offloaded = 1;
-    ev_emit(p->bus, s->conv, "offload",
+    ev_emit(p->bus, s->conv, EV_OFFLOAD,
             json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms", (ev_clock() - t0) * 1e3));
     return 0;
 }
@@ -591,7 +591,7 @@ int kv_restore(kv_seq *s)
     s->host = NULL;
     s->len = len;
     s->last_used = ++p->tick;
-    ev_emit(p->bus, s->conv, "restore",
+    ev_emit(p->bus, s->conv, EV_RESTORE,
             json_pack("{s:i, s:I, s:f}", "tokens", len, "bytes", (json_int_t)flat_bytes(p, len), "ms",
                       (ev_clock() - t0) * 1e3));
     return 0;

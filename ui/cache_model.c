@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "format.h"
 
 void cm_init(cache_model *m)
@@ -135,7 +136,7 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (!type)
         return;
     char a[32], b[32];
-    if (!strcmp(type, "model")) {
+    if (!strcmp(type, EV_MODEL)) {
         snprintf(m->model, sizeof m->model, "%s", json_string_value(json_object_get(ev, "name")) ?: "?");
         snprintf(m->backend, sizeof m->backend, "%s", json_string_value(json_object_get(ev, "backend")) ?: "?");
         m->weights_bytes = getd(ev, "weights_bytes");
@@ -150,7 +151,7 @@ void cm_apply(cache_model *m, const json_t *ev)
     cm_conv *c = conv_for(m, geti(ev, "conv"));
     if (!c)
         return;
-    if (!strcmp(type, "prefill")) {
+    if (!strcmp(type, EV_PREFILL)) {
         size_t n = json_array_size(json_object_get(ev, "ids"));
         int pre = clampi(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
         if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
@@ -167,7 +168,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_ms = 0;
         c->awaiting_first = 1;
         graph_push(&m->history, c->n_cells, 0);
-    } else if (!strcmp(type, "token")) {
+    } else if (!strcmp(type, EV_TOKEN)) {
         append(c, ROLE_ASSISTANT, 1);
         double ms = getd(ev, "ms");
         if (c->awaiting_first) {
@@ -178,11 +179,11 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_ms += ms;
         c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
         graph_push(&m->history, c->n_cells, 0);
-    } else if (!strcmp(type, "truncate")) {
+    } else if (!strcmp(type, EV_TRUNCATE)) {
         cut(c, getpos(ev, "to"));
         graph_push(&m->history, c->n_cells, 0);
         logf_(m, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
-    } else if (!strcmp(type, "evict")) {
+    } else if (!strcmp(type, EV_EVICT)) {
         json_t *ranges = json_object_get(ev, "ranges"), *r;
         for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* from the end: earlier starts stay valid */
             r = json_array_get(ranges, (size_t)i);
@@ -193,16 +194,16 @@ void cm_apply(cache_model *m, const json_t *ev)
         graph_push(&m->history, c->n_cells, 'E');
         logf_(m, "conv %d evict -%d tok, re-prefill %d tok %s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
               fmt_ms(a, sizeof a, getd(ev, "ms")), c->approximate ? " (approx)" : "");
-    } else if (!strcmp(type, "grow")) {
+    } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&m->history, 'G');
         logf_(m, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),
               fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
-    } else if (!strcmp(type, "cow")) {
+    } else if (!strcmp(type, EV_COW)) {
         logf_(m, "conv %d copy-on-write %s", c->id, fmt_bytes(a, sizeof a, getd(ev, "copied")));
-    } else if (!strcmp(type, "offload") || !strcmp(type, "restore")) {
+    } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
         logf_(m, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
-    } else if (!strcmp(type, "fork")) {
+    } else if (!strcmp(type, EV_FORK)) {
         const cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
         win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
         if (t) { /* the fork starts as a copy of its parent's window */
@@ -216,18 +217,18 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->window = p->window;
         }
         logf_(m, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
-    } else if (!strcmp(type, "pin")) {
+    } else if (!strcmp(type, EV_PIN)) {
         int t = geti(ev, "turn");
         if (t >= 0 && t < c->n_turns)
             c->turns[t].pinned = json_is_true(json_object_get(ev, "pinned"));
-    } else if (!strcmp(type, "fidelity")) {
+    } else if (!strcmp(type, EV_FIDELITY)) {
         c->has_fidelity = 1;
         c->fid_top1 = json_is_true(json_object_get(ev, "top1"));
         c->fid_kl = getd(ev, "kl");
         c->fid_rate = getd(ev, "agree_rate");
-    } else if (!strcmp(type, "notice")) {
+    } else if (!strcmp(type, EV_NOTICE)) {
         logf_(m, "conv %d: %s", c->id, json_string_value(json_object_get(ev, "text")) ?: "");
-    } else if (!strcmp(type, "stats")) {
+    } else if (!strcmp(type, EV_STATS)) {
         c->have_stats = 1;
         c->capacity = geti(ev, "capacity");
         c->window = clampi(getpos(ev, "window"), 0, CM_MAX_CELLS);

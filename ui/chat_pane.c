@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
 #include "text.h"
 
 void chat_pane_free(chat_pane *p)
@@ -122,18 +123,18 @@ void chat_pane_apply(chat_pane *p, const json_t *ev)
     const char *type = json_string_value(json_object_get(ev, "ev")), *text = json_string_value(json_object_get(ev, "text"));
     if (!type)
         return;
-    if (!strcmp(type, "user") && text) {
+    if (!strcmp(type, EV_USER) && text) {
         chat_pane_add(p, ROLE_USER, text, strlen(text));
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
-    } else if (!strcmp(type, "token") && text && p->n) {
+    } else if (!strcmp(type, EV_TOKEN) && text && p->n) {
         chat_pane_append(p, text, strlen(text));
-    } else if (!strcmp(type, "turn_end")) {
+    } else if (!strcmp(type, EV_TURN_END)) {
         const char *reply = json_string_value(json_object_get(ev, "reply"));
         if (reply)
             chat_pane_set_reply(p, reply, strlen(reply));
-    } else if (!strcmp(type, "retry")) {
+    } else if (!strcmp(type, EV_RETRY)) {
         chat_pane_set_reply(p, "", 0);
-    } else if (!strcmp(type, "notice") && text) {
+    } else if (!strcmp(type, EV_NOTICE) && text) {
         chat_pane_add(p, ROLE_NOTICE, text, strlen(text));
     }
 }

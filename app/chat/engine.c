@@ -8,35 +8,21 @@
 
 #include "../../kernels/err.h"
 #include "../session/records.h"
-
-typedef struct {
-    int id;
-    kv_seq *seq;
-    int *ids, n_ids;                 /* the window: exactly what the cache holds */
-    size_t cap_ids;
-    win_turn *turns;
-    int n_turns;
-    size_t cap_turns;
-    int keep;
-    sampler smp;
-    double last_used;
-    long long needed, served;        /* tokens the model needed / found in the cache */
-    int evictions, approximate;      /* approximate: a shift eviction happened */
-    int fid_checks, fid_agree;
-    int turns_done;                  /* turn_end records written: ties a KV snapshot to this exact point */
-} conv;
+#include "conv.h"
+#include "fidelity.h"
 
 struct engine {
     loaded_model *lm;
     model_opts mo;
     engine_opts o;
     int window;
+    evict_rule rule;
     conv **convs;
     int n_convs, next_id;
     size_t cap_convs;
-    float *logits, *ref_logits;
+    float *logits;
     int next;                    /* the token the last forward pass chose */
-    kv_pool *ref_pool;               /* the fidelity check's private from-scratch cache */
+    fidelity fid;
     engine_text_fn on_text;
     void *text_ctx;
     atomic_int cancel, done;
@@ -107,9 +93,10 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     e->window = kv_pool_opts(lm->pool)->window;
     e->next_id = 1;
     int V = lm->model.cfg.vocab_size;
+    e->rule = (evict_rule){.window = e->window, .target = eo->evict_min > 0 ? eo->evict_min : e->window / 4,
+                           .mode = eo->evict};
     e->logits = err_malloc(sizeof(float) * V, "logits");
-    e->ref_logits = err_malloc(sizeof(float) * V, "logits");
-    if (!e->logits || !e->ref_logits) {
+    if (!e->logits || fid_init(&e->fid, V)) {
         engine_free(e);
         return NULL;
     }
@@ -125,9 +112,8 @@ void engine_free(engine *e)
     for (int i = 0; i < e->n_convs; i++)
         free_conv(e->convs[i]);
     free(e->convs);
-    kv_pool_free(e->ref_pool);
+    fid_free(&e->fid);
     free(e->logits);
-    free(e->ref_logits);
     free(e);
 }
 
@@ -169,7 +155,7 @@ int engine_new_conv(engine *e)
         return -1;
     conv *c = add_conv(e, NULL);
     if (c)
-        ev_emit(e->lm->bus, c->id, "new", NULL);
+        ev_emit(e->lm->bus, c->id, EV_NEW, NULL);
     return c ? c->id : -1;
 }
 
@@ -292,11 +278,6 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
     return c ? c->turns : NULL;
 }
 
-static int evict_target(const engine *e)
-{
-    return e->o.evict_min > 0 ? e->o.evict_min : e->window / 4;
-}
-
 void engine_stats(engine *e, int id)
 {
     conv *c = find(e, id);
@@ -315,7 +296,7 @@ void engine_stats(engine *e, int id)
                           "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
                           "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
                           "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep, "evict_min",
-                          evict_target(e),
+                          e->rule.target,
                           "cache_dtype", dt_name(ko->type), "layout", ko->layout == KV_PAGED ? "paged" : "contiguous",
                           "host_bytes", (json_int_t)s.host_bytes);
     if (f && c->approximate)
@@ -325,151 +306,7 @@ void engine_stats(engine *e, int id)
         json_object_set_new(f, "memory_free", json_integer((json_int_t)mem_free));
         json_object_set_new(f, "memory_total", json_integer((json_int_t)mem_total));
     }
-    ev_emit(e->lm->bus, c->id, "stats", f);
-}
-
-/* ---- eviction ---- */
-
-/* Evicts by the window rule (model/window.c). Exact mode re-prefills everything after the first
- * dropped position at its new position; shift mode moves the cached rows down without recomputing
- * (approximate). */
-static int evict(engine *e, conv *c, int need, int open_last)
-{
-    double t0 = ev_clock();
-    int n = c->n_ids;
-    unsigned char *drop = err_malloc((size_t)n + 1, "an eviction's plan");
-    int *newpos = drop ? err_malloc(sizeof(int) * (size_t)(n + 1), "an eviction's plan") : NULL;
-    if (!newpos) {
-        free(drop);
-        return -1;
-    }
-    int dropped = win_plan(c->turns, c->n_turns, n, c->keep, need, evict_target(e), open_last, drop);
-    if (dropped < 0) {
-        free(drop);
-        free(newpos);
-        return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill it (/unpin some)",
-                       e->window);
-    }
-    int first = 0, w = 0;
-    while (first < n && !drop[first])
-        first++;
-    for (int i = 0; i < n; i++) {
-        newpos[i] = w;
-        w += !drop[i];
-    }
-    newpos[n] = w;
-    int nt = 0;
-    for (int t = 0; t < c->n_turns; t++) {
-        win_turn tu = c->turns[t];
-        int kept = 0, start = newpos[tu.start + tu.len];
-        for (int i = tu.start + tu.len - 1; i >= tu.start; i--)
-            if (!drop[i])
-                kept++, start = newpos[i];
-        if (kept || t == c->n_turns - 1) {
-            tu.start = start;
-            tu.len = kept;
-            c->turns[nt++] = tu;
-        }
-    }
-    c->n_turns = nt;
-    json_t *ranges = json_array();
-    for (int i = 0; i < n;) {
-        if (!drop[i]) {
-            c->ids[newpos[i]] = c->ids[i];
-            i++;
-            continue;
-        }
-        int s0 = i;
-        while (i < n && drop[i])
-            i++;
-        json_array_append_new(ranges, json_pack("[i, i]", s0, i - s0));
-    }
-    c->n_ids = w;
-    int recomputed = 0, rc = 0;
-    if (e->o.evict == EVICT_EXACT) {
-        recomputed = w - first;
-        rc = kv_truncate(c->seq, first);
-        if (!rc && recomputed)
-            rc = gpt2_forward(&e->lm->model, e->lm->backend, c->seq, c->ids + first, recomputed, NULL);
-    } else {
-        for (int i = first; i < n && !rc;) { /* every surviving run after `first` moves down, in order */
-            if (drop[i]) {
-                i++;
-                continue;
-            }
-            int s0 = i;
-            while (i < n && !drop[i])
-                i++;
-            rc = kv_shift(c->seq, newpos[s0], s0, i - s0);
-        }
-        if (!rc)
-            rc = kv_truncate(c->seq, w);
-        c->approximate = 1;
-    }
-    free(drop);
-    free(newpos);
-    if (rc) {
-        json_decref(ranges);
-        return err_wrap("eviction");
-    }
-    c->evictions++;
-    ev_emit(e->lm->bus, c->id, "evict",
-            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o}", "keep", first, "dropped", dropped, "recomputed", recomputed, "ms",
-                      (ev_clock() - t0) * 1e3, "mode", e->o.evict == EVICT_EXACT ? "exact" : "shift (approximate)",
-                      "ranges", ranges));
-    return 0;
-}
-
-/* room for n more tokens in the window; open_last: the last turn is a reply in progress */
-static int make_room(engine *e, conv *c, int n, int open_last)
-{
-    return c->n_ids + n > e->window ? evict(e, c, c->n_ids + n - e->window, open_last) : 0;
-}
-
-/* ---- fidelity ---- */
-
-static void fidelity(engine *e, conv *c)
-{
-    loaded_model *lm = e->lm;
-    if (!e->ref_pool) {
-        kv_opts o;
-        kv_opts_default(&o, &lm->model.cfg);
-        o.window = e->window;
-        o.layout = KV_CONTIGUOUS;
-        o.prealloc = 1;
-        o.pool_bytes = 2 * (size_t)lm->model.cfg.n_layer * lm->model.cfg.n_embd * 4 * (size_t)(e->window + 16) + (1 << 20);
-        if (!(e->ref_pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, NULL)))
-            return;
-    }
-    kv_seq *s = kv_seq_new(e->ref_pool, c->id);
-    /* the cached pass's logits first: the fresh pass below writes the model's own copy */
-    if (!s || gpt2_last_logits(&lm->model, e->logits) ||
-        gpt2_forward(&lm->model, lm->backend, s, c->ids, c->n_ids, e->ref_logits)) {
-        kv_seq_free(s);
-        return;
-    }
-    kv_seq_free(s);
-    int V = lm->model.cfg.vocab_size, a = 0, b = 0;
-    double ma = -INFINITY, mb = -INFINITY, za = 0, zb = 0, kl = 0;
-    for (int i = 0; i < V; i++) {
-        if (e->ref_logits[i] > ma)
-            ma = e->ref_logits[i], a = i;
-        if (e->logits[i] > mb)
-            mb = e->logits[i], b = i;
-    }
-    for (int i = 0; i < V; i++) {
-        za += exp(e->ref_logits[i] - ma);
-        zb += exp(e->logits[i] - mb);
-    }
-    for (int i = 0; i < V; i++) { /* KL(fresh || cached) */
-        double lp = e->ref_logits[i] - ma - log(za), lq = e->logits[i] - mb - log(zb);
-        kl += exp(lp) * (lp - lq);
-    }
-    c->fid_checks++;
-    c->fid_agree += a == b;
-    ev_emit(lm->bus, c->id, "fidelity",
-            json_pack("{s:b, s:f, s:i, s:f, s:b}", "top1", a == b, "kl", kl > 0 ? kl : 0.0, "tokens", c->n_ids, "agree_rate",
-                      (double)c->fid_agree / c->fid_checks, "approximate", c->approximate));
+    ev_emit(e->lm->bus, c->id, EV_STATS, f);
 }
 
 /* ---- turns ---- */
@@ -489,7 +326,7 @@ static int rollback(engine *e, conv *c, int to)
         t->len = to - t->start < 0 ? 0 : to - t->start;
     }
     if (to != from)
-        ev_emit(e->lm->bus, c->id, "truncate",
+        ev_emit(e->lm->bus, c->id, EV_TRUNCATE,
                 json_pack("{s:i, s:i, s:I}", "from", from, "to", to, "bytes",
                           (json_int_t)((size_t)(from - to) * kv_bytes_per_token(e->lm->pool))));
     return 0;
@@ -544,14 +381,14 @@ static int user_turn(engine *e, conv *c, const char *text)
         goto out;
     }
     if (nm > room) { /* longer than the window: keep its end, and say so */
-        ev_emit(e->lm->bus, c->id, "notice",
+        ev_emit(e->lm->bus, c->id, EV_NOTICE,
                 json_pack("{s:s, s:i, s:i}", "text", "message longer than the window: its beginning was cut", "tokens",
                           nm, "kept", room));
         m += nm - room;
         nm = room;
     }
     double t0 = ev_clock();
-    if (make_room(e, c, np + nm, 0))
+    if (evict_make_room(c, e->lm, &e->rule, np + nm, 0))
         goto out;
     int cached = kv_len(c->seq);
     if (np && (push_turn(c, ROLE_PREAMBLE, c->n_ids) || push_ids(c, pre, np)))
@@ -568,7 +405,7 @@ static int user_turn(engine *e, conv *c, const char *text)
     json_t *arr = json_array();
     for (int i = cached; i < c->n_ids; i++)
         json_array_append_new(arr, json_integer(c->ids[i]));
-    ev_emit(e->lm->bus, c->id, "prefill",
+    ev_emit(e->lm->bus, c->id, EV_PREFILL,
             json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms", (ev_clock() - t0) * 1e3));
     rc = 0;
 out:
@@ -609,7 +446,7 @@ static int reply(engine *e, conv *c, char **out)
     while (made < n_predict && !atomic_load(&e->cancel)) {
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
-            fidelity(e, c);
+            fid_check(&e->fid, e->lm, c, e->window);
         if (e->on_logits) {
             if ((rc = gpt2_last_logits(&lm->model, e->logits)))
                 break;
@@ -619,7 +456,7 @@ static int reply(engine *e, conv *c, char **out)
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
-        if ((rc = make_room(e, c, 1, 1)))
+        if ((rc = evict_make_room(c, e->lm, &e->rule, 1, 1)))
             break;
         turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
         if ((rc = push_ids(c, &id, 1)))
@@ -630,7 +467,7 @@ static int reply(engine *e, conv *c, char **out)
             break;
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
-        ev_emit(lm->bus, c->id, "token",
+        ev_emit(lm->bus, c->id, EV_TOKEN,
                 json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text", piece, len));
         if (end)
             break;
@@ -691,7 +528,7 @@ static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **ou
                       .cancelled = atomic_load(&e->cancel) != 0, .failed = rc != 0, .ids = c->ids, .n_ids = c->n_ids,
                       .turns = c->turns, .n_turns = c->n_turns, .keep = c->keep, .rng = c->smp.rng, .sp = c->smp.p,
                       .n_predict = e->mo.n_predict, .approximate = c->approximate};
-    ev_emit(e->lm->bus, c->id, "turn_end", rec_turn_end_fields(&t));
+    ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
     c->turns_done++;
     if (out && !rc)
         *out = text;
@@ -711,7 +548,7 @@ static int run_turn(engine *e, int id, const char *text, char **out)
     if (strlen(text) > ENGINE_MAX_MESSAGE)
         return err_set("a message of %zu bytes is longer than a message can be (%d KiB)", strlen(text),
                        ENGINE_MAX_MESSAGE / 1024);
-    ev_emit(e->lm->bus, c->id, "user", json_pack("{s:s}", "text", text));
+    ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
     offload_idle(e, c);
     c->last_used = ev_clock();
     kv_set_busy(c->seq, 1);
@@ -772,7 +609,7 @@ int engine_turn_start(engine *e, int id, const char *text)
 
 static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
-    ev_emit(e->lm->bus, 0, "set", rec_sampling(sp, n_predict));
+    ev_emit(e->lm->bus, 0, EV_SET, rec_sampling(sp, n_predict));
     uint64_t old_seed = e->mo.sp.seed;
     e->mo.sp = *sp;
     e->mo.n_predict = n_predict;
@@ -866,7 +703,7 @@ static int run_retry(engine *e, int id, char **out)
     if (t < 0)
         return -1;
     int to = c->turns[t].start;
-    ev_emit(e->lm->bus, c->id, "retry", NULL);
+    ev_emit(e->lm->bus, c->id, EV_RETRY, NULL);
     double t0 = ev_clock();
     int rc = rollback(e, c, to);
     if (!rc) {
@@ -875,7 +712,7 @@ static int run_retry(engine *e, int id, char **out)
     }
     char *r = NULL;
     if (!rc) {
-        ev_emit(e->lm->bus, c->id, "prefill",
+        ev_emit(e->lm->bus, c->id, EV_PREFILL,
                 json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
                           (ev_clock() - t0) * 1e3));
         rc = reply(e, c, &r);
@@ -893,7 +730,7 @@ int engine_edit(engine *e, int id, const char *text, char **out)
     int t = last_turn(c, ROLE_USER);
     if (t < 0)
         return err_set("nothing to edit: the conversation has no message yet");
-    ev_emit(e->lm->bus, c->id, "edit", NULL);
+    ev_emit(e->lm->bus, c->id, EV_EDIT, NULL);
     if (rollback(e, c, c->turns[t].start))
         return -1;
     c->n_turns = t;
@@ -907,7 +744,7 @@ int engine_clear(engine *e, int id)
     conv *c = find(e, id);
     if (!c)
         return -1;
-    ev_emit(e->lm->bus, c->id, "clear", NULL);
+    ev_emit(e->lm->bus, c->id, EV_CLEAR, NULL);
     int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
     if (rollback(e, c, keep_turns ? c->turns[0].len : 0))
         return -1;
@@ -925,6 +762,6 @@ int engine_pin(engine *e, int id, int turn, int pinned)
     if (turn < 0 || turn >= c->n_turns)
         return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
     c->turns[turn].pinned = pinned;
-    ev_emit(e->lm->bus, c->id, "pin", json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
+    ev_emit(e->lm->bus, c->id, EV_PIN, json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
     return 0;
 }

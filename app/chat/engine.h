@@ -7,10 +7,9 @@
 #include <stddef.h>
 
 #include "../../model/window.h"
+#include "eviction.h"
 #include "runtime.h"
 #include "template.h"
-
-typedef enum { EVICT_EXACT, EVICT_SHIFT } evict_mode;
 
 /* The longest message a turn takes, in bytes: far past any window, and well inside a session line. */
 #define ENGINE_MAX_MESSAGE (256 * 1024)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../../kernels/err.h"
+#include "../../model/events.h"
 #include "../files.h"
 #include "fingerprint.h"
 #include "records.h"
@@ -63,7 +64,7 @@ static void sink(void *ctx, json_t *ev)
     }
     const char *type = json_string_value(json_object_get(ev, "ev"));
     /* a finished turn is on disk before the next prompt */
-    if (type && !strcmp(type, "turn_end") && (fflush(w->f) || fsync(fileno(w->f))))
+    if (type && !strcmp(type, EV_TURN_END) && (fflush(w->f) || fsync(fileno(w->f))))
         w->failed = 1;
 }
 
@@ -228,7 +229,7 @@ void session_emit_model(loaded_model *lm)
     const gpt2_config *c = &lm->model.cfg;
     size_t free_b = 0, total = 0;
     lm->backend->mem_info(lm->backend, &free_b, &total);
-    ev_emit(lm->bus, 0, "model",
+    ev_emit(lm->bus, 0, EV_MODEL,
             json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", model_name(lm), "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
                       (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",

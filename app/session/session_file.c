@@ -9,11 +9,10 @@
 #include <unistd.h>
 
 #include "../../kernels/err.h"
+#include "../../model/events.h"
 #include "session.h"
 
-static const char *const KNOWN[] = {"model",   "new",   "user",     "prefill", "token",  "grow",   "cow",   "evict",
-                                    "truncate", "fork",  "offload",  "restore", "stats",  "fidelity", "notice",
-                                    "pin",     "retry", "edit",     "clear",   "set",    "turn_end", "resume"};
+static const char *const KNOWN[] = {EV_TYPES};
 
 static int is_int(const json_t *j, json_int_t lo, json_int_t hi)
 {
@@ -57,32 +56,32 @@ static int sampling_ok(const json_t *sp)
  * and the panel sizes its arrays by them. */
 static const char *check_event(const json_t *ev, const char *type, json_int_t W, json_int_t V)
 {
-    if (!strcmp(type, "prefill")) {
+    if (!strcmp(type, EV_PREFILL)) {
         const json_t *ids = json_object_get(ev, "ids");
         json_int_t cached = json_integer_value(json_object_get(ev, "cached")), n = (json_int_t)json_array_size(ids);
         return int_array(ids, (size_t)W, 0, V - 1) && is_int(json_object_get(ev, "cached"), 0, W) && cached + n <= W &&
                        absent_or_int(ev, "preamble", 0, n)
                    ? "" : "prefill needs 'ids' (token ids), 'cached' and 'preamble' within the window";
     }
-    if (!strcmp(type, "token"))
+    if (!strcmp(type, EV_TOKEN))
         return is_int(json_object_get(ev, "id"), 0, V - 1) && (!json_object_get(ev, "text") || json_is_string(json_object_get(ev, "text")))
                    ? "" : "token needs an 'id' in the vocabulary";
-    if (!strcmp(type, "stats"))
+    if (!strcmp(type, EV_STATS))
         return absent_or_int(ev, "window", 1, W) && absent_or_int(ev, "tokens", 0, W) &&
                        absent_or_int(ev, "keep", 0, W) && absent_or_int(ev, "evict_min", 0, 65536)
                    ? "" : "stats has a window, tokens, keep or evict_min out of range";
-    if (!strcmp(type, "set"))
+    if (!strcmp(type, EV_SET))
         return sampling_ok(ev) ? "" : "set needs sampling settings in range";
-    if (!strcmp(type, "fork"))
+    if (!strcmp(type, EV_FORK))
         return absent_or_int(ev, "parent", 1, SESSION_MAX_CONV) ? "" : "fork needs a conversation 'parent'";
-    if (!strcmp(type, "resume"))
+    if (!strcmp(type, EV_RESUME))
         return absent_or_int(ev, "window", 1, 65536) && absent_or_int(ev, "vocab_size", 257, 1 << 24)
                    ? "" : "resume has a window or vocab_size out of range";
-    if (!strcmp(type, "pin"))
+    if (!strcmp(type, EV_PIN))
         return is_int(json_object_get(ev, "turn"), 0, 1 << 20) ? "" : "pin needs a 'turn'";
-    if (!strcmp(type, "user"))
+    if (!strcmp(type, EV_USER))
         return json_is_string(json_object_get(ev, "text")) ? "" : "user needs a string 'text'";
-    if (!strcmp(type, "evict")) {
+    if (!strcmp(type, EV_EVICT)) {
         const json_t *r = json_object_get(ev, "ranges");
         if (!json_is_array(r))
             return "evict needs 'ranges'";
@@ -94,9 +93,9 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
         }
         return "";
     }
-    if (!strcmp(type, "truncate"))
+    if (!strcmp(type, EV_TRUNCATE))
         return is_int(json_object_get(ev, "to"), 0, W) && absent_or_int(ev, "from", 0, W) ? "" : "truncate needs 'to' within the window";
-    if (!strcmp(type, "turn_end")) {
+    if (!strcmp(type, EV_TURN_END)) {
         const json_t *t = json_object_get(ev, "turns"), *w = json_object_get(ev, "window");
         json_int_t n = (json_int_t)json_array_size(w);
         if (!is_int(json_object_get(ev, "conv"), 1, SESSION_MAX_CONV) || !int_array(w, (size_t)W, 0, V - 1) || !json_is_array(t) ||
@@ -205,7 +204,7 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
                 session_free(s);
                 return -1;
             }
-            if (!strcmp(type, "resume")) { /* a resumed run may use a larger window, or --force another model */
+            if (!strcmp(type, EV_RESUME)) { /* a resumed run may use a larger window, or --force another model */
                 const json_t *w = json_object_get(j, "window"), *v = json_object_get(j, "vocab_size");
                 s->window = w && json_integer_value(w) > s->window ? (int)json_integer_value(w) : s->window;
                 s->vocab = v && json_integer_value(v) > s->vocab ? (int)json_integer_value(v) : s->vocab;

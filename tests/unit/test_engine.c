@@ -273,7 +273,7 @@ static void fidelity_exact_vs_shift(void)
         json_t *v;
         json_array_foreach(r.events, i, v)
         {
-            if (strcmp(json_string_value(json_object_get(v, "ev")), "fidelity"))
+            if (!ev_is(v, EV_FIDELITY))
                 continue;
             double kl = json_real_value(json_object_get(v, "kl"));
             worst = kl > worst ? kl : worst;
@@ -373,7 +373,7 @@ static void long_reply_slides_in_steps(void)
     CHECK(evictions > 0 && evictions <= tokens / 8 + 2, "%d evictions for %d tokens with evict_min 8", evictions, tokens);
     size_t i;
     json_t *v;
-    json_array_foreach(r.events, i, v) if (!strcmp(json_string_value(json_object_get(v, "ev")), "evict"))
+    json_array_foreach(r.events, i, v) if (ev_is(v, EV_EVICT))
         CHECK(json_integer_value(json_object_get(v, "dropped")) >= 8, "an eviction dropped only %lld tokens",
               (long long)json_integer_value(json_object_get(v, "dropped")));
     CHECK(fresh_error(&r, c) < 1e-5, "logits after sliding through the reply");

@@ -1,0 +1,27 @@
+/* One conversation, as the chat room's files share it (the engine, eviction, the fidelity check); not
+ * part of the engine's public header. */
+#ifndef KVCHAT_CONV_H
+#define KVCHAT_CONV_H
+
+#include "../../model/kvcache.h"
+#include "../../model/sampler.h"
+#include "../../model/window.h"
+
+typedef struct conv {
+    int id;
+    kv_seq *seq;
+    int *ids, n_ids;                 /* the window: exactly what the cache holds */
+    size_t cap_ids;
+    win_turn *turns;
+    int n_turns;
+    size_t cap_turns;
+    int keep;
+    sampler smp;
+    double last_used;
+    long long needed, served;        /* tokens the model needed / found in the cache */
+    int evictions, approximate;      /* approximate: a shift eviction happened */
+    int fid_checks, fid_agree;
+    int turns_done;                  /* turn_end records written: ties a KV snapshot to this exact point */
+} conv;
+
+#endif

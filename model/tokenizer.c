@@ -346,9 +346,10 @@ const char *tok_piece(const tokenizer *t, int id, size_t *len)
 /* ---- encoding ---- */
 
 typedef struct {
-    int *ids, *prev, *next;
+    int *ids, *prev, *next;          /* one allocation: ids, prev and next, len each */
     struct hent { int rank, pos; } *heap;
-    int cap, n_heap;
+    size_t cap_ids, cap_heap;
+    int n_heap;
 } bpe_work;
 
 static int push_out(int **ids, int *n, int *cap, int id)
@@ -409,20 +410,11 @@ static void try_pair(const tokenizer *t, bpe_work *w, int i)
 /* Lowest-rank pair first (leftmost among equals), with a heap so long pre-tokens stay O(n log n). */
 static int bpe(const tokenizer *t, bpe_work *w, const unsigned char *s, int len, int **ids, int *n, int *cap)
 {
-    if (len > w->cap) {
-        int nc = len;
-        int *a = realloc(w->ids, sizeof(int) * 3 * (size_t)nc);
-        struct hent *h = realloc(w->heap, sizeof *h * 3 * (size_t)nc);
-        if (a)
-            w->ids = a;
-        if (h)
-            w->heap = h;
-        if (!a || !h)
-            return err_set("out of memory while tokenizing");
-        w->cap = nc;
-    }
-    w->prev = w->ids + w->cap;
-    w->next = w->prev + w->cap;
+    if (err_grow(&w->ids, &w->cap_ids, 3 * (size_t)len, sizeof *w->ids, "the tokenizer's work space") ||
+        err_grow(&w->heap, &w->cap_heap, 3 * (size_t)len, sizeof *w->heap, "the tokenizer's work space"))
+        return -1;
+    w->prev = w->ids + len;
+    w->next = w->prev + len;
     w->n_heap = 0;
     for (int i = 0; i < len; i++) {
         w->ids[i] = t->byte_id[s[i]];
@@ -545,14 +537,9 @@ void tok_stream_free(tok_stream *s)
 static const char *stream_feed(tok_stream *s, const char *piece, size_t plen, int final, size_t *len)
 {
     size_t need = (s->n_pending + plen) * 3 + 4;
-    if (need > s->out_cap) {
-        char *p = realloc(s->out, need);
-        if (!p) {
-            *len = 0;
-            return "";
-        }
-        s->out = p;
-        s->out_cap = need;
+    if (err_grow(&s->out, &s->out_cap, need, 1, "the decoded text")) {
+        *len = 0;
+        return "";
     }
     /* work on pending + piece in the tail of the buffer, writing complete text at its start */
     unsigned char *in = (unsigned char *)s->out + need - (s->n_pending + plen);

@@ -54,6 +54,15 @@ enum { CPU_PANEL = 128 };
 typedef void (*cpu_panel_fn)(float *dst, const kb_mat *w, int K, int c0, int c1);
 int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
                     int by_column, cpu_panel_fn panel, float *panels);
+/* dst = src rounded to bf16 (nearest even), as f32: what a product against bf16 weights multiplies
+ * (kernels/cpu/matmul_bf16.c) */
+void cpu_round_bf16(float *dst, const float *src, size_t n);
+#ifdef __AVX512BF16__
+/* y[n, N] = x[n, K] rounded to bf16 . W[K, N] in bf16 (+ bias), by AVX-512 BF16 dot products, a panel
+ * of CPU_PANEL columns at a time; where the CPU lacks them, OpenBLAS on widened panels computes the same */
+#define CPU_BF16_GEMM 1
+int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+#endif
 /* y[n, N] = x[n, K] . each of w's N stored rows of K (+ bias): the product of 8-bit weights (DT_Q8,
  * stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
 int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias);

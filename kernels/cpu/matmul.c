@@ -1,7 +1,8 @@
-/* Matrix products against weights in f32, f16 or bf16, accumulating in f32.
+/* Matrix products against weights in f32, f16 or bf16, accumulating in f32 (bf16 weights multiply
+ * inputs rounded to bf16 and prefill by their own GEMM: matmul_bf16.c).
  * Few tokens (decode): each thread streams its own contiguous band of weight rows once and keeps
  * partial sums in cache, so the product runs at memory bandwidth. Many tokens (prefill): OpenBLAS
- * does the GEMM, on 16-bit weights a panel of CPU_PANEL columns at a time, each widened to f32 in
+ * does the GEMM, on f16 weights a panel of CPU_PANEL columns at a time, each widened to f32 in
  * cache just before its GEMM (widening the whole matrix first wrote and re-read twice its bytes, a
  * fifth of a 128-token prefill). */
 #include <cblas.h>
@@ -70,9 +71,13 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
     int K = w->rows, N = w->cols, groups = (K + 3) / 4, most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
     int bands = groups < most ? groups : most;
     size_t per = (size_t)n * N;
-    float *part = cpu_scratch(b, per * bands);
+    float *part = cpu_scratch(b, per * bands + (w->type == DT_BF16 ? (size_t)n * K : 0));
     if (!part)
         return -1;
+    if (w->type == DT_BF16) { /* matmul_bf16.c's definition */
+        cpu_round_bf16(part + per * bands, x, (size_t)n * K);
+        x = part + per * bands;
+    }
 #pragma omp parallel num_threads(b->threads)
     {
 #pragma omp for schedule(static)
@@ -139,9 +144,20 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
     int K = w->rows, N = w->cols;
     if (n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias);
+#ifdef CPU_BF16_GEMM
+    if (w->type == DT_BF16)
+        return cpu_bf16_gemm(b, y, x, n, w, bias);
+#endif
     if (w->type != DT_F32) {
-        float *panels = cpu_scratch(b, (size_t)cpu_max_threads(b) * K * CPU_PANEL);
-        return panels ? cpu_gemm_panels(b, y, x, n, K, N, w, bias, 0, widen_panel, panels) : -1;
+        size_t nx = w->type == DT_BF16 ? (size_t)n * K : 0;
+        float *panels = cpu_scratch(b, nx + (size_t)cpu_max_threads(b) * K * CPU_PANEL);
+        if (!panels)
+            return -1;
+        if (nx) {
+            cpu_round_bf16(panels, x, nx);
+            x = panels;
+        }
+        return cpu_gemm_panels(b, y, x, n, K, N, w, bias, 0, widen_panel, panels + nx);
     }
     /* single-threaded GEMMs on bands of output columns, one band per core the backend may use: one
      * threading runtime (OpenMP) instead of two competing for the cores. A column's sum depends on
@@ -181,6 +197,13 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
 {
     if (w->type == DT_Q8)
         return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL);
+    if (w->type == DT_BF16) {
+        float *xr = cpu_scratch(b, (size_t)n * w->cols);
+        if (!xr)
+            return -1;
+        cpu_round_bf16(xr, x, (size_t)n * w->cols);
+        x = xr;
+    }
 #pragma omp parallel num_threads(b->threads)
     switch (w->type) {
     case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;

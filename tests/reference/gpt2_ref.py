@@ -5,7 +5,8 @@ here, not by kvchat) and prints or saves logits, or greedy-decodes. The oracle f
 usage: gpt2_ref.py DIR logits IDS OUT.npy      last position's logits for the comma-separated ids
        gpt2_ref.py DIR greedy IDS N            N greedy tokens after the ids, printed space-separated
 With ROUND=bf16 or ROUND=f16 in the environment, the weight matrices are first rounded to that type
-(nearest even), as kvchat's --dtype does when it converts an f32 checkpoint.
+(nearest even), as kvchat's --dtype does when it converts an f32 checkpoint; with bf16 the inputs of
+every matrix product are rounded to bf16 too, as kvchat's bf16 products do.
 """
 import os
 import json
@@ -60,6 +61,7 @@ class GPT2:
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
         self.w = load_safetensors(d + "/model.safetensors")
         kind = os.environ.get("ROUND", "")
+        self.act = kind if kind == "bf16" else ""
         for k in self.w:
             if k.endswith(MATRICES):
                 self.w[k] = round_to(self.w[k], kind)
@@ -69,6 +71,9 @@ class GPT2:
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         return (x - mu) / np.sqrt(var + self.eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
 
+    def mm(self, x, w):
+        return round_to(x, self.act) @ w
+
     def logits(self, ids):
         """Logits of every position, no cache: the whole sequence at once."""
         w, C, H = self.w, self.C, self.H
@@ -77,17 +82,17 @@ class GPT2:
         mask = np.triu(np.full((T, T), -np.inf), 1)
         for l in range(self.L):
             p = "h.%d." % l
-            qkv = self.ln(x, p + "ln_1") @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+            qkv = self.mm(self.ln(x, p + "ln_1"), w[p + "attn.c_attn.weight"]) + w[p + "attn.c_attn.bias"]
             q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(T, H, hd).transpose(1, 0, 2) for i in range(3))
             s = q @ k.transpose(0, 2, 1) / np.sqrt(hd) + mask
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
             y = (s @ v).transpose(1, 0, 2).reshape(T, C)
-            x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-            h = self.ln(x, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
+            x = x + self.mm(y, w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"]
+            h = self.mm(self.ln(x, p + "ln_2"), w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]
             h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
-            x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-        return self.ln(x, "ln_f") @ w["wte.weight"].T
+            x = x + self.mm(h, w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"]
+        return self.mm(self.ln(x, "ln_f"), w["wte.weight"].T)
 
 
 def main():

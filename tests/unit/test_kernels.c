@@ -233,6 +233,8 @@ static void attention_all(void)
             attention_case(0, 1, 2, 16, types[t], paged);
             attention_case(13, 1, 3, 24, types[t], paged);
             attention_case(9, 5, 2, 16, types[t], paged);
+            attention_case(40, 1, 2, 128, types[t], paged); /* head dim 64: 16 keys at a time, a tail */
+            attention_case(21, 3, 1, 16, types[t], paged);  /* head dim 16 */
             attention_case(0, 70, 2, 32, types[t], paged);  /* GEMM path, two row blocks */
             attention_case(11, 20, 4, 32, types[t], paged); /* GEMM path after a cached prefix */
         }

@@ -47,13 +47,15 @@ int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const
 /* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
-/* y[n, N] = x[n, K] . W (+ bias) by OpenBLAS, W widened to f32 a panel of CPU_PANEL columns at a time by
- * `panel` (output columns [c0, c1) as [K][c1 - c0] row-major, or [c1 - c0][K] when by_column) into panels, room
- * for K * CPU_PANEL floats per thread. A column's result depends on its panel only, not on the threads. */
+/* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at a
+ * time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels, room for K * CPU_PANEL floats
+ * per thread, each panel multiplied in cache as soon as it is made: by 8x32 tiles of AVX-512 FMAs
+ * (OpenBLAS's GEMM repacked each panel once more: a 128-token prefill with f16 weights ran about 10%
+ * slower), by OpenBLAS without AVX-512. A column's result depends on its panel only, not on the threads. */
 enum { CPU_PANEL = 128 };
 typedef void (*cpu_panel_fn)(float *dst, const kb_mat *w, int K, int c0, int c1);
 int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
-                    int by_column, cpu_panel_fn panel, float *panels);
+                    cpu_panel_fn panel, float *panels);
 /* dst = src rounded to bf16 (nearest even), as f32: what a product against bf16 weights multiplies
  * (kernels/cpu/matmul_bf16.c) */
 void cpu_round_bf16(float *dst, const float *src, size_t n);

@@ -2,9 +2,9 @@
  * inputs rounded to bf16 and prefill by their own GEMM: matmul_bf16.c).
  * Few tokens (decode): each thread streams its own contiguous band of weight rows once and keeps
  * partial sums in cache, so the product runs at memory bandwidth. Many tokens (prefill): OpenBLAS
- * does the GEMM, on f16 weights a panel of CPU_PANEL columns at a time, each widened to f32 in
- * cache just before its GEMM (widening the whole matrix first wrote and re-read twice its bytes, a
- * fifth of a 128-token prefill). */
+ * does the GEMM on f32 weights; f16 weights are widened to f32 a panel of CPU_PANEL columns at a time,
+ * in cache, just before its tiles (cpu_gemm_panels; widening the whole matrix first wrote and re-read
+ * twice its bytes, a fifth of a 128-token prefill). */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -119,8 +119,43 @@ static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
     }
 }
 
+#ifdef __AVX512F__
+enum { MR = 8, NR = 32 };
+
+/* y[mr rows][the first `valid` of NR columns] (+)= x rows [.][K] . p[K][ld]'s NR columns; inlined with a
+ * constant mr so the 16 accumulators stay in registers */
+INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int ld, int mr, int add, int valid)
+{
+    __m512 acc[MR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 b0 = _mm512_loadu_ps(p + (size_t)k * ld), b1 = _mm512_loadu_ps(p + (size_t)k * ld + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            __m512 a = _mm512_set1_ps(x[(size_t)r * K + k]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    __mmask16 m0 = valid >= 16 ? 0xffff : (__mmask16)((1u << valid) - 1);
+    __mmask16 m1 = valid >= 32 ? 0xffff : valid > 16 ? (__mmask16)((1u << (valid - 16)) - 1) : 0;
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        float *o = y + (size_t)r * N;
+        if (add) {
+            acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, o));
+            acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, o + 16));
+        }
+        _mm512_mask_storeu_ps(o, m0, acc[r][0]);
+        _mm512_mask_storeu_ps(o + 16, m1, acc[r][1]);
+    }
+}
+#endif
+
 int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
-                    int by_column, cpu_panel_fn panel, float *panels)
+                    cpu_panel_fn panel, float *panels)
 {
     int chunks = (N + CPU_PANEL - 1) / CPU_PANEL;
 #pragma omp parallel num_threads(b->threads)
@@ -132,8 +167,18 @@ int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N
             panel(p, w, K, c0, c0 + nc);
             for (int i = 0; i < n && bias; i++)
                 memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)nc);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, by_column ? CblasTrans : CblasNoTrans, n, nc, K, 1.0f, x, K, p,
-                        by_column ? K : nc, bias ? 1.0f : 0.0f, y + c0, N);
+#ifdef __AVX512F__
+            for (int j = 0; j < nc; j += NR) {
+                int m = 0;
+                for (; m + MR <= n; m += MR)
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, MR, bias != NULL, nc - j);
+                if (m < n)
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, n - m, bias != NULL, nc - j);
+            }
+#else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, nc, K, 1.0f, x, K, p, nc, bias ? 1.0f : 0.0f,
+                        y + c0, N);
+#endif
         }
     }
     return 0;
@@ -157,7 +202,7 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
             cpu_round_bf16(panels, x, nx);
             x = panels;
         }
-        return cpu_gemm_panels(b, y, x, n, K, N, w, bias, 0, widen_panel, panels + nx);
+        return cpu_gemm_panels(b, y, x, n, K, N, w, bias, widen_panel, panels + nx);
     }
     /* single-threaded GEMMs on bands of output columns, one band per core the backend may use: one
      * threading runtime (OpenMP) instead of two competing for the cores. A column's sum depends on

@@ -331,6 +331,7 @@ static void q8_case(int n, int K, int N, int with_bias)
 static void q8_all(void)
 {
     q8_case(1, 64, 96, 1);    /* decode */
+    q8_case(1, 608, 20, 0);   /* decode: 19 blocks, an odd one last, scales in two vectors */
     q8_case(5, 96, 33, 1);    /* a few tokens, odd column count */
     q8_case(40, 128, 70, 0);  /* prefill */
     /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are; zeros stay zero */

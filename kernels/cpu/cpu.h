@@ -48,10 +48,11 @@ int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
 /* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at a
- * time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels, room for K * CPU_PANEL floats
- * per thread, each panel multiplied in cache as soon as it is made: by 8x32 tiles of AVX-512 FMAs
- * (OpenBLAS's GEMM repacked each panel once more: a 128-token prefill with f16 weights ran about 10%
- * slower), by OpenBLAS without AVX-512. A column's result depends on its panel only, not on the threads. */
+ * time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL floats
+ * per thread, and CPU_PANEL more), each panel multiplied in cache as soon as it is made: by 8x32 tiles
+ * of AVX-512 FMAs (tile.h; OpenBLAS's GEMM repacked each panel once more: a 128-token prefill with f16
+ * weights ran about 10% slower), by OpenBLAS without AVX-512. A column's result depends on its panel
+ * only, not on the threads. */
 enum { CPU_PANEL = 128 };
 typedef void (*cpu_panel_fn)(float *dst, const kb_mat *w, int K, int c0, int c1);
 int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,

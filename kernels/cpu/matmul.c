@@ -12,6 +12,7 @@
 #include "../err.h"
 #include "cpu.h"
 #include "simd.h"
+#include "tile.h"
 #include "vecmath.h"
 
 /* acc[0..N) += sum over r<4 of x[r] * W[row + r][0..N). The hardware prefetcher follows one stream
@@ -123,11 +124,11 @@ static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 }
 
 #ifdef __AVX512F__
-enum { MR = 8, NR = 32 };
+enum { MR = 8, NR = TILE_NR };
 
-/* y[mr rows][the first `valid` of NR columns] (+)= x rows [.][K] . p[K][ld]'s NR columns; inlined with a
- * constant mr so the 16 accumulators stay in registers */
-INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int ld, int mr, int add, int valid)
+/* y[mr rows][the first `valid` of NR columns] = x rows [.][K] . p[K][ld]'s NR columns (+ bias); inlined
+ * with a constant mr so the 16 accumulators stay in registers */
+INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int ld, int mr, const float *bias, int valid)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 8
@@ -142,18 +143,7 @@ INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
         }
     }
-    __mmask16 m0 = valid >= 16 ? 0xffff : (__mmask16)((1u << valid) - 1);
-    __mmask16 m1 = valid >= 32 ? 0xffff : valid > 16 ? (__mmask16)((1u << (valid - 16)) - 1) : 0;
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
-        float *o = y + (size_t)r * N;
-        if (add) {
-            acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(m0, o));
-            acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(m1, o + 16));
-        }
-        _mm512_mask_storeu_ps(o, m0, acc[r][0]);
-        _mm512_mask_storeu_ps(o + 16, m1, acc[r][1]);
-    }
+    tile_store(y, N, acc, mr, bias, valid);
 }
 #endif
 
@@ -168,17 +158,19 @@ int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N
         for (int c = 0; c < chunks; c++) {
             int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL;
             panel(p, w, K, c0, c0 + nc);
-            for (int i = 0; i < n && bias; i++)
-                memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)nc);
 #ifdef __AVX512F__
+            /* a tile past the panel's last column reads up to NR - 1 floats beyond it (masked off) */
             for (int j = 0; j < nc; j += NR) {
+                const float *bj = bias ? bias + c0 + j : NULL;
                 int m = 0;
                 for (; m + MR <= n; m += MR)
-                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, MR, bias != NULL, nc - j);
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, MR, bj, nc - j);
                 if (m < n)
-                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, n - m, bias != NULL, nc - j);
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, n - m, bj, nc - j);
             }
 #else
+            for (int i = 0; i < n && bias; i++)
+                memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)nc);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, nc, K, 1.0f, x, K, p, nc, bias ? 1.0f : 0.0f,
                         y + c0, N);
 #endif
@@ -197,7 +189,7 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
 #endif
     if (w->type != DT_F32) {
         size_t nx = w->type == DT_BF16 ? (size_t)n * K : 0;
-        float *panels = cpu_scratch(b, nx + (size_t)cpu_max_threads(b) * K * CPU_PANEL);
+        float *panels = cpu_scratch(b, nx + (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL);
         if (!panels)
             return -1;
         if (nx) {

@@ -10,6 +10,7 @@
 #include "../err.h"
 #include "cpu.h"
 #include "simd.h"
+#include "tile.h"
 
 void cpu_round_bf16(float *dst, const float *src, size_t n)
 {
@@ -26,7 +27,7 @@ void cpu_round_bf16(float *dst, const float *src, size_t n)
 
 #ifdef __AVX512BF16__
 
-enum { MR = 8, NR = 32 }; /* a tile: 8 rows by 32 columns, 16 accumulators */
+enum { MR = 8, NR = TILE_NR }; /* a tile: 8 rows by 32 columns, 16 accumulators */
 
 /* x's rows rounded to bf16, each padded with a zero to an even length: [n][kp] pairs */
 static void pack_rows(uint32_t *dst, const float *x, int n, int K, int kp)
@@ -53,7 +54,7 @@ static void pack_panel(uint32_t *dst, const uint16_t *w, int K, int N, int c0, i
         const uint16_t *r0 = w + (size_t)(2 * k2) * N + c0, *r1 = r0 + N;
         int odd = 2 * k2 + 1 < K;
         for (int j = 0; j < ncp; j += 16) {
-            __mmask16 m = j + 16 <= nc ? 0xffff : j < nc ? (__mmask16)((1u << (nc - j)) - 1) : 0;
+            __mmask16 m = tile_lanes(nc - j);
             __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + j));
             __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j)) : _mm512_setzero_si512();
             _mm512_storeu_si512(dst + (size_t)k2 * ncp + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
@@ -73,22 +74,14 @@ INLINE void tile(float *y, int N, const uint32_t *xp, int kp, const uint32_t *bp
     for (int k2 = 0; k2 < kp; k2++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp);
         __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp + 16);
-    #pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)xp[(size_t)r * kp + k2]);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
         }
     }
-    __mmask16 m0 = valid >= 16 ? 0xffff : (__mmask16)((1u << valid) - 1);
-    __mmask16 m1 = valid >= 32 ? 0xffff : valid > 16 ? (__mmask16)((1u << (valid - 16)) - 1) : 0;
-    __m512 bb0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-    __m512 bb1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
-        _mm512_mask_storeu_ps(y + (size_t)r * N, m0, _mm512_add_ps(acc[r][0], bb0));
-        _mm512_mask_storeu_ps(y + (size_t)r * N + 16, m1, _mm512_add_ps(acc[r][1], bb1));
-    }
+    tile_store(y, N, acc, mr, bias, valid);
 }
 
 int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)

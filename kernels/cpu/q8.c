@@ -11,6 +11,7 @@
 #include "../err.h"
 #include "cpu.h"
 #include "simd.h"
+#include "tile.h"
 
 INLINE float half(uint16_t h)
 {
@@ -102,7 +103,7 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
  * f32, so each block's dot is the definition's integer; it is then scaled and summed as decode does.
  * Two multiply-adds per lane per instruction where the f32 GEMM on dequantised values did one:
  * a 128-token prefill of the 124M shape ran at about 900 tok/s that way. */
-enum { MR = 4, NR = 32, PAIRS = DT_Q8_BLOCK / 2 }; /* a tile: 4 rows by 32 columns, 8 + 8 accumulators */
+enum { MR = 4, NR = TILE_NR, PAIRS = DT_Q8_BLOCK / 2 }; /* a tile: 4 rows by 32 columns, 8 + 8 accumulators */
 
 /* the bf16 of each lane's bytes (b0, b1) as one pair, and of (b2, b3) */
 INLINE __m512i pair(__m512i v, int hi)
@@ -120,7 +121,7 @@ static void pack_panel_q8(uint32_t *bp, float *dwp, const kb_mat *w, int K, int 
     int blocks = K / DT_Q8_BLOCK;
     const int8_t *q = (const int8_t *)w->data + (size_t)c0 * K;
     for (int j = 0; j < ncp; j += 16) {
-        __mmask16 m = j + 16 <= nc ? 0xffff : j < nc ? (__mmask16)((1u << (nc - j)) - 1) : 0;
+        __mmask16 m = tile_lanes(nc - j);
         __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(j), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
                                          _mm512_set1_epi32(K));
         for (int k = 0; k < K; k += 4) {
@@ -146,6 +147,8 @@ INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *
 #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
             in[r][0] = in[r][1] = _mm512_setzero_ps();
+        /* matmul_bf16.c's tile loop, over one block: shared through one inline function, GCC 12 kept an
+         * accumulator of this loop on the stack (prefill ~1,540 -> ~1,230 tok/s) */
         for (int k2 = bl * PAIRS; k2 < (bl + 1) * PAIRS; k2++) {
             __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp);
             __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp + 16);
@@ -164,15 +167,7 @@ INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *
             acc[r][1] = _mm512_fmadd_ps(in[r][1], _mm512_mul_ps(d, w1), acc[r][1]);
         }
     }
-    __mmask16 m0 = valid >= 16 ? 0xffff : (__mmask16)((1u << valid) - 1);
-    __mmask16 m1 = valid >= 32 ? 0xffff : valid > 16 ? (__mmask16)((1u << (valid - 16)) - 1) : 0;
-    __m512 bb0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-    __m512 bb1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int r = 0; r < mr; r++) {
-        _mm512_mask_storeu_ps(y + (size_t)r * N, m0, _mm512_add_ps(bb0, acc[r][0]));
-        _mm512_mask_storeu_ps(y + (size_t)r * N + 16, m1, _mm512_add_ps(bb1, acc[r][1]));
-    }
+    tile_store(y, N, acc, mr, bias, valid);
 }
 
 /* y[n, N] from the quantised activations xq [n][K] and their scales dx [n][blocks] */
@@ -244,7 +239,7 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
     int blocks = K / DT_Q8_BLOCK, gemm = n > CPU_STREAM_MAX_TOKENS;
     /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels */
     size_t iq = ((size_t)n * K + 3) / 4, nx = gemm ? (size_t)n * K : 0;
-    float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL : 0));
+    float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0));
     if (!scratch)
         return -1;
     int8_t *xq = (int8_t *)scratch;

@@ -15,8 +15,7 @@ struct engine {
     loaded_model *lm;
     model_opts mo;
     engine_opts o;
-    int window;
-    evict_rule rule;
+    evict_rule rule;                 /* rule.window: the tokens a conversation's cache holds at most */
     conv **convs;
     int n_convs, next_id;
     size_t cap_convs;
@@ -82,6 +81,13 @@ static int refuse_while_running(const engine *e)
     return e->running ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)") : 0;
 }
 
+/* conversation `id`, for a call that changes it: NULL with the error while a reply runs, or when there
+ * is no such conversation */
+static conv *find_idle(const engine *e, int id)
+{
+    return refuse_while_running(e) ? NULL : find(e, id);
+}
+
 engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
     engine *e = err_calloc(1, sizeof *e, "the chat engine");
@@ -90,10 +96,10 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     e->lm = lm;
     e->mo = *mo;
     e->o = *eo;
-    e->window = kv_pool_opts(lm->pool)->window;
+    int window = kv_pool_opts(lm->pool)->window;
     e->next_id = 1;
     int V = lm->model.cfg.vocab_size;
-    e->rule = (evict_rule){.window = e->window, .target = eo->evict_min > 0 ? eo->evict_min : e->window / 4,
+    e->rule = (evict_rule){.window = window, .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
                            .mode = eo->evict};
     e->logits = err_malloc(sizeof(float) * V, "logits");
     if (!e->logits || fid_init(&e->fid, V)) {
@@ -161,9 +167,7 @@ int engine_new_conv(engine *e)
 
 int engine_fork(engine *e, int id)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *p = find(e, id);
+    conv *p = find_idle(e, id);
     if (!p)
         return -1;
     kv_seq *seq = kv_fork(p->seq, e->next_id);
@@ -193,8 +197,8 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
         return -1;
     if (id < 1 || find(e, id))
         return err_set("conversation %d cannot be restored twice", id);
-    if (n > e->window)
-        return err_set("conversation %d holds %d tokens, more than the window of %d", id, n, e->window);
+    if (n > e->rule.window)
+        return err_set("conversation %d holds %d tokens, more than the window of %d", id, n, e->rule.window);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= e->lm->model.cfg.vocab_size)
             return err_set("conversation %d: token id %d is outside this model's vocabulary", id, ids[i]);
@@ -219,9 +223,7 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
 
 int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *c = find(e, id);
+    conv *c = find_idle(e, id);
     if (!c)
         return -1;
     enum { CHUNK = 128 };
@@ -289,7 +291,7 @@ void engine_stats(engine *e, int id)
     kv_pool_get_stats(e->lm->pool, &p);
     const kv_opts *ko = kv_pool_opts(e->lm->pool);
     json_t *f = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I}",
-                          "tokens", s.len, "capacity", s.capacity, "window", e->window, "bytes_used",
+                          "tokens", s.len, "capacity", s.capacity, "window", e->rule.window, "bytes_used",
                           (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
                           (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
                           (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
@@ -370,14 +372,14 @@ static int user_turn(engine *e, conv *c, const char *text)
         if (tpl_preamble(e->o.tpl, tok, &pre, &np, &cap_p))
             goto out;
         int keep = e->o.keep >= 0 ? e->o.keep : np;
-        c->keep = keep > e->window / 2 ? e->window / 2 : keep;
+        c->keep = keep > e->rule.window / 2 ? e->rule.window / 2 : keep;
     }
     if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
         goto out;
-    int room = e->window - (c->keep > np ? c->keep : np) - 1, *m = msg;
+    int room = e->rule.window - (c->keep > np ? c->keep : np) - 1, *m = msg;
     if (room < 1) {
         err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a message; raise --ctx",
-                e->window, tpl_name(e->o.tpl), np);
+                e->rule.window, tpl_name(e->o.tpl), np);
         goto out;
     }
     if (nm > room) { /* longer than the window: keep its end, and say so */
@@ -446,7 +448,7 @@ static int reply(engine *e, conv *c, char **out)
     while (made < n_predict && !atomic_load(&e->cancel)) {
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
-            fid_check(&e->fid, e->lm, c, e->window);
+            fid_check(&e->fid, e->lm, c, e->rule.window);
         if (e->on_logits) {
             if ((rc = gpt2_last_logits(&lm->model, e->logits)))
                 break;
@@ -588,9 +590,7 @@ int engine_retry(engine *e, int id, char **out)
 
 int engine_turn_start(engine *e, int id, const char *text)
 {
-    if (refuse_while_running(e))
-        return -1;
-    if (!find(e, id))
+    if (!find_idle(e, id))
         return -1;
     free(e->job_text);
     e->job_text = NULL;
@@ -688,9 +688,7 @@ static int retry_turn(const conv *c)
 
 int engine_can_retry(const engine *e, int id)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *c = find(e, id);
+    conv *c = find_idle(e, id);
     return c && retry_turn(c) >= 0 ? 0 : -1;
 }
 
@@ -722,9 +720,7 @@ static int run_retry(engine *e, int id, char **out)
 
 int engine_edit(engine *e, int id, const char *text, char **out)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *c = find(e, id);
+    conv *c = find_idle(e, id);
     if (!c)
         return -1;
     int t = last_turn(c, ROLE_USER);
@@ -739,9 +735,7 @@ int engine_edit(engine *e, int id, const char *text, char **out)
 
 int engine_clear(engine *e, int id)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *c = find(e, id);
+    conv *c = find_idle(e, id);
     if (!c)
         return -1;
     ev_emit(e->lm->bus, c->id, EV_CLEAR, NULL);
@@ -754,9 +748,7 @@ int engine_clear(engine *e, int id)
 
 int engine_pin(engine *e, int id, int turn, int pinned)
 {
-    if (refuse_while_running(e))
-        return -1;
-    conv *c = find(e, id);
+    conv *c = find_idle(e, id);
     if (!c)
         return -1;
     if (turn < 0 || turn >= c->n_turns)

@@ -245,17 +245,19 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
     int8_t *xq = (int8_t *)scratch;
     float *dx = scratch + iq, *xf = dx + (size_t)n * blocks;
 #pragma omp parallel for num_threads(b->threads) if (n > 4)
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < n; t++) {
         dt_q8_quantize(xq + (size_t)t * K, NULL, dx + (size_t)t * blocks, x + (size_t)t * K, (size_t)K);
+#ifndef __AVX512BF16__
+        for (int k = 0; k < K && gemm; k++) /* the f32 GEMM's input: the quantised values */
+            xf[(size_t)t * K + k] = xq[(size_t)t * K + k] * dx[(size_t)t * blocks + k / DT_Q8_BLOCK];
+#endif
+    }
 #ifdef __AVX512BF16__
     if (gemm) /* xf's room holds the bf16 pairs (K / 2 a token), each thread's panel room its pairs and scales */
         return gemm_q8(b, y, xq, dx, n, K, N, w, bias, (uint32_t *)xf);
 #else
-    if (gemm) {
-        for (size_t i = 0; i < (size_t)n * K; i++)
-            xf[i] = xq[i] * dx[i / DT_Q8_BLOCK];
+    if (gemm)
         return cpu_gemm_panels(b, y, xf, n, K, N, w, bias, dequantize_panel, xf + nx);
-    }
 #endif
     const int8_t *q = w->data;
     /* one token (decode) streams the rows one at a time: measured faster than pairs (183 against 114

@@ -39,18 +39,12 @@ done
 # other layouts of the same format
 "$KV" make-tiny-model "$R/prefixed" --layers 2 --heads 2 --embd 32 --ctx 32 --prefix --no-mask >/dev/null
 logits_case "${TAG}ref/logits transformer.-prefixed names, no mask buffers" "$R/prefixed" f32
-# 8-bit weights (q8: int8 blocks of 32 with an f16 scale, activations quantised the same way) against the
-# f32 NumPy model: what the quantisation costs on random weights, where it costs most (measured 1.6e-2
-# to 2.4e-2; bf16 weights, inputs rounded to bf16: 4.7e-3 to 6.7e-3). A wrong layout or scale gives errors of order 1.
-q8_case() { # q8_case NAME DIR
-    "$KV" generate -m "$2" --dtype q8 --cache-dtype f32 --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
-        "$PYTHON" "$REF" "$2" logits "$IDS" "$TMP/r.npy" || { fail "$1" "a run failed"; return; }
-    local e
-    e=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
-    if under "$e" 4e-2; then pass "$1 (rel err $e)"; else fail "$1" "relative L2 error $e (limit 4e-2)"; fi
-}
-q8_case "${TAG}ref/logits 2x64x4 as --dtype q8" "$R/l2-h4-e64-f32"
-q8_case "${TAG}ref/logits prefixed names as --dtype q8" "$R/prefixed"
+# 8-bit weights against NumPy's q8 model (ROUND=q8: the same blocks, scales and quantised inputs, in
+# float64 otherwise), to the f32 limit (measured 1.4e-7): scales kept in f32 instead of f16 give 1.2e-2,
+# halves rounded to even instead of away from zero 3.4e-5.
+# What q8 costs against f32 weights is measured, not tested: tests/peer/accuracy.sh and the README.
+logits_case "${TAG}ref/logits 2x64x4 as --dtype q8" "$R/l2-h4-e64-f32" q8
+logits_case "${TAG}ref/logits prefixed names as --dtype q8" "$R/prefixed" q8
 expect_error "${TAG}ref/q8 needs widths in blocks of 32" 1 "q8 weights need widths that are multiples of 32, not 48" \
     "$KV" generate -m "$R/l3-h3-e48-f16" --dtype q8 --prompt-ids 1 -n 1
 

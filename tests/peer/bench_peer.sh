@@ -35,12 +35,8 @@ if [ -z "$model" ]; then
     model=$W/m124
     [ -e "$model/config.json" ] || $KV make-tiny-model "$model" --layers 12 --heads 12 --embd 768 --ctx 1024 >/dev/null || exit 1
 fi
-[ -e "$W/f32.gguf" ] || "$PY" tests/peer/hf_to_gguf.py "$model" "$W/f32.gguf" "$LLAMA" || exit 1
-for t in ${types//,/ }; do
-    q=$(case $t in bf16) echo BF16 ;; f16) echo F16 ;; q8) echo Q8_0 ;; *) echo ;; esac)
-    [ -z "$q" ] || [ -e "$W/$t.gguf" ] || "$LQ" "$W/f32.gguf" "$W/$t.gguf" "$q" >"$W/quantize.log" 2>&1 || {
-        echo "llama-quantize to $q failed: $(tail -1 "$W/quantize.log")"; exit 1; }
-done
+. tests/peer/gguf.sh
+peer_gguf "$model" "$W" "$types" || exit 1
 cc -O3 -march=native -ffast-math -fopenmp -o "$W/readbw" tests/peer/readbw.c || exit 1
 bw=$("$W/readbw" "$threads")
 commit=$(git -C "$LLAMA" log -1 --format='%h %cs' 2>/dev/null || echo unknown)

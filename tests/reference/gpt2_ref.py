@@ -6,7 +6,11 @@ usage: gpt2_ref.py DIR logits IDS OUT.npy      last position's logits for the co
        gpt2_ref.py DIR greedy IDS N            N greedy tokens after the ids, printed space-separated
 With ROUND=bf16 or ROUND=f16 in the environment, the weight matrices are first rounded to that type
 (nearest even), as kvchat's --dtype does when it converts an f32 checkpoint; with bf16 the inputs of
-every matrix product are rounded to bf16 too, as kvchat's bf16 products do.
+every matrix product are rounded to bf16 too, as kvchat's bf16 products do. ROUND=q8 is kvchat's (and
+llama.cpp's q8_0) definition: the matrices but the position embedding in blocks of 32 along the
+reduction, int8 values and an f16 scale (the largest magnitude / 127), each product's input quantised
+the same way with an f32 scale; ROUND=q8w quantises the weights only, the products taking exact
+inputs: what the weight format alone costs.
 """
 import os
 import json
@@ -41,6 +45,16 @@ def load_safetensors(path):
     return out
 
 
+def q8_blocks(a, scale=lambda d: d):
+    """a's last axis in blocks of 32 as q8 values times their block's scale (halves away from zero)"""
+    b = a.reshape(a.shape[:-1] + (a.shape[-1] // 32, 32))
+    d = np.abs(b).max(-1, keepdims=True).astype(np.float32) / np.float32(127)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+    x = (b.astype(np.float32) * inv).astype(np.float64)  # the product in f32, as kvchat forms it
+    q = np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return (q * scale(d).astype(np.float64)).reshape(a.shape)
+
+
 def round_to(a, kind):
     if kind == "f16":
         return a.astype(np.float32).astype(np.float16).astype(np.float64)
@@ -61,9 +75,14 @@ class GPT2:
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
         self.w = load_safetensors(d + "/model.safetensors")
         kind = os.environ.get("ROUND", "")
-        self.act = kind if kind == "bf16" else ""
+        self.act = kind if kind in ("bf16", "q8") else ""
         for k in self.w:
-            if k.endswith(MATRICES):
+            if kind in ("q8", "q8w"):
+                if k.endswith(MATRICES) and k != "wpe.weight":
+                    w = self.w[k] if k == "wte.weight" else self.w[k].T  # reduction along the last axis
+                    w = q8_blocks(w, lambda d: d.astype(np.float16))
+                    self.w[k] = w if k == "wte.weight" else w.T
+            elif k.endswith(MATRICES):
                 self.w[k] = round_to(self.w[k], kind)
 
     def ln(self, x, p):
@@ -72,7 +91,7 @@ class GPT2:
         return (x - mu) / np.sqrt(var + self.eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
 
     def mm(self, x, w):
-        return round_to(x, self.act) @ w
+        return (q8_blocks(x) if self.act == "q8" else round_to(x, self.act)) @ w
 
     def logits(self, ids):
         """Logits of every position, no cache: the whole sequence at once."""

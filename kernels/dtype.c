@@ -134,16 +134,26 @@ void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
     }
 }
 
+/* roundf(v) (halves away from zero, as q8_0 rounds) in a form GCC vectorises: libm's roundf and fmaxf
+ * stay calls, which made quantising a decode step's inputs a tenth of its time. v - truncf(v) is exact. */
+static inline float round_away(float v)
+{
+    float t = truncf(v), f = v - t;
+    return f >= 0.5f ? t + 1.0f : f <= -0.5f ? t - 1.0f : t;
+}
+
 void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n)
 {
     for (size_t b = 0; b < n / DT_Q8_BLOCK; b++) {
         const float *xb = x + b * DT_Q8_BLOCK;
         float amax = 0;
+#pragma omp simd reduction(max : amax)
         for (int i = 0; i < DT_Q8_BLOCK; i++)
-            amax = fmaxf(amax, fabsf(xb[i]));
+            amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+#pragma omp simd
         for (int i = 0; i < DT_Q8_BLOCK; i++)
-            q[b * DT_Q8_BLOCK + i] = (int8_t)roundf(xb[i] * inv); /* as q8_0: half away from zero */
+            q[b * DT_Q8_BLOCK + i] = (int8_t)round_away(xb[i] * inv);
         if (scale)
             scale[b] = dt_f32_to_f16(d);
         if (scale_f32)

@@ -66,9 +66,10 @@ void cpu_round_bf16(float *dst, const float *src, size_t n);
 #define CPU_BF16_GEMM 1
 int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
 #endif
-/* y[n, N] = x[n, K] . each of w's N stored rows of K (+ bias): the product of 8-bit weights (DT_Q8,
+/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8-bit weights (DT_Q8,
  * stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
-int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias);
+int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
+                   kb_act act);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
 
 #endif

@@ -242,7 +242,9 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
 {
     if (w->type != DT_Q8 && n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias, act);
-    if (w->type == DT_Q8 ? cpu_q8_product(b, y, x, n, w->rows, w->cols, w, bias) : product(b, y, x, n, w, bias))
+    if (w->type == DT_Q8)
+        return cpu_q8_product(b, y, x, n, w->rows, w->cols, w, bias, act);
+    if (product(b, y, x, n, w, bias))
         return -1;
     return act == KB_GELU ? cpu_gelu(b, y, (size_t)n * w->cols) : 0;
 }
@@ -258,7 +260,7 @@ INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V,
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
 {
     if (w->type == DT_Q8)
-        return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL);
+        return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL, KB_LINEAR);
     if (w->type == DT_BF16) {
         float *xr = cpu_scratch(b, (size_t)n * w->cols);
         if (!xr)

@@ -79,29 +79,28 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, samp
     return 0;
 }
 
-/* median seconds per decoded token after a context of `ctx` tokens; the tokens fed are the fixed
- * prompt's, so every dtype and backend runs the same positions */
+/* seconds per decoded token after a context of `ctx` tokens: each run's 16 steps timed together (every
+ * slow step counts, as in llama-bench's tg figure), the median of the runs; the tokens fed are the
+ * fixed prompt's, so every dtype and backend runs the same positions */
 static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs, double *out,
                        double *out_wall)
 {
     enum { STEPS = 16 };
-    double t[64 * STEPS], w[64 * STEPS], dt, wall;
-    int k = 0;
-    for (int r = 0; r <= runs; r++) {
+    double t[65], w[65], dt, wall;
+    for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
         kv_truncate(c, 0);
         if (ctx && gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL))
             return -1;
+        t[r] = w[r] = 0;
         for (int s = 0; s < STEPS; s++) {
             if (timed_step(lm, c, ids + ctx + s, 1, ctx + s + 1, smp, &dt, &wall))
                 return -1;
-            if (r) {
-                t[k] = dt;
-                w[k++] = wall;
-            }
+            t[r] += dt / STEPS;
+            w[r] += wall / STEPS;
         }
     }
-    *out = bench_median(t, k);
-    *out_wall = bench_median(w, k);
+    *out = bench_median(t + 1, runs);
+    *out_wall = bench_median(w + 1, runs);
     return 0;
 }
 

@@ -3,8 +3,9 @@
 # 124M-shaped one by default, or -m DIR), converted to GGUF by tests/peer/hf_to_gguf.py (f32) and
 # llama-quantize (bf16, f16, q8_0), the same thread count, interleaved rounds (kvchat bench, then
 # llama-bench, per weight type), medians of the rounds; decode at depth 0 and 512 (llama-bench -d),
-# prefill of 128 and 512. Prints one table: tok/s each, the ratio kvchat / llama.cpp, and the
-# fraction of the machine's read bandwidth (tests/peer/readbw.c, measured before every round; the
+# prefill of 128 and 512. Prints one table: tok/s each, the ratio kvchat / llama.cpp (decode as both
+# time it: 16 tokens together, the first after the context's prefill included; below it kvchat's
+# median single step, the steady state), and the fraction of the machine's read bandwidth (tests/peer/readbw.c, measured before every round; the
 # highest, since a shared machine only ever reads slower than it can) each decode figure reaches.
 # Needs a llama.cpp checkout with llama-bench and llama-quantize built: LLAMA_CPP=DIR (default
 # ../llama.cpp); without it, says so and exits 0.
@@ -65,7 +66,8 @@ for t in types:
     for r in range(1, rounds + 1):
         k = json.load(open("%s/kv-%s-%d.json" % (w, t, r)))["results"][0]
         for key, name in (("prefill128_tok_s", "p128"), ("prefill512_tok_s", "p512"), ("decode_ctx0_tok_s", "d0"),
-                          ("decode_ctx512_tok_s", "d512")):
+                          ("decode_ctx512_tok_s", "d512"), ("decode_ctx0_step_tok_s", "s0"),
+                          ("decode_ctx512_step_tok_s", "s512")):
             kv.setdefault(name, []).append(k[key])
         kv["bytes"], kv["cache"], kv["per_pos"] = k["weight_bytes_per_token"], k.get("cache_dtype", "?"), k["cache_bytes_per_position"]
         for rec in json.load(open("%s/ll-%s-%d.json" % (w, t, r))):
@@ -80,6 +82,7 @@ for t in types:
     print("%-6s %-13s %s" % (t, kv["cache"], " ".join("%22s" % c for c in cells)))
     for name, ctx in (("d0", 0), ("d512", 512)):
         need = (kv["bytes"] + ctx * kv["per_pos"]) / 1e9
-        print("%-6s   decode@%-4d kvchat reads %.0f MB a token: %.0f%% of %.1f GB/s" % ("", ctx, need * 1e3,
-              100 * statistics.median(kv[name]) * need / bw, bw))
+        s, a = statistics.median(kv["s%d" % ctx]), statistics.median(ll[name])
+        print("%-6s   decode@%-4d kvchat reads %.0f MB a token: %.0f%% of %.1f GB/s; its median single step %.1f tok/s (%.2f)"
+              % ("", ctx, need * 1e3, 100 * statistics.median(kv[name]) * need / bw, bw, s, s / a))
 EOF

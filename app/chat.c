@@ -30,6 +30,8 @@
     "      --fidelity N       every N tokens, recompute the logits from scratch and report top-1\n" \
     "                         agreement and KL divergence as a fidelity event\n"                 \
     "      --idle-offload S   move conversations idle S seconds to host memory\n"                \
+    "      --prepare-evict on|off  make the next exact eviction while you type, so a reply never\n" \
+    "                         stops for it (default on)\n"                                        \
     "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n" \
     "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"       \
     "                         ~/.local/share/kvchat/sessions/ by default); a session already in\n" \
@@ -125,6 +127,11 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
             return -1;
         if (r > 0)
             eo->idle_offload = f;
+    } else if (MATCH("--prepare-evict")) {
+        if (r > 0 && strcmp(v, "on") && strcmp(v, "off"))
+            return err_set("--prepare-evict: expected on or off, got '%s'", v);
+        if (r > 0)
+            eo->prepare = !strcmp(v, "on");
     } else if (MATCH("--events")) {
         a->events = v;
     } else if (MATCH("--session")) {
@@ -224,7 +231,7 @@ int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    chat_args a = {.eo = {.tpl = TPL_GPT2, .keep = -1, .evict = EVICT_EXACT}};
+    chat_args a = {.eo = {.tpl = TPL_GPT2, .keep = -1, .evict = EVICT_EXACT, .prepare = 1}};
     for (int i = 1; i < argc; i++) {
         int r = chat_opt(&a, argc, argv, &i);
         if (r == 0)

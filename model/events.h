@@ -16,6 +16,7 @@
 #define EV_GROW "grow"
 #define EV_COW "cow"
 #define EV_EVICT "evict"
+#define EV_PREPARE "prepare"
 #define EV_TRUNCATE "truncate"
 #define EV_FORK "fork"
 #define EV_OFFLOAD "offload"
@@ -32,7 +33,8 @@
 #define EV_RESUME "resume"
 #define EV_TYPES                                                                                              \
     EV_MODEL, EV_NEW, EV_USER, EV_PREFILL, EV_TOKEN, EV_GROW, EV_COW, EV_EVICT, EV_TRUNCATE, EV_FORK, EV_OFFLOAD, \
-        EV_RESTORE, EV_STATS, EV_FIDELITY, EV_NOTICE, EV_PIN, EV_RETRY, EV_EDIT, EV_CLEAR, EV_SET, EV_TURN_END, EV_RESUME
+        EV_RESTORE, EV_STATS, EV_FIDELITY, EV_NOTICE, EV_PIN, EV_RETRY, EV_EDIT, EV_CLEAR, EV_SET, EV_TURN_END, EV_RESUME, \
+        EV_PREPARE
 
 typedef struct ev_bus ev_bus;
 typedef void (*ev_sink)(void *ctx, json_t *ev);

@@ -83,6 +83,8 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
         return run_fused(m, b, kv, past, head);
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
+        if (m->yield && atomic_load(m->yield))
+            return err_set("a background pass gave way");
         /* h holds the previous block's MLP output, still to be added to the residual stream */
         if ((l == 0 ? b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps)
                     : b->add_layernorm(b, h, x, h, L->ln1_g, L->ln1_b, n, C, c->ln_eps)) ||
@@ -190,4 +192,12 @@ int gpt2_last_logits(gpt2_model *m, float *out)
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
 {
     return gpt2_step(m, b, cache, ids, n, NULL, NULL, logits);
+}
+
+int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const atomic_int *stop)
+{
+    m->yield = stop;
+    int rc = gpt2_step(m, b, cache, ids, n, NULL, NULL, NULL);
+    m->yield = NULL;
+    return rc && atomic_load(stop) ? 1 : rc;
 }

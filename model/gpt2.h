@@ -2,6 +2,7 @@
 #ifndef KVCHAT_GPT2_H
 #define KVCHAT_GPT2_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "../kernels/backend.h"
@@ -46,6 +47,7 @@ typedef struct {
     float *fc;                   /* [T, 4C] after GELU */
     float *logits;               /* [V] the last token's */
     int work_tokens;
+    const atomic_int *yield;     /* gpt2_forward_yielding's flag: set, a pass stops between layers */
 } gpt2_model;
 
 /* Told how far a long load has come: stage names the work, fraction is 0..1. */
@@ -71,6 +73,9 @@ size_t gpt2_workspace_bytes(const gpt2_config *c, int n);
  * cache (reserving room first), and writes the last token's logits (vocab_size floats) to logits
  * (if not NULL). On failure the cache keeps its previous length. */
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
+/* gpt2_forward without logits for work in the background: when *stop becomes nonzero it gives way
+ * before the next layer, returning 1 with the cache as it was. 0 done, -1 failed. */
+int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const atomic_int *stop);
 /* gpt2_forward, and when pick is given the next token chosen on the backend from those logits into
  * *next (only its id leaves the device). */
 int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,

@@ -28,6 +28,7 @@ struct kv_pool {
 struct kv_seq {
     kv_pool *p;
     int conv, len, busy, grows;
+    int background;              /* kv_fork_background's: spare memory only, no events, never offloaded */
     int *table, n_table;         /* paged: the block table */
     int *dev_table, *sent;       /* its copy in device memory, and what that copy holds */
     int n_sent;
@@ -308,10 +309,12 @@ static size_t free_bytes(const kv_pool *p)
 static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
 {
     while (free_bytes(p) < bytes) {
+        if (requester->background)
+            return err_set("the KV pool cannot spare %zu more bytes for work in the background", bytes - free_bytes(p));
         kv_seq *victim = NULL;
         for (int i = 0; i < p->n_seqs; i++) {
             kv_seq *c = p->seqs[i];
-            if (c == requester || c->busy || c->offloaded || (c->n_table == 0 && !c->buf))
+            if (c == requester || c->busy || c->offloaded || c->background || (c->n_table == 0 && !c->buf))
                 continue;
             if (!victim || c->last_used < victim->last_used)
                 victim = c;
@@ -413,12 +416,12 @@ int kv_reserve(kv_seq *s, int n)
     }
     refresh_view(s);
     int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
-    if (added) {
+    if (added && !s->background) {
         s->grows++;
         ev_emit(p->bus, s->conv, EV_GROW,
                 json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes", (json_int_t)added, "copied",
                           (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
-    } else if (copied) {
+    } else if (copied && !s->background) {
         ev_emit(p->bus, s->conv, EV_COW, json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     }
     return 0;
@@ -456,14 +459,20 @@ int kv_shift(kv_seq *s, int dst, int src, int n)
     return copy_rows(p->b, &s->view, dst, &s->view, src, n);
 }
 
-kv_seq *kv_fork(kv_seq *s, int conv)
+/* a new sequence with s's first len positions; background: kv_fork_background's kind */
+static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
 {
     kv_pool *p = s->p;
+    if (len < 0 || len > s->len) {
+        err_set("cannot fork %d of %d cached positions", len, s->len);
+        return NULL;
+    }
     if (s->offloaded && kv_restore(s))
         return NULL;
     kv_seq *c = kv_seq_new(p, conv);
     if (!c)
         return NULL;
+    c->background = background;
     double t0 = ev_clock();
     size_t copied = 0;
     int shared = 0;
@@ -472,31 +481,48 @@ kv_seq *kv_fork(kv_seq *s, int conv)
             c->table[i] = s->table[i];
             p->refs[s->table[i]]++;
         }
-        c->n_table = shared = s->n_table;
-        c->len = s->len;
-        drop_after(c, c->len);
+        c->n_table = s->n_table;
+        c->len = len;
+        drop_after(c, len);
+        shared = c->n_table;
         refresh_view(c);
     } else {
         int busy = s->busy, rc;
         s->busy = 1; /* making room for the copy must not move the parent out */
-        rc = s->len ? kv_reserve(c, s->len) : 0;
+        rc = len ? kv_reserve(c, len) : 0;
         s->busy = busy;
         if (rc) {
             kv_seq_free(c);
             return NULL;
         }
-        if (copy_rows(p->b, &c->view, 0, &s->view, 0, s->len)) {
+        if (copy_rows(p->b, &c->view, 0, &s->view, 0, len)) {
             kv_seq_free(c);
             return NULL;
         }
-        c->len = s->len;
-        copied = (size_t)s->len * p->tok_bytes;
+        c->len = len;
+        copied = (size_t)len * p->tok_bytes;
     }
     c->last_used = ++p->tick;
-    ev_emit(p->bus, conv, EV_FORK,
-            json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", s->len, "shared_blocks", shared,
-                      "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+    if (!background)
+        ev_emit(p->bus, conv, EV_FORK,
+                json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", len, "shared_blocks", shared,
+                          "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     return c;
+}
+
+kv_seq *kv_fork(kv_seq *s, int conv)
+{
+    return fork_at(s, conv, s->len, 0);
+}
+
+kv_seq *kv_fork_background(kv_seq *s, int len)
+{
+    return fork_at(s, s->conv, len, 1);
+}
+
+void kv_adopt(kv_seq *s)
+{
+    s->background = 0;
 }
 
 size_t kv_export_bytes(const kv_seq *s)

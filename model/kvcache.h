@@ -72,8 +72,14 @@ int kv_truncate(kv_seq *s, int len);
 /* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the approximate
  * "shift" eviction, whose moved keys keep the positions they were computed at. */
 int kv_shift(kv_seq *s, int dst, int src, int n);
-/* A new sequence with the same first len positions, sharing blocks (paged) or copied (contiguous). */
+/* A new sequence with the same positions, sharing blocks (paged) or copied (contiguous). */
 kv_seq *kv_fork(kv_seq *s, int conv);
+/* The same of the first len positions, for work done ahead in the background (a prepared eviction):
+ * it takes only memory the pool can spare, now and in every later kv_reserve (failing rather than
+ * moving another sequence out), is never moved out itself, and emits no events until kv_adopt makes
+ * it an ordinary sequence (of s's conversation). */
+kv_seq *kv_fork_background(kv_seq *s, int len);
+void kv_adopt(kv_seq *s);
 /* The first len positions as one flat block (the layout of an offloaded copy): its size, a copy out,
  * and a copy into an empty sequence. For KV snapshots on disk. */
 size_t kv_export_bytes(const kv_seq *s);

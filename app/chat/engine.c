@@ -35,6 +35,10 @@ struct engine {
     model_opts pending;              /* mo as it will be then */
     char *job_text, *job_reply;
     char job_err[1024];
+    pthread_t prep_thread;           /* a prepared eviction being made between turns */
+    int preparing;
+    atomic_int prep_stop;
+    conv *prep_conv;
 };
 
 static int forward(engine *e, conv *c, const int *ids, int n, int pick);
@@ -67,6 +71,7 @@ static int push_turn(conv *c, int role, int start)
 
 static void free_conv(conv *c)
 {
+    evict_discard(c);
     kv_seq_free(c->seq);
     free(c->ids);
     free(c->turns);
@@ -81,10 +86,47 @@ static int refuse_while_running(const engine *e)
     return e->running ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)") : 0;
 }
 
+/* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
+ * model, the pool and its conversation's cache, so every call that uses them first makes it give way
+ * (within one layer's work) and waits for it. */
+static void prep_halt(engine *e)
+{
+    if (!e->preparing)
+        return;
+    atomic_store(&e->prep_stop, 1);
+    pthread_join(e->prep_thread, NULL);
+    e->preparing = 0;
+}
+
+void engine_settle(engine *e)
+{
+    if (e->preparing)
+        pthread_join(e->prep_thread, NULL);
+    e->preparing = 0;
+}
+
+static void *prep_main(void *arg)
+{
+    engine *e = arg;
+    evict_prepare(e->prep_conv, e->lm, &e->rule, e->mo.n_predict, &e->prep_stop);
+    return NULL;
+}
+
+/* after a turn of c: its next eviction prepared in the background, when the next turn may need one */
+static void prep_begin(engine *e, conv *c)
+{
+    if (!e->o.prepare || e->preparing || !c)
+        return;
+    atomic_store(&e->prep_stop, 0);
+    e->prep_conv = c;
+    e->preparing = pthread_create(&e->prep_thread, NULL, prep_main, e) == 0;
+}
+
 /* conversation `id`, for a call that changes it: NULL with the error while a reply runs, or when there
  * is no such conversation */
-static conv *find_idle(const engine *e, int id)
+static conv *find_idle(engine *e, int id)
 {
+    prep_halt(e);
     return refuse_while_running(e) ? NULL : find(e, id);
 }
 
@@ -115,6 +157,7 @@ void engine_free(engine *e)
         return;
     if (e->running)
         engine_turn_wait(e, NULL);
+    prep_halt(e);
     for (int i = 0; i < e->n_convs; i++)
         free_conv(e->convs[i]);
     free(e->convs);
@@ -157,6 +200,7 @@ static conv *add_conv(engine *e, kv_seq *seq)
 
 int engine_new_conv(engine *e)
 {
+    prep_halt(e);
     if (refuse_while_running(e))
         return -1;
     conv *c = add_conv(e, NULL);
@@ -170,6 +214,7 @@ int engine_fork(engine *e, int id)
     conv *p = find_idle(e, id);
     if (!p)
         return -1;
+    evict_discard(p); /* the two now share the cache; the next turn of either prepares afresh */
     kv_seq *seq = kv_fork(p->seq, e->next_id);
     if (!seq)
         return -1;
@@ -187,12 +232,14 @@ int engine_fork(engine *e, int id)
     }
     c->keep = p->keep;
     c->approximate = p->approximate;
+    c->settled = p->settled;
     return c->id;
 }
 
 int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
                    const sampler_params *sp, uint64_t rng, int approximate, int turns_done)
 {
+    prep_halt(e);
     if (refuse_while_running(e))
         return -1;
     if (id < 1 || find(e, id))
@@ -218,6 +265,7 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
     c->smp.rng = rng;
     c->approximate = approximate;
     c->turns_done = turns_done;
+    c->settled = n;
     return 0;
 }
 
@@ -240,6 +288,7 @@ int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int don
 
 kv_seq *engine_conv_cache(engine *e, int id)
 {
+    prep_halt(e);
     conv *c = find(e, id);
     return c ? c->seq : NULL;
 }
@@ -282,6 +331,7 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
 
 void engine_stats(engine *e, int id)
 {
+    prep_halt(e);
     conv *c = find(e, id);
     if (!c)
         return;
@@ -321,6 +371,8 @@ static int rollback(engine *e, conv *c, int to)
     if (kv_truncate(c->seq, to))
         return -1;
     c->n_ids = to;
+    c->settled = c->settled < to ? c->settled : to;
+    c->version++;
     while (c->n_turns && c->turns[c->n_turns - 1].start >= to && c->n_turns > 1)
         c->n_turns--;
     if (c->n_turns) {
@@ -532,6 +584,7 @@ static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **ou
                       .n_predict = e->mo.n_predict, .approximate = c->approximate};
     ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
     c->turns_done++;
+    c->settled = c->n_ids;
     if (out && !rc)
         *out = text;
     else
@@ -551,6 +604,9 @@ static int run_turn(engine *e, int id, const char *text, char **out)
         return err_set("a message of %zu bytes is longer than a message can be (%d KiB)", strlen(text),
                        ENGINE_MAX_MESSAGE / 1024);
     ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
+    for (int i = 0; i < e->n_convs; i++) /* a switch of conversation: the memory goes to this one */
+        if (e->convs[i] != c)
+            evict_discard(e->convs[i]);
     offload_idle(e, c);
     c->last_used = ev_clock();
     kv_set_busy(c->seq, 1);
@@ -580,12 +636,18 @@ static void *worker(void *arg)
 
 int engine_turn(engine *e, int id, const char *text, char **out)
 {
-    return refuse_while_running(e) ? -1 : run_turn(e, id, text, out);
+    if (!find_idle(e, id) || run_turn(e, id, text, out))
+        return -1;
+    prep_begin(e, find(e, id));
+    return 0;
 }
 
 int engine_retry(engine *e, int id, char **out)
 {
-    return refuse_while_running(e) ? -1 : run_retry(e, id, out);
+    if (!find_idle(e, id) || run_retry(e, id, out))
+        return -1;
+    prep_begin(e, find(e, id));
+    return 0;
 }
 
 int engine_turn_start(engine *e, int id, const char *text)
@@ -609,6 +671,9 @@ int engine_turn_start(engine *e, int id, const char *text)
 
 static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
+    prep_halt(e);
+    for (int i = 0; i < e->n_convs; i++) /* made for the old n_predict */
+        evict_discard(e->convs[i]);
     ev_emit(e->lm->bus, 0, EV_SET, rec_sampling(sp, n_predict));
     uint64_t old_seed = e->mo.sp.seed;
     e->mo.sp = *sp;
@@ -637,6 +702,7 @@ int engine_turn_wait(engine *e, char **reply_out)
         free(e->job_reply);
         return err_set("%s", e->job_err);
     }
+    prep_begin(e, find(e, e->job_conv));
     if (reply_out)
         *reply_out = e->job_reply;
     else
@@ -688,7 +754,7 @@ static int retry_turn(const conv *c)
 
 int engine_can_retry(const engine *e, int id)
 {
-    conv *c = find_idle(e, id);
+    conv *c = refuse_while_running(e) ? NULL : find(e, id);
     return c && retry_turn(c) >= 0 ? 0 : -1;
 }
 
@@ -730,7 +796,10 @@ int engine_edit(engine *e, int id, const char *text, char **out)
     if (rollback(e, c, c->turns[t].start))
         return -1;
     c->n_turns = t;
-    return run_turn(e, id, text, out);
+    if (run_turn(e, id, text, out))
+        return -1;
+    prep_begin(e, c);
+    return 0;
 }
 
 int engine_clear(engine *e, int id)
@@ -754,6 +823,7 @@ int engine_pin(engine *e, int id, int turn, int pinned)
     if (turn < 0 || turn >= c->n_turns)
         return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
     c->turns[turn].pinned = pinned;
+    c->version++;
     ev_emit(e->lm->bus, c->id, EV_PIN, json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
     return 0;
 }

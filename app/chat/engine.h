@@ -21,6 +21,7 @@ typedef struct {
     evict_mode evict;
     int fidelity;          /* check every N generated tokens; 0: off */
     double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
+    int prepare;           /* prepare the next exact eviction between turns (--prepare-evict) */
 } engine_opts;
 
 typedef struct engine engine;
@@ -50,6 +51,9 @@ int engine_turn(engine *e, int conv, const char *text, char **reply);
 int engine_turn_start(engine *e, int conv, const char *text);
 int engine_turn_wait(engine *e, char **reply);
 void engine_cancel(engine *e);
+/* Waits for the eviction being prepared since the last turn (--prepare-evict) to be ready, instead of
+ * making it give way as every other call does: for tests and benchmarks that want it in place. */
+void engine_settle(engine *e);
 /* Whether a started turn has finished (engine_turn_wait will not block). */
 int engine_turn_done(const engine *e);
 /* New sampling settings for every conversation's next reply (a new seed restarts its stream). While a

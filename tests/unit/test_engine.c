@@ -24,11 +24,17 @@ static void collect(void *ctx, json_t *ev)
     json_array_append(((rig *)ctx)->events, ev);
 }
 
-static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
+/* kv: the cache's layout and dtype, or NULL for the defaults */
+static int setup_kv(rig *r, int ctx, const engine_opts *eo, int n_predict, const kv_opts *kv)
 {
     memset(r, 0, sizeof *r);
     model_opts mo;
     model_opts_init(&mo);
+    if (kv) {
+        mo.kv.layout = kv->layout;
+        mo.kv.type = kv->type;
+        mo.kv_type_set = 1;
+    }
     mo.model_dir = fixture_model("f32", 64);
     mo.wtype = DT_F32;
     mo.device = "cpu";
@@ -51,6 +57,11 @@ static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
     r->ref = kv_pool_create(r->lm.backend, &r->lm.model.cfg, &o, NULL);
     r->want = malloc(sizeof(float) * r->lm.model.cfg.vocab_size);
     return r->e && r->ref ? 0 : -1;
+}
+
+static int setup(rig *r, int ctx, const engine_opts *eo, int n_predict)
+{
+    return setup_kv(r, ctx, eo, n_predict, NULL);
 }
 
 static void teardown(rig *r)
@@ -555,7 +566,178 @@ static void calls_during_reply_refused(void)
     teardown(&r);
 }
 
-TEST_TABLE(engine_tests, {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+/* ---- prepared evictions ---- */
+
+typedef struct {
+    rig on, off;  /* the same script with --prepare-evict on (each preparation awaited) and off */
+    int c_on, c_off;
+} twin;
+
+static int twin_setup(twin *t, const kv_opts *kv)
+{
+    engine_opts on = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .prepare = 1}, off = on;
+    off.prepare = 0;
+    if (setup_kv(&t->on, 64, &on, 6, kv))
+        return -1;
+    if (setup_kv(&t->off, 64, &off, 6, kv)) {
+        teardown(&t->on);
+        return -1;
+    }
+    t->c_on = engine_new_conv(t->on.e);
+    t->c_off = engine_new_conv(t->off.e);
+    return 0;
+}
+
+static void twin_teardown(twin *t)
+{
+    teardown(&t->on);
+    teardown(&t->off);
+}
+
+/* the last evict event's prepared flag after n evictions: -1 when no eviction came after them */
+static int prepared_since(rig *r, int n)
+{
+    json_t *ev = last(r, "evict");
+    return count(r, "evict") > n && ev ? json_is_true(json_object_get(ev, "prepared")) : -1;
+}
+
+/* a turn in both, then the preparation awaited; the logits must be the same bits and a fresh pass's */
+static int twin_turn(twin *t, const char *text, const char *what)
+{
+    char *a = NULL, *b = NULL;
+    int ok = engine_turn(t->on.e, t->c_on, text, &a) == 0 && engine_turn(t->off.e, t->c_off, text, &b) == 0;
+    CHECK(ok, "%s: %s", what, err_msg());
+    CHECK(ok && !strcmp(a, b), "%s: the replies differ ('%s' / '%s')", what, a ? a : "", b ? b : "");
+    free(a);
+    free(b);
+    engine_settle(t->on.e);
+    int V = t->on.lm.model.cfg.vocab_size;
+    const float *la = engine_logits(t->on.e);
+    memcpy(t->off.want, la, sizeof(float) * (size_t)V);
+    const float *lb = engine_logits(t->off.e);
+    CHECK(ok && !memcmp(t->off.want, lb, sizeof(float) * (size_t)V), "%s: prepared and unprepared logits differ", what);
+    return ok ? 0 : -1;
+}
+
+/* fills the window until an eviction was prepared and swapped in: the number of turns it took */
+static int twin_fill(twin *t)
+{
+    for (int k = 0; k < 12; k++) {
+        int n = count(&t->on, "evict");
+        if (twin_turn(t, MESSAGES[k % 6], "filling"))
+            return -1;
+        if (prepared_since(&t->on, n) == 1)
+            return k + 1;
+    }
+    return -1;
+}
+
+/* In every layout and cache dtype: with preparation, evictions swap in their prepared window and
+ * the conversation continues with the same logits, bit for bit, as without it (and a fresh pass's). */
+static void prepared_eviction_exact(void)
+{
+    static const struct { kv_layout layout; dtype type; } kinds[] = {
+        {KV_PAGED, DT_F32}, {KV_CONTIGUOUS, DT_F32}, {KV_PAGED, DT_F16}, {KV_CONTIGUOUS, DT_BF16}, {KV_PAGED, DT_I8}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        kv_opts kv;
+        kv_opts_default(&kv, NULL);
+        kv.layout = kinds[k].layout;
+        kv.type = kinds[k].type;
+        twin t;
+        if (twin_setup(&t, &kv))
+            return;
+        int turns = twin_fill(&t);
+        CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", kinds[k].layout == KV_PAGED ? "paged" : "contiguous",
+              dt_name(kinds[k].type));
+        for (int i = 0; i < 4 && turns > 0; i++)
+            twin_turn(&t, MESSAGES[(turns + i) % 6], "after the first prepared eviction");
+        if (kinds[k].type == DT_F32)
+            CHECK(fresh_error(&t.on, t.c_on) < 1e-5, "prepared: cached vs a fresh pass %.3g", fresh_error(&t.on, t.c_on));
+        json_t *p = last(&t.on, "prepare");
+        CHECK(p && json_is_true(json_object_get(p, "ready")) && json_integer_value(json_object_get(p, "tokens")) > 0,
+              "the prepare event");
+        /* preparation never runs inside a turn: no prepare event between a user message and its turn_end */
+        int inside = 0, bad = 0;
+        size_t i;
+        json_t *v;
+        json_array_foreach(t.on.events, i, v) {
+            const char *ev = json_string_value(json_object_get(v, "ev"));
+            inside = !strcmp(ev, "user") ? 1 : !strcmp(ev, "turn_end") ? 0 : inside;
+            bad += inside && !strcmp(ev, "prepare");
+        }
+        CHECK(bad == 0, "%d prepare events inside turns", bad);
+        twin_teardown(&t);
+    }
+}
+
+static int piece_count;
+static void cancel_on_second(void *ctx, int conv, const char *text, size_t n)
+{
+    (void)conv, (void)text, (void)n;
+    if (++piece_count == 2)
+        engine_cancel(ctx);
+}
+
+/* A plan that no longer holds is dropped and the eviction runs as without one, with the same logits:
+ * after a longer message, /pin, /retry, /set, /fork, a switch of conversation, and Ctrl-C. */
+static void prepared_plan_invalidated(void)
+{
+    const char *what[] = {"longer message", "pin", "retry", "set", "fork", "switch", "cancel"};
+    for (int k = 0; k < 7; k++) {
+        twin t;
+        if (twin_setup(&t, NULL))
+            return;
+        if (twin_fill(&t) < 0) {
+            CHECK(0, "%s: no prepared eviction to invalidate", what[k]);
+            twin_teardown(&t);
+            continue;
+        }
+        int n_ev = count(&t.on, "evict");
+        char *a = NULL, *b = NULL;
+        const char *next = MESSAGES[4];
+        rig *rs[2] = {&t.on, &t.off};
+        int cs[2] = {t.c_on, t.c_off}, ok = 1;
+        for (int j = 0; j < 2; j++) {
+            engine *e = rs[j]->e;
+            switch (k) {
+            case 0: next = "a much longer message than any before it, so that the plan made for the usual size no longer holds"; break;
+            case 1: ok &= engine_pin(e, cs[j], 1, 1) == 0; break;
+            case 2: ok &= engine_retry(e, cs[j], j ? &b : &a) == 0; break;
+            case 3: ok &= engine_set_sampling(e, &engine_model_opts(e)->sp, engine_model_opts(e)->n_predict) == 0; break;
+            case 4: ok &= engine_fork(e, cs[j]) > 0; break;
+            case 5: {
+                int other = engine_new_conv(e);
+                char *x = NULL;
+                ok &= other > 0 && engine_turn(e, other, "elsewhere", &x) == 0;
+                free(x);
+                break;
+            }
+            case 6:
+                piece_count = 0;
+                engine_on_text(e, cancel_on_second, e);
+                ok &= engine_turn_start(e, cs[j], "stop me") == 0 && engine_turn_wait(e, j ? &b : &a) == 0;
+                engine_on_text(e, NULL, NULL);
+                break;
+            }
+        }
+        CHECK(ok, "%s: %s", what[k], err_msg());
+        free(a);
+        free(b);
+        engine_settle(t.on.e); /* the event log is read below: nothing may still be adding to it */
+        if (k == 2 || k == 6) /* they end with a turn of their own, which may have used the plan */
+            n_ev = count(&t.on, "evict");
+        twin_turn(&t, next, what[k]);
+        if (k != 2 && k != 6)
+            CHECK(prepared_since(&t.on, n_ev) == 0, "%s: the eviction after it used the old plan (or none came)",
+                  what[k]);
+        twin_turn(&t, MESSAGES[5], what[k]);
+        twin_teardown(&t);
+    }
+}
+
+TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_exact},
+           {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
+           {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
            {"engine/set_during_reply_waits_for_its_end", set_during_reply}, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},

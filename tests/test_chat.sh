@@ -40,6 +40,7 @@ check "${TAG}chat/--evict shift is labelled approximate" grep -q '"mode":"shift 
 check "${TAG}chat/--fidelity reports" grep -q '"ev":"fidelity"' "$TMP/shift.jsonl"
 
 expect_error "${TAG}chat/--evict bad" 2 "--evict: expected exact or shift" "$KV" chat --no-tui -m "$CM" --evict maybe
+expect_error "${TAG}chat/--prepare-evict bad" 2 "--prepare-evict: expected on or off, got 'maybe'" "$KV" chat --no-tui -m "$CM" --prepare-evict maybe
 expect_error "${TAG}chat/--template bad" 2 "--template: expected gpt2, dialogpt or none" "$KV" chat --no-tui -m "$CM" --template llama
 expect_error "${TAG}chat/--cache-layout bad" 2 "--cache-layout: expected paged or contiguous" "$KV" chat --no-tui -m "$CM" --cache-layout ring
 expect_error "${TAG}chat/--cache-mem bad" 2 "--cache-mem: expected a size" "$KV" chat --no-tui -m "$CM" --cache-mem 12Q

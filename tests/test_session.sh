@@ -16,6 +16,15 @@ replies=$("$KV" replay "$S/a.jsonl" --no-tui | grep -c '] gpt-2: ')
 same "${TAG}session/transcript has three turns" 3 "$replies"
 check "${TAG}session/--verify reproduces the session" "$KV" replay "$S/a.jsonl" --verify
 check "${TAG}session/a line-mode session records the model" grep -q '"ev":"model"' "$S/a.jsonl"
+# evictions prepared while the user types (pauses between messages): recorded, verified exactly, and
+# the replies those of the same chat without preparation
+paced() { for m in "Hello there" "How are you?" "Tell me more" "And then what?" "The end" "One more" "Another"; do
+    echo "$m"; sleep 0.3; done; }
+paced | chat --seed 3 --ctx 48 --evict-min 8 --session "$S/prep.jsonl" >"$S/prep.out"
+check "${TAG}session/evictions prepared between messages are recorded" grep -q '"prepared":true' "$S/prep.jsonl"
+check "${TAG}session/a session with prepared evictions verifies" "$KV" replay "$S/prep.jsonl" --verify
+paced | chat --seed 3 --ctx 48 --evict-min 8 --prepare-evict off --no-save >"$S/noprep.out"
+check "${TAG}session/the same chat without preparation gives the same replies" cmp -s "$S/prep.out" "$S/noprep.out"
 sed '1s/"kvchat_session": *2/"kvchat_session": 1/' "$S/a.jsonl" >"$S/old.jsonl"
 "$KV" replay "$S/old.jsonl" --verify >/dev/null 2>"$S/old.err"
 check "${TAG}session/--verify of a format-1 file says sampled turns may differ" grep -q "session format 1" "$S/old.err"

@@ -181,6 +181,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         graph_push(&m->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TRUNCATE)) {
         cut(c, getpos(ev, "to"));
+        c->prepared = 0; /* a plan does not survive a rollback */
         graph_push(&m->history, c->n_cells, 0);
         logf_(m, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
     } else if (!strcmp(type, EV_EVICT)) {
@@ -191,9 +192,19 @@ void cm_apply(cache_model *m, const json_t *ev)
         }
         if (!strncmp(json_string_value(json_object_get(ev, "mode")) ?: "", "shift", 5))
             c->approximate = 1;
-        graph_push(&m->history, c->n_cells, 'E');
-        logf_(m, "conv %d evict -%d tok, re-prefill %d tok %s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
-              fmt_ms(a, sizeof a, getd(ev, "ms")), c->approximate ? " (approx)" : "");
+        int prepared = json_is_true(json_object_get(ev, "prepared"));
+        c->prepared = 0;
+        c->evictions_seen++;
+        c->evictions_prepared += prepared;
+        c->stall_ms += getd(ev, "stall_ms");
+        graph_push(&m->history, c->n_cells, prepared ? 'P' : 'E');
+        logf_(m, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
+              fmt_ms(a, sizeof a, getd(ev, "ms")), prepared ? " (prepared)" : "", c->approximate ? " (approx)" : "");
+    } else if (!strcmp(type, EV_PREPARE)) {
+        int ready = json_is_true(json_object_get(ev, "ready"));
+        c->prepared = ready ? geti(ev, "tokens") > 0 ? geti(ev, "tokens") : 1 : 0;
+        logf_(m, "conv %d next eviction %s: %d tok %s", c->id, ready ? "prepared" : "not prepared", geti(ev, "tokens"),
+              fmt_ms(a, sizeof a, getd(ev, "ms")));
     } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&m->history, 'G');
         logf_(m, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),

@@ -32,6 +32,10 @@ typedef struct {
     int turns_seen;
     int has_fidelity, fid_top1;
     double fid_kl, fid_rate;
+    int prepared;             /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
+    int evictions_prepared;   /* evictions swapped in prepared, of `evictions` seen as events */
+    int evictions_seen;
+    double stall_ms;          /* replies' time waiting for evictions, all told */
 } cm_conv;
 
 typedef struct {

@@ -105,10 +105,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         double turns = 0;
         int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
         free(drop);
+        const char *ready = c->prepared ? ", prepared" : "";
         if (turns > 0)
-            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns)", n, left, turns);
+            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns%s)", n, left, turns, ready);
         else
-            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok", n, left);
+            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok%s", n, left, ready);
     }
     /* history graph */
     rest = h - y - 1;
@@ -124,7 +125,8 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
                 filled = filled < 0 ? 0 : filled > 8 ? 8 : filled;
-                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] == 'G' ? CP_PIN : CP_GRAPH;
+                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow */
+                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] == 'G' || marks[col] == 'P' ? CP_PIN : CP_GRAPH;
                 wattron(w, screen_attr(s, pair));
                 if (s->color)
                     mvwaddstr(w, y + r, 8 + col, levels[filled]);

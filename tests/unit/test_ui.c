@@ -162,6 +162,15 @@ static void model_from_events(void)
               "\"ranges\":[[4,8]]}");
     CHECK(c->n_cells == 6 && c->n_turns == 2 && c->turns[1].start == 4 && c->turns[1].pinned, "after evict: %d cells %d turns",
           c->n_cells, c->n_turns);
+    apply(&m, "{\"ev\":\"prepare\",\"conv\":1,\"tokens\":2,\"ms\":4,\"ready\":true}");
+    CHECK(c->prepared == 2, "a ready prepare event: the next eviction is prepared");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,\"ms\":1,\"mode\":\"exact\","
+              "\"ranges\":[],\"prepared\":true,\"stall_ms\":1.5}");
+    int heights[4];
+    char marks[4];
+    graph_columns(&m.history, 1, 1, heights, marks);
+    CHECK(!c->prepared && c->evictions_prepared == 1 && c->stall_ms == 1.5 && marks[0] == 'P',
+          "a prepared eviction: marked P (%c), counted, its stall added", marks[0] ? marks[0] : '0');
     apply(&m, "{\"ev\":\"truncate\",\"conv\":1,\"from\":6,\"to\":5}");
     CHECK(c->n_cells == 5 && c->turns[1].len == 1, "truncate");
     apply(&m, "{\"ev\":\"fork\",\"conv\":2,\"parent\":1,\"tokens\":5,\"shared_blocks\":1}");

@@ -1,15 +1,18 @@
 /* kvchat bench --turns: what keeping the cache alive buys. Time to first token for each turn of a
  * conversation that grows to the full window (persistent cache vs re-prefilling the history, as a
- * stateless server does), what one eviction costs per cache layout, and 1000 tokens generated with
- * and without a KV cache. */
+ * stateless server does), what one eviction costs per cache layout, a chat that slides many times
+ * with pauses between messages (evictions prepared while the user types, and not), and 1000 tokens
+ * generated with and without a KV cache. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../kernels/err.h"
 #include "../model/events.h"
 #include "bench.h"
+#include "chat/engine.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -154,6 +157,122 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
     return rc;
 }
 
+/* what a sliding chat's events say: each reply token's time (the eviction it waited for included),
+ * each turn's time to first token (its message's eviction included), the evictions */
+typedef struct {
+    double *token_ms, *ttft_ms;
+    int tokens, turns, cap, evictions, prepared;
+    double stall_ms;
+} slide_log;
+
+static void on_slide(void *ctx, json_t *ev)
+{
+    slide_log *l = ctx;
+    double ms = json_number_value(json_object_get(ev, "ms"));
+    if (ev_is(ev, EV_TOKEN) && l->tokens < l->cap) {
+        l->token_ms[l->tokens++] = ms;
+    } else if (ev_is(ev, EV_PREFILL) && l->turns < l->cap) {
+        l->ttft_ms[l->turns++] = ms;
+    } else if (ev_is(ev, EV_EVICT)) {
+        l->evictions++;
+        l->prepared += json_is_true(json_object_get(ev, "prepared"));
+        l->stall_ms += json_number_value(json_object_get(ev, "stall_ms"));
+    }
+}
+
+static double largest(const double *v, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+/* A chat through the engine that slides many times, with a pause after each turn once the window is
+ * half full (1.25 re-prefill times: a user reading and typing), with --prepare-evict on and off:
+ * the longest wait between two reply tokens against the median, each turn's time to first token,
+ * the evictions and the time replies stalled for them; and whether both end on the same logits. */
+static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json_t *out)
+{
+    enum { SLIDE_USER = 48, SLIDE_REPLY = 16, SLIDES = 4 };
+    const gpt2_config *c = &lm->model.cfg;
+    int target = window / 4, turns = window / (SLIDE_USER + SLIDE_REPLY) + SLIDES * (target / (SLIDE_USER + SLIDE_REPLY) + 1);
+    int recompute = window - target - SLIDE_USER, rc = 0, V = c->vocab_size;
+    int *ids = malloc(sizeof(int) * (size_t)window);
+    float *last = malloc(sizeof(float) * (size_t)V * 2);
+    slide_log l = {.cap = turns * (SLIDE_REPLY + 1) + 16};
+    l.token_ms = malloc(sizeof(double) * (size_t)l.cap);
+    l.ttft_ms = malloc(sizeof(double) * (size_t)l.cap);
+    kv_seq *s = kv_seq_new(lm->pool, 0);
+    if (!ids || !last || !l.token_ms || !l.ttft_ms || !s) {
+        rc = err_set("out of memory for the sliding chat");
+        goto out;
+    }
+    for (int i = 0; i < window; i++)
+        ids[i] = (int)((unsigned)i * 2654435761u % (unsigned)V);
+    double t0 = ev_clock();
+    rc = gpt2_forward(&lm->model, lm->backend, s, ids, recompute, NULL);
+    double reprefill = ev_clock() - t0, pause = 1.25 * reprefill;
+    kv_seq_free(s);
+    s = NULL;
+    printf("\nA chat sliding %d times: %d turns of %d-token messages and %d-token replies in a window of %d, a\n"
+           "pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is half full\n",
+           SLIDES, turns, SLIDE_USER, SLIDE_REPLY, window, pause * 1e3, recompute);
+    printf("prepare  evictions  prepared  stall ms  longest gap ms  median token ms  gap / median  longest TTFT ms\n");
+    for (int on = 1; on >= 0 && !rc; on--) {
+        model_opts m = *mo;
+        m.n_predict = SLIDE_REPLY;
+        m.sp.temp = 0; /* greedy: both runs make the same chat */
+        m.sp.repeat_penalty = 1;
+        engine_opts eo = {.tpl = TPL_NONE, .keep = 0, .evict = EVICT_EXACT, .prepare = on};
+        engine *e = engine_create(lm, &m, &eo);
+        int conv = e ? engine_new_conv(e) : -1;
+        l.tokens = l.turns = l.evictions = l.prepared = 0;
+        l.stall_ms = 0;
+        if (conv < 0 || ev_subscribe(lm->bus, on_slide, &l)) {
+            engine_free(e);
+            rc = -1;
+            break;
+        }
+        for (int t = 0; t < turns && !rc; t++) {
+            char text[SLIDE_USER * 8 + 1] = "";
+            for (int k = 0; k < SLIDE_USER; k++) /* " w<digits>" is about one token a word */
+                snprintf(text + strlen(text), sizeof text - strlen(text), " %c%d", 'a' + (t + k) % 26, (t * 7 + k) % 10);
+            char *reply = NULL;
+            rc = engine_turn(e, conv, text, &reply);
+            free(reply);
+            if (!rc && engine_window_len(e, conv) > window / 2)
+                nanosleep(&(struct timespec){.tv_sec = (time_t)pause, .tv_nsec = (long)((pause - (time_t)pause) * 1e9)},
+                          NULL);
+        }
+        ev_unsubscribe(lm->bus, on_slide, &l);
+        const float *lg = rc ? NULL : engine_logits(e);
+        if (lg)
+            memcpy(last + (size_t)V * on, lg, sizeof(float) * (size_t)V);
+        engine_free(e);
+        if (rc)
+            break;
+        double longest = largest(l.token_ms, l.tokens), ttft = largest(l.ttft_ms, l.turns);
+        double median = bench_median(l.token_ms, l.tokens);
+        printf("%-7s  %9d  %8d  %8.1f  %14.1f  %15.2f  %12.1f  %15.1f\n", on ? "on" : "off", l.evictions, l.prepared,
+               l.stall_ms, longest, median, longest / median, ttft);
+        json_array_append_new(out, json_pack("{s:b, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "prepare", on,
+                                             "evictions", l.evictions, "prepared", l.prepared, "stall_ms", l.stall_ms,
+                                             "longest_gap_ms", longest, "median_token_ms", median, "longest_ttft_ms",
+                                             ttft, "pause_ms", pause * 1e3, "reprefill_ms", reprefill * 1e3));
+    }
+    if (!rc)
+        printf("the two chats end on the same logits: %s\n",
+               memcmp(last, last + V, sizeof(float) * (size_t)V) ? "NO (a prepared eviction changed them)" : "yes, bit for bit");
+out:
+    kv_seq_free(s);
+    free(ids);
+    free(last);
+    free(l.token_ms);
+    free(l.ttft_ms);
+    return rc;
+}
+
 /* 1000 tokens: decoded with the cache, versus recomputing the whole prefix for each (integrated from
  * measured prefix lengths, since running it in full takes minutes) */
 static int thousand_tokens(loaded_model *lm, int window, json_t *out)
@@ -262,11 +381,12 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
 {
     int window = kv_pool_opts(lm->pool)->window;
     json_t *ttft = json_array(), *evict = json_array(), *gen = json_object(), *dtypes = json_array();
-    int rc = ttft_table(lm, window, ttft) || eviction_costs(lm, mo, window, evict) || thousand_tokens(lm, window, gen) ||
-             cache_dtypes(lm, mo, dtypes);
+    json_t *slide = json_array();
+    int rc = ttft_table(lm, window, ttft) || eviction_costs(lm, mo, window, evict) ||
+             sliding_chat(lm, mo, window, slide) || thousand_tokens(lm, window, gen) || cache_dtypes(lm, mo, dtypes);
     if (!rc && json_path) {
-        json_t *doc = json_pack("{s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict, "generate", gen, "cache_dtypes",
-                                dtypes);
+        json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict, "sliding_chat", slide,
+                                "generate", gen, "cache_dtypes", dtypes);
         if (json_dump_file(doc, json_path, JSON_INDENT(2)))
             rc = err_set("--json %s: cannot write", json_path);
         json_decref(doc);
@@ -275,6 +395,7 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
         json_decref(evict);
         json_decref(gen);
         json_decref(dtypes);
+        json_decref(slide);
     }
     return rc ? -1 : 0;
 }

@@ -89,20 +89,18 @@ static int refuse_while_running(const engine *e)
 /* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
  * model, the pool and its conversation's cache, so every call that uses them first makes it give way
  * (within one layer's work) and waits for it. */
-static void prep_halt(engine *e)
-{
-    if (!e->preparing)
-        return;
-    atomic_store(&e->prep_stop, 1);
-    pthread_join(e->prep_thread, NULL);
-    e->preparing = 0;
-}
-
 void engine_settle(engine *e)
 {
     if (e->preparing)
         pthread_join(e->prep_thread, NULL);
     e->preparing = 0;
+}
+
+static void prep_halt(engine *e)
+{
+    if (e->preparing)
+        atomic_store(&e->prep_stop, 1);
+    engine_settle(e);
 }
 
 static void *prep_main(void *arg)

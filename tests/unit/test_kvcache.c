@@ -220,6 +220,17 @@ static void pool_exhaustion(void)
             CHECK(rc == -1 && (strstr(err_msg(), "KV pool") || strstr(err_msg(), "window")), "oversized reserve: %s",
                   err_msg());
             CHECK(kv_len(a) == 40, "a lost tokens");
+            /* work in the background takes only what the pool can spare: a fork of c's first 8
+             * positions that then needs 30 more fails, and nothing is moved out for it */
+            kv_set_busy(c, 0);
+            kv_restore(c);
+            kv_seq *bg = kv_fork_background(c, 8);
+            int a_out = kv_is_offloaded(a), c_out = kv_is_offloaded(c);
+            rc = bg ? kv_reserve(bg, 30) : -1;
+            CHECK(bg && rc == -1 && strstr(err_msg(), "spare"), "a background fork took memory it could not spare: %s",
+                  err_msg());
+            CHECK(kv_is_offloaded(a) == a_out && kv_is_offloaded(c) == c_out, "something moved out for background work");
+            kv_seq_free(bg);
             kv_pool_free(pool);
         }
     gpt2_free(&m);

@@ -339,5 +339,37 @@ static void threads_change_nothing(void)
     }
 }
 
-TEST_TABLE(forward_tests, {"forward/threads_change_nothing", threads_change_nothing}, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
+/* A background pass told to give way stops before its next layer, returns 1 and leaves the cache as
+ * it was; not told, it is gpt2_forward (the same cache, bit for bit). */
+static void yielding_pass(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, model_dir("f32"), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2);
+    kv_opts ko;
+    kv_opts_default(&ko, &m.cfg);
+    kv_pool *pool = kv_pool_create(b, &m.cfg, &ko, NULL);
+    kv_seq *y = kv_seq_new(pool, 0), *f = kv_seq_new(pool, 1);
+    int ids[12];
+    for (int i = 0; i < 12; i++)
+        ids[i] = 100 + 31 * i;
+    atomic_int stop = 1;
+    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 1 && kv_len(y) == 0, "told to give way: rc or length %d",
+          kv_len(y));
+    atomic_store(&stop, 0);
+    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 0 && gpt2_forward(&m, b, f, ids, 12, NULL) == 0,
+          "a pass not told to give way failed: %s", err_msg());
+    size_t n = kv_export_bytes(y);
+    char *a = malloc(n), *c = malloc(n);
+    CHECK(a && c && kv_export(y, a) == 0 && kv_export(f, c) == 0 && !memcmp(a, c, n),
+          "a yielding pass's cache differs from gpt2_forward's");
+    CHECK(m.yield == NULL, "the flag outlived its pass");
+    free(a);
+    free(c);
+    kv_pool_free(pool);
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
+TEST_TABLE(forward_tests, {"forward/yielding_pass", yielding_pass}, {"forward/threads_change_nothing", threads_change_nothing}, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
            {"forward/steps_and_choices", steps_and_choices});

@@ -32,6 +32,7 @@ static int setup_kv(rig *r, int ctx, const engine_opts *eo, int n_predict, const
     model_opts_init(&mo);
     if (kv) {
         mo.kv.layout = kv->layout;
+        mo.kv.prealloc = kv->prealloc;
         mo.kv.type = kv->type;
         mo.kv_type_set = 1;
     }
@@ -636,23 +637,24 @@ static int twin_fill(twin *t)
  * the conversation continues with the same logits, bit for bit, as without it (and a fresh pass's). */
 static void prepared_eviction_exact(void)
 {
-    static const struct { kv_layout layout; dtype type; } kinds[] = {
-        {KV_PAGED, DT_F32}, {KV_CONTIGUOUS, DT_F32}, {KV_PAGED, DT_F16}, {KV_CONTIGUOUS, DT_BF16}, {KV_PAGED, DT_I8}};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    for (int k = 0; k < 12; k++) {
         kv_opts kv;
         kv_opts_default(&kv, NULL);
-        kv.layout = kinds[k].layout;
-        kv.type = kinds[k].type;
+        kv.layout = k / 4 ? KV_CONTIGUOUS : KV_PAGED;
+        kv.prealloc = k / 4 == 2;
+        kv.type = types[k % 4];
         twin t;
         if (twin_setup(&t, &kv))
             return;
+        const char *layout = k / 4 == 0 ? "paged" : k / 4 == 1 ? "contiguous" : "preallocated";
         int turns = twin_fill(&t);
-        CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", kinds[k].layout == KV_PAGED ? "paged" : "contiguous",
-              dt_name(kinds[k].type));
+        CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", layout, dt_name(kv.type));
         for (int i = 0; i < 4 && turns > 0; i++)
             twin_turn(&t, MESSAGES[(turns + i) % 6], "after the first prepared eviction");
-        if (kinds[k].type == DT_F32)
-            CHECK(fresh_error(&t.on, t.c_on) < 1e-5, "prepared: cached vs a fresh pass %.3g", fresh_error(&t.on, t.c_on));
+        /* against a fresh f32 pass: exact with an f32 cache, the cache dtype's rounding otherwise */
+        double err = fresh_error(&t.on, t.c_on), limit = kv.type == DT_F32 ? 1e-5 : 2e-2;
+        CHECK(err < limit, "%s %s: prepared, cached vs a fresh pass %.3g (limit %g)", layout, dt_name(kv.type), err, limit);
         json_t *p = last(&t.on, "prepare");
         CHECK(p && json_is_true(json_object_get(p, "ready")) && json_integer_value(json_object_get(p, "tokens")) > 0,
               "the prepare event");

@@ -91,9 +91,10 @@ static int refuse_while_running(const engine *e)
  * (within one layer's work) and waits for it. */
 void engine_settle(engine *e)
 {
-    if (e->preparing)
+    if (e->preparing) {
         pthread_join(e->prep_thread, NULL);
-    e->preparing = 0;
+        e->preparing = 0;
+    }
 }
 
 static void prep_halt(engine *e)
@@ -327,12 +328,9 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
     return c ? c->turns : NULL;
 }
 
-void engine_stats(engine *e, int id)
+/* the stats event of c, from the thread its turn runs on */
+static void stats(engine *e, const conv *c)
 {
-    prep_halt(e);
-    conv *c = find(e, id);
-    if (!c)
-        return;
     kv_seq_stats s;
     kv_pool_stats p;
     kv_seq_get_stats(c->seq, &s);
@@ -357,6 +355,14 @@ void engine_stats(engine *e, int id)
         json_object_set_new(f, "memory_total", json_integer((json_int_t)mem_total));
     }
     ev_emit(e->lm->bus, c->id, EV_STATS, f);
+}
+
+void engine_stats(engine *e, int id)
+{
+    prep_halt(e);
+    conv *c = find(e, id);
+    if (c)
+        stats(e, c);
 }
 
 /* ---- turns ---- */
@@ -575,7 +581,7 @@ static int reply(engine *e, conv *c, char **out)
  * and the caller wants it. Returns rc. */
 static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **out)
 {
-    engine_stats(e, c->id);
+    stats(e, c);
     rec_turn_end t = {.reply = text, .tokens = c->n_ids > start ? c->n_ids - start : 0,
                       .cancelled = atomic_load(&e->cancel) != 0, .failed = rc != 0, .ids = c->ids, .n_ids = c->n_ids,
                       .turns = c->turns, .n_turns = c->n_turns, .keep = c->keep, .rng = c->smp.rng, .sp = c->smp.p,
@@ -613,7 +619,7 @@ static int run_turn(engine *e, int id, const char *text, char **out)
     int start = c->n_ids;
     char *r = NULL;
     if (!rc) {
-        engine_stats(e, id);
+        stats(e, c);
         rc = reply(e, c, &r);
     }
     return turn_end(e, c, r, start, rc, out);

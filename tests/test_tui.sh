@@ -150,6 +150,21 @@ u = [json.loads(l)["text"] for l in open(sys.argv[1]) if "\"ev\":\"user\"" in l]
 print(len(u), len(u[0]) if u else 0)' "$TMP/paste.session")"
 stop_tmux
 
+# a small window that slides every turn: between messages the next eviction is prepared, the forecast
+# line says so, and the one that follows is swapped in (the log marks it)
+$TM new-session -d -s tui -x 160 -y 48 "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 10 --ctx 48 \
+    --evict-min 8 --no-save; sleep 60"
+wait_for "conv 1/1" 30
+for m in "Hello there" "How are you?" "Tell me more"; do
+    $TM send-keys -t tui "$m" Enter
+    wait_for "Ctrl-C quit" 30
+    sleep 0.5
+done
+expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "next eviction .*prepared\\)" 15
+$TM send-keys -t tui "And then what?" Enter
+expect_screen "${TAG}tui/the log marks an eviction that was prepared" "evict -[0-9]+ tok.*\\(prepared\\)" 30
+stop_tmux
+
 # /set n raised while a reply streams, under AddressSanitizer: the reply keeps the length it was sized
 # for (it overflowed the heap), the setting applies from the next reply and is recorded after the turn
 AKV=${BUILD:-build}/asan/kvchat

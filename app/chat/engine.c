@@ -377,6 +377,7 @@ static int rollback(engine *e, conv *c, int to)
     c->n_ids = to;
     c->settled = c->settled < to ? c->settled : to;
     c->version++;
+    evict_discard(c); /* made for the window as it was */
     while (c->n_turns && c->turns[c->n_turns - 1].start >= to && c->n_turns > 1)
         c->n_turns--;
     if (c->n_turns) {
@@ -416,6 +417,28 @@ static void offload_idle(engine *e, const conv *active)
         if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) && now - c->last_used > e->o.idle_offload)
             kv_offload(c->seq);
     }
+}
+
+/* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may need
+ * it. Another conversation's plan always (a switch), and c's own when the pool could not hold c's
+ * cache growing to the window beside it, which is all the turn can add before the eviction that
+ * swaps the plan in: a plan only ever uses memory the pool can spare, then as now. */
+static void turn_room(engine *e, conv *c)
+{
+    for (int i = 0; i < e->n_convs; i++)
+        if (e->convs[i] != c)
+            evict_discard(e->convs[i]);
+    if (!c->plan)
+        return;
+    const kv_opts *o = kv_pool_opts(e->lm->pool);
+    kv_pool_stats ps;
+    kv_pool_get_stats(e->lm->pool, &ps);
+    size_t per = kv_bytes_per_token(e->lm->pool), left = ps.pool_bytes - ps.used_bytes;
+    size_t need = o->layout == KV_PAGED ? (size_t)(e->rule.window - c->n_ids + o->block_tokens) * per
+                  : o->prealloc       ? 0
+                                      : (size_t)e->rule.window * per; /* a growth copies into a new buffer */
+    if (left < need)
+        evict_discard(c);
 }
 
 /* appends a user message (after the preamble, for a new conversation) and prefills it */
@@ -608,9 +631,7 @@ static int run_turn(engine *e, int id, const char *text, char **out)
         return err_set("a message of %zu bytes is longer than a message can be (%d KiB)", strlen(text),
                        ENGINE_MAX_MESSAGE / 1024);
     ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
-    for (int i = 0; i < e->n_convs; i++) /* a switch of conversation: the memory goes to this one */
-        if (e->convs[i] != c)
-            evict_discard(e->convs[i]);
+    turn_room(e, c);
     offload_idle(e, c);
     c->last_used = ev_clock();
     kv_set_busy(c->seq, 1);

@@ -33,6 +33,7 @@ static int setup_kv(rig *r, int ctx, const engine_opts *eo, int n_predict, const
     if (kv) {
         mo.kv.layout = kv->layout;
         mo.kv.prealloc = kv->prealloc;
+        mo.kv.pool_bytes = kv->pool_bytes;
         mo.kv.type = kv->type;
         mo.kv_type_set = 1;
     }
@@ -737,7 +738,44 @@ static void prepared_plan_invalidated(void)
     }
 }
 
+/* In a pool that could not hold the cache growing to its window beside the prepared eviction, the
+ * next turn takes the memory back: every ready plan goes unused and the evictions run as without one,
+ * with the same logits; in a pool that can, plans are swapped in (some still go unused: a message
+ * longer than the last three makes a different plan). */
+static void prepared_plan_yields_memory(void)
+{
+    twin t;
+    if (twin_setup(&t, NULL))
+        return;
+    size_t per = kv_bytes_per_token(t.on.lm.pool);
+    twin_teardown(&t);
+    for (int tight = 0; tight < 2; tight++) {
+        kv_opts kv;
+        kv_opts_default(&kv, NULL);
+        /* roomy: six windows; tight: the window, and a little more that a plan can take */
+        kv.pool_bytes = (tight ? 64 + 48 : 6 * 64) * per;
+        if (twin_setup(&t, &kv))
+            return;
+        int swapped = 0, dropped = 0, ready = 0;
+        for (int k = 0; k < 10; k++) {
+            twin_turn(&t, MESSAGES[k % 6], tight ? "tight pool" : "roomy pool");
+            int used = prepared_since(&t.on, 0);
+            swapped += ready && used == 1;
+            dropped += ready && used == 0;
+            json_t *p = last(&t.on, "prepare"); /* made after this turn, for the next */
+            ready = p && json_is_true(json_object_get(p, "ready"));
+            json_array_clear(t.on.events); /* each turn's events alone */
+        }
+        if (tight)
+            CHECK(dropped > 0 && swapped == 0, "tight pool: %d plans swapped in, %d given back (want 0, >0)", swapped, dropped);
+        else
+            CHECK(swapped > 0, "roomy pool: no plan swapped in (%d not used)", dropped);
+        twin_teardown(&t);
+    }
+}
+
 TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_exact},
+           {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
            {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},

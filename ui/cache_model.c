@@ -194,7 +194,6 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->approximate = 1;
         int prepared = json_is_true(json_object_get(ev, "prepared"));
         c->prepared = 0;
-        c->evictions_seen++;
         c->evictions_prepared += prepared;
         c->stall_ms += getd(ev, "stall_ms");
         graph_push(&m->history, c->n_cells, prepared ? 'P' : 'E');

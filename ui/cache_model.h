@@ -33,8 +33,7 @@ typedef struct {
     int has_fidelity, fid_top1;
     double fid_kl, fid_rate;
     int prepared;             /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
-    int evictions_prepared;   /* evictions swapped in prepared, of `evictions` seen as events */
-    int evictions_seen;
+    int evictions_prepared;   /* evictions swapped in prepared (of `evictions`) */
     double stall_ms;          /* replies' time waiting for evictions, all told */
 } cm_conv;
 

@@ -23,7 +23,6 @@ typedef struct conv {
     int fid_checks, fid_agree;
     int turns_done;                  /* turn_end records written: ties a KV snapshot to this exact point */
     int settled;                     /* the window's length when its last turn ended (or less, after a rollback) */
-    unsigned version;                /* counts every change to the window but appends */
     struct prep *plan;               /* a prepared eviction (eviction.c), or NULL */
 } conv;
 

@@ -376,7 +376,6 @@ static int rollback(engine *e, conv *c, int to)
         return -1;
     c->n_ids = to;
     c->settled = c->settled < to ? c->settled : to;
-    c->version++;
     evict_discard(c); /* made for the window as it was */
     while (c->n_turns && c->turns[c->n_turns - 1].start >= to && c->n_turns > 1)
         c->n_turns--;
@@ -661,17 +660,19 @@ static void *worker(void *arg)
 
 int engine_turn(engine *e, int id, const char *text, char **out)
 {
-    if (!find_idle(e, id) || run_turn(e, id, text, out))
+    conv *c = find_idle(e, id);
+    if (!c || run_turn(e, id, text, out))
         return -1;
-    prep_begin(e, find(e, id));
+    prep_begin(e, c);
     return 0;
 }
 
 int engine_retry(engine *e, int id, char **out)
 {
-    if (!find_idle(e, id) || run_retry(e, id, out))
+    conv *c = find_idle(e, id);
+    if (!c || run_retry(e, id, out))
         return -1;
-    prep_begin(e, find(e, id));
+    prep_begin(e, c);
     return 0;
 }
 
@@ -848,7 +849,6 @@ int engine_pin(engine *e, int id, int turn, int pinned)
     if (turn < 0 || turn >= c->n_turns)
         return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
     c->turns[turn].pinned = pinned;
-    c->version++;
     ev_emit(e->lm->bus, c->id, EV_PIN, json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
     return 0;
 }

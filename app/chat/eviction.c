@@ -10,7 +10,6 @@ struct prep {
     kv_seq *seq;          /* the window after it: the kept prefix shared, the rest recomputed */
     unsigned char *drop;  /* its plan over the settled window */
     int n, kept;          /* the settled window's length, and the positions it keeps */
-    unsigned version;     /* the conversation's version it was made from */
 };
 
 /* The rule's plan for `need` more tokens in c's window: drop[0..n) marks what goes, newpos[i] is where
@@ -47,13 +46,14 @@ void evict_discard(conv *c)
     c->plan = NULL;
 }
 
-/* the plan c holds, taken when it is the one just made for its window (the same drops over the
- * settled part, none after it, nothing changed but appends since), else discarded: NULL */
+/* the plan c holds, taken when it is the one just made for its window (made from the window as it is
+ * settled now, the same drops over it, none after it), else discarded: NULL. Whatever else changes
+ * the window drops the plan (a rollback) or the drops (a pin). */
 static struct prep *take_plan(conv *c, const unsigned char *drop, int n)
 {
     struct prep *p = c->plan;
     c->plan = NULL;
-    int ok = p && p->version == c->version && p->n == c->settled && p->n <= n;
+    int ok = p && p->n == c->settled && p->n <= n;
     for (int i = 0; ok && i < n; i++)
         ok = drop[i] == (i < p->n ? p->drop[i] : 0);
     if (!ok)
@@ -114,7 +114,6 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     }
     c->n_ids = w;
     c->settled = split;
-    c->version++;
     int recomputed = 0, rc = 0, from = split > first ? split : first;
     if (r->mode == EVICT_EXACT) {
         recomputed = w - first;
@@ -204,7 +203,6 @@ int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
         }
         p->n = n;
         p->kept = newpos[n];
-        p->version = c->version;
         for (int i = first; i < n; i++)
             if (!p->drop[i])
                 ids[newpos[i]] = c->ids[i];

@@ -20,8 +20,8 @@ MODEL   ?=
 FUZZ_SECONDS ?= 30
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-PKGS := gcc make libncurses-dev libreadline-dev libopenblas-dev libjansson-dev libpcre2-dev curl ca-certificates
-TEST_PKGS := python3 python3-numpy python3-regex tmux
+PKGS := gcc make libncurses-dev libreadline-dev libopenblas-dev libjansson-dev libpcre2-dev libzip-dev libcurl4-openssl-dev libssl-dev ca-certificates
+TEST_PKGS := python3 python3-numpy python3-regex python3-torch tmux
 FUZZ_PKGS := clang libclang-rt-dev
 
 NVCC := $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
@@ -40,7 +40,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
            -I/usr/include/x86_64-linux-gnu/openblas-pthread \
            -DKVCHAT_ASSETS='"$(CURDIR)/assets"' -DNCURSES_WIDECHAR=1
-LDLIBS  := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lm -lpthread
+LDLIBS  := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lzip -lcurl -lcrypto -lm -lpthread
 LDFLAGS += -fopenmp
 
 # SYSROOT: headers and libraries unpacked from .deb files (tests/gpu/fetch-deps.sh), for machines
@@ -98,7 +98,7 @@ $(BUILD)/asan/%.o: %.c
 	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -O1 $(SAN) -c -o $@ $<
 
 # the sanitizer build is the CPU build (the CUDA runtime is not instrumented)
-CPU_LDLIBS := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lm -lpthread
+CPU_LDLIBS := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lzip -lcurl -lcrypto -lm -lpthread
 $(BUILD)/asan/kvchat: $(BUILD)/asan/app/main.o $(ASAN_OBJ)
 	$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(CPU_LDLIBS)
 
@@ -178,10 +178,13 @@ fuzz: deps
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/session \
 	  -DNCURSES_WIDECHAR=1 tests/fuzz/fuzz_session.c app/session/session_file.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
 	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm
-	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/pickle \
+	  tests/fuzz/fuzz_pickle.c model/pickle.c model/pytorch.c model/safetensors.c kernels/err.c -ljansson -lzip
+	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session $(BUILD)/fuzz/corpus-pickle
 	$(BUILD)/fuzz/safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-st tests/fuzz/seeds-safetensors
 	$(BUILD)/fuzz/tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-tok tests/fuzz/seeds-tokenizer
 	$(BUILD)/fuzz/session -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-session tests/fuzz/seeds-session
+	$(BUILD)/fuzz/pickle -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-pickle tests/fuzz/seeds-pickle
 
 clean:
 	rm -rf $(BUILD)

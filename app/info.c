@@ -42,7 +42,7 @@ int cmd_info(int argc, char **argv)
     printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);
     human(a, sizeof a, (double)lm.model.st.map_len);
     human(b, sizeof b, (double)params * dt_size(lm.model.wtype));
-    printf("weights     %s in the file (%s); %s as loaded (%s)\n", a, dt_name(lm.model.file_type), b,
+    printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file, dt_name(lm.model.file_type), b,
            dt_name(lm.model.wtype));
     printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));
     printf("\nKV cache    per token    full context (%d tokens)\n", c->n_ctx);

@@ -24,6 +24,7 @@ static const char USAGE[] =
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
     "  bench            prefill and decode speed on this machine\n"
     "  get-model        download a GPT-2 checkpoint from Hugging Face\n"
+    "  convert          rewrite a pytorch_model.bin as model.safetensors (faster loads)\n"
     "  selftest         check the GPU against the CPU on a model (done once, cached, before first use)\n"
     "  make-tiny-model  write a random-weight GPT-2 checkpoint (tests, demos)\n"
     "\n"
@@ -42,6 +43,7 @@ static const struct {
     {"info", cmd_info, INFO_HELP},
     {"bench", cmd_bench, BENCH_HELP},
     {"get-model", cmd_get_model, GET_MODEL_HELP},
+    {"convert", cmd_convert, CONVERT_HELP},
     {"selftest", cmd_selftest, SELFTEST_HELP},
     {"make-tiny-model", cmd_make_tiny_model, MAKE_TINY_MODEL_HELP},
 };

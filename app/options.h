@@ -16,9 +16,9 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
 int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
 /* The help lines for those options, as literals so commands can append them to their own. */
 #define MODEL_OPTS_HELP                                                                          \
-    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors,\n"  \
-    "                         vocab.json, merges.txt); default $KVCHAT_MODEL, else the\n"        \
-    "                         gpt2 download in ~/.cache/kvchat/models/gpt2\n"                    \
+    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors or\n" \
+    "                         pytorch_model.bin, vocab.json, merges.txt); default\n"           \
+    "                         $KVCHAT_MODEL, else the gpt2 download in ~/.cache/kvchat/models/gpt2\n" \
     "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU when\n" \
     "                         one answers, else the CPU)\n"                                      \
     "      --dtype T          weights in f32 | bf16 | f16 | q8 (default: bf16 where the CPU has\n" \

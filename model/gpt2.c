@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "checkpoint.h"
 
 static int own(gpt2_model *m, void *p)
 {
@@ -207,8 +208,10 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (cfg_load(&m->cfg, path))
         return -1;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st_open(&m->st, path))
+    if (!(m->file = ckpt_file(dir)))
+        return -1;
+    snprintf(path, sizeof path, "%s/%s", dir, m->file);
+    if (ckpt_open(&m->st, path))
         return -1;
     const gpt2_config *c = &m->cfg;
     const st_tensor *wte = find(m, "wte.weight", c->vocab_size, c->n_embd);

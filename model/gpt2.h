@@ -27,7 +27,8 @@ typedef struct {
 typedef struct {
     gpt2_config cfg;
     dtype wtype;                 /* dtype of the big matrices as used for compute */
-    dtype file_type;             /* dtype in model.safetensors (of wte) */
+    dtype file_type;             /* dtype in the checkpoint (of wte) */
+    const char *file;            /* the checkpoint's name in its directory (model/checkpoint.h) */
     kb_mat wte;                  /* [V, C], also the LM head */
     kb_mat wpe;                  /* [P, C] */
     const float *lnf_g, *lnf_b;  /* [C] */
@@ -56,7 +57,7 @@ typedef struct {
     void *ctx;
 } gpt2_progress;
 
-/* Loads DIR/config.json and DIR/model.safetensors, keeping weights in `wtype` (converted when the
+/* Loads DIR/config.json and DIR's weights (model/checkpoint.h), keeping weights in `wtype` (converted when the
  * file holds another dtype; mapped in place when it matches). progress may be NULL. */
 int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *progress);
 /* Before the backend it ran on is destroyed: its activations and placed weights are that backend's. */

@@ -203,9 +203,22 @@ void st_close(st_file *f)
     for (int i = 0; i < f->n_tensors; i++)
         free(f->tensors[i].name);
     free(f->tensors);
+    for (size_t i = 0; i < f->n_bufs; i++)
+        free(f->bufs[i]);
+    free(f->bufs);
     if (f->map)
         munmap((void *)f->map, f->map_len);
     memset(f, 0, sizeof *f);
+}
+
+int st_own(st_file *f, void *buf)
+{
+    if (err_grow(&f->bufs, &f->cap_bufs, f->n_bufs + 1, sizeof *f->bufs, "a checkpoint's buffers")) {
+        free(buf);
+        return -1;
+    }
+    f->bufs[f->n_bufs++] = buf;
+    return 0;
 }
 
 const st_tensor *st_find(const st_file *f, const char *name)
@@ -264,6 +277,8 @@ int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void
         else if (fwrite(buf, 1, e[i].bytes, f) != e[i].bytes)
             rc = err_set("%s: write failed: %s", tmp, strerror(errno));
     }
+    if (!rc && (fflush(f) || fsync(fileno(f)))) /* the rename must not land before the data */
+        rc = err_set("%s: write failed: %s", tmp, strerror(errno));
 out:
     if (f && fclose(f) && !rc)
         rc = err_set("%s: write failed: %s", tmp, strerror(errno));

@@ -22,6 +22,8 @@ typedef struct {
     int n_tensors;
     const uint8_t *map;     /* whole file; NULL when parsed from a caller's buffer */
     size_t map_len;
+    void **bufs;            /* memory another format's reader filled (model/pytorch.h) */
+    size_t n_bufs, cap_bufs;
 } st_file;
 
 /* Validates and indexes a complete file image held in memory (the fuzz target's entry). */
@@ -29,9 +31,9 @@ int st_parse(st_file *f, const uint8_t *buf, size_t len);
 /* mmap()s PATH and parses it; errors name the file. */
 int st_open(st_file *f, const char *path);
 void st_close(st_file *f);
+/* Hands a malloc'd buffer to f, freed by st_close (freed at once if it cannot be kept). */
+int st_own(st_file *f, void *buf);
 const st_tensor *st_find(const st_file *f, const char *name);
-
-
 
 /* Writing: entries in file order; fill(i, buf, ctx) provides entry i's bytes when its turn comes, so
  * a large checkpoint never has to be whole in memory. Written to PATH.part, then renamed. */

@@ -43,3 +43,11 @@ expect_error() {
 same() {
     if [ "$2" == "$3" ]; then pass "$1"; else fail "$1" "want '$(echo "$2" | head -c 200)' got '$(echo "$3" | head -c 200)'"; fi
 }
+
+# rel_err C.bin REF.npy: relative L2 distance of kvchat's --dump-logits from a NumPy reference's
+rel_err() {
+    "$PYTHON" -c "import numpy as np, sys
+a = np.fromfile(sys.argv[1], '<f4').astype(np.float64); r = np.load(sys.argv[2])
+print('%.3g' % (np.linalg.norm(a - r) / np.linalg.norm(r)) if a.shape == r.shape else 'shape-mismatch')" "$1" "$2"
+}
+under() { "$PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$1" "$2" 2>/dev/null; }

@@ -55,6 +55,41 @@ no-vocab|vocab.json: No such file
 bad-merges|merges.txt: line 2 merges tokens not in the vocabulary
 CASES
 
+# hostile pytorch_model.bin files (tests/reference/torch_ckpt.py): refused by name before anything
+# runs, one line, exit 1, no crash, no hang, clean under the sanitizers
+if "$PYTHON" -c "import torch" 2>/dev/null; then
+    H=$B/hostile
+    "$PYTHON" tests/reference/torch_ckpt.py hostile "$B/good" "$H" "$B/ran"
+    while IFS='|' read -r kind pattern; do
+        expect_error "${TAG}bad/pytorch $kind" 1 "pytorch_model.bin: .*$pattern" "$KV" generate -m "$H/$kind" -p hi -n 1
+    done <<'CASES'
+os-system|refusing global 'posix.system': a checkpoint may only name tensors, storages and OrderedDict \(nothing was run\)$
+eval|refusing global '__builtin__.eval'
+numpy-array|refusing global 'numpy.core.multiarray._reconstruct'
+exec-in-storage-type|refusing global '__builtin__.exec'
+short-storage|tensor 'wte' reaches element 99 of storage '0', which holds 10$
+offset-past-storage|tensor 'wte' reaches element 11 of storage '0', which holds 10$
+entry-smaller-than-storage|archive/data/0: holds 40 bytes where 400 are needed$
+absurd-shape|tensor 'wte' reaches element [0-9]+ of storage '0', which holds 10$
+absurd-numel|storage '0' claims 4611686018427387904 elements \(absurd\)$
+missing-storage|archive/data/7: the storage is missing from the archive$
+deep-nesting|the pickle holds a list, not a state dict$
+mark-flood|pickle stops with 0 values and 1000000 marks left
+memo-absurd|pickle memo index 2147483647 at byte 8 is absurd$
+zip-bomb|archive/data/0: 67108864 bytes compressed to [0-9]+ \(a zip bomb\?\)$
+truncated-zip|not a readable zip archive
+truncated-legacy|runs past the end of the file \(truncated\?\)$
+not-pytorch|not a PyTorch checkpoint: neither a zip archive nor a pickle stream$
+empty|empty file$
+CASES
+    same "${TAG}bad/pytorch: no hostile checkpoint ran code" "" "$(ls "$B/ran" 2>&1 | grep -v 'No such file')"
+    expect_error "${TAG}bad/convert a hostile checkpoint" 1 "refusing global 'posix.system'" "$KV" convert "$H/os-system"
+    same "${TAG}bad/convert a hostile checkpoint writes nothing" "config.json merges.txt pytorch_model.bin vocab.json" \
+        "$(ls "$H/os-system" | tr '\n' ' ' | sed 's/ $//')"
+else
+    skip "${TAG}bad/pytorch hostile files" "python3-torch is not installed (make test installs it)"
+fi
+
 # damaged and hostile files: one line, exit 1, never a crash or a hang
 printf "hi\n" | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/a.jsonl" >/dev/null
 S=$B

@@ -4,13 +4,6 @@
 
 REF=tests/reference/gpt2_ref.py
 IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
-rel_err() { # rel_err C.bin REF.npy
-    "$PYTHON" -c "import numpy as np, sys
-a = np.fromfile(sys.argv[1], '<f4').astype(np.float64); r = np.load(sys.argv[2])
-print('%.3g' % (np.linalg.norm(a - r) / np.linalg.norm(r)) if a.shape == r.shape else 'shape-mismatch')" "$1" "$2"
-}
-under() { "$PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$1" "$2" 2>/dev/null; }
-
 logits_case() { # logits_case NAME DIR DTYPE: NumPy rounds as kvchat's DTYPE weights do (a no-op on a file of that type)
     local name=$1 dir=$2 dt=$3 round=
     [ "$dt" = f32 ] || round=$dt

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../../kernels/err.h"
+#include "../../model/checkpoint.h"
 
 /* FNV-1a, 64-bit */
 uint64_t fp_hash(uint64_t h, const void *data, size_t n)
@@ -63,7 +64,8 @@ static int files(const char *dir, const char *a, int sa, const char *b, int sb, 
 
 int fp_model(const char *dir, char out[17])
 {
-    return files(dir, "config.json", 0, "model.safetensors", 1, out);
+    const char *weights = ckpt_file(dir);
+    return weights ? files(dir, "config.json", 0, weights, 1, out) : -1;
 }
 
 int fp_tokenizer(const char *dir, char out[17])

@@ -1,0 +1,519 @@
+#include "pytorch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "../kernels/err.h"
+#include "pickle.h"
+
+/* A state dict's entries: no checkpoint has near this many, and the bound keeps sorting cheap. */
+enum { MAX_TENSORS = 100000, MAX_NAME = 255 };
+/* A stored storage that expands beyond this many times its compressed size is a zip bomb: torch
+ * stores storages uncompressed, and weights do not compress much. */
+enum { MAX_EXPANSION = 100 };
+#define MAX_PICKLE (1ull << 30)
+
+/* Everything a state dict may name: PyTorch's own safe loader (weights_only) allows about as much. */
+static const char *const ALLOWED[] = {
+    "collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
+    "torch.FloatStorage", "torch.HalfStorage", "torch.BFloat16Storage", "torch.DoubleStorage",
+    "torch.LongStorage", "torch.IntStorage", "torch.ShortStorage", "torch.CharStorage",
+    "torch.ByteStorage", "torch.BoolStorage", NULL,
+};
+
+static const struct { const char *storage, *dtype; int bytes; } TYPES[] = {
+    {"torch.FloatStorage", "F32", 4}, {"torch.HalfStorage", "F16", 2}, {"torch.BFloat16Storage", "BF16", 2},
+    {"torch.DoubleStorage", "F64", 8}, {"torch.LongStorage", "I64", 8}, {"torch.IntStorage", "I32", 4},
+    {"torch.ShortStorage", "I16", 2}, {"torch.CharStorage", "I8", 1}, {"torch.ByteStorage", "U8", 1},
+    {"torch.BoolStorage", "BOOL", 1},
+};
+
+typedef struct {
+    const char *key;           /* in the pickle's bytes */
+    size_t key_len;
+    int type;                  /* index in TYPES */
+    int64_t numel;
+    const uint8_t *data;       /* numel elements, once read */
+    size_t pid;                /* the persistent id's order, while merging */
+} storage;
+
+typedef struct {
+    const char *name;          /* in the pickle's bytes */
+    size_t name_len;
+    size_t storage;            /* index in the storage table (the pid's index until they are merged) */
+    int64_t offset;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS], stride[ST_MAX_DIMS];
+} tensor;
+
+typedef struct {
+    tensor *t;
+    size_t n, cap;
+    storage *s;
+    size_t n_s, cap_s;
+} state;
+
+static int is_int(const pk_value *v) { return v && v->kind == PK_INT; }
+
+static int printable(const char *s, size_t n)
+{
+    if (!n || n > MAX_NAME)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* ('storage', <storage type>, key, location, numel[, view_metadata]) */
+static int read_storage(state *st, const pk_value *pid, size_t *index)
+{
+    const pk_value *id = pid->items[0];
+    if (id->kind != PK_TUPLE || id->n < 5 || id->n > 6 || !pk_str_is(id->items[0], "storage"))
+        return err_set("a persistent id is not a ('storage', type, key, location, size) tuple");
+    const pk_value *type = id->items[1], *key = id->items[2], *numel = id->items[4];
+    if (type->kind != PK_GLOBAL || key->kind != PK_STR || !printable(key->s, key->len) || !is_int(numel) || numel->i < 0)
+        return err_set("a storage's persistent id has the wrong types");
+    if (id->n == 6 && id->items[5]->kind != PK_NONE)
+        return err_set("storage '%.*s' is a view of another (torch < 0.4): not supported", (int)key->len, key->s);
+    int t = -1;
+    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
+        if (!strcmp(type->s, TYPES[i].storage))
+            t = (int)i;
+    if (t < 0)
+        return err_set("'%s' is not a storage type", type->s);
+    if (numel->i > INT64_MAX / 8)
+        return err_set("storage '%.*s' claims %lld elements (absurd)", (int)key->len, key->s, (long long)numel->i);
+    if (err_grow(&st->s, &st->cap_s, st->n_s + 1, sizeof *st->s, "the checkpoint's storages"))
+        return -1;
+    st->s[st->n_s] = (storage){.key = key->s, .key_len = key->len, .type = t, .numel = numel->i};
+    *index = st->n_s++;
+    return 0;
+}
+
+static int ints(const pk_value *tuple, int64_t *out, int *n)
+{
+    if (tuple->kind != PK_TUPLE || tuple->n > ST_MAX_DIMS)
+        return -1;
+    for (size_t i = 0; i < tuple->n; i++) {
+        if (!is_int(tuple->items[i]) || tuple->items[i]->i < 0)
+            return -1;
+        out[i] = tuple->items[i]->i;
+    }
+    *n = (int)tuple->n;
+    return 0;
+}
+
+/* _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata]),
+ * possibly inside _rebuild_parameter(tensor, requires_grad, backward_hooks) */
+static int read_tensor(state *st, const pk_value *name, const pk_value *v)
+{
+    char shown[64];
+    snprintf(shown, sizeof shown, "%.*s", (int)(name->len < 60 ? name->len : 60), name->s);
+    if (v->kind == PK_CALL && !strcmp(v->items[0]->s, "torch._utils._rebuild_parameter") && v->items[1]->n >= 1)
+        v = v->items[1]->items[0];
+    if (v->kind != PK_CALL || strcmp(v->items[0]->s, "torch._utils._rebuild_tensor_v2"))
+        return err_set("entry '%s' is a %s, not a tensor", shown, pk_kind_name(v->kind));
+    const pk_value *args = v->items[1];
+    if (args->n < 6 || args->n > 7 || args->items[0]->kind != PK_PID || !is_int(args->items[1]) || args->items[1]->i < 0)
+        return err_set("tensor '%s': _rebuild_tensor_v2 has the wrong arguments", shown);
+    if (err_grow(&st->t, &st->cap, st->n + 1, sizeof *st->t, "the checkpoint's tensors"))
+        return -1;
+    tensor *t = &st->t[st->n];
+    *t = (tensor){.name = name->s, .name_len = name->len, .offset = args->items[1]->i};
+    int nstride;
+    if (ints(args->items[2], t->shape, &t->ndim) || ints(args->items[3], t->stride, &nstride) || nstride != t->ndim)
+        return err_set("tensor '%s': its size and stride are not matching tuples of at most %d sizes", shown, ST_MAX_DIMS);
+    if (read_storage(st, args->items[0], &t->storage))
+        return err_wrap("tensor '%s'", shown);
+    st->n++;
+    return 0;
+}
+
+static int read_state_dict(state *st, const pk_value *root)
+{
+    if (root->kind != PK_DICT)
+        return err_set("the pickle holds a %s, not a state dict", pk_kind_name(root->kind));
+    if (root->n > MAX_TENSORS)
+        return err_set("the state dict has %zu entries (at most %d)", root->n, MAX_TENSORS);
+    for (size_t i = 0; i < root->n; i++) {
+        const pk_value *k = root->items[2 * i];
+        if (k->kind != PK_STR || !printable(k->s, k->len))
+            return err_set("state dict entry %zu's name is not a printable string", i);
+        if (read_tensor(st, k, root->items[2 * i + 1]))
+            return -1;
+    }
+    return 0;
+}
+
+static int cmp_key(const storage *a, const storage *b)
+{
+    if (a->key_len != b->key_len)
+        return a->key_len < b->key_len ? -1 : 1;
+    return memcmp(a->key, b->key, a->key_len);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const storage *x = a, *y = b;
+    int c = cmp_key(x, y);
+    return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* One storage per key, sorted by key: tensors that share one (a tied LM head, views into one buffer)
+ * point to the same entry, which must say the same type and size each time. */
+static int merge_storages(state *st)
+{
+    size_t n = st->n_s, m = 0, *to = err_malloc((n ? n : 1) * sizeof *to, "the storage table");
+    if (!to)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        st->s[i].pid = i;
+    qsort(st->s, n, sizeof *st->s, by_key);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        storage s = st->s[i];
+        if (m && !cmp_key(&st->s[m - 1], &s)) {
+            if (st->s[m - 1].type != s.type || st->s[m - 1].numel != s.numel)
+                rc = err_set("storage '%.*s' is named with two different types or sizes", (int)s.key_len, s.key);
+        } else {
+            st->s[m++] = s;
+        }
+        to[s.pid] = m - 1;
+    }
+    for (size_t i = 0; !rc && i < st->n; i++)
+        st->t[i].storage = to[st->t[i].storage];
+    st->n_s = m;
+    free(to);
+    return rc;
+}
+
+static storage *find_storage(state *st, const pk_value *key)
+{
+    storage want = {.key = key->s, .key_len = key->len};
+    size_t lo = 0, hi = st->n_s;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_key(&st->s[mid], &want);
+        if (!c)
+            return &st->s[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static size_t storage_bytes(const storage *s) { return (size_t)s->numel * TYPES[s->type].bytes; }
+
+/* ---- the zip archive (torch >= 1.6) ---- */
+
+static int zip_fail(zip_t *z, const char *what)
+{
+    return err_set("%s: %s", what, zip_strerror(z));
+}
+
+/* Reads entry `index`, which must expand to exactly `want` bytes (SIZE_MAX: whatever it says, up to
+ * MAX_PICKLE), into a buffer f owns. */
+static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, size_t want, uint8_t **out, size_t *len)
+{
+    zip_stat_t zs;
+    if (zip_stat_index(z, index, 0, &zs))
+        return zip_fail(z, name);
+    if (!(zs.valid & ZIP_STAT_SIZE) || !(zs.valid & ZIP_STAT_COMP_SIZE))
+        return err_set("%s: the archive does not say its size", name);
+    if (want == SIZE_MAX ? zs.size > MAX_PICKLE : zs.size != want)
+        return err_set("%s: holds %llu bytes where %zu are needed", name, (unsigned long long)zs.size, want);
+    if (zs.comp_method != ZIP_CM_STORE && zs.size > MAX_EXPANSION * zs.comp_size + 65536)
+        return err_set("%s: %llu bytes compressed to %llu (a zip bomb?)", name, (unsigned long long)zs.size,
+                       (unsigned long long)zs.comp_size);
+    uint8_t *buf = err_malloc(zs.size ? zs.size : 1, name);
+    if (!buf || st_own(f, buf))
+        return -1;
+    zip_file_t *zf = zip_fopen_index(z, index, 0);
+    if (!zf)
+        return zip_fail(z, name);
+    zip_uint64_t got = 0;
+    zip_int64_t r = 1;
+    while (got < zs.size && (r = zip_fread(zf, buf + got, zs.size - got)) > 0)
+        got += (zip_uint64_t)r;
+    uint8_t extra;
+    if (r >= 0 && got == zs.size)
+        r = zip_fread(zf, &extra, 1); /* reaching the end is when libzip checks the CRC */
+    int rc = r < 0 ? err_set("%s: %s", name, zip_file_strerror(zf)) :
+             got != zs.size || r ? err_set("%s: the archive ends early (truncated?)", name) : 0;
+    zip_fclose(zf);
+    *out = buf;
+    *len = (size_t)zs.size;
+    return rc;
+}
+
+static int parse_zip(st_file *f, state *st, const uint8_t *buf, size_t len, pk_arena **arena)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
+    zip_t *z = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze) : NULL;
+    if (!z) {
+        int rc = err_set("not a readable zip archive: %s", zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        if (src)
+            zip_source_free(src);
+        return rc;
+    }
+    zip_error_fini(&ze);
+    int rc = -1;
+    char root[MAX_NAME + 1] = "", name[2 * MAX_NAME + 16];
+    zip_int64_t n = zip_get_num_entries(z, 0), pkl = -1;
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *e = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW), *slash = e ? strchr(e, '/') : NULL;
+        if (slash && !strcmp(slash, "/data.pkl") && (size_t)(slash - e) <= MAX_NAME) {
+            snprintf(root, sizeof root, "%.*s", (int)(slash - e), e);
+            pkl = i;
+            break;
+        }
+    }
+    uint8_t *p;
+    size_t plen, used;
+    const pk_value *rootv;
+    if (pkl < 0) {
+        err_set("the archive has no <folder>/data.pkl: not a PyTorch checkpoint");
+        goto out;
+    }
+    snprintf(name, sizeof name, "%s/data.pkl", root);
+    if (zip_read(f, z, (zip_uint64_t)pkl, name, SIZE_MAX, &p, &plen) || pk_load(arena, p, plen, &used, ALLOWED, &rootv))
+        goto out;
+    if (read_state_dict(st, rootv) || merge_storages(st))
+        goto out;
+    for (size_t i = 0; i < st->n_s; i++) {
+        storage *s = &st->s[i];
+        snprintf(name, sizeof name, "%s/data/%.*s", root, (int)s->key_len, s->key);
+        zip_int64_t idx = zip_name_locate(z, name, ZIP_FL_ENC_RAW);
+        size_t got;
+        if (idx < 0) {
+            err_set("%s: the storage is missing from the archive", name);
+            goto out;
+        }
+        if (zip_read(f, z, (zip_uint64_t)idx, name, storage_bytes(s), (uint8_t **)&s->data, &got))
+            goto out;
+    }
+    rc = 0;
+out:
+    zip_discard(z);
+    return rc;
+}
+
+/* ---- the legacy stream (torch < 1.6) ---- */
+
+static const uint8_t MAGIC[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, pk_arena **arena)
+{
+    size_t pos = 0, used;
+    const pk_value *v, *keys = NULL;
+    pk_arena *tmp = NULL;
+    int rc = -1;
+    /* magic number, protocol version, system info, then the state dict */
+    if (pk_load(&tmp, buf, len, &used, ALLOWED, &v))
+        return err_wrap("the magic number");
+    int ok = v->kind == PK_BIGINT && v->len == sizeof MAGIC && !memcmp(v->s, MAGIC, sizeof MAGIC);
+    pk_free(tmp);
+    if (!ok)
+        return err_set("not a PyTorch checkpoint (no magic number)");
+    pos += used;
+    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &v))
+        return err_wrap("the protocol version");
+    ok = is_int(v) && v->i == 1001;
+    pk_free(tmp);
+    if (!ok)
+        return err_set("legacy protocol version is not 1001");
+    pos += used;
+    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &v))
+        return err_wrap("the system info");
+    const pk_value *le = pk_dict_get(v, "little_endian");
+    ok = v->kind == PK_DICT && (!le || (le->kind == PK_BOOL && le->i));
+    pk_free(tmp);
+    if (!ok)
+        return err_set("the checkpoint was written big-endian or without system info");
+    pos += used;
+    if (pk_load(arena, buf + pos, len - pos, &used, ALLOWED, &v))
+        return err_wrap("the state dict");
+    pos += used;
+    if (read_state_dict(st, v) || merge_storages(st))
+        return -1;
+    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &keys))
+        return err_wrap("the storage keys");
+    pos += used;
+    if (keys->kind != PK_LIST) {
+        err_set("the storage keys are not a list");
+        goto out;
+    }
+    /* the storages follow in the keys' order, each an 8-byte element count and its bytes */
+    for (size_t i = 0; i < keys->n; i++) {
+        const pk_value *k = keys->items[i];
+        storage *s = k->kind == PK_STR ? find_storage(st, k) : NULL;
+        if (!s || s->data) {
+            err_set("storage key %zu is %s", i, s ? "listed twice" : "not used by any tensor");
+            goto out;
+        }
+        if (len - pos < 8) {
+            err_set("storage '%.*s' is cut off (truncated file?)", (int)s->key_len, s->key);
+            goto out;
+        }
+        uint64_t count = 0;
+        for (int b = 7; b >= 0; b--)
+            count = count << 8 | buf[pos + b];
+        pos += 8;
+        size_t bytes = storage_bytes(s);
+        if (count != (uint64_t)s->numel) {
+            err_set("storage '%.*s' holds %llu elements where the tensors' table says %lld", (int)s->key_len, s->key,
+                    (unsigned long long)count, (long long)s->numel);
+            goto out;
+        }
+        if (bytes > len - pos) {
+            err_set("storage '%.*s' runs past the end of the file (truncated?)", (int)s->key_len, s->key);
+            goto out;
+        }
+        s->data = buf + pos;
+        if ((uintptr_t)s->data % TYPES[s->type].bytes) { /* the stream packs storages at any byte */
+            void *copy = err_malloc(bytes ? bytes : 1, "an unaligned storage");
+            if (!copy || st_own(f, copy))
+                goto out;
+            s->data = memcpy(copy, s->data, bytes);
+        }
+        pos += bytes;
+    }
+    for (size_t j = 0; j < st->n_s; j++)
+        if (!st->s[j].data) {
+            err_set("storage '%.*s' is not in the file", (int)st->s[j].key_len, st->s[j].key);
+            goto out;
+        }
+    rc = 0;
+out:
+    pk_free(tmp);
+    return rc;
+}
+
+/* ---- tensors out of storages ---- */
+
+/* The tensor's elements in row-major order: in place when its strides already are, else gathered. */
+static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor *out)
+{
+    const storage *s = &st->s[t->storage];
+    size_t es = (size_t)TYPES[s->type].bytes;
+    uint64_t count = 1, last = (uint64_t)t->offset, expect = 1;
+    int contiguous = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] && count > UINT64_MAX / (uint64_t)t->shape[d])
+            count = UINT64_MAX;
+        else
+            count *= (uint64_t)t->shape[d];
+        if (t->shape[d] > 1 && (uint64_t)t->stride[d] != expect)
+            contiguous = 0;
+        if (t->shape[d] && expect <= UINT64_MAX / (uint64_t)t->shape[d])
+            expect *= (uint64_t)t->shape[d];
+    }
+    for (int d = 0; count && d < t->ndim; d++) {
+        uint64_t reach = (uint64_t)(t->shape[d] - 1);
+        if (t->stride[d] && reach > (UINT64_MAX - last) / (uint64_t)t->stride[d])
+            last = UINT64_MAX;
+        else
+            last += reach * (uint64_t)t->stride[d];
+    }
+    if (count && (count == UINT64_MAX || last >= (uint64_t)s->numel))
+        return err_set("tensor '%.*s' reaches element %llu of storage '%.*s', which holds %lld", (int)t->name_len,
+                       t->name, (unsigned long long)last, (int)s->key_len, s->key, (long long)s->numel);
+    *out = (st_tensor){.ndim = t->ndim, .end = count * es};
+    snprintf(out->dtype, sizeof out->dtype, "%s", TYPES[s->type].dtype);
+    memcpy(out->shape, t->shape, sizeof t->shape);
+    if (!(out->name = strndup(t->name, t->name_len)))
+        return err_set("out of memory");
+    if (contiguous || !count) {
+        out->data = s->data + (size_t)t->offset * es;
+        return 0;
+    }
+    uint8_t *dst = err_malloc(count * es, "a strided tensor's copy");
+    if (!dst || st_own(f, dst))
+        return -1;
+    int64_t idx[ST_MAX_DIMS] = {0};
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t at = (uint64_t)t->offset;
+        for (int d = 0; d < t->ndim; d++)
+            at += (uint64_t)idx[d] * (uint64_t)t->stride[d];
+        memcpy(dst + i * es, s->data + at * es, es);
+        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+            idx[d] = 0;
+    }
+    out->data = dst;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
+}
+
+int pt_parse(st_file *f, const uint8_t *buf, size_t len)
+{
+    memset(f, 0, sizeof *f);
+    state st = {0};
+    pk_arena *arena = NULL;
+    int rc;
+    if (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))
+        rc = parse_zip(f, &st, buf, len, &arena);
+    else if (len >= 2 && buf[0] == 0x80)
+        rc = parse_legacy(f, &st, buf, len, &arena);
+    else
+        rc = err_set("not a PyTorch checkpoint: neither a zip archive nor a pickle stream");
+    if (!rc && !(f->tensors = err_calloc(st.n ? st.n : 1, sizeof *f->tensors, "the tensor index")))
+        rc = -1;
+    for (size_t i = 0; !rc && i < st.n; i++) {
+        rc = place_tensor(f, &st, &st.t[i], &f->tensors[i]);
+        f->n_tensors += !rc;
+    }
+    if (!rc) {
+        qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, by_name);
+        for (int i = 1; !rc && i < f->n_tensors; i++)
+            if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))
+                rc = err_set("tensor '%s' appears twice", f->tensors[i].name);
+    }
+    pk_free(arena);
+    free(st.t);
+    free(st.s);
+    if (rc)
+        st_close(f);
+    return rc;
+}
+
+int pt_open(st_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set("%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) {
+        int e = errno;
+        close(fd);
+        return err_set("%s: %s", path, S_ISREG(sb.st_mode) && sb.st_size == 0 ? "empty file" : !S_ISREG(sb.st_mode) ? "not a regular file" : strerror(e));
+    }
+    size_t len = (size_t)sb.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return err_set("%s: mmap: %s", path, strerror(errno));
+    if (pt_parse(f, map, len)) {
+        munmap(map, len);
+        return err_wrap("%s", path);
+    }
+    f->map = map;
+    f->map_len = len;
+    return 0;
+}

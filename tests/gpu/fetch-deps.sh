@@ -9,6 +9,7 @@ grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >>.git/info/e
 cd .deps/debs
 apt-get download libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev libopenblas0 libjansson-dev libjansson4 \
     libpcre2-dev libpcre2-8-0 libncurses-dev libncursesw6 libtinfo6 libreadline-dev libreadline8 libgfortran5 \
+    libzip-dev libzip4 libcurl4-openssl-dev libcurl4 libssl-dev libssl3 \
     >/dev/null
 for f in *.deb; do dpkg -x "$f" ../root; done
 cd ..

@@ -1,77 +1,83 @@
-/* kvchat get-model: download a GPT-2 checkpoint from Hugging Face with curl, each file to a .part
- * name renamed into place only when complete, so an interrupted download never looks finished. */
-#include <errno.h>
+/* kvchat get-model: a GPT-2 checkpoint from Hugging Face (or the mirror HF_ENDPOINT names): the
+ * config and tokenizer, then model.safetensors, or pytorch_model.bin where a repository has only that
+ * (DialoGPT and most 2019-2020 fine-tunes). Large files are checked against the size and SHA-256 the
+ * hub reports before they are renamed into place. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "../kernels/err.h"
 #include "commands.h"
+#include "download.h"
 #include "files.h"
 #include "options.h"
 
 const char GET_MODEL_HELP[] =
-    "usage: kvchat get-model gpt2|gpt2-medium|gpt2-large|gpt2-xl|OWNER/REPO [--dir DIR]\n"
+    "usage: kvchat get-model NAME|OWNER/REPO [--dir DIR]\n"
     "\n"
-    "Downloads config.json, model.safetensors, vocab.json and merges.txt from Hugging Face into\n"
-    "${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or DIR), with a progress bar. Files already\n"
-    "complete are kept. Needs curl and a network connection.\n";
+    "NAME: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, dialogpt-small, dialogpt-medium,\n"
+    "dialogpt-large; or any GPT-2-architecture repository as OWNER/REPO.\n"
+    "\n"
+    "Downloads config.json, vocab.json and merges.txt, then model.safetensors, or pytorch_model.bin\n"
+    "where the repository has no safetensors file (kvchat reads it without running pickle; kvchat\n"
+    "convert DIR makes later loads faster), into ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or\n"
+    "DIR), and prints that directory. Each file arrives as FILE.part and is renamed only when complete\n"
+    "and, for the weights, when its size and SHA-256 match what the hub reports; an interrupted\n"
+    "download resumes where it stopped. Files already complete are kept.\n"
+    "\n"
+    "environment:\n"
+    "  HF_ENDPOINT   the hub's address (default https://huggingface.co), for a mirror\n"
+    "  HF_TOKEN      an access token, for gated or private repositories\n";
 
-static const char *const FILES[] = {"config.json", "vocab.json", "merges.txt", "model.safetensors"};
+static const struct { const char *name, *repo; } SHORTCUTS[] = {
+    {"gpt2", "openai-community/gpt2"},
+    {"gpt2-medium", "openai-community/gpt2-medium"},
+    {"gpt2-large", "openai-community/gpt2-large"},
+    {"gpt2-xl", "openai-community/gpt2-xl"},
+    {"distilgpt2", "distilbert/distilgpt2"},
+    {"dialogpt-small", "microsoft/DialoGPT-small"},
+    {"dialogpt-medium", "microsoft/DialoGPT-medium"},
+    {"dialogpt-large", "microsoft/DialoGPT-large"},
+};
 
-static const char *curl_reason(int code)
+static const char *const SMALL[] = {"config.json", "vocab.json", "merges.txt"};
+static const char *const WEIGHTS[] = {"model.safetensors", "pytorch_model.bin"};
+
+static int valid_repo(const char *name)
 {
-    switch (code) {
-    case 5: return "could not resolve the proxy";
-    case 6: return "could not resolve huggingface.co (no network or DNS?)";
-    case 7: return "could not connect to huggingface.co (no network, or a firewall?)";
-    case 22: return "the server answered with an error (no such repository or file?)";
-    case 23: return "could not write the file (disk full?)";
-    case 28: return "the connection timed out";
-    case 35: case 60: return "TLS failed (check the system's CA certificates)";
-    case 56: return "the connection broke off";
-    default: return "curl failed";
-    }
+    const char *slash = strchr(name, '/');
+    size_t len = strlen(name);
+    return slash && slash != name && slash[1] && !strchr(slash + 1, '/') && len < 200 && !strstr(name, "..") &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./") == len;
 }
 
-/* Small files download silently (the first one doubles as the connectivity check, so an offline
- * machine sees one clear line); the weights get curl's progress bar. */
-static int fetch(const char *url, const char *dst, const char *name, int progress)
+static int exists(const char *path) { return file_size(path) > 0; }
+
+/* The first weights file the repository has, fetched and verified. */
+static int fetch_weights(const char *base, const char *dir)
 {
-    char part[PATH_MAX];
-    snprintf(part, sizeof part, "%s.part", dst);
-    if (progress)
-        fprintf(stderr, "%s\n", name);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
-        return err_set("fork: %s", strerror(errno));
-    if (pid == 0) {
-        /* -C - resumes a .part left by an interrupted run */
-        if (!progress && !freopen("/dev/null", "w", stderr))
-            _exit(126);
-        execlp("curl", "curl", "-fL", "--retry", "2", "--connect-timeout", "20", "-C", "-",
-               progress ? "--progress-bar" : "--silent", "-o", part, url, (char *)NULL);
-        _exit(127);
+    char url[1024], dst[PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof WEIGHTS / sizeof WEIGHTS[0]; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", dir, WEIGHTS[i]);
+        if (exists(dst))
+            return 0;
     }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return err_set("waitpid: %s", strerror(errno));
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    if (code == 127)
-        return err_set("curl is not installed; install it (apt-get install curl) and try again");
-    if (code)
-        return err_set("downloading %s: %s (curl exit %d). Without a network, pass -m DIR with a local "
-                       "checkpoint, or try the offline demo: make demo",
-                       url, curl_reason(code), code);
-    if (rename(part, dst))
-        return err_set("%s: %s", dst, strerror(errno));
-    return 0;
+    for (size_t i = 0; i < sizeof WEIGHTS / sizeof WEIGHTS[0]; i++) {
+        dl_info info;
+        int missing;
+        snprintf(url, sizeof url, "%s/%s", base, WEIGHTS[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, WEIGHTS[i]);
+        if (dl_head(url, &info))
+            return -1;
+        if (!info.found)
+            continue;
+        if (!dl_fetch(url, dst, &info, WEIGHTS[i], &missing))
+            return 0;
+        if (!missing) /* the hub answered HEAD but not GET with a 404: try the other file too */
+            return -1;
+    }
+    return err_set("%s has neither model.safetensors nor pytorch_model.bin", base);
 }
 
 int cmd_get_model(int argc, char **argv)
@@ -93,41 +99,49 @@ int cmd_get_model(int argc, char **argv)
         }
     }
     if (!name)
-        return err_set("which model? gpt2, gpt2-medium, gpt2-large, gpt2-xl or OWNER/REPO"), EXIT_USAGE;
-    char repo[256], local[256];
-    const char *slash = strchr(name, '/');
-    if (!slash) {
-        if (strcmp(name, "gpt2") && strcmp(name, "gpt2-medium") && strcmp(name, "gpt2-large") && strcmp(name, "gpt2-xl"))
-            return err_set("unknown model '%s': use gpt2, gpt2-medium, gpt2-large, gpt2-xl or OWNER/REPO", name),
-                   EXIT_USAGE;
-        snprintf(repo, sizeof repo, "openai-community/%s", name);
-        snprintf(local, sizeof local, "%s", name);
-    } else {
-        size_t len = strlen(name);
-        if (slash == name || !slash[1] || strchr(slash + 1, '/') || len >= 200 ||
-            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./") != len ||
-            strstr(name, ".."))
+        return err_set("which model? gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, dialogpt-small|medium|large "
+                       "or OWNER/REPO"), EXIT_USAGE;
+    const char *repo = NULL, *local = name;
+    for (size_t i = 0; i < sizeof SHORTCUTS / sizeof SHORTCUTS[0]; i++)
+        if (!strcmp(name, SHORTCUTS[i].name))
+            repo = SHORTCUTS[i].repo;
+    if (!repo && !strchr(name, '/'))
+        return err_set("unknown model '%s': use gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, "
+                       "dialogpt-small|medium|large or OWNER/REPO", name), EXIT_USAGE;
+    if (!repo) {
+        if (!valid_repo(name))
             return err_set("'%s' is not a Hugging Face repository name (OWNER/REPO)", name), EXIT_USAGE;
-        snprintf(repo, sizeof repo, "%s", name);
-        snprintf(local, sizeof local, "%s", slash + 1);
+        repo = name;
+        local = strchr(name, '/') + 1;
     }
-    char dir[PATH_MAX];
+    const char *endpoint = getenv("HF_ENDPOINT");
+    if (!endpoint || !*endpoint)
+        endpoint = "https://huggingface.co";
+    if (strncmp(endpoint, "https://", 8) && strncmp(endpoint, "http://", 7))
+        return err_set("HF_ENDPOINT '%s' is not an http:// or https:// address", endpoint), EXIT_USAGE;
+    char dir[PATH_MAX], base[1024];
     if (dir_opt)
         snprintf(dir, sizeof dir, "%s", dir_opt);
     else if (model_cache_dir(dir, sizeof dir, local))
         return EXIT_RUNTIME;
-    if (make_dirs(dir))
+    snprintf(base, sizeof base, "%.*s/%s/resolve/main", (int)(strlen(endpoint) - (endpoint[strlen(endpoint) - 1] == '/')),
+             endpoint, repo);
+    if (make_dirs(dir) || dl_init())
         return EXIT_RUNTIME;
-    for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++) {
-        char dst[PATH_MAX + 64], url[512];
-        snprintf(dst, sizeof dst, "%s/%s", dir, FILES[i]);
-        struct stat sb;
-        if (!stat(dst, &sb) && sb.st_size > 0)
-            continue;
-        snprintf(url, sizeof url, "https://huggingface.co/%s/resolve/main/%s", repo, FILES[i]);
-        if (fetch(url, dst, FILES[i], !strcmp(FILES[i], "model.safetensors")))
-            return EXIT_RUNTIME;
+    int rc = 0;
+    /* the small files first: the first doubles as the check that the network and repository answer */
+    for (size_t i = 0; !rc && i < sizeof SMALL / sizeof SMALL[0]; i++) {
+        char dst[PATH_MAX + 32], url[1024];
+        snprintf(dst, sizeof dst, "%s/%s", dir, SMALL[i]);
+        snprintf(url, sizeof url, "%s/%s", base, SMALL[i]);
+        if (!exists(dst) && dl_fetch(url, dst, NULL, SMALL[i], NULL))
+            rc = -1;
     }
+    if (!rc)
+        rc = fetch_weights(base, dir);
+    dl_done();
+    if (rc)
+        return EXIT_RUNTIME;
     printf("%s\n", dir);
     return 0;
 }

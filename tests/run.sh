@@ -35,13 +35,14 @@ unit "$BUILD/asan/unit_tests" "asan:"
 # one core: OpenMP's uninstrumented barriers would read as races (make tsan)
 TSAN_OPTIONS=halt_on_error=1 unit taskset "tsan:" -c 0 "$BUILD/tsan/unit_tests" engine/ ui/
 
-for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_tui.sh tests/test_reference.sh tests/test_pytorch.sh tests/test_tokenizer.sh; do
+for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_tui.sh tests/test_reference.sh tests/test_pytorch.sh tests/test_download.sh tests/test_tokenizer.sh; do
     KV=$BUILD/kvchat TAG=
     . "$suite"
 done
-# bad input again under the sanitizers: no crash, no leak, same messages
+# bad input and downloads again under the sanitizers: no crash, no leak, same messages
 KV=$BUILD/asan/kvchat TAG=asan:
 . tests/test_bad_input.sh
+. tests/test_download.sh
 KV=$BUILD/kvchat TAG=
 . tests/test_bad_input.sh
 

@@ -22,7 +22,9 @@
 #include "session/records.h"
 
 #define CHAT_OPTS_HELP                                                                           \
-    "      --template T       gpt2 (default) | dialogpt | none\n"                                \
+    "      --template T       gpt2 | dialogpt | none (default: dialogpt for a model whose\n"    \
+    "                         config.json marks it conversational or whose name says DialoGPT,\n" \
+    "                         else gpt2)\n"                                                     \
     "      --keep K           tokens at the start never evicted (default: the template's preamble)\n" \
     "      --evict-min N      evict at least N tokens at a time (default: a quarter of --ctx)\n" \
     "      --evict M          exact (default: re-prefill what remains) | shift (approximate, what\n" \
@@ -107,6 +109,7 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
     if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
             return -1;
+        eo->tpl_why = "--template";
     } else if (MATCH("--keep")) {
         if (r > 0 && opt_int("--keep", v, 0, 65536, &eo->keep))
             return -1;
@@ -277,6 +280,7 @@ int cmd_chat(int argc, char **argv)
             session_free(&hist);
             return err_wrap("%s", a.resume), EXIT_RUNTIME;
         }
+        a.eo.tpl_why = "as the session was recorded";
         /* options given on this command line still win over the recorded ones */
         for (int i = 1; i < argc; i++)
             if (!chat_opt(&a, argc, argv, &i))
@@ -289,6 +293,8 @@ int cmd_chat(int argc, char **argv)
         session_free(&hist);
         return EXIT_RUNTIME;
     }
+    if (!a.eo.tpl_why)
+        a.eo.tpl = tpl_for_model(&lm.model.cfg, lm.dir, &a.eo.tpl_why);
     events_log log = {0};
     session_writer sw = {0};
     engine *e = NULL;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
+#include "chat/template.h"
 #include "commands.h"
 #include "options.h"
 
@@ -45,6 +46,9 @@ int cmd_info(int argc, char **argv)
     printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file, dt_name(lm.model.file_type), b,
            dt_name(lm.model.wtype));
     printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));
+    const char *why;
+    template_kind tpl = tpl_for_model(c, lm.dir, &why);
+    printf("template    %s (%s)\n", tpl_name(tpl), why);
     printf("\nKV cache    per token    full context (%d tokens)\n", c->n_ctx);
     const char *names[] = {"f32", "f16", "bf16", "int8"};
     const double elem[] = {4, 2, 2, 1};

@@ -257,13 +257,14 @@ static void show(tui *t)
     snprintf(buf, sizeof buf,
              "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
              "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, max %d tokens.\n"
-             "cache: %s, %s, window %d, %s per token, pool %s, template %s, eviction %s, keep %s.",
+             "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
+             "template: %s (%s).",
              t->cm.model, c->n_layer, c->n_embd, c->n_head, c->n_ctx, dt_name(t->lm->model.wtype), t->lm->backend->name,
              mo->sp.temp, mo->sp.top_k, mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
              ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
-             tpl_name(t->eo.tpl), t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)",
-             t->eo.keep >= 0 ? "--keep" : "the preamble");
+             t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)", t->eo.keep >= 0 ? "--keep" : "the preamble",
+             tpl_name(t->eo.tpl), t->eo.tpl_why);
     chat_pane_add(pane(t, t->conv), ROLE_NOTICE, buf, strlen(buf));
 }
 

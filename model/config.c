@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../kernels/err.h"
@@ -54,6 +55,10 @@ int cfg_load(gpt2_config *c, const char *path)
         goto out;
     }
     c->random_weights = json_is_true(json_object_get(root, "kvchat_random_weights"));
+    c->conversational = json_object_get(json_object_get(root, "task_specific_params"), "conversational") != NULL;
+    json_t *name = json_object_get(root, "_name_or_path");
+    if (json_is_string(name))
+        snprintf(c->name, sizeof c->name, "%s", json_string_value(name));
     json_t *eps = json_object_get(root, "layer_norm_epsilon");
     if (eps) {
         if (!json_is_number(eps) || json_number_value(eps) <= 0 || json_number_value(eps) > 1) {

@@ -51,3 +51,27 @@ expect_error "${TAG}chat/--cache-mem too small" 1 "smaller than one block" "$KV"
 expect_error "${TAG}chat/--ctx smaller than the preamble" 1 "cannot hold the gpt2 template's preamble" \
     bash -c "echo hi | '$KV' chat --no-tui -m '$CM' --ctx 8"
 same "${TAG}chat/--ctx tiny with no template works" 1 "$(echo hi | "$KV" chat --no-tui -m "$CM" --ctx 4 --template none -n 8 | wc -l)"
+
+# the template follows the model: DialoGPT by its config.json or its name; --template still wins
+DG=$TMP/DialoGPT-tiny CONV=$TMP/conversational
+rm -rf "$DG" "$CONV"
+cp -r "$CM" "$DG"
+cp -r "$CM" "$CONV"
+"$PYTHON" -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p))
+c['task_specific_params'] = {'conversational': {'max_length': 1000}}; json.dump(c, open(p, 'w'))" "$CONV"
+first_turn() { # first_turn DIR [options]: the recorded template, then the ids the first message prefilled
+    rm -f "$TMP/tpl.jsonl"
+    echo hi | "$KV" chat --no-tui -m "$1" -n 2 --session "$TMP/tpl.jsonl" "${@:2}" >/dev/null 2>&1
+    "$PYTHON" -c "import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+print(ev[0]['chat']['template'], ','.join(map(str, next(e for e in ev if e.get('ev') == 'prefill')['ids'])))" "$TMP/tpl.jsonl"
+}
+hi=$("$KV" tokenize -m "$CM" hi | tr ' ' ,)
+same "${TAG}chat/template: a DialoGPT name gets dialogpt (the message, then <|endoftext|>)" "dialogpt $hi,50256" "$(first_turn "$DG")"
+same "${TAG}chat/template: a conversational config.json gets dialogpt" "dialogpt $hi,50256" "$(first_turn "$CONV")"
+same "${TAG}chat/template: --template wins" "gpt2" "$(first_turn "$DG" --template gpt2 | cut -d' ' -f1)"
+same "${TAG}chat/template: other models get gpt2" "gpt2" "$(first_turn "$CM" | cut -d' ' -f1)"
+same "${TAG}chat/info says which template and why" "template    dialogpt (config.json's task_specific_params marks the model conversational)" \
+    "$("$KV" info -m "$CONV" 2>/dev/null | grep '^template')"
+same "${TAG}chat/info: a DialoGPT name" "template    dialogpt (the model's name says DialoGPT)" \
+    "$("$KV" info -m "$DG" 2>/dev/null | grep '^template')"

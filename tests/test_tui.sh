@@ -63,6 +63,8 @@ $TM send-keys -t tui Escape "[1;5D"
 expect_screen "${TAG}tui/Ctrl-Left switches back" "conv 1/2"
 $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
+$TM send-keys -t tui "/show" Enter
+expect_screen "${TAG}tui//show says the template and why" "template: gpt2 \(the default for GPT-2 models\)"
 $TM send-keys -t tui "/set temp abc" Enter
 expect_screen "${TAG}tui/bad /set value is a message" "temp: expected a number"
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter

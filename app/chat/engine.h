@@ -16,6 +16,7 @@
 
 typedef struct {
     template_kind tpl;
+    const char *tpl_why;   /* why this template (for /show); NULL until chosen: then the model's */
     int keep;              /* tokens never evicted; -1: the template's preamble */
     int evict_min;         /* at least this many per eviction; 0: a quarter of the window */
     evict_mode evict;

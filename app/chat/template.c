@@ -21,6 +21,22 @@ int tpl_parse(const char *s, template_kind *out)
 
 const char *tpl_name(template_kind t) { return NAMES[t]; }
 
+template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **why)
+{
+    const char *base = strrchr(dir, '/');
+    base = base && base[1] ? base + 1 : dir;
+    if (c->conversational) {
+        *why = "config.json's task_specific_params marks the model conversational";
+        return TPL_DIALOGPT;
+    }
+    if (strcasestr(base, "dialogpt") || strcasestr(c->name, "dialogpt")) {
+        *why = "the model's name says DialoGPT";
+        return TPL_DIALOGPT;
+    }
+    *why = "the default for GPT-2 models";
+    return TPL_GPT2;
+}
+
 int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap)
 {
     if (t != TPL_GPT2)

@@ -5,12 +5,16 @@
 #ifndef KVCHAT_TEMPLATE_H
 #define KVCHAT_TEMPLATE_H
 
+#include "../../model/config.h"
 #include "../../model/tokenizer.h"
 
 typedef enum { TPL_GPT2, TPL_DIALOGPT, TPL_NONE } template_kind;
 
 int tpl_parse(const char *s, template_kind *out);
 const char *tpl_name(template_kind t);
+/* The template a model in DIR was trained for, and why (a phrase for /show and info): dialogpt when
+ * config.json marks it conversational or its name says DialoGPT, else gpt2. */
+template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **why);
 /* Tokens before the first turn (appended to *ids). */
 int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap);
 /* The tokens of a user message; `first` when no turn precedes it. */

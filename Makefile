@@ -132,7 +132,7 @@ deps:
 run: deps
 	@$(MAKE) -s --no-print-directory all
 	@dir="$(MODEL)"; [ -n "$$dir" ] || dir="$${KVCHAT_MODEL:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvchat/models/gpt2}"; \
-	if [ ! -s "$$dir/model.safetensors" ]; then \
+	if [ ! -s "$$dir/model.safetensors" ] && [ ! -s "$$dir/pytorch_model.bin" ]; then \
 	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
 	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || { \
 	    echo "Offline? 'make demo' opens the chat on a random-weight GPT-2 (its text is noise; the cache is real)."; exit 1; }; \

@@ -24,10 +24,10 @@ for dt in f32 f16; do
 done
 
 # source dtype, format, LM head, storage layout, names
-while read -r dt fmt head layout prefix; do
-    name="$dt $fmt, $head head, $layout, $prefix"
-    dir=$PT/$dt-$fmt-$head-$layout-$prefix
-    if ! "$PYTHON" "$TORCH" "$PT/$dt" "$dir" "$fmt" "$head" "$layout" "$prefix" 2>"$PT/err"; then
+while read -r dt fmt head layout prefix proto; do
+    name="$dt $fmt, $head head, $layout, $prefix${proto:+, pickle protocol $proto}"
+    dir=$PT/$dt-$fmt-$head-$layout-$prefix$proto
+    if ! "$PYTHON" "$TORCH" "$PT/$dt" "$dir" "$fmt" "$head" "$layout" "$prefix" $proto 2>"$PT/err"; then
         fail "${TAG}pytorch/$name" "torch_ckpt.py failed: $(tail -1 "$PT/err")"
         continue
     fi
@@ -50,6 +50,8 @@ f32 legacy separate strided bare
 f16 zip tied plain prefix
 f16 zip separate strided bare
 f16 legacy tied strided prefix
+f32 zip tied strided bare 4
+f16 legacy separate plain prefix 4
 VARIANTS
 
 same "${TAG}pytorch/info names the file it read" "weights     12.7 MiB in pytorch_model.bin (f32); 12.7 MiB as loaded (f32)" \

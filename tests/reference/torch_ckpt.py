@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch writes the checkpoints kvchat must read: the test oracle for pytorch_model.bin.
 
-usage: torch_ckpt.py SRC OUT FORMAT HEAD LAYOUT PREFIX
+usage: torch_ckpt.py SRC OUT FORMAT HEAD LAYOUT PREFIX [PROTOCOL]
     SRC's model.safetensors (parsed here, not by kvchat) saved by torch.save as OUT/pytorch_model.bin,
     beside copies of SRC's config.json, vocab.json and merges.txt.
     FORMAT zip (torch >= 1.6) | legacy (_use_new_zipfile_serialization=False, as 2019-2020 checkpoints)
@@ -9,6 +9,7 @@ usage: torch_ckpt.py SRC OUT FORMAT HEAD LAYOUT PREFIX
     LAYOUT plain | strided (matrices stored transposed and viewed back, every vector a view at an
            offset into one storage per layer, wpe a slice of a larger tensor)
     PREFIX prefix (transformer. names) | bare
+    PROTOCOL the pickle protocol (torch.save's default 2; 4 adds frames, memoize and stack globals)
        torch_ckpt.py hostile SRC OUT MARK
     one directory per hostile checkpoint under OUT (SRC's config and tokenizer beside each), named for
     what it tries (see hostile()); those that would run code try to create the file MARK.
@@ -77,7 +78,7 @@ def strided(sd):
     return out
 
 
-def write_variant(src, out, fmt, head, layout, prefix):
+def write_variant(src, out, fmt, head, layout, prefix, protocol="2"):
     sd = read_safetensors(os.path.join(src, "model.safetensors"))
     if layout == "strided":
         sd = strided(sd)
@@ -90,8 +91,11 @@ def write_variant(src, out, fmt, head, layout, prefix):
         named["lm_head.weight"] = wte
     elif head == "separate":
         named["lm_head.weight"] = wte.clone()
+    # as Module.state_dict() leaves it: module versions as an attribute, pickled with BUILD
+    named._metadata = collections.OrderedDict([("", {"version": 1}), ("transformer", {"version": 1})])
     copy_side_files(src, out)
-    torch.save(named, os.path.join(out, "pytorch_model.bin"), _use_new_zipfile_serialization=(fmt == "zip"))
+    torch.save(named, os.path.join(out, "pytorch_model.bin"), _use_new_zipfile_serialization=(fmt == "zip"),
+               pickle_protocol=int(protocol))
 
 
 # ---- hostile checkpoints: pickles written by hand-made objects, never by torch ----
@@ -198,7 +202,7 @@ def main():
     if sys.argv[1] == "hostile":
         hostile(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        write_variant(*sys.argv[1:7])
+        write_variant(*sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -57,6 +57,10 @@ VARIANTS
 same "${TAG}pytorch/info names the file it read" "weights     12.7 MiB in pytorch_model.bin (f32); 12.7 MiB as loaded (f32)" \
     "$("$KV" info -m "$PT/f32-zip-tied-plain-bare" --dtype f32 2>/dev/null | grep '^weights')"
 
+# a session recorded on the .bin resumes after the conversion (the fingerprint follows the .bin)
+dir=$PT/f32-legacy-tied-plain-prefix
+echo hi | "$KV" chat --no-tui -m "$dir" -n 2 --session "$PT/s.jsonl" >/dev/null 2>&1
+
 # convert: the same tensors as safetensors, the tied head left out, then loaded in its place
 same_tensors() { # same_tensors A B: every tensor of A's model.safetensors in B's, equal, names without prefix
     "$PYTHON" -c "
@@ -76,7 +80,8 @@ for v in f32-legacy-tied-plain-prefix f16-zip-separate-strided-bare; do
     same "${TAG}pytorch/convert $v: loads the safetensors file first" "model.safetensors" \
         "$("$KV" info -m "$dir" 2>/dev/null | sed -n 's/^weights .* in \([^ ]*\) .*/\1/p')"
 done
-dir=$PT/f32-legacy-tied-plain-prefix
+check "${TAG}pytorch/a session recorded before convert resumes after it" \
+    bash -c "echo again | '$KV' chat --no-tui --resume '$PT/s.jsonl' -n 2"
 expect_error "${TAG}pytorch/convert keeps an existing model.safetensors" 1 \
     "model.safetensors already exists \(kvchat loads it before pytorch_model.bin; --force replaces it\)$" "$KV" convert "$dir"
 before=$(cksum <"$dir/model.safetensors")

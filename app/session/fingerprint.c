@@ -9,6 +9,7 @@
 
 #include "../../kernels/err.h"
 #include "../../model/checkpoint.h"
+#include "../files.h"
 
 /* FNV-1a, 64-bit */
 uint64_t fp_hash(uint64_t h, const void *data, size_t n)
@@ -64,7 +65,11 @@ static int files(const char *dir, const char *a, int sa, const char *b, int sb, 
 
 int fp_model(const char *dir, char out[17])
 {
-    const char *weights = ckpt_file(dir);
+    /* the weights as they came: a .bin keeps naming them after convert writes model.safetensors
+     * beside it, so sessions recorded before the conversion still resume */
+    char bin[PATH_MAX];
+    snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
+    const char *weights = file_size(bin) > 0 ? "pytorch_model.bin" : ckpt_file(dir);
     return weights ? files(dir, "config.json", 0, weights, 1, out) : -1;
 }
 

@@ -1,12 +1,7 @@
 #include "pytorch.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zip.h>
 
 #include "../kernels/err.h"
@@ -314,43 +309,46 @@ out:
 
 static const uint8_t MAGIC[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
+/* The next pickle of the stream at *pos, which moves past it. */
+static int next_pickle(const uint8_t *buf, size_t len, size_t *pos, pk_arena **a, const pk_value **v, const char *what)
+{
+    size_t used;
+    if (pk_load(a, buf + *pos, len - *pos, &used, ALLOWED, v))
+        return err_wrap("%s", what);
+    *pos += used;
+    return 0;
+}
+
+/* The magic number (i 0), the protocol version (1) and the system info (2) before the state dict. */
+static int header_ok(int i, const pk_value *v)
+{
+    const pk_value *le = pk_dict_get(v, "little_endian");
+    return i == 0 ? v->kind == PK_BIGINT && v->len == sizeof MAGIC && !memcmp(v->s, MAGIC, sizeof MAGIC) :
+           i == 1 ? is_int(v) && v->i == 1001 :
+                    v->kind == PK_DICT && (!le || (le->kind == PK_BOOL && le->i));
+}
+
 static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, pk_arena **arena)
 {
-    size_t pos = 0, used;
+    static const char *const what[] = {"the magic number", "the protocol version", "the system info"};
+    static const char *const bad[] = {"not a PyTorch checkpoint (no magic number)", "legacy protocol version is not 1001",
+                                      "the checkpoint was written big-endian or without system info"};
+    size_t pos = 0;
     const pk_value *v, *keys = NULL;
     pk_arena *tmp = NULL;
     int rc = -1;
-    /* magic number, protocol version, system info, then the state dict */
-    if (pk_load(&tmp, buf, len, &used, ALLOWED, &v))
-        return err_wrap("the magic number");
-    int ok = v->kind == PK_BIGINT && v->len == sizeof MAGIC && !memcmp(v->s, MAGIC, sizeof MAGIC);
-    pk_free(tmp);
-    if (!ok)
-        return err_set("not a PyTorch checkpoint (no magic number)");
-    pos += used;
-    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &v))
-        return err_wrap("the protocol version");
-    ok = is_int(v) && v->i == 1001;
-    pk_free(tmp);
-    if (!ok)
-        return err_set("legacy protocol version is not 1001");
-    pos += used;
-    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &v))
-        return err_wrap("the system info");
-    const pk_value *le = pk_dict_get(v, "little_endian");
-    ok = v->kind == PK_DICT && (!le || (le->kind == PK_BOOL && le->i));
-    pk_free(tmp);
-    if (!ok)
-        return err_set("the checkpoint was written big-endian or without system info");
-    pos += used;
-    if (pk_load(arena, buf + pos, len - pos, &used, ALLOWED, &v))
-        return err_wrap("the state dict");
-    pos += used;
-    if (read_state_dict(st, v) || merge_storages(st))
+    for (int i = 0; i < 3; i++) {
+        if (next_pickle(buf, len, &pos, &tmp, &v, what[i]))
+            return -1;
+        int ok = header_ok(i, v);
+        pk_free(tmp);
+        tmp = NULL;
+        if (!ok)
+            return err_set("%s", bad[i]);
+    }
+    if (next_pickle(buf, len, &pos, arena, &v, "the state dict") || read_state_dict(st, v) || merge_storages(st) ||
+        next_pickle(buf, len, &pos, &tmp, &keys, "the storage keys"))
         return -1;
-    if (pk_load(&tmp, buf + pos, len - pos, &used, ALLOWED, &keys))
-        return err_wrap("the storage keys");
-    pos += used;
     if (keys->kind != PK_LIST) {
         err_set("the storage keys are not a list");
         goto out;
@@ -430,13 +428,16 @@ static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor 
     if (count && (count == UINT64_MAX || last >= (uint64_t)s->numel))
         return err_set("tensor '%.*s' reaches element %llu of storage '%.*s', which holds %lld", (int)t->name_len,
                        t->name, (unsigned long long)last, (int)s->key_len, s->key, (long long)s->numel);
+    if (count > (uint64_t)s->numel) /* strides that overlap (an expanded view): gathering would multiply it */
+        return err_set("tensor '%.*s' has %llu elements in a storage of %lld (overlapping strides)", (int)t->name_len,
+                       t->name, (unsigned long long)count, (long long)s->numel);
     *out = (st_tensor){.ndim = t->ndim, .end = count * es};
     snprintf(out->dtype, sizeof out->dtype, "%s", TYPES[s->type].dtype);
     memcpy(out->shape, t->shape, sizeof t->shape);
     if (!(out->name = strndup(t->name, t->name_len)))
         return err_set("out of memory");
     if (contiguous || !count) {
-        out->data = s->data + (size_t)t->offset * es;
+        out->data = count ? s->data + (size_t)t->offset * es : s->data;
         return 0;
     }
     uint8_t *dst = err_malloc(count * es, "a strided tensor's copy");
@@ -466,7 +467,9 @@ int pt_parse(st_file *f, const uint8_t *buf, size_t len)
     state st = {0};
     pk_arena *arena = NULL;
     int rc;
-    if (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))
+    if (!len)
+        rc = err_set("empty file");
+    else if (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))
         rc = parse_zip(f, &st, buf, len, &arena);
     else if (len >= 2 && buf[0] == 0x80)
         rc = parse_legacy(f, &st, buf, len, &arena);
@@ -492,28 +495,4 @@ int pt_parse(st_file *f, const uint8_t *buf, size_t len)
     return rc;
 }
 
-int pt_open(st_file *f, const char *path)
-{
-    memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set("%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) {
-        int e = errno;
-        close(fd);
-        return err_set("%s: %s", path, S_ISREG(sb.st_mode) && sb.st_size == 0 ? "empty file" : !S_ISREG(sb.st_mode) ? "not a regular file" : strerror(e));
-    }
-    size_t len = (size_t)sb.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return err_set("%s: mmap: %s", path, strerror(errno));
-    if (pt_parse(f, map, len)) {
-        munmap(map, len);
-        return err_wrap("%s", path);
-    }
-    f->map = map;
-    f->map_len = len;
-    return 0;
-}
+int pt_open(st_file *f, const char *path) { return st_map(f, path, pt_parse); }

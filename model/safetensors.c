@@ -165,7 +165,7 @@ out:
     return rc;
 }
 
-int st_open(st_file *f, const char *path)
+int st_map(st_file *f, const char *path, int (*parse)(st_file *, const uint8_t *, size_t))
 {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -181,22 +181,22 @@ int st_open(st_file *f, const char *path)
         return err_set("%s: not a regular file", path);
     }
     size_t len = (size_t)sb.st_size;
-    if (len < 8) {
-        close(fd);
-        return err_set("%s: file is %zu bytes, too short for a safetensors header", path, len);
-    }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    static const uint8_t none[1];
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)none; /* mmap refuses 0 bytes */
     close(fd);
     if (map == MAP_FAILED)
         return err_set("%s: mmap: %s", path, strerror(errno));
-    if (st_parse(f, map, len)) {
-        munmap(map, len);
+    if (parse(f, map, len)) {
+        if (len)
+            munmap(map, len);
         return err_wrap("%s", path);
     }
-    f->map = map;
+    f->map = len ? map : NULL;
     f->map_len = len;
     return 0;
 }
+
+int st_open(st_file *f, const char *path) { return st_map(f, path, st_parse); }
 
 void st_close(st_file *f)
 {

@@ -28,7 +28,10 @@ typedef struct {
 
 /* Validates and indexes a complete file image held in memory (the fuzz target's entry). */
 int st_parse(st_file *f, const uint8_t *buf, size_t len);
-/* mmap()s PATH and parses it; errors name the file. */
+/* mmap()s PATH and indexes it with parse (st_parse, or another format's: model/pytorch.h); errors
+ * name the file. */
+int st_map(st_file *f, const char *path, int (*parse)(st_file *f, const uint8_t *buf, size_t len));
+/* st_map with st_parse */
 int st_open(st_file *f, const char *path);
 void st_close(st_file *f);
 /* Hands a malloc'd buffer to f, freed by st_close (freed at once if it cannot be kept). */

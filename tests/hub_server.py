@@ -55,35 +55,38 @@ class Hub(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def lfs_redirect(self, path, name):
+        """a large file's resolve URL answers 302 to the content server, with its metadata; False otherwise"""
+        if "/resolve/" not in self.path or os.path.getsize(path) < LFS_MIN:
+            return False
+        sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        if name in OPTS.get("--wrong-sha", []):
+            sha = hashlib.sha256(b"not the file").hexdigest()
+        self.send_response(302)
+        self.send_header("Location", self.path.replace("/resolve/main/", "/", 1).replace("/", "/cdn/", 1))
+        self.send_header("X-Linked-Size", str(os.path.getsize(path)))
+        self.send_header("X-Linked-Etag", '"%s"' % sha)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return True
+
     def do_HEAD(self):
         self.record()
         path, name = self.target()
         if not path:
             return self.fail(404)
-        size = os.path.getsize(path)
-        if "/resolve/" in self.path and size >= LFS_MIN:
-            sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-            if name in OPTS.get("--wrong-sha", []):
-                sha = hashlib.sha256(b"not the file").hexdigest()
-            self.send_response(302)
-            self.send_header("Location", self.path.replace("/resolve/main/", "/", 1).replace("/", "/cdn/", 1))
-            self.send_header("X-Linked-Size", str(size))
-            self.send_header("X-Linked-Etag", '"%s"' % sha)
-        else:
+        if not self.lfs_redirect(path, name):
             self.send_response(200)
-        self.send_header("Content-Length", "0" if "/resolve/" in self.path and size >= LFS_MIN else str(size))
-        self.end_headers()
+            self.send_header("Content-Length", str(os.path.getsize(path)))
+            self.end_headers()
 
     def do_GET(self):
         self.record()
         path, name = self.target()
         if not path:
             return self.fail(404)
-        if "/resolve/" in self.path and os.path.getsize(path) >= LFS_MIN:
-            self.send_response(302)
-            self.send_header("Location", self.path.replace("/resolve/main/", "/", 1).replace("/", "/cdn/", 1))
-            self.send_header("Content-Length", "0")
-            return self.end_headers()
+        if self.lfs_redirect(path, name):
+            return
         data = open(path, "rb").read()
         start, rng = 0, self.headers.get("Range")
         if rng and not OPTS.get("--ignore-range"):

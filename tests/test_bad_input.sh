@@ -70,6 +70,7 @@ exec-in-storage-type|refusing global '__builtin__.exec'
 short-storage|tensor 'wte' reaches element 99 of storage '0', which holds 10$
 offset-past-storage|tensor 'wte' reaches element 11 of storage '0', which holds 10$
 entry-smaller-than-storage|archive/data/0: holds 40 bytes where 400 are needed$
+overlapping-strides|tensor 'wte' has 4294967296 elements in a storage of 10 \(overlapping strides\)$
 absurd-shape|tensor 'wte' reaches element [0-9]+ of storage '0', which holds 10$
 absurd-numel|storage '0' claims 4611686018427387904 elements \(absurd\)$
 missing-storage|archive/data/7: the storage is missing from the archive$

@@ -175,6 +175,7 @@ def hostile(src, root, mark):
     write_zip(one("offset-past-storage"), state(wte=Tensor(s, 8, (2, 2), (2, 1))), {"0": b"\0" * 40})
     write_zip(one("entry-smaller-than-storage"), state(wte=Tensor(Storage("0", 100), 0, (10,), (1,))),
               {"0": b"\0" * 40})
+    write_zip(one("overlapping-strides"), state(wte=Tensor(s, 0, (1 << 30, 4), (0, 1))), {"0": b"\0" * 40})
     write_zip(one("absurd-shape"), state(wte=Tensor(s, 0, (1 << 40, 1 << 40, 1 << 40), (1, 1, 1))),
               {"0": b"\0" * 40})
     write_zip(one("absurd-numel"), state(wte=Tensor(Storage("0", 1 << 62), 0, (1,), (1,))), {"0": b"\0" * 40})

@@ -96,6 +96,10 @@ else fail "${TAG}download/the next run resumes and completes" "$(cat "$HUB/err")
 expect_error "${TAG}download/no such repository" 1 "owner/nothing/resolve/main/config.json: HTTP 404 \(no such repository or file\)" \
     "$KV" get-model owner/nothing --dir "$HUB/d7"
 same "${TAG}download/no such repository: nothing written" "" "$(ls "$HUB/d7")"
+mkdir -p "$HUB/root/owner/no-weights"
+cp "$HUB/src"/{config.json,vocab.json,merges.txt} "$HUB/root/owner/no-weights/"
+expect_error "${TAG}download/a repository without weights" 1 \
+    "owner/no-weights/resolve/main has neither model.safetensors nor pytorch_model.bin$" "$KV" get-model owner/no-weights --dir "$HUB/d9"
 port=${HF_ENDPOINT##*:}
 stop_hub
 expect_error "${TAG}download/nothing listening" 1 "could not connect \(no network, or a firewall\?\)" \

@@ -10,6 +10,10 @@
 
 #include "../kernels/err.h"
 
+#ifndef KVCHAT_ASSETS
+#define KVCHAT_ASSETS "assets"
+#endif
+
 int make_dirs(const char *path)
 {
     char buf[PATH_MAX];
@@ -114,4 +118,14 @@ int copy_file(const char *src, const char *dst)
         return err_set("%s: read failed", src);
     }
     return part_commit(&out, ok);
+}
+
+int copy_asset(const char *name, const char *dst)
+{
+    const char *assets = getenv("KVCHAT_ASSETS");
+    if (!assets || !*assets)
+        assets = KVCHAT_ASSETS;
+    char src[PATH_MAX];
+    snprintf(src, sizeof src, "%s/%s", assets, name);
+    return copy_file(src, dst) ? err_wrap("the shipped tokenizer (set KVCHAT_ASSETS to the folder holding it)") : 0;
 }

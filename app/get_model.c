@@ -19,12 +19,13 @@ const char GET_MODEL_HELP[] =
     "NAME: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, dialogpt-small, dialogpt-medium,\n"
     "dialogpt-large; or any GPT-2-architecture repository as OWNER/REPO.\n"
     "\n"
-    "Downloads config.json, vocab.json and merges.txt, then model.safetensors, or pytorch_model.bin\n"
-    "where the repository has no safetensors file (kvchat reads it without running pickle; kvchat\n"
-    "convert DIR makes later loads faster), into ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or\n"
-    "DIR), and prints that directory. Each file arrives as FILE.part and is renamed only when complete\n"
-    "and, for the weights, when its size and SHA-256 match what the hub reports; an interrupted\n"
-    "download resumes where it stopped. Files already complete are kept.\n"
+    "Downloads config.json, vocab.json and merges.txt (GPT-2's own, shipped with kvchat, where the\n"
+    "repository lacks them), then model.safetensors, or pytorch_model.bin where there is no\n"
+    "safetensors file (read without running pickle; kvchat convert DIR makes later loads faster),\n"
+    "into ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or DIR), and prints that directory. Each\n"
+    "file arrives as FILE.part and is renamed only when complete and, for the weights, when its size\n"
+    "and SHA-256 match what the hub reports; an interrupted download resumes where it stopped. Files\n"
+    "already complete are kept.\n"
     "\n"
     "environment:\n"
     "  HF_ENDPOINT   the hub's address (default https://huggingface.co), for a mirror\n"
@@ -129,13 +130,18 @@ int cmd_get_model(int argc, char **argv)
     if (make_dirs(dir) || dl_init())
         return EXIT_RUNTIME;
     int rc = 0;
-    /* the small files first: the first doubles as the check that the network and repository answer */
+    /* the small files first: the first doubles as the check that the network and repository answer;
+     * a fine-tune without GPT-2's tokenizer files gets the ones kvchat ships */
     for (size_t i = 0; !rc && i < sizeof SMALL / sizeof SMALL[0]; i++) {
         char dst[PATH_MAX + 32], url[1024];
+        int missing;
         snprintf(dst, sizeof dst, "%s/%s", dir, SMALL[i]);
         snprintf(url, sizeof url, "%s/%s", base, SMALL[i]);
-        if (!exists(dst) && dl_fetch(url, dst, NULL, SMALL[i], NULL))
-            rc = -1;
+        if (exists(dst) || !dl_fetch(url, dst, NULL, SMALL[i], &missing))
+            continue;
+        rc = -1;
+        if (missing && i > 0 && !(rc = copy_asset(SMALL[i], dst)))
+            fprintf(stderr, "kvchat: %s is not in %s: using GPT-2's own, which kvchat ships\n", SMALL[i], repo);
     }
     if (!rc)
         rc = fetch_weights(base, dir);

@@ -14,9 +14,6 @@
 #include "files.h"
 #include "options.h"
 
-#ifndef KVCHAT_ASSETS
-#define KVCHAT_ASSETS "assets"
-#endif
 
 const char MAKE_TINY_MODEL_HELP[] =
     "usage: kvchat make-tiny-model DIR [options]\n"
@@ -203,16 +200,12 @@ int cmd_make_tiny_model(int argc, char **argv)
         return EXIT_USAGE;
     if (make_dirs(dir))
         return EXIT_RUNTIME;
-    const char *assets = getenv("KVCHAT_ASSETS");
-    if (!assets || !*assets)
-        assets = KVCHAT_ASSETS;
-    char path[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
+    char path[PATH_MAX], dst[PATH_MAX];
     for (int i = 0; i < 2; i++) {
         const char *name = i ? "merges.txt" : "vocab.json";
-        snprintf(src, sizeof src, "%s/%s", assets, name);
         snprintf(dst, sizeof dst, "%s/%s", dir, name);
-        if (copy_file(src, dst))
-            return err_wrap("tokenizer files (set KVCHAT_ASSETS to the folder holding them)"), EXIT_RUNTIME;
+        if (copy_asset(name, dst))
+            return EXIT_RUNTIME;
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (cfg_save(&c, path) || write_model(dir, &c, type, seed, prefix, mask))

@@ -96,8 +96,13 @@ else fail "${TAG}download/the next run resumes and completes" "$(cat "$HUB/err")
 expect_error "${TAG}download/no such repository" 1 "owner/nothing/resolve/main/config.json: HTTP 404 \(no such repository or file\)" \
     "$KV" get-model owner/nothing --dir "$HUB/d7"
 same "${TAG}download/no such repository: nothing written" "" "$(ls "$HUB/d7")"
-mkdir -p "$HUB/root/owner/no-weights"
+mkdir -p "$HUB/root/owner/no-weights" "$HUB/root/owner/no-tokenizer"
 cp "$HUB/src"/{config.json,vocab.json,merges.txt} "$HUB/root/owner/no-weights/"
+cp "$HUB/src"/{config.json,model.safetensors} "$HUB/root/owner/no-tokenizer/"
+"$KV" get-model owner/no-tokenizer --dir "$HUB/d10" >/dev/null 2>"$HUB/err"
+same "${TAG}download/a repository without tokenizer files gets GPT-2's, and says so" \
+    "kvchat: vocab.json is not in owner/no-tokenizer: using GPT-2's own, which kvchat ships|kvchat: merges.txt is not in owner/no-tokenizer: using GPT-2's own, which kvchat ships|same" \
+    "$(paste -sd'|' "$HUB/err")|$(cmp -s "$HUB/d10/vocab.json" assets/vocab.json && cmp -s "$HUB/d10/merges.txt" assets/merges.txt && echo same)"
 expect_error "${TAG}download/a repository without weights" 1 \
     "owner/no-weights/resolve/main has neither model.safetensors nor pytorch_model.bin$" "$KV" get-model owner/no-weights --dir "$HUB/d9"
 port=${HF_ENDPOINT##*:}

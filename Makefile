@@ -171,14 +171,14 @@ test-gpt2: all
 fuzz: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(FUZZ_PKGS)"
 	@mkdir -p $(BUILD)/fuzz
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/safetensors \
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/safetensors \
 	  tests/fuzz/fuzz_safetensors.c model/safetensors.c kernels/err.c -ljansson
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
 	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c kernels/err.c -ljansson -lpcre2-8
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/session \
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/session \
 	  -DNCURSES_WIDECHAR=1 tests/fuzz/fuzz_session.c app/session/session_file.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
 	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm
-	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/pickle \
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/pickle \
 	  tests/fuzz/fuzz_pickle.c model/pickle.c model/pytorch.c model/safetensors.c kernels/err.c -ljansson -lzip
 	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session $(BUILD)/fuzz/corpus-pickle
 	$(BUILD)/fuzz/safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-st tests/fuzz/seeds-safetensors

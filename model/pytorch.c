@@ -170,7 +170,8 @@ static int merge_storages(state *st)
         return -1;
     for (size_t i = 0; i < n; i++)
         st->s[i].pid = i;
-    qsort(st->s, n, sizeof *st->s, by_key);
+    if (n) /* an empty state dict has no table at all */
+        qsort(st->s, n, sizeof *st->s, by_key);
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         storage s = st->s[i];

@@ -280,7 +280,6 @@ int cmd_chat(int argc, char **argv)
             session_free(&hist);
             return err_wrap("%s", a.resume), EXIT_RUNTIME;
         }
-        a.eo.tpl_why = "as the session was recorded";
         /* options given on this command line still win over the recorded ones */
         for (int i = 1; i < argc; i++)
             if (!chat_opt(&a, argc, argv, &i))

@@ -75,3 +75,8 @@ same "${TAG}chat/info says which template and why" "template    dialogpt (config
     "$("$KV" info -m "$CONV" 2>/dev/null | grep '^template')"
 same "${TAG}chat/info: a DialoGPT name" "template    dialogpt (the model's name says DialoGPT)" \
     "$("$KV" info -m "$DG" 2>/dev/null | grep '^template')"
+first_turn "$DG" --template gpt2 >/dev/null
+echo again | "$KV" chat --no-tui --resume "$TMP/tpl.jsonl" -n 2 >/dev/null 2>&1
+same "${TAG}chat/template: a resumed session keeps the one it was recorded with" "gpt2-like" "$("$PYTHON" -c "import json, sys
+p = [json.loads(l) for l in open(sys.argv[1]) if '\"prefill\"' in l][-1]['ids']
+print('dialogpt-like' if p[-1] == 50256 else 'gpt2-like')" "$TMP/tpl.jsonl")"

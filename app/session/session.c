@@ -212,6 +212,7 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     const char *tpl = json_string_value(json_object_get(ch, "template")), *ev = json_string_value(json_object_get(ch, "evict"));
     if (!tpl || tpl_parse(tpl, &eo->tpl))
         return err_set("the session's template is unknown");
+    eo->tpl_why = "as the session was recorded";
     eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
     eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;

@@ -120,12 +120,15 @@ int copy_file(const char *src, const char *dst)
     return part_commit(&out, ok);
 }
 
-int copy_asset(const char *name, const char *dst)
+const char *assets_dir(void)
 {
     const char *assets = getenv("KVCHAT_ASSETS");
-    if (!assets || !*assets)
-        assets = KVCHAT_ASSETS;
+    return assets && *assets ? assets : KVCHAT_ASSETS;
+}
+
+int copy_asset(const char *name, const char *dst)
+{
     char src[PATH_MAX];
-    snprintf(src, sizeof src, "%s/%s", assets, name);
+    snprintf(src, sizeof src, "%s/%s", assets_dir(), name);
     return copy_file(src, dst) ? err_wrap("the shipped tokenizer (set KVCHAT_ASSETS to the folder holding it)") : 0;
 }

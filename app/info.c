@@ -31,6 +31,7 @@ int cmd_info(int argc, char **argv)
     model_opts_init(&mo);
     if (model_opts_parse_all(&mo, argc, argv, "info"))
         return EXIT_USAGE;
+    mo.quiet = 1; /* what a model is does not depend on the device */
     loaded_model lm;
     if (load_model(&lm, &mo))
         return EXIT_RUNTIME;

@@ -6,6 +6,7 @@
 
 #include "../kernels/err.h"
 #include "commands.h"
+#include "files.h"
 #include "options.h"
 #include "safe_text.h"
 
@@ -17,7 +18,8 @@ const char TOKENIZE_HELP[] =
     "spaces; with --decode, prints the text of the ids. Invalid UTF-8 in the input is replaced by\n"
     "U+FFFD before tokenizing.\n"
     "\n"
-    "  -m, --model DIR   model directory holding vocab.json and merges.txt\n"
+    "  -m, --model DIR   model directory holding vocab.json and merges.txt (default\n"
+    "                    $KVCHAT_MODEL, else GPT-2's own tokenizer, which kvchat ships)\n"
     "      --special     treat \"<|endoftext|>\" in the text as the special token 50256\n";
 
 static char *read_all(FILE *f, size_t *len)
@@ -104,8 +106,12 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (ids && text)
         return err_set("--decode takes ids, not text"), EXIT_USAGE;
+    /* every GPT-2 checkpoint shares one tokenizer: no model is needed unless one is named */
     char dir[4096];
-    if (!resolve_model_dir(&mo, dir, sizeof dir))
+    const char *env = getenv("KVCHAT_MODEL");
+    if (!mo.model_dir && (!env || !*env))
+        snprintf(dir, sizeof dir, "%s", assets_dir());
+    else if (!resolve_model_dir(&mo, dir, sizeof dir))
         return EXIT_RUNTIME;
     tokenizer *t = tok_load_dir(dir);
     if (!t)

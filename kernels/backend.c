@@ -9,6 +9,10 @@
 #include "cuda/cuda.h"
 #endif
 
+static char fallback[512];
+
+const char *kb_fallback_reason(void) { return fallback[0] ? fallback : NULL; }
+
 kb_backend *kb_create(const char *device, int threads)
 {
     if (!strcmp(device, "cpu"))
@@ -25,9 +29,7 @@ kb_backend *kb_create(const char *device, int threads)
         err_wrap("--device cuda: no usable GPU");
         return NULL;
     }
-    static int said; /* once per process */
-    if (!said++)
-        fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", err_msg());
+    snprintf(fallback, sizeof fallback, "%s", err_msg());
 #else
     if (!strcmp(device, "cuda")) {
         err_set("--device cuda: this build has no CUDA backend (nvcc was not found when it was built)");

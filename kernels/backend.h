@@ -129,8 +129,12 @@ struct kb_backend {
 };
 
 /* device: "cpu", "cuda" (an error when this build or this machine has none), or "auto" (CUDA when a
- * GPU answers, else the CPU, saying so on stderr); threads <= 0: every core this process may run on. */
+ * GPU answers, else the CPU: kb_fallback_reason then says why); threads <= 0: every core this
+ * process may run on. */
 kb_backend *kb_create(const char *device, int threads);
+/* Why the last "auto" fell back to the CPU, or NULL when it did not: the caller decides whether
+ * that is worth telling the user. */
+const char *kb_fallback_reason(void);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,10 @@ expect_error "${TAG}bad/make-tiny-model heads" 2 "not a positive multiple of n_h
 
 # runtime errors: exit 1, naming the file (and tensor)
 expect_error "${TAG}bad/missing model dir" 1 "$B/nope does not exist" "$KV" generate -m "$B/nope"
+mkdir -p "$B/empty-dir"
+expect_error "${TAG}bad/a directory without config.json" 1 \
+    "empty-dir has no config.json: not a Hugging Face model directory \(\`kvchat get-model NAME\` downloads one, \`kvchat make-tiny-model DIR\` makes a test one\)$" \
+    "$KV" generate -m "$B/empty-dir" -p hi
 expect_error "${TAG}bad/prompt id out of vocab" 1 "token id 60000 is outside the vocabulary" \
     "$KV" generate -m "$B/good" --prompt-ids 60000
 expect_error "${TAG}bad/prompt longer than context" 1 "prompt is 40 tokens; the context holds 32" \

@@ -32,6 +32,8 @@ check "${TAG}cli/says the context is full" grep -q "context of 48 tokens is full
 # tokenize: stdin equals argument; known ids
 same "${TAG}cli/tokenize known ids" "15496 995" "$("$KV" tokenize -m "$M" "Hello world")"
 same "${TAG}cli/tokenize stdin" "$("$KV" tokenize -m "$M" "$(printf 'a\tb  c')")" "$(printf 'a\tb  c' | "$KV" tokenize -m "$M")"
+same "${TAG}cli/tokenize needs no model: GPT-2's tokenizer ships" "15496 995|Hello world" \
+    "$(env -u KVCHAT_MODEL HOME="$TMP/nohome" XDG_CACHE_HOME= "$KV" tokenize "Hello world")|$(env -u KVCHAT_MODEL HOME="$TMP/nohome" "$KV" tokenize --decode "15496 995")"
 same "${TAG}cli/tokenize --special" "50256 15496" "$("$KV" tokenize -m "$M" --special "<|endoftext|>Hello")"
 
 # info: KV bytes from 2 x n_layer x n_embd x bytes (2 x 2 x 64 x 4 = 1 KiB per token, 48 KiB at 48)
@@ -59,9 +61,13 @@ same "${TAG}cli/--dump-logits size" $((50257 * 4)) "$(stat -c %s "$TMP/l.bin")"
 
 # devices: with a CUDA build and no GPU, auto says it runs on the CPU and cuda is a clear error
 if ldd "$KV" 2>/dev/null | grep -q libcudart && ! nvidia-smi -L >/dev/null 2>&1; then
-    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 -q >/dev/null 2>"$TMP/auto.err"
+    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 >/dev/null 2>"$TMP/auto.err"
     same "${TAG}cli/--device auto without a GPU runs" 0 $?
-    check "${TAG}cli/--device auto says it fell back" grep -q "no usable GPU.*running on the CPU" "$TMP/auto.err"
+    same "${TAG}cli/--device auto says it fell back, once" 1 "$(grep -c "no usable GPU.*running on the CPU" "$TMP/auto.err")"
+    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 -q >/dev/null 2>"$TMP/auto.err"
+    same "${TAG}cli/generate -q is quiet about the device" "" "$(cat "$TMP/auto.err")"
+    KVCHAT_DEVICE= "$KV" info -m "$M" >/dev/null 2>"$TMP/auto.err"
+    same "${TAG}cli/info is quiet about the device" "" "$(cat "$TMP/auto.err")"
     expect_error "${TAG}cli/--device cuda without a GPU" 1 "--device cuda: no usable GPU" \
         "$KV" generate -m "$M" --device cuda -p hi -n 2
 elif ! ldd "$KV" 2>/dev/null | grep -q libcudart; then

@@ -15,6 +15,10 @@ check "${TAG}session/replay --no-tui shows the replies" grep -qF -- "$(head -1 "
 replies=$("$KV" replay "$S/a.jsonl" --no-tui | grep -c '] gpt-2: ')
 same "${TAG}session/transcript has three turns" 3 "$replies"
 check "${TAG}session/--verify reproduces the session" "$KV" replay "$S/a.jsonl" --verify
+# a model named by a relative path is recorded absolute: --verify works from any directory
+KVABS=$(realpath "$KV")
+(cd "$S" && printf 'hi\n' | "$KVABS" chat --no-tui -m model -n 4 --seed 3 --session rel.jsonl >/dev/null 2>&1)
+check "${TAG}session/a relative -m verifies from another directory" bash -c "cd / && '$KVABS' replay '$S/rel.jsonl' --verify"
 check "${TAG}session/a line-mode session records the model" grep -q '"ev":"model"' "$S/a.jsonl"
 # evictions prepared while the user types (pauses between messages): recorded, verified exactly, and
 # the replies those of the same chat without preparation

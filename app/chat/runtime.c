@@ -70,12 +70,20 @@ int load_model(loaded_model *lm, const model_opts *o)
     if (!resolve_model_dir(o, lm->dir, sizeof lm->dir))
         return -1;
     struct stat sb;
+    char cfg[4200];
     if (stat(lm->dir, &sb) || !S_ISDIR(sb.st_mode))
         return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2`, pass -m DIR, or try "
                        "the offline demo: make demo",
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
+    snprintf(cfg, sizeof cfg, "%s/config.json", lm->dir);
+    if (stat(cfg, &sb))
+        return err_set("%s has no config.json: not a Hugging Face model directory (`kvchat get-model NAME` downloads "
+                       "one, `kvchat make-tiny-model DIR` makes a test one)", lm->dir);
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
+    static int said; /* once per process, where the device matters */
+    if (kb_fallback_reason() && !o->quiet && !said++)
+        fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", kb_fallback_reason());
     use_kernels(lm, o->kernels);
     /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */
     dtype wt = o->wtype_set ? o->wtype : lm->backend->device_memory ? DT_BF16 : o->wtype;

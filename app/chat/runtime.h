@@ -26,6 +26,7 @@ typedef struct {
     sampler_params sp;
     kv_opts kv;              /* kv.window 0: the model's context */
     int skip_selftest;       /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
+    int quiet;               /* no notice that there is no GPU (generate -q, info) */
 } model_opts;
 
 /* The defaults: $KVCHAT_DEVICE, the CPU's fastest weights, the sampler's and the cache's defaults. */

@@ -28,16 +28,18 @@ static const char *model_name(const loaded_model *lm)
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
-    char fpm[17] = "", fpt[17] = "", when[32];
+    char fpm[17] = "", fpt[17] = "", when[32], dir[PATH_MAX];
     if (fp_model(lm->dir, fpm) || fp_tokenizer(lm->dir, fpt))
         return NULL;
+    if (!realpath(lm->dir, dir)) /* absolute, so --resume and --verify work from any directory */
+        snprintf(dir, sizeof dir, "%s", lm->dir);
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     const kv_opts *ko = kv_pool_opts(lm->pool);
     return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:o,"
                      " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i}}",
                      "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
-                     model_name(lm), "dir", lm->dir, "fingerprint", fpm, "tokenizer", fpt,
+                     model_name(lm), "dir", dir, "fingerprint", fpm, "tokenizer", fpt,
                      "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
                      lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
                      "cache", "layout",

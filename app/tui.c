@@ -146,7 +146,7 @@ static void draw(tui *t)
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help", "Commands",
             "  /new  /conv N  /fork  /retry  /clear  /pin [N]  /unpin [N]",
-            "  /set n|temp|top_k|top_p|repeat_penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
+            "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
         int n = (int)(sizeof lines / sizeof lines[0]), hw = 66 < COLS ? 66 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
         WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
@@ -276,23 +276,26 @@ static void set_param(tui *t, char *args)
         say(t, "/set needs a name and a value: /set temp 0.7");
         return;
     }
+    /* top-k as the status bar and the flags spell it, or top_k */
+    for (char *c = key; *c; c++)
+        *c = *c == '_' ? '-' : *c;
     int rc;
     unsigned long long u;
     if (!strcmp(key, "n"))
-        rc = opt_int("n", val, 0, 1 << 20, &mo.n_predict);
+        rc = opt_int("n", val, 1, 1 << 20, &mo.n_predict);
     else if (!strcmp(key, "temp"))
         rc = opt_float("temp", val, 0, 100, &mo.sp.temp);
-    else if (!strcmp(key, "top_k"))
-        rc = opt_int("top_k", val, 0, 1 << 24, &mo.sp.top_k);
-    else if (!strcmp(key, "top_p"))
-        rc = opt_float("top_p", val, 0.001, 1, &mo.sp.top_p);
-    else if (!strcmp(key, "repeat_penalty"))
-        rc = opt_float("repeat_penalty", val, 0.01, 100, &mo.sp.repeat_penalty);
+    else if (!strcmp(key, "top-k"))
+        rc = opt_int("top-k", val, 0, 1 << 24, &mo.sp.top_k);
+    else if (!strcmp(key, "top-p"))
+        rc = opt_float("top-p", val, 0.001, 1, &mo.sp.top_p);
+    else if (!strcmp(key, "repeat-penalty"))
+        rc = opt_float("repeat-penalty", val, 0.01, 100, &mo.sp.repeat_penalty);
     else if (!strcmp(key, "seed")) {
         rc = opt_u64("seed", val, &u);
         mo.sp.seed = u;
     } else {
-        say(t, "/set: unknown setting '%s' (n, temp, top_k, top_p, repeat_penalty, seed)", key);
+        say(t, "/set: unknown setting '%s' (n, temp, top-k, top-p, repeat-penalty, seed)", key);
         return;
     }
     if (rc) {
@@ -400,7 +403,8 @@ static void command(tui *t, char *line)
         else if (idx < 0)
             say(t, "/%s: no such turn%s", cmd, *args ? "" : " (give its number, 1 = oldest in the window)");
         else
-            say(t, "turn %s %s", *args ? args : "(last message)", pin ? "pinned: eviction skips it" : "unpinned");
+            say(t, "%s%s %s", *args ? "turn " : pin ? "your last message" : "your last pinned message", args,
+                pin ? "pinned: eviction skips it" : "unpinned");
     } else {
         say(t, "unknown command /%s (F1 or /help lists them)", cmd);
     }

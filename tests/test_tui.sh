@@ -65,8 +65,23 @@ $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
 $TM send-keys -t tui "/show" Enter
 expect_screen "${TAG}tui//show says the template and why" "template: gpt2 \(the default for GPT-2 models\)"
+$TM send-keys -t tui "/retry" Enter
+expect_screen "${TAG}tui//retry right after /show: command output is not a message" "truncate [0-9]+->[0-9]+ tok"
+idle
+if screen_text | grep -q "/retry: "; then fail "${TAG}tui//retry after /show is not refused" "$(screen_text | grep '/retry: ')"
+else pass "${TAG}tui//retry after /show is not refused"; fi
 $TM send-keys -t tui "/set temp abc" Enter
 expect_screen "${TAG}tui/bad /set value is a message" "temp: expected a number"
+$TM send-keys -t tui "/set top-k 10" Enter
+expect_screen "${TAG}tui//set top-k, as the status bar spells it" "top-k = 10"
+$TM send-keys -t tui "/set top_p 0.9" Enter
+expect_screen "${TAG}tui//set top_p, as the session spells it" "top-p = 0.9"
+$TM send-keys -t tui "/pin" Enter
+expect_screen "${TAG}tui//pin with no number: your last message" "your last message pinned: eviction skips it"
+$TM send-keys -t tui "/unpin" Enter
+expect_screen "${TAG}tui//unpin with no number: your last pinned message" "your last pinned message unpinned"
+$TM send-keys -t tui "/set n 0" Enter
+expect_screen "${TAG}tui//set n 0 is refused (an empty reply)" "n: expected an integer from 1"
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
 $TM send-keys -t tui "/save $TMP/tui.session" Enter

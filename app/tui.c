@@ -371,11 +371,12 @@ static void command(tui *t, char *line)
             say(t, "/fork: %s", id < 0 ? err_msg() : "too many conversations");
             return;
         }
-        chat_pane *from = pane(t, t->conv), *to = pane(t, id);
+        int parent = t->conv;
+        chat_pane *from = pane(t, parent), *to = pane(t, id);
         for (int i = 0; i < from->n; i++)
             chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "", from->msgs[i].len);
         switch_to(t, id);
-        say(t, "forked conversation %d into %d (blocks shared until written)", t->conv, id);
+        say(t, "forked conversation %d into %d (blocks shared until written)", parent, id);
     } else if (!strcmp(cmd, "retry")) {
         chat_pane *p = pane(t, t->conv);
         if (engine_can_retry(t->e, t->conv)) {

@@ -61,6 +61,11 @@ $TM send-keys -t tui "/new" Enter
 expect_screen "${TAG}tui//new opens conversation 2" "conv 2/2"
 $TM send-keys -t tui Escape "[1;5D"
 expect_screen "${TAG}tui/Ctrl-Left switches back" "conv 1/2"
+$TM send-keys -t tui "/fork" Enter
+expect_screen "${TAG}tui//fork names parent and child" "forked conversation 1 into 3"
+expect_screen "${TAG}tui//fork: the child's panel is its parent's" "[0-9]+ / 256 tok +cap [1-9]"
+$TM send-keys -t tui "/conv 1" Enter
+expect_screen "${TAG}tui//conv 1 after the fork" "conv 1/3"
 $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
 $TM send-keys -t tui "/show" Enter

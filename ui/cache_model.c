@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,17 +215,17 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->offloaded = type[0] == 'o';
         logf_(m, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, EV_FORK)) {
-        const cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
+        cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
         win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
-        if (t) { /* the fork starts as a copy of its parent's window */
+        if (t) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
             memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
             free(c->turns);
+            int id = c->id;
+            *c = *p;
+            c->id = id;
             c->turns = t;
-            c->cap_turns = p->cap_turns;
-            c->n_turns = p->n_turns;
-            c->n_cells = p->n_cells;
-            c->keep = p->keep;
-            c->window = p->window;
+            c->prepared = 0; /* a preparation is its parent's alone */
+            c->shared_blocks = p->shared_blocks = clampi(geti(ev, "shared_blocks"), 0, INT_MAX);
         }
         logf_(m, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
     } else if (!strcmp(type, EV_PIN)) {

@@ -177,6 +177,19 @@ static void model_from_events(void)
     cm_conv *f = cm_conv_get(&m, 2);
     c = cm_conv_get(&m, 1);
     CHECK(f && f->n_cells == 5 && f->n_turns == c->n_turns, "fork copies the parent's window");
+    if (f) {
+        unsigned char fdrop[32];
+        int fleft;
+        double fturns;
+        int fn = cm_preview(f, fdrop, &fleft, &fturns), pn = cm_preview(c, drop, &left, &turns);
+        CHECK(f->capacity == c->capacity && f->bytes_used == c->bytes_used && !strcmp(f->layout, c->layout) &&
+                  !strcmp(f->dtype, c->dtype) && f->prefill_tok_s == c->prefill_tok_s && f->shared_blocks == 1 &&
+                  c->shared_blocks == 1,
+              "the fork's panel is its parent's (capacity %d/%d, layout '%s', dtype '%s', shared %d/%d)", f->capacity,
+              c->capacity, f->layout, f->dtype, f->shared_blocks, c->shared_blocks);
+        CHECK(fn == pn && fleft == left && fturns == turns && !memcmp(fdrop, drop, (size_t)f->n_cells),
+              "the fork's forecast is its parent's (%d vs %d tokens, %d vs %d left)", fn, pn, fleft, left);
+    }
     CHECK(cm_log_line(&m, 0) && strstr(cm_log_line(&m, 0), "fork"), "log has the fork");
     CHECK(cm_log_line(&m, 1) && strstr(cm_log_line(&m, 1), "truncate"), "log order, newest first");
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":1,\"recomputed\":0,\"mode\":\"shift (approximate)\",\"ranges\":[[4,1]]}");

@@ -164,6 +164,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         append(c, ROLE_USER, (int)n - pre);
         c->prefill_tokens = (int)n;
         c->prefill_ms = getd(ev, "ms");
+        c->evict_ms = c->pending_evict_ms;
+        c->pending_evict_ms = 0;
         c->prefill_tok_s = c->prefill_ms > 0 ? n / (c->prefill_ms / 1e3) : 0;
         c->decode_tokens = 0;
         c->decode_ms = 0;
@@ -173,7 +175,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         append(c, ROLE_ASSISTANT, 1);
         double ms = getd(ev, "ms");
         if (c->awaiting_first) {
-            c->ttft_ms = c->prefill_ms + ms;
+            c->ttft_ms = c->evict_ms + c->prefill_ms + ms;
             c->awaiting_first = 0;
         }
         c->decode_tokens++;
@@ -194,6 +196,12 @@ void cm_apply(cache_model *m, const json_t *ev)
         if (!strncmp(json_string_value(json_object_get(ev, "mode")) ?: "", "shift", 5))
             c->approximate = 1;
         int prepared = json_is_true(json_object_get(ev, "prepared"));
+        /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
+        c->evictions++;
+        if (c->decode_tokens)
+            c->evict_ms += getd(ev, "ms");
+        else
+            c->pending_evict_ms += getd(ev, "ms");
         c->prepared = 0;
         c->evictions_prepared += prepared;
         c->stall_ms += getd(ev, "stall_ms");
@@ -207,6 +215,9 @@ void cm_apply(cache_model *m, const json_t *ev)
               fmt_ms(a, sizeof a, getd(ev, "ms")));
     } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&m->history, 'G');
+        c->capacity = clampi(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
+        c->grows++;
+        c->bytes_reserved += getd(ev, "bytes");
         logf_(m, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),
               fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, EV_COW)) {

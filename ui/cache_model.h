@@ -25,6 +25,8 @@ typedef struct {
     char dtype[8], layout[16];
     /* the last turn */
     double prefill_tok_s, decode_tok_s, ttft_ms, decode_ms;
+    double evict_ms;          /* evictions in the last turn (in its TTFT when they made room for it) */
+    double pending_evict_ms;  /* evictions that made room for a prefill still to come */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */

@@ -5,19 +5,23 @@
 
 #include "format.h"
 
-static void bar(WINDOW *w, const screen *s, int y, int x, int width, double frac)
+/* A gauge: the filled part in reverse video (a solid bar in colour, monochrome and NO_COLOR alike),
+ * the label written across it, centred. */
+static void bar(WINDOW *w, const screen *s, int y, int x, int width, double frac, const char *label)
 {
-    int fill = (int)(frac * width + 0.5);
+    int fill = (int)(frac * width + 0.5), len = (int)strlen(label), at = (width - len) / 2;
     fill = fill < 0 ? 0 : fill > width ? width : fill;
-    wmove(w, y, x);
-    wattron(w, screen_attr(s, CP_BAR));
-    for (int i = 0; i < fill; i++)
-        waddch(w, s->color ? ' ' : '#');
-    wattroff(w, screen_attr(s, CP_BAR));
-    wattron(w, screen_attr(s, CP_DIM));
-    for (int i = fill; i < width; i++)
-        waddch(w, s->color ? ACS_CKBOARD : '.');
-    wattroff(w, screen_attr(s, CP_DIM));
+    if (len > width)
+        len = 0;
+    for (int i = 0; i < width; i++) {
+        int on = i < fill, attr = on ? screen_attr(s, CP_BAR) | (int)A_REVERSE : screen_attr(s, CP_DIM);
+        chtype ch = on ? ' ' : '.';
+        if (i >= at && i < at + len)
+            ch = (unsigned char)label[i - at];
+        else if (!on && s->color)
+            ch = ACS_CKBOARD;
+        mvwaddch(w, y, x + i, ch | (chtype)attr);
+    }
 }
 
 /* which turn a cell belongs to */
@@ -74,8 +78,9 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     cm_conv *c = cm_conv_get(m, conv);
     char a[32], b[32], d[32];
     wattron(w, A_BOLD);
-    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s %s%s ", conv, c && c->layout[0] ? c->layout : "",
-             c && c->dtype[0] ? c->dtype : "", c && c->approximate ? "  APPROXIMATE (shift)" : "");
+    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s%s %s%s ", conv, c && c->offloaded ? "OFFLOADED  " : "",
+             c && c->layout[0] ? c->layout : "", c && c->dtype[0] ? c->dtype : "",
+             c && c->approximate ? "  APPROXIMATE (shift)" : "");
     wattroff(w, A_BOLD);
     if (!c || !c->window) {
         ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
@@ -86,12 +91,17 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     ui_drawf(w, y, 1, iw, "%d / %d tok  cap %d  %s / %s", c->n_cells, c->window, c->capacity,
              fmt_bytes(a, sizeof a, c->bytes_used), fmt_bytes(b, sizeof b, c->bytes_reserved));
     y++;
+    if (y < h - 1) {
+        char label[48];
+        snprintf(label, sizeof label, " %.0f%% of the window ", 100.0 * c->n_cells / c->window);
+        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window, label);
+    }
+    char blocks[48] = ""; /* a contiguous pool has none */
+    if (m->blocks_total > 0)
+        snprintf(blocks, sizeof blocks, "  blocks %d/%d", m->blocks_used, m->blocks_total);
     if (y < h - 1)
-        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window);
-    if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "pool %s / %s  blocks %d/%d  this conv %.0f%%", fmt_bytes(a, sizeof a, m->pool_used),
-                 fmt_bytes(b, sizeof b, m->pool_bytes), m->blocks_used, m->blocks_total,
-                 m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
+        ui_drawf(w, y++, 1, iw, "pool %s / %s%s  this conv %.0f%%", fmt_bytes(a, sizeof a, m->pool_used),
+                 fmt_bytes(b, sizeof b, m->pool_bytes), blocks, m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
     if (y < h - 1)
         ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d", c->shared_blocks,
                  fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs, c->grows, c->evictions);
@@ -106,7 +116,9 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
         free(drop);
         const char *ready = c->prepared ? ", prepared" : "";
-        if (turns > 0)
+        if (n <= 0)
+            ui_drawf(w, y++, 1, iw, "no eviction ahead: nothing evictable yet");
+        else if (turns > 0)
             ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns%s)", n, left, turns, ready);
         else
             ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok%s", n, left, ready);
@@ -142,7 +154,12 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         ui_drawf(w, y++, 1, iw, "prefill %s  decode %s", fmt_rate(a, sizeof a, c->prefill_tok_s),
                  fmt_rate(b, sizeof b, c->decode_tok_s));
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "TTFT %s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms), c->hit_rate * 100);
+    {
+        char ev_ms[48] = ""; /* the turn's evictions, apart from the prefill they made room for */
+        if (c->evict_ms > 0)
+            snprintf(ev_ms, sizeof ev_ms, "  eviction %s", fmt_ms(a, sizeof a, c->evict_ms));
+        ui_drawf(w, y++, 1, iw, "TTFT %s%s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms), ev_ms, c->hit_rate * 100);
+    }
     if (y < h - 1 && c->has_fidelity)
         ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%", c->fid_top1 ? "same" : "DIFFERS", c->fid_kl,
                  c->fid_rate * 100);

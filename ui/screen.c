@@ -121,11 +121,12 @@ void screen_relayout(screen *s)
 
 int ui_draw(WINDOW *w, int y, int x, const char *s, size_t n, int max_cols)
 {
-    int cols = 0;
+    /* a line that does not fit ends in an ellipsis, so a cut number never passes for a whole one */
+    int cols = 0, total = ui_width(s, n), room = total > max_cols ? max_cols - 1 : max_cols;
     wmove(w, y, x);
     for (size_t i = 0; i < n;) {
         ui_char c = ui_next(s + i, n - i);
-        if (cols + c.cols > max_cols)
+        if (cols + c.cols > room)
             break;
         if (c.caret) {
             waddch(w, '^');
@@ -135,6 +136,10 @@ int ui_draw(WINDOW *w, int y, int x, const char *s, size_t n, int max_cols)
         }
         cols += c.cols;
         i += (size_t)c.bytes;
+    }
+    if (total > max_cols && max_cols > 0) {
+        waddnwstr(w, L"\u2026", 1);
+        cols++;
     }
     return cols;
 }

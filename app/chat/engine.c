@@ -467,9 +467,9 @@ static int user_turn(engine *e, conv *c, const char *text)
         m += nm - room;
         nm = room;
     }
-    double t0 = ev_clock();
     if (evict_make_room(c, e->lm, &e->rule, np + nm, 0))
         goto out;
+    double t0 = ev_clock(); /* after the room is made: an eviction's time is in its own event */
     int cached = kv_len(c->seq);
     if (np && (push_turn(c, ROLE_PREAMBLE, c->n_ids) || push_ids(c, pre, np)))
         goto out;

@@ -3,6 +3,7 @@
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "../../ui/cache_model.h"
 #include "../../ui/cache_panel.h"
@@ -278,5 +279,85 @@ static void pane_from_events(void)
     chat_pane_free(&p);
 }
 
+/* row y of w as text (wide characters kept), for the panel tests */
+static void row(WINDOW *w, int y, wchar_t *out, int n)
+{
+    if (mvwinnwstr(w, y, 0, out, n) == ERR)
+        out[0] = 0;
+}
+
+/* the panel drawn from events, read back from the window: what a user sees, in monochrome and colour */
+static void panel_reads(void)
+{
+    setlocale(LC_ALL, "C.UTF-8");
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
+    CHECK(term, "no terminal to draw on");
+    if (!term)
+        return;
+    cache_model m;
+    cm_init(&m);
+    /* an eviction makes room, then the prefill and the first token: TTFT holds all three */
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":0,\"recomputed\":5,\"ms\":300,\"ranges\":[]}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7,8,9,10],\"cached\":0,\"ms\":10}");
+    apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":0,\"evict_min\":5,"
+              "\"bytes_used\":1,\"cache_dtype\":\"f16\",\"layout\":\"contiguous\",\"grows\":1,\"evictions\":1,"
+              "\"blocks_used\":0,\"blocks_total\":0}");
+    cm_conv *c = cm_conv_get(&m, 1);
+    CHECK(c->prefill_tok_s == 1000 && c->ttft_ms == 312 && c->evict_ms == 300,
+          "the eviction apart from the prefill: prefill %g tok/s, TTFT %g ms, eviction %g ms", c->prefill_tok_s,
+          c->ttft_ms, c->evict_ms);
+    /* live, mid-reply: a grow and an eviction show before the turn's stats */
+    apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":16,\"to\":32,\"bytes\":1024}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":2,\"recomputed\":0,\"ms\":4,\"ranges\":[[0,2]]}");
+    CHECK(c->capacity == 32 && c->grows == 2 && c->evictions == 2, "live: capacity %d, grows %d, evictions %d",
+          c->capacity, c->grows, c->evictions);
+    apply(&m, "{\"ev\":\"offload\",\"conv\":1,\"bytes\":100,\"ms\":1}");
+    wchar_t line[128];
+    for (int color = 0; color < 2; color++) {
+        screen scr = {.color = color};
+        WINDOW *w = newwin(40, 44, 0, 0);
+        cache_panel_draw(&m, 1, &scr, w);
+        row(w, 0, line, 127);
+        CHECK(wcsstr(line, L"OFFLOADED"), "an offloaded conversation says so: %ls", line);
+        row(w, 2, line, 127);
+        CHECK(wcsstr(line, L"% of the window"), "the gauge carries its number: %ls", line);
+        CHECK(mvwinch(w, 2, 1) & A_REVERSE, "the gauge's filled part is solid (reverse video) in %s",
+              color ? "colour" : "monochrome");
+        int found_blocks = 0, found_ttft = 0, clipped = 0;
+        for (int y = 1; y < 39; y++) {
+            row(w, y, line, 127);
+            found_blocks |= wcsstr(line, L"blocks 0/0") != NULL;
+            found_ttft |= wcsstr(line, L"TTFT 312 ms  eviction 304 ms") != NULL; /* 300 before the prefill, 4 mid-reply */
+            clipped |= wcsstr(line, L"\u2026") != NULL;
+        }
+        CHECK(!found_blocks, "a contiguous pool shows no blocks 0/0");
+        CHECK(found_ttft, "TTFT shows the eviction apart");
+
+        CHECK(clipped, "a line too long for 44 columns ends in an ellipsis");
+        delwin(w);
+    }
+    /* after /clear nothing can be evicted: no negative forecast */
+    apply(&m, "{\"ev\":\"truncate\",\"conv\":1,\"from\":9,\"to\":0}");
+    screen scr = {0};
+    WINDOW *w = newwin(40, 60, 0, 0);
+    cache_panel_draw(&m, 1, &scr, w);
+    int negative = 0, none = 0;
+    for (int y = 1; y < 39; y++) {
+        row(w, y, line, 127);
+        negative |= wcsstr(line, L"next eviction -") != NULL;
+        none |= wcsstr(line, L"no eviction ahead") != NULL;
+    }
+    CHECK(!negative && none, "an empty window: 'no eviction ahead', not 'next eviction -0 tok'");
+    delwin(w);
+    cm_free(&m);
+    endwin();
+    delscreen(term);
+    fclose(out);
+    fclose(in);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
-           {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events});
+           {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
+           {"ui/panel_reads", panel_reads});

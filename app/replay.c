@@ -170,7 +170,7 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         }
         if (!end)
             break; /* a turn the crash cut: nothing recorded to compare */
-        int cancelled = json_is_true(json_object_get(end, "cancelled"));
+        int cancelled = json_is_true(json_object_get(end, "cancelled")), failed = json_is_true(json_object_get(end, "failed"));
         int n_tok = 0;
         for (int j = i + 1; s->events[j] != end; j++)
             n_tok += ev_is(s->events[j], EV_TOKEN) &&
@@ -194,9 +194,22 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         free(reply);
         if (cancelled)
             engine_set_sampling(e, &engine_model_opts(e)->sp, n_predict);
-        if (r) {
+        if (r && !failed) {
             rc = EXIT_RUNTIME;
             break;
+        }
+        if (failed) { /* recorded as failing: it must fail again, the same way, and leave the same state */
+            turns++;
+            while (s->events[i] != end)
+                if (apply_action(e, s->events[++i], path) < 0)
+                    rc = EXIT_RUNTIME;
+            if (r)
+                printf("turn %d (conv %d): failed, as recorded (%s)\n", turns, conv, err_msg());
+            else {
+                printf("turn %d (conv %d): DIFFERS: recorded a failure, got a reply\n", turns, conv);
+                bad = 1;
+            }
+            continue;
         }
         /* past this turn's own events; actions recorded while it ran took effect when it ended */
         while (s->events[i] != end)

@@ -180,11 +180,16 @@ static int start_turn(tui *t, const char *line)
 static void finish_turn(tui *t)
 {
     char *reply = NULL;
-    if (engine_turn_wait(t->e, &reply))
-        say(t, "error: %s", err_msg());
+    int failed = engine_turn_wait(t->e, &reply);
     free(reply);
     t->generating = 0;
     drain(t);
+    if (failed) {
+        chat_msg *r = chat_pane_reply(pane(t, t->conv));
+        if (r && !r->len) /* the message never went in: it leaves the pane as it left the conversation */
+            chat_pane_drop_turn(pane(t, t->conv));
+        say(t, "error: %s", err_msg());
+    }
     if (t->persist->kv_path &&
         snapshot_follow(t->persist->kv_path, t->persist->save_cache, t->e, t->lm, t->persist->fingerprint))
         say(t, "%s", err_msg());

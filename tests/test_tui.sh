@@ -102,6 +102,35 @@ check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
 stop_tmux
 
+# a message that cannot go in (every turn pinned in a full window): the error, and no trace of it in
+# the pane, the conversation or the session's verdict; /retry then regenerates the last real reply
+rm -f "$TMP/fail.rc" "$TMP/fail.session"
+$TM new-session -d -s tui -x 120 -y 40 \
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 20 --ctx 64 --seed 5 --session '$TMP/fail.session'; echo \$? > '$TMP/fail.rc'; sleep 60"
+wait_for "KV cache" 20
+$TM send-keys -t tui "hello there" Enter
+wait_for "gpt-2 +[^ ]" 30
+wait_for "decode [0-9.]+ tok/s" 30
+idle
+$TM send-keys -t tui "/pin 1" Enter
+$TM send-keys -t tui "/pin 2" Enter
+expect_screen "${TAG}tui/pinned every turn" "turn 2 pinned"
+$TM send-keys -t tui "this message needs room the pinned turns leave nowhere at all, not one token, so it must fail here and now" Enter
+expect_screen "${TAG}tui/a message that cannot go in: the error" "cannot make room in a window of 64"
+idle
+if screen_text | grep -q "you  *this message needs room"; then fail "${TAG}tui/a failed message leaves the pane" "it is still shown"
+else pass "${TAG}tui/a failed message leaves the pane"; fi
+same "${TAG}tui/a failed message: one reply on screen, under its own message" 1 "$(screen_text | grep -c '^gpt-2 ')"
+$TM send-keys -t tui "/retry" Enter
+expect_screen "${TAG}tui//retry after a failed message regenerates the last reply" "truncate [0-9]+->[0-9]+ tok"
+idle
+$TM send-keys -t tui "/quit" Enter
+for _ in $(seq 50); do [ -s "$TMP/fail.rc" ] && break; sleep 0.2; done
+"$KV" replay "$TMP/fail.session" --verify >"$TMP/fail.verify" 2>&1
+same "${TAG}tui/a session with a failed message verifies" "0|1" \
+    "$?|$(grep -c 'failed, as recorded' "$TMP/fail.verify")"
+stop_tmux
+
 # the session it saved: replayed in the TUI (no model needed), and resumed with its history
 $TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$? > '$TMP/replay.rc'; sleep 60"
 expect_screen "${TAG}tui/replay opens" "replay .*tui.session"

@@ -51,6 +51,17 @@ int chat_pane_set_reply(chat_pane *p, const char *text, size_t len)
     return msg_append(m, text, len);
 }
 
+void chat_pane_drop_turn(chat_pane *p)
+{
+    int last = p->n - 1;
+    while (last >= 0 && p->msgs[last].role != ROLE_USER)
+        last--;
+    while (last >= 0 && p->n > last) {
+        free(p->msgs[p->n - 1].text);
+        p->n--;
+    }
+}
+
 void chat_pane_scroll(chat_pane *p, int lines)
 {
     p->scroll += lines;
@@ -130,7 +141,9 @@ void chat_pane_apply(chat_pane *p, const json_t *ev)
         chat_pane_append(p, text, strlen(text));
     } else if (!strcmp(type, EV_TURN_END)) {
         const char *reply = json_string_value(json_object_get(ev, "reply"));
-        if (reply)
+        if (json_is_true(json_object_get(ev, "failed")) && !json_integer_value(json_object_get(ev, "tokens")))
+            chat_pane_drop_turn(p); /* the message never went in */
+        else if (reply)
             chat_pane_set_reply(p, reply, strlen(reply));
     } else if (!strcmp(type, EV_RETRY)) {
         chat_pane_set_reply(p, "", 0);

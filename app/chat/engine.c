@@ -470,16 +470,18 @@ static int user_turn(engine *e, conv *c, const char *text)
     if (evict_make_room(c, e->lm, &e->rule, np + nm, 0))
         goto out;
     double t0 = ev_clock(); /* after the room is made: an eviction's time is in its own event */
-    int cached = kv_len(c->seq);
-    if (np && (push_turn(c, ROLE_PREAMBLE, c->n_ids) || push_ids(c, pre, np)))
-        goto out;
-    if (np)
+    int cached = kv_len(c->seq), turns_before = c->n_turns, ids_before = c->n_ids;
+    int ok = 1;
+    if (np && (ok = !push_turn(c, ROLE_PREAMBLE, c->n_ids) && !push_ids(c, pre, np)))
         c->turns[c->n_turns - 1].len = np;
-    if (push_turn(c, ROLE_USER, c->n_ids) || push_ids(c, m, nm))
+    if (ok && (ok = !push_turn(c, ROLE_USER, c->n_ids) && !push_ids(c, m, nm)))
+        c->turns[c->n_turns - 1].len = nm;
+    if (!ok || forward(e, c, c->ids + cached, c->n_ids - cached, 1)) {
+        /* the message leaves no trace: the cache kept its length, the conversation drops it again */
+        c->n_turns = turns_before;
+        c->n_ids = ids_before;
         goto out;
-    c->turns[c->n_turns - 1].len = nm;
-    if (forward(e, c, c->ids + cached, c->n_ids - cached, 1))
-        goto out;
+    }
     c->needed += c->n_ids;
     c->served += cached;
     json_t *arr = json_array();

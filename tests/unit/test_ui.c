@@ -261,6 +261,9 @@ static void pane_from_events(void)
         "{\"ev\":\"token\",\"conv\":1,\"id\":3,\"text\":\" yo\"}",
         "{\"ev\":\"notice\",\"conv\":1,\"text\":\"cut\"}",
         "{\"ev\":\"user\",\"conv\":1}",
+        /* a message that failed before any reply leaves no trace */
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"too big\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"\",\"tokens\":0,\"failed\":true}",
     };
     chat_pane p = {0};
     for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {

@@ -107,7 +107,7 @@ static void drain(tui *t)
             if (type && !strcmp(type, EV_NOTICE)) {
                 const char *txt = json_string_value(json_object_get(it->ev, "text"));
                 int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
-                chat_pane_add(pane(t, c), ROLE_NOTICE, txt ? txt : "", txt ? strlen(txt) : 0);
+                chat_pane_add_notice(pane(t, c), txt ? txt : "", txt ? strlen(txt) : 0);
             }
             json_decref(it->ev);
         } else {

@@ -192,6 +192,8 @@ expect_screen "${TAG}tui/a pasted Ctrl-N opens no conversation, a pasted Ctrl-C 
 $TM send-keys -t tui Enter
 expect_screen "${TAG}tui/the pasted message is sent, its reply under it" "gpt-2 +[^ ]" 30
 expect_screen "${TAG}tui/the notice that it was cut stands apart from the reply" "its beginning was cut( +│| *$)"
+same "${TAG}tui/the reply comes under the notice, where replies go" "notice, then reply" "$(screen_text |
+    awk '/its beginning was cut/ && !n {n = NR} /^gpt-2 / && !g {g = NR} END {print n && g && n < g ? "notice, then reply" : "reply above the notice"}')"
 wait_for "Ctrl-C quit" 60
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/paste.rc" ] && break; sleep 0.2; done

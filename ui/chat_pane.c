@@ -51,6 +51,19 @@ int chat_pane_set_reply(chat_pane *p, const char *text, size_t len)
     return msg_append(m, text, len);
 }
 
+int chat_pane_add_notice(chat_pane *p, const char *text, size_t len)
+{
+    int before = p->n && p->msgs[p->n - 1].role == ROLE_ASSISTANT && !p->msgs[p->n - 1].len;
+    if (chat_pane_add(p, ROLE_NOTICE, text, len))
+        return -1;
+    if (before) {
+        chat_msg notice = p->msgs[p->n - 1];
+        p->msgs[p->n - 1] = p->msgs[p->n - 2];
+        p->msgs[p->n - 2] = notice;
+    }
+    return 0;
+}
+
 void chat_pane_drop_turn(chat_pane *p)
 {
     int last = p->n - 1;
@@ -148,6 +161,6 @@ void chat_pane_apply(chat_pane *p, const json_t *ev)
     } else if (!strcmp(type, EV_RETRY)) {
         chat_pane_set_reply(p, "", 0);
     } else if (!strcmp(type, EV_NOTICE) && text) {
-        chat_pane_add(p, ROLE_NOTICE, text, strlen(text));
+        chat_pane_add_notice(p, text, strlen(text));
     }
 }

@@ -34,6 +34,9 @@ chat_msg *chat_pane_reply(chat_pane *p);
 int chat_pane_append(chat_pane *p, const char *text, size_t len);
 /* Replaces the last reply's text: its recorded final form, or "" when it is generated again. */
 int chat_pane_set_reply(chat_pane *p, const char *text, size_t len);
+/* A notice about the turn in progress goes before its reply while that is still empty, so the reply
+ * reads under it, where replies go. */
+int chat_pane_add_notice(chat_pane *p, const char *text, size_t len);
 /* Removes the last user message and all after it: a message that failed before any reply. */
 void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);

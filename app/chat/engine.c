@@ -454,7 +454,13 @@ static int user_turn(engine *e, conv *c, const char *text)
     }
     if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
         goto out;
-    int room = e->rule.window - (c->keep > np ? c->keep : np) - 1, *m = msg;
+    /* a message may take what the kept prefix leaves, less room for the reply (n), but never less
+     * than a quarter of it: a message cut to the whole window would be evicted by its first reply token */
+    int free_ = e->rule.window - (c->keep > np ? c->keep : np), room = free_ - e->mo.n_predict, *m = msg;
+    if (room < free_ / 4)
+        room = free_ / 4;
+    if (room > free_ - 1)
+        room = free_ - 1;
     if (room < 1) {
         err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a message; raise --ctx",
                 e->rule.window, tpl_name(e->o.tpl), np);

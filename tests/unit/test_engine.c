@@ -192,6 +192,8 @@ static void long_message(void)
     engine_window(r.e, c, &n);
     CHECK(n <= 48, "window %d", n);
     CHECK(count(&r, "notice") == 1, "no notice about the cut message");
+    /* cut to leave the reply its n tokens: no eviction of the message it answers */
+    CHECK(count(&r, "evict") == 0, "the reply evicted: the message was cut to the whole window");
     CHECK(fresh_error(&r, c) < 1e-5, "logits after a cut message");
     CHECK(engine_turn(r.e, c, "short", &reply) == 0, "next turn: %s", err_msg());
     free(reply);

@@ -54,7 +54,8 @@ const char CHAT_HELP[] =
     "commands. Ctrl-C stops the reply being generated (what was generated stays).\n"
     "\n"
     "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line and\n"
-    "writes each reply as one line (newlines inside it become spaces).\n"
+    "writes each reply as one line (newlines inside it become spaces). Typed at a terminal, it\n"
+    "prompts (you> on stderr) and /quit ends it.\n"
     "\n"
     "      --no-tui           line mode\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
@@ -359,11 +360,21 @@ int cmd_chat(int argc, char **argv)
     size_t cap = 0;
     ssize_t got;
     rc = 0;
-    while (!interrupted && (got = getline(&line, &cap, stdin)) >= 0) {
+    /* typed at a terminal: a prompt, and /quit is a command, as in the full-screen chat */
+    int typed = isatty(STDIN_FILENO);
+    for (;;) {
+        if (typed) {
+            fputs("you> ", stderr);
+            fflush(stderr);
+        }
+        if (interrupted || (got = getline(&line, &cap, stdin)) < 0)
+            break;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = 0;
         if (!got)
             continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+            break;
         char *reply = NULL;
         if (engine_turn_start(e, conv, line) || engine_turn_wait(e, &reply)) {
             putchar('\n');

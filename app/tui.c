@@ -206,6 +206,7 @@ static int switch_to(tui *t, int conv)
     for (int i = 0; i < engine_conv_count(t->e); i++)
         if (engine_conv_id(t->e, i) == conv) {
             t->conv = conv;
+            t->status_until = 0; /* what was said was about the conversation left behind */
             t->dirty = 1;
             return 0;
         }

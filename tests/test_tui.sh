@@ -66,6 +66,8 @@ expect_screen "${TAG}tui//fork names parent and child" "forked conversation 1 in
 expect_screen "${TAG}tui//fork: the child's panel is its parent's" "[0-9]+ / 256 tok +cap [1-9]"
 $TM send-keys -t tui "/conv 1" Enter
 expect_screen "${TAG}tui//conv 1 after the fork" "conv 1/3"
+if screen_text | grep -q "forked conversation"; then fail "${TAG}tui/a switch clears what was said of the other conversation" "still on screen"
+else pass "${TAG}tui/a switch clears what was said of the other conversation"; fi
 $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
 $TM send-keys -t tui "/show" Enter
@@ -129,6 +131,20 @@ for _ in $(seq 50); do [ -s "$TMP/fail.rc" ] && break; sleep 0.2; done
 "$KV" replay "$TMP/fail.session" --verify >"$TMP/fail.verify" 2>&1
 same "${TAG}tui/a session with a failed message verifies" "0|1" \
     "$?|$(grep -c 'failed, as recorded' "$TMP/fail.verify")"
+stop_tmux
+
+# line mode typed at a terminal: a prompt, a reply, and /quit ends it (it is not sent to GPT-2)
+rm -f "$TMP/line.rc" "$TMP/line.session"
+$TM new-session -d -s tui -x 120 -y 20 \
+    "'$KV' chat --no-tui -m '$TUIM' --dtype f32 -n 4 --session '$TMP/line.session'; echo \$? > '$TMP/line.rc'; sleep 60"
+expect_screen "${TAG}tui/line mode at a terminal prompts" "^you>" 20
+$TM send-keys -t tui "hello" Enter
+expect_screen "${TAG}tui/line mode replies, then prompts again" "^you> .+" 30
+wait_for "^you>$" 30
+$TM send-keys -t tui "/quit" Enter
+for _ in $(seq 50); do [ -s "$TMP/line.rc" ] && break; sleep 0.2; done
+same "${TAG}tui/line mode: /quit ends it, exit 0, one message sent" "0 1" \
+    "$(cat "$TMP/line.rc" 2>/dev/null) $(grep -c '"ev":"user"' "$TMP/line.session")"
 stop_tmux
 
 # the session it saved: replayed in the TUI (no model needed), and resumed with its history

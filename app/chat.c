@@ -20,6 +20,7 @@
 #include "session/snapshot.h"
 #include "tui.h"
 #include "session/records.h"
+#include "sessions.h"
 
 #define CHAT_OPTS_HELP                                                                           \
     "      --template T       gpt2 | dialogpt | none (default: dialogpt for a model whose\n"    \
@@ -40,7 +41,8 @@
     "                         FILE is continued, any other file is left alone (see --force)\n"  \
     "      --no-save          do not save the session\n"                                         \
     "      --save-cache       also keep the KV cache beside it (FILE.kv), so resuming is a read\n" \
-    "      --resume FILE      continue a saved session (with its settings) and append to it\n"  \
+    "      --resume FILE      continue a saved session (with its settings) and append to it;\n" \
+    "                         last: the newest one (kvchat sessions lists them)\n"             \
     "      --force            resume even with a different model (its history is re-prefilled);\n" \
     "                         overwrite a --session FILE that is not a session\n"
 
@@ -90,6 +92,7 @@ typedef struct {
     engine_opts eo;
     const char *events, *session, *resume;
     int no_tui, no_save, save_cache, force;
+    char last[4096];      /* --resume last: the newest saved session */
 } chat_args;
 
 static int chat_opt(chat_args *a, int argc, char **argv, int *i)
@@ -142,6 +145,11 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
         a->session = v;
     } else if (MATCH("--resume")) {
         a->resume = v;
+        if (r > 0 && !strcmp(v, "last")) { /* the newest saved session */
+            if (sessions_latest(a->last, sizeof a->last))
+                return -1;
+            a->resume = a->last;
+        }
     } else {
         return 0;
     }
@@ -350,6 +358,9 @@ int cmd_chat(int argc, char **argv)
                             .header = header, .history = a.resume ? &hist : NULL, .session_path = save_to};
     if (tui) {
         rc = tui_run(&lm, e, &a.eo, &persist);
+        if (!rc && save_to)
+            fprintf(stderr, "kvchat: session saved in %s (kvchat replay plays it back, chat --resume continues it)\n",
+                    save_to);
         goto out;
     }
     session_emit_model(&lm);

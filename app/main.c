@@ -19,6 +19,7 @@ static const char USAGE[] =
     "commands:\n"
     "  chat             the full-screen chat (--no-tui: one message per line on stdin)\n"
     "  replay           play a saved session back (--no-tui: transcript; --verify: rerun it)\n"
+    "  sessions         the saved sessions, newest first\n"
     "  generate         continue a prompt, streaming tokens to stdout\n"
     "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
@@ -38,6 +39,7 @@ static const struct {
 } COMMANDS[] = {
     {"chat", cmd_chat, CHAT_HELP},
     {"replay", cmd_replay, REPLAY_HELP},
+    {"sessions", cmd_sessions, SESSIONS_HELP},
     {"generate", cmd_generate, GENERATE_HELP},
     {"tokenize", cmd_tokenize, TOKENIZE_HELP},
     {"info", cmd_info, INFO_HELP},

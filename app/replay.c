@@ -20,9 +20,11 @@
 #include "safe_text.h"
 #include "session/session.h"
 #include "session/records.h"
+#include "sessions.h"
 
 const char REPLAY_HELP[] =
     "usage: kvchat replay FILE                 play the session back with the cache panel\n"
+    "       kvchat replay                      list the saved sessions (kvchat sessions)\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
     "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
     "\n"
@@ -413,8 +415,11 @@ int cmd_replay(int argc, char **argv)
         else
             path = argv[i];
     }
-    if (!path)
-        return err_set("which session file? (see kvchat replay --help)"), EXIT_USAGE;
+    if (!path) { /* which one? the saved ones, to choose from */
+        if (check || no_tui || dump)
+            return err_set("which session file? (kvchat sessions lists them)"), EXIT_USAGE;
+        return sessions_print(20) ? EXIT_RUNTIME : 0;
+    }
     if (dump && !check)
         return err_set("--dump-logits goes with --verify (it records the verifying run)"), EXIT_USAGE;
     session s;

@@ -46,6 +46,7 @@ typedef struct {
     char *pending;       /* a line entered while a reply was streaming */
     char status[256];
     double status_until;
+    double quit_armed_until;  /* a first Ctrl-C at the prompt: a second before this quits */
     pthread_mutex_t lock;
     item *head, *tail;
     const chat_persist *persist;
@@ -259,18 +260,19 @@ static void show(tui *t)
     const model_opts *mo = engine_model_opts(t->e);
     const kv_opts *ko = kv_pool_opts(t->lm->pool);
     const gpt2_config *c = &t->lm->model.cfg;
-    char buf[1024], a[32], b[32];
+    char buf[2048 + PATH_MAX], a[32], b[32];
     snprintf(buf, sizeof buf,
              "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
              "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, max %d tokens.\n"
              "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
-             "template: %s (%s).",
+             "template: %s (%s).\n"
+             "session: %s.",
              t->cm.model, c->n_layer, c->n_embd, c->n_head, c->n_ctx, dt_name(t->lm->model.wtype), t->lm->backend->name,
              mo->sp.temp, mo->sp.top_k, mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
              ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
              t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)", t->eo.keep >= 0 ? "--keep" : "the preamble",
-             tpl_name(t->eo.tpl), t->eo.tpl_why);
+             tpl_name(t->eo.tpl), t->eo.tpl_why, t->persist->session_path ? t->persist->session_path : "not saved (--no-save)");
     chat_pane_add(pane(t, t->conv), ROLE_NOTICE, buf, strlen(buf));
 }
 
@@ -477,6 +479,11 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     t->conv = engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
     if (persist->history)
         show_history(t, persist->history);
+    if (persist->session_path) {
+        char note[PATH_MAX + 64];
+        snprintf(note, sizeof note, "saving this session to %s", persist->session_path);
+        chat_pane_add_notice(pane(t, t->conv), note, strlen(note));
+    }
     if (t->conv < 0 || screen_open(&t->scr)) {
         free(t);
         return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
@@ -498,8 +505,11 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             if (t->generating) {
                 engine_cancel(e);
                 say(t, "stopped: the reply so far stays in the conversation");
-            } else {
+            } else if (ev_clock() < t->quit_armed_until) {
                 t->quit = 1;
+            } else { /* a late press meant for the reply that just ended must not end the chat */
+                t->quit_armed_until = ev_clock() + 3;
+                say(t, "press Ctrl-C again to quit (or /quit)");
             }
             break;
         case IN_EOF:

@@ -235,3 +235,27 @@ e = max(n.linalg.norm(x - y) / n.linalg.norm(y) for x, y in zip(a, b))
 assert e < 1e-5 and len({r.tobytes() for r in a}) == len(a), e"
 expect_error "${TAG}session/--dump-logits without --verify" 2 "--dump-logits goes with --verify" \
     "$KV" replay "$S/forced.jsonl" --dump-logits "$S/x.bin"
+
+# the saved sessions: listed newest first, replay with no file lists them, --resume last continues the newest
+D=$S/data/kvchat/sessions
+mkdir -p "$D"
+cp "$S/a.jsonl" "$D/2026-01-01-000000.jsonl"
+cp "$S/rel.jsonl" "$D/2026-01-02-000000.jsonl"
+touch -d '2026-01-01 00:00' "$D/2026-01-01-000000.jsonl"
+touch -d '2026-01-02 00:00' "$D/2026-01-02-000000.jsonl"
+list=$(XDG_DATA_HOME=$S/data "$KV" sessions)
+same "${TAG}session/sessions lists them newest first, with turns and model" \
+    "1 model 2026-01-02-000000.jsonl|3 model 2026-01-01-000000.jsonl" \
+    "$(echo "$list" | tail -n +2 | awk '{print $2, $3, $NF}' | sed 's|[^ ]*/||' | paste -sd'|')"
+same "${TAG}session/replay with no file lists them" "$list" "$(XDG_DATA_HOME=$S/data "$KV" replay)"
+same "${TAG}session/sessions -n 1 says how many more" "(1 more: kvchat sessions -n 2)" \
+    "$(XDG_DATA_HOME=$S/data "$KV" sessions -n 1 | tail -1)"
+printf 'once more\n' | XDG_DATA_HOME=$S/data "$KV" chat --no-tui --resume last -n 3 >/dev/null 2>&1
+same "${TAG}session/--resume last continues the newest" "2 3" \
+    "$(grep -c '"ev":"turn_end"' "$D/2026-01-02-000000.jsonl") $(grep -c '"ev":"turn_end"' "$D/2026-01-01-000000.jsonl")"
+same "${TAG}session/sessions in an empty place says so" "no saved sessions in $S/none/kvchat/sessions" \
+    "$(XDG_DATA_HOME=$S/none "$KV" sessions)"
+expect_error "${TAG}session/--resume last with none saved" 2 "--resume last: no saved session in .*/none/kvchat/sessions" \
+    env XDG_DATA_HOME="$S/none" "$KV" chat --no-tui --resume last
+expect_error "${TAG}session/sessions bad flag" 2 "unknown option '--frob'" "$KV" sessions --frob
+expect_error "${TAG}session/replay --verify needs a file" 2 "which session file\? \(kvchat sessions lists them\)" "$KV" replay --verify

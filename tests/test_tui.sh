@@ -28,6 +28,7 @@ rm -f "$TMP/tui.rc"
 $TM new-session -d -s tui -x 120 -y 40 \
     "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl' --session '$TMP/tui.session'; echo \$? > '$TMP/tui.rc'; sleep 60"
 expect_screen "${TAG}tui/starts with the panel and the random-weights label" "KV cache.*conv 1" 20
+expect_screen "${TAG}tui/says where the session is saved" "saving this session to .*tui.session"
 expect_screen "${TAG}tui/labels random weights" "RANDOM WEIGHTS"
 $TM send-keys -t tui "Hello there" Enter
 expect_screen "${TAG}tui/shows the message" "you +Hello there"
@@ -72,6 +73,7 @@ $TM send-keys -t tui "/frobnicate" Enter
 expect_screen "${TAG}tui/unknown command is a message" "unknown command /frobnicate"
 $TM send-keys -t tui "/show" Enter
 expect_screen "${TAG}tui//show says the template and why" "template: gpt2 \(the default for GPT-2 models\)"
+expect_screen "${TAG}tui//show says where the session is saved" "session: .*tui.session"
 $TM send-keys -t tui "/retry" Enter
 expect_screen "${TAG}tui//retry right after /show: command output is not a message" "truncate [0-9]+->[0-9]+ tok"
 idle
@@ -99,6 +101,7 @@ $TM send-keys -t tui q
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done
 same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
+expect_screen "${TAG}tui/on exit it says where the session is" "session saved in .*tui.session"
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
@@ -126,8 +129,12 @@ same "${TAG}tui/a failed message: one reply on screen, under its own message" 1 
 $TM send-keys -t tui "/retry" Enter
 expect_screen "${TAG}tui//retry after a failed message regenerates the last reply" "truncate [0-9]+->[0-9]+ tok"
 idle
-$TM send-keys -t tui "/quit" Enter
+$TM send-keys -t tui C-c
+expect_screen "${TAG}tui/Ctrl-C at the prompt asks once more" "press Ctrl-C again to quit"
+same "${TAG}tui/a first Ctrl-C at the prompt does not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"
+$TM send-keys -t tui C-c
 for _ in $(seq 50); do [ -s "$TMP/fail.rc" ] && break; sleep 0.2; done
+same "${TAG}tui/a second Ctrl-C quits, exit 0" 0 "$(cat "$TMP/fail.rc" 2>/dev/null)"
 "$KV" replay "$TMP/fail.session" --verify >"$TMP/fail.verify" 2>&1
 same "${TAG}tui/a session with a failed message verifies" "0|1" \
     "$?|$(grep -c 'failed, as recorded' "$TMP/fail.verify")"

@@ -172,12 +172,20 @@ void session_close(session_writer *w, ev_bus *bus)
     w->f = NULL;
 }
 
+int session_dir(char *buf, size_t n)
+{
+    return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", "sessions", "pass --session FILE or --no-save");
+}
+
 int session_default_path(char *buf, size_t n)
 {
-    char rel[64];
+    char name[64];
     time_t now = time(NULL);
-    strftime(rel, sizeof rel, "sessions/%Y-%m-%d-%H%M%S.jsonl", localtime(&now));
-    return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", rel, "pass --session FILE or --no-save");
+    strftime(name, sizeof name, "/%Y-%m-%d-%H%M%S.jsonl", localtime(&now));
+    if (session_dir(buf, n))
+        return -1;
+    size_t len = strlen(buf);
+    return len + strlen(name) >= n ? err_set("%.64s...: path too long", buf) : (memcpy(buf + len, name, strlen(name) + 1), 0);
 }
 
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n)

@@ -38,7 +38,9 @@ typedef enum { SESSION_NEW, SESSION_APPEND, SESSION_OVERWRITE } session_mode;
  * before the turn returns. */
 int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header, ev_bus *bus);
 void session_close(session_writer *w, ev_bus *bus);
-/* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions/YYYY-MM-DD-HHMMSS.jsonl */
+/* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions: where the chat saves sessions by default */
+int session_dir(char *buf, size_t n);
+/* session_dir()/YYYY-MM-DD-HHMMSS.jsonl */
 int session_default_path(char *buf, size_t n);
 /* Writes header + events as a new session file (temp file, renamed into place). */
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n);

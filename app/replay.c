@@ -264,7 +264,7 @@ static void apply(player *p, const json_t *ev)
     cm_apply(&p->cm, ev);
     if (conv > 0 && (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
         p->conv = conv; /* follow the conversation being talked in */
-    chat_pane_apply(pane(p, conv), ev);
+    chat_pane_apply(pane(p, conv), ev, &p->cm);
 }
 
 static double event_time(const player *p, int i)

@@ -105,11 +105,12 @@ static void drain(tui *t)
             cm_apply(&t->cm, it->ev);
             json_array_append(t->all, it->ev);
             const char *type = json_string_value(json_object_get(it->ev, "ev"));
+            int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
             if (type && !strcmp(type, EV_NOTICE)) {
                 const char *txt = json_string_value(json_object_get(it->ev, "text"));
-                int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
                 chat_pane_add_notice(pane(t, c), txt ? txt : "", txt ? strlen(txt) : 0);
             }
+            chat_pane_add_summary(pane(t, c), &t->cm, it->ev);
             json_decref(it->ev);
         } else {
             chat_pane_append(pane(t, it->conv), it->text, strlen(it->text));
@@ -133,12 +134,18 @@ static void draw(tui *t)
     werase(st);
     wbkgd(st, (chtype)screen_attr(&t->scr, CP_STATUS));
     int w = getmaxx(st);
+    char gen[48] = ""; /* while a reply streams: how fast, live */
+    const cm_conv *cc = cm_conv_get(&t->cm, t->conv);
+    if (t->generating && cc && cc->decode_tokens && !cc->awaiting_first)
+        snprintf(gen, sizeof gen, "  generating %.1f tok/s", cc->decode_tok_s);
+    else if (t->generating)
+        snprintf(gen, sizeof gen, "  generating...");
     if (t->status[0] && ev_clock() < t->status_until)
         ui_drawf(st, 0, 0, w, " %s", t->status);
     else
         ui_drawf(st, 0, 0, w, " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
                  t->cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k,
-                 mo->sp.top_p, mo->n_predict, t->generating ? "  generating..." : "", t->generating ? "stop" : "quit");
+                 mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
     wnoutrefresh(st);
     if (t->help) {
         static const char *const lines[] = {
@@ -445,7 +452,7 @@ static void show_history(tui *t, const session *h)
             continue; /* this run's model event describes the model now */
         cm_apply(&t->cm, ev);
         json_array_append(t->all, ev);
-        chat_pane_apply(pane(t, (int)json_integer_value(json_object_get(ev, "conv"))), ev);
+        chat_pane_apply(pane(t, (int)json_integer_value(json_object_get(ev, "conv"))), ev, &t->cm);
     }
     const char *note = "resumed: the history above was restored";
     chat_pane_add(pane(t, t->conv), ROLE_NOTICE, note, strlen(note));

@@ -35,12 +35,14 @@ expect_screen "${TAG}tui/shows the message" "you +Hello there"
 expect_screen "${TAG}tui/streams the reply" "gpt-2 +[^ ]"
 expect_screen "${TAG}tui/panel counts tokens" "[0-9]+ / 256 tok"
 expect_screen "${TAG}tui/panel shows decode speed" "decode [0-9.]+ tok/s" 30
+expect_screen "${TAG}tui/each reply is followed by its statistics" "prompt [0-9]+ tok in .* · reply [0-9]+ tok" 30
 idle() { wait_for "Ctrl-C quit" 60; }
 idle
 # Ctrl-C while a long reply is being generated: it stops, the app keeps running
 $TM send-keys -t tui "/set n 100000" Enter
 $TM send-keys -t tui "Tell me more" Enter
 wait_for "generating" 30
+expect_screen "${TAG}tui/the status bar shows the reply's speed live" "generating [0-9.]+ tok/s" 30
 # a command that would change a conversation meanwhile: the engine's refusal, nothing changes
 $TM send-keys -t tui "/pin" Enter
 expect_screen "${TAG}tui//pin during a reply is refused by the engine" "/pin: a reply is being generated"
@@ -159,6 +161,7 @@ $TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$
 expect_screen "${TAG}tui/replay opens" "replay .*tui.session"
 for _ in 1 2 3 4 5 6 7 8; do $TM send-keys -t tui +; done
 expect_screen "${TAG}tui/replay plays the recorded turns" "you +and again"
+expect_screen "${TAG}tui/replay shows the same statistics under the replies" "prompt [0-9]+ tok in .* · reply [0-9]+ tok at"
 expect_screen "${TAG}tui/replay shows the recorded cache" "[0-9]+ / 256 tok"
 $TM send-keys -t tui q
 for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done

@@ -152,7 +152,10 @@ void cm_apply(cache_model *m, const json_t *ev)
     cm_conv *c = conv_for(m, geti(ev, "conv"));
     if (!c)
         return;
-    if (!strcmp(type, EV_PREFILL)) {
+    if (!strcmp(type, EV_USER) || !strcmp(type, EV_RETRY) || !strcmp(type, EV_EDIT)) { /* a turn begins */
+        c->turn_dropped = c->turn_recomputed = 0;
+        c->evict_ms = c->pending_evict_ms = 0;
+    } else if (!strcmp(type, EV_PREFILL)) {
         size_t n = json_array_size(json_object_get(ev, "ids"));
         int pre = clampi(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
         if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
@@ -198,6 +201,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         int prepared = json_is_true(json_object_get(ev, "prepared"));
         /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
         c->evictions++;
+        c->turn_dropped += clampi(geti(ev, "dropped"), 0, CM_MAX_CELLS);
+        c->turn_recomputed += clampi(geti(ev, "recomputed"), 0, CM_MAX_CELLS);
         if (c->decode_tokens)
             c->evict_ms += getd(ev, "ms");
         else
@@ -288,4 +293,20 @@ int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *
     /* as the engine will when the next message does not fit: at least evict_min, oldest turns first */
     int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, 1, c->evict_min, 0, drop);
     return n < 0 ? 0 : n;
+}
+
+int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
+{
+    const cm_conv *c = ev_is(ev, EV_TURN_END) && !json_is_true(json_object_get(ev, "failed"))
+                           ? cm_conv_get(m, geti(ev, "conv")) : NULL;
+    if (!c)
+        return 0;
+    char a[32], b[32], r[32], t[32], e[96] = "";
+    if (c->turn_dropped || c->turn_recomputed)
+        snprintf(e, sizeof e, " · eviction: -%d tok, %d re-prefilled in %s", c->turn_dropped, c->turn_recomputed,
+                 fmt_ms(t, sizeof t, c->evict_ms));
+    snprintf(buf, n, "prompt %d tok in %s (%s) · reply %d tok at %s · TTFT %s%s", c->prefill_tokens,
+             fmt_ms(a, sizeof a, c->prefill_ms), fmt_rate(b, sizeof b, c->prefill_tok_s), c->decode_tokens,
+             fmt_rate(r, sizeof r, c->decode_tok_s), fmt_ms(t, sizeof t, c->ttft_ms), e);
+    return 1;
 }

@@ -27,6 +27,7 @@ typedef struct {
     double prefill_tok_s, decode_tok_s, ttft_ms, decode_ms;
     double evict_ms;          /* evictions in the last turn (in its TTFT when they made room for it) */
     double pending_evict_ms;  /* evictions that made room for a prefill still to come */
+    int turn_dropped, turn_recomputed;  /* the last turn's evictions: tokens dropped, re-prefilled */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */
@@ -61,6 +62,9 @@ cm_conv *cm_conv_get(cache_model *m, int id);   /* NULL if unknown */
 /* What the next eviction of conversation c would drop (drop[0..n_cells)), and the forecast: tokens
  * left before it, and at the average turn size, turns left. Returns the tokens it would drop. */
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left);
+/* A turn's statistics as ollama --verbose gives them (prompt tokens and time, reply tokens and rate,
+ * TTFT, the turn's evictions), when ev is a turn_end that did not fail: 1 and buf filled, else 0. */
+int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n);
 /* The i-th newest log line (0 = newest), NULL past the end. */
 const char *cm_log_line(const cache_model *m, int i);
 

@@ -142,7 +142,14 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     wnoutrefresh(w);
 }
 
-void chat_pane_apply(chat_pane *p, const json_t *ev)
+void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
+{
+    char buf[256];
+    if (cm_turn_summary(m, ev, buf, sizeof buf))
+        chat_pane_add(p, ROLE_NOTICE, buf, strlen(buf));
+}
+
+void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
 {
     const char *type = json_string_value(json_object_get(ev, "ev")), *text = json_string_value(json_object_get(ev, "text"));
     if (!type)
@@ -158,6 +165,8 @@ void chat_pane_apply(chat_pane *p, const json_t *ev)
             chat_pane_drop_turn(p); /* the message never went in */
         else if (reply)
             chat_pane_set_reply(p, reply, strlen(reply));
+        if (m)
+            chat_pane_add_summary(p, m, ev);
     } else if (!strcmp(type, EV_RETRY)) {
         chat_pane_set_reply(p, "", 0);
     } else if (!strcmp(type, EV_NOTICE) && text) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "../model/window.h"
+#include "cache_model.h"
 #include "screen.h"
 
 
@@ -42,8 +43,11 @@ void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);
 void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner);
 
+/* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev already. */
+void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev);
 /* A session event's mark on its conversation's pane (user, token, turn_end, retry, notice; others
- * leave it as it is): one mapping for the live chat's history and for replay. */
-void chat_pane_apply(chat_pane *p, const json_t *ev);
+ * leave it as it is): one mapping for the live chat's history and for replay. With m (which has
+ * applied ev), a turn_end adds the turn's statistics too. */
+void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m);
 
 #endif

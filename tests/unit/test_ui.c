@@ -269,7 +269,7 @@ static void pane_from_events(void)
     for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
         json_t *ev = json_loads(evs[i], 0, NULL);
         CHECK(ev != NULL, "event %zu does not parse", i);
-        chat_pane_apply(&p, ev);
+        chat_pane_apply(&p, ev, NULL);
         json_decref(ev);
     }
     CHECK(p.n == 3, "%d messages, not 3 (a user event without text adds none)", p.n);
@@ -316,6 +316,15 @@ static void panel_reads(void)
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":2,\"recomputed\":0,\"ms\":4,\"ranges\":[[0,2]]}");
     CHECK(c->capacity == 32 && c->grows == 2 && c->evictions == 2, "live: capacity %d, grows %d, evictions %d",
           c->capacity, c->grows, c->evictions);
+    char sum[256];
+    json_t *end = json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1}", 0, NULL);
+    CHECK(cm_turn_summary(&m, end, sum, sizeof sum) &&
+              !strcmp(sum, "prompt 10 tok in 10 ms (1000 tok/s) · reply 1 tok at 500 tok/s · TTFT 312 ms · eviction: -2 tok, "
+                           "5 re-prefilled in 304 ms"),
+          "the turn's statistics, as ollama --verbose prints them: '%s'", sum);
+    json_object_set_new(end, "failed", json_true());
+    CHECK(!cm_turn_summary(&m, end, sum, sizeof sum), "a failed turn has no statistics");
+    json_decref(end);
     apply(&m, "{\"ev\":\"offload\",\"conv\":1,\"bytes\":100,\"ms\":1}");
     wchar_t line[128];
     for (int color = 0; color < 2; color++) {

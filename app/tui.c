@@ -153,7 +153,7 @@ static void draw(tui *t)
             "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help", "Commands",
-            "  /new  /conv N  /fork  /retry  /clear  /pin [N]  /unpin [N]",
+            "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
         int n = (int)(sizeof lines / sizeof lines[0]), hw = 66 < COLS ? 66 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
@@ -392,6 +392,21 @@ static void command(tui *t, char *line)
             chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "", from->msgs[i].len);
         switch_to(t, id);
         say(t, "forked conversation %d into %d (blocks shared until written)", parent, id);
+    } else if (!strcmp(cmd, "edit")) {
+        if (!*args) {
+            say(t, "/edit needs the new text of your last message: /edit TEXT");
+            return;
+        }
+        if (engine_edit_start(t->e, t->conv, args)) {
+            say(t, "/edit: %s", err_msg());
+            return;
+        }
+        chat_pane *p = pane(t, t->conv);
+        chat_pane_drop_turn(p); /* the message and its reply give way to the edited one */
+        chat_pane_add(p, ROLE_USER, args, strlen(args));
+        chat_pane_add(p, ROLE_ASSISTANT, "", 0);
+        p->scroll = 0;
+        t->generating = 1;
     } else if (!strcmp(cmd, "retry")) {
         chat_pane *p = pane(t, t->conv);
         if (engine_can_retry(t->e, t->conv)) {

@@ -119,6 +119,11 @@ $TM send-keys -t tui "hello there" Enter
 wait_for "gpt-2 +[^ ]" 30
 wait_for "decode [0-9.]+ tok/s" 30
 idle
+$TM send-keys -t tui "/edit hello again" Enter
+expect_screen "${TAG}tui//edit replaces your last message" "you +hello again"
+idle
+if screen_text | grep -q "hello there"; then fail "${TAG}tui//edit: the old message and its reply leave the pane" "still shown"
+else pass "${TAG}tui//edit: the old message and its reply leave the pane"; fi
 $TM send-keys -t tui "/pin 1" Enter
 $TM send-keys -t tui "/pin 2" Enter
 expect_screen "${TAG}tui/pinned every turn" "turn 2 pinned"

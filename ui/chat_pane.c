@@ -169,6 +169,8 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
             chat_pane_add_summary(p, m, ev);
     } else if (!strcmp(type, EV_RETRY)) {
         chat_pane_set_reply(p, "", 0);
+    } else if (!strcmp(type, EV_EDIT)) {
+        chat_pane_drop_turn(p); /* the edited message comes next, as a user event */
     } else if (!strcmp(type, EV_NOTICE) && text) {
         chat_pane_add_notice(p, text, strlen(text));
     }

@@ -818,22 +818,36 @@ static int run_retry(engine *e, int id, char **out)
     return turn_end(e, c, r, to, rc, out);
 }
 
-int engine_edit(engine *e, int id, const char *text, char **out)
+/* the first half of an edit: the last message and its reply rolled back */
+static conv *edit_rollback(engine *e, int id)
 {
     conv *c = find_idle(e, id);
     if (!c)
-        return -1;
+        return NULL;
     int t = last_turn(c, ROLE_USER);
-    if (t < 0)
-        return err_set("nothing to edit: the conversation has no message yet");
+    if (t < 0) {
+        err_set("nothing to edit: the conversation has no message yet");
+        return NULL;
+    }
     ev_emit(e->lm->bus, c->id, EV_EDIT, NULL);
     if (rollback(e, c, c->turns[t].start))
-        return -1;
+        return NULL;
     c->n_turns = t;
-    if (run_turn(e, id, text, out))
+    return c;
+}
+
+int engine_edit(engine *e, int id, const char *text, char **out)
+{
+    conv *c = edit_rollback(e, id);
+    if (!c || run_turn(e, id, text, out))
         return -1;
     prep_begin(e, c);
     return 0;
+}
+
+int engine_edit_start(engine *e, int id, const char *text)
+{
+    return edit_rollback(e, id) ? engine_turn_start(e, id, text) : -1;
 }
 
 int engine_clear(engine *e, int id)

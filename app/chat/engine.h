@@ -70,6 +70,8 @@ int engine_can_retry(const engine *e, int conv);
 /* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to before
  * it, and replies. */
 int engine_edit(engine *e, int conv, const char *text, char **reply);
+/* engine_edit with the reply generated on the worker thread, as engine_turn_start does it. */
+int engine_edit_start(engine *e, int conv, const char *text);
 /* Removes every turn (the cache rolls back to the kept prefix). */
 int engine_clear(engine *e, int conv);
 int engine_pin(engine *e, int conv, int turn, int pinned);

@@ -261,6 +261,12 @@ static void pane_from_events(void)
         "{\"ev\":\"token\",\"conv\":1,\"id\":3,\"text\":\" yo\"}",
         "{\"ev\":\"notice\",\"conv\":1,\"text\":\"cut\"}",
         "{\"ev\":\"user\",\"conv\":1}",
+        /* an edit: the last message and its reply give way to the edited one */
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"first try\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"meh\",\"tokens\":1}",
+        "{\"ev\":\"edit\",\"conv\":1}",
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"second try\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"better\",\"tokens\":1}",
         /* a message that failed before any reply leaves no trace */
         "{\"ev\":\"user\",\"conv\":1,\"text\":\"too big\"}",
         "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"\",\"tokens\":0,\"failed\":true}",
@@ -272,8 +278,10 @@ static void pane_from_events(void)
         chat_pane_apply(&p, ev, NULL);
         json_decref(ev);
     }
-    CHECK(p.n == 3, "%d messages, not 3 (a user event without text adds none)", p.n);
-    if (p.n == 3) {
+    CHECK(p.n == 5, "%d messages, not 5 (a user event without text adds none)", p.n);
+    if (p.n == 5) {
+        CHECK(!strcmp(p.msgs[3].text, "second try") && !strcmp(p.msgs[4].text, "better"), "the edit: '%s' '%s'",
+              p.msgs[3].text, p.msgs[4].text);
         CHECK(p.msgs[0].role == ROLE_USER && !strcmp(p.msgs[0].text, "hi"), "the message: '%s'", p.msgs[0].text);
         CHECK(p.msgs[1].role == ROLE_ASSISTANT && !strcmp(p.msgs[1].text, " yo"), "the retried reply: '%s'",
               p.msgs[1].text);

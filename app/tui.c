@@ -21,6 +21,7 @@
 #include "../ui/format.h"
 #include "../ui/input.h"
 #include "../ui/screen.h"
+#include "../ui/text.h"
 #include "files.h"
 #include "options.h"
 #include "session/session.h"
@@ -149,14 +150,18 @@ static void draw(tui *t)
     wnoutrefresh(st);
     if (t->help) {
         static const char *const lines[] = {
-            "Keys", "  Enter        send          Ctrl-C  stop the reply (idle: quit)",
+            "Keys", "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
             "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
-            "  Ctrl-R       search history         F1  this help", "Commands",
+            "  Ctrl-R       search history         F1  this help",
+            "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)", "Commands",
             "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
-        int n = (int)(sizeof lines / sizeof lines[0]), hw = 66 < COLS ? 66 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
+        int n = (int)(sizeof lines / sizeof lines[0]), widest = 0;
+        for (int i = 0; i < n; i++) /* as wide as its longest line, so it never clips its own text */
+            widest = ui_width(lines[i], strlen(lines[i])) > widest ? ui_width(lines[i], strlen(lines[i])) : widest;
+        int hw = widest + 4 < COLS ? widest + 4 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
         WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
         if (hwin) {
             werase(hwin);
@@ -567,10 +572,20 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         case IN_PASTE_CUT:
             say(t, "the paste was cut at %d KiB, the most a message can hold", INPUT_MAX_BYTES / 1024);
             break;
+        case IN_PANEL: /* F2: the panel hidden, or back as it was */
+        case IN_WIDEN: /* F3: the panel wide, or back to normal */
+            t->scr.panel_mode = k == IN_PANEL ? (t->scr.panel_mode == PANEL_HIDDEN ? PANEL_NORMAL : PANEL_HIDDEN)
+                                              : (t->scr.panel_mode == PANEL_WIDE ? PANEL_NORMAL : PANEL_WIDE);
+            __attribute__((fallthrough)); /* the windows are laid out again */
         case IN_RESIZE:
             screen_relayout(&t->scr);
             input_set_window(t->scr.input);
             t->dirty = 1;
+            break;
+        case IN_MOUSE: /* F4 */
+            screen_mouse(&t->scr, !t->scr.mouse);
+            say(t, t->scr.mouse ? "mouse on: the wheel scrolls (F4: off, to select text)"
+                                : "mouse off: select text to copy as the terminal does (F4: the wheel back)");
             break;
         default:
             break;

@@ -97,8 +97,23 @@ $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
 $TM send-keys -t tui "/save $TMP/tui.session" Enter
 expect_screen "${TAG}tui//save onto the live session file is refused" "is this chat's session file"
+$TM send-keys -t tui F2
+sleep 1
+if screen_text | grep -q "KV cache"; then fail "${TAG}tui/F2 hides the panel" "still shown"; else pass "${TAG}tui/F2 hides the panel"; fi
+$TM send-keys -t tui F2
+expect_screen "${TAG}tui/F2 shows it again" "KV cache"
+$TM send-keys -t tui F3
+expect_screen "${TAG}tui/F3 widens the panel (3/5 of 120 columns)" "^.{48}┌─ KV cache"
+$TM send-keys -t tui F3
+expect_screen "${TAG}tui/F3 again: back to 2/5" "^.{72}┌─ KV cache"
+$TM send-keys -t tui F4
+expect_screen "${TAG}tui/F4 turns the mouse off, to select text" "mouse off: select text"
+same "${TAG}tui/F4: the terminal has mouse reporting off" 0 "$($TM display -p -t tui '#{mouse_any_flag}')"
+$TM send-keys -t tui F4
+expect_screen "${TAG}tui/F4 again: the wheel back" "mouse on: the wheel scrolls"
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
+expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"
 $TM send-keys -t tui q
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done

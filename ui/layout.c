@@ -2,7 +2,7 @@
 
 #define SIDE_MIN_COLS 110
 
-void layout_compute(int cols, int rows, ui_layout *l)
+void layout_compute(int cols, int rows, panel_mode mode, ui_layout *l)
 {
     cols = cols < 1 ? 1 : cols;
     rows = rows < 3 ? 3 : rows;
@@ -10,15 +10,15 @@ void layout_compute(int cols, int rows, ui_layout *l)
     l->status = (ui_rect){rows - 1, 0, 1, cols};
     l->input = (ui_rect){rows - 2, 0, 1, cols};
     l->side = cols >= SIDE_MIN_COLS;
-    if (cols < 20 || rows < 8) {
+    if (cols < 20 || rows < 8 || mode == PANEL_HIDDEN) {
         l->chat = (ui_rect){0, 0, body, cols};
         l->panel = (ui_rect){0, 0, 0, 0};
     } else if (l->side) {
-        int pw = cols * 2 / 5 > 64 ? 64 : cols * 2 / 5;
+        int pw = mode == PANEL_WIDE ? cols * 3 / 5 : cols * 2 / 5;
         l->chat = (ui_rect){0, 0, body, cols - pw};
         l->panel = (ui_rect){0, cols - pw, body, pw};
     } else {
-        int ph = body / 2 > 12 ? 12 : body / 2;
+        int ph = mode == PANEL_WIDE ? body * 2 / 3 : body / 2;
         l->chat = (ui_rect){0, 0, body - ph, cols};
         l->panel = (ui_rect){body - ph, 0, ph, cols};
     }

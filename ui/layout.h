@@ -12,7 +12,11 @@ typedef struct {
     int side;        /* panel beside (1) or below (0) the chat */
 } ui_layout;
 
-/* Any size works; below 20x8 the panel is left out (h = 0). */
-void layout_compute(int cols, int rows, ui_layout *l);
+/* How much of the screen the panel takes (F2 hides and shows it, F3 widens it). */
+typedef enum { PANEL_HIDDEN, PANEL_NORMAL, PANEL_WIDE } panel_mode;
+
+/* Any size works; below 20x8, or hidden, the panel is left out (h = 0). It grows with the screen:
+ * beside the chat, 2/5 of the columns (3/5 wide); below it, up to half the rows (2/3 wide). */
+void layout_compute(int cols, int rows, panel_mode mode, ui_layout *l);
 
 #endif

@@ -33,7 +33,7 @@ int screen_attr(const screen *s, int pair)
 
 static void make_windows(screen *s)
 {
-    layout_compute(COLS, LINES, &s->layout);
+    layout_compute(COLS, LINES, s->panel_mode, &s->layout);
     const ui_layout *l = &s->layout;
     s->chat = newwin(l->chat.h, l->chat.w, l->chat.y, l->chat.x);
     s->panel = l->panel.h > 0 ? newwin(l->panel.h, l->panel.w, l->panel.y, l->panel.x) : NULL;
@@ -56,7 +56,8 @@ static void free_windows(screen *s)
 
 /* mouse reports (for the wheel) and bracketed paste (a paste arrives as one piece, its control bytes
  * as text) */
-static const char MODES_ON[] = "\033[?1000h\033[?2004h", MODES_OFF[] = "\033[?1000l\033[?2004l";
+static const char MODES_ON[] = "\033[?1000h\033[?2004h", MODES_OFF[] = "\033[?1000l\033[?2004l",
+                  MOUSE_ON[] = "\033[?1000h", MOUSE_OFF[] = "\033[?1000l";
 static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGHUP};
 
 /* a crash must not leave the terminal in raw mode with mouse reporting on: restore it, then die of
@@ -92,6 +93,8 @@ int screen_open(screen *s)
     }
     fputs(MODES_ON, stdout);
     fflush(stdout);
+    s->mouse = 1;
+    s->panel_mode = PANEL_NORMAL;
     for (size_t i = 0; i < sizeof FATAL / sizeof FATAL[0]; i++)
         signal(FATAL[i], on_fatal);
     make_windows(s);
@@ -108,6 +111,13 @@ void screen_close(screen *s)
         fflush(stdout);
         endwin();
     }
+}
+
+void screen_mouse(screen *s, int on)
+{
+    fputs(on ? MOUSE_ON : MOUSE_OFF, stdout);
+    fflush(stdout);
+    s->mouse = on;
 }
 
 void screen_relayout(screen *s)

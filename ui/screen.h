@@ -16,15 +16,19 @@ enum {
 typedef struct {
     WINDOW *chat, *panel, *input, *status;
     ui_layout layout;
+    panel_mode panel_mode;  /* PANEL_NORMAL once opened */
     int color;
+    int mouse;         /* reporting the wheel (on): the terminal's own selection needs it off */
 } screen;
 
 /* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal
  * signal (a crash, SIGTERM, SIGHUP) gives it back before the program dies. */
 int screen_open(screen *s);
 void screen_close(screen *s);
-/* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE). */
+/* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE, or a new panel_mode). */
 void screen_relayout(screen *s);
+/* Mouse reports on (the wheel scrolls) or off (the terminal selects text to copy). */
+void screen_mouse(screen *s, int on);
 /* Attribute for a colour pair, or the monochrome stand-in. */
 int screen_attr(const screen *s, int pair);
 /* Draws s[0..n) at (y, x) within max_cols columns, control characters as ^X; returns columns used. */

@@ -76,7 +76,7 @@ static void layouts(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         ui_layout l;
         int c = sizes[i][0], r = sizes[i][1];
-        layout_compute(c, r, &l);
+        layout_compute(c, r, PANEL_NORMAL, &l);
         ui_rect all[4] = {l.chat, l.panel, l.input, l.status};
         for (int a = 0; a < 4; a++) {
             CHECK(all[a].h == 0 || inside(all[a], c, r), "%dx%d: part %d outside the screen", c, r, a);
@@ -87,10 +87,19 @@ static void layouts(void)
         CHECK(l.chat.h >= 1, "%dx%d: no room for the chat", c, r);
     }
     ui_layout l;
-    layout_compute(80, 24, &l);
+    layout_compute(80, 24, PANEL_NORMAL, &l);
     CHECK(!l.side && l.panel.h > 0 && l.panel.w == 80, "80x24 stacks the panel under the chat");
-    layout_compute(160, 40, &l);
+    layout_compute(160, 40, PANEL_NORMAL, &l);
     CHECK(l.side && l.panel.h == 38, "160x40 puts the panel beside the chat");
+    /* the panel grows with the screen (it was fixed at 64 columns), widens and hides */
+    layout_compute(200, 60, PANEL_NORMAL, &l);
+    CHECK(l.panel.w == 80, "200x60: the panel takes 2/5 of the columns, not a fixed 64: %d", l.panel.w);
+    layout_compute(200, 60, PANEL_WIDE, &l);
+    CHECK(l.panel.w == 120 && l.chat.w == 80, "200x60 wide: 3/5 of the columns: %d", l.panel.w);
+    layout_compute(200, 60, PANEL_HIDDEN, &l);
+    CHECK(l.panel.h == 0 && l.chat.w == 200, "hidden: the chat takes the screen");
+    layout_compute(80, 40, PANEL_NORMAL, &l);
+    CHECK(l.panel.h == 19, "80x40: the panel below takes half the rows: %d", l.panel.h);
 }
 
 static void graph_scaling(void)

@@ -154,7 +154,8 @@ static void draw(tui *t)
             "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help",
-            "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)", "Commands",
+            "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
+            "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log", "Commands",
             "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
@@ -580,6 +581,17 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         case IN_RESIZE:
             screen_relayout(&t->scr);
             input_set_window(t->scr.input);
+            t->dirty = 1;
+            break;
+        case IN_LOG_FILTER: /* F5: all, evictions only, this conversation's */
+            t->scr.log_filter = (t->scr.log_filter + 1) % 3;
+            t->scr.log_scroll = 0;
+            t->dirty = 1;
+            break;
+        case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
+        case IN_LOG_DOWN:
+            t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
+            t->scr.log_scroll = t->scr.log_scroll < 0 ? 0 : t->scr.log_scroll > CM_LOG_LINES ? CM_LOG_LINES : t->scr.log_scroll;
             t->dirty = 1;
             break;
         case IN_MOUSE: /* F4 */

@@ -111,6 +111,13 @@ expect_screen "${TAG}tui/F4 turns the mouse off, to select text" "mouse off: sel
 same "${TAG}tui/F4: the terminal has mouse reporting off" 0 "$($TM display -p -t tui '#{mouse_any_flag}')"
 $TM send-keys -t tui F4
 expect_screen "${TAG}tui/F4 again: the wheel back" "mouse on: the wheel scrolls"
+$TM send-keys -t tui F5
+expect_screen "${TAG}tui/F5 filters the log to evictions" "log: evictions"
+$TM send-keys -t tui F5
+expect_screen "${TAG}tui/F5 again: this conversation's lines" "log: this conv"
+$TM send-keys -t tui F5 S-Up
+expect_screen "${TAG}tui/Shift-Up scrolls the log back" "log: all, scrolled back"
+$TM send-keys -t tui S-Down
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"

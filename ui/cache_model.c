@@ -44,13 +44,21 @@ static cm_conv *conv_for(cache_model *m, int id)
     return c;
 }
 
-static void logf_(cache_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(cache_model *m, const char *fmt, ...)
+static int log_slot(const cache_model *m, int i) { return (m->log_head - 1 - i + 2 * CM_LOG_LINES) % CM_LOG_LINES; }
+
+/* A line of conversation conv's, of a kind ('e', 'g' or 0); replace: over the newest line. */
+static void logk(cache_model *m, int conv, char kind, int replace, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void logk(cache_model *m, int conv, char kind, int replace, const char *fmt, ...)
 {
+    int slot = replace && m->log_n ? log_slot(m, 0) : m->log_head;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->log[m->log_head], sizeof m->log[0], fmt, ap);
+    vsnprintf(m->log[slot], sizeof m->log[0], fmt, ap);
     va_end(ap);
+    m->log_conv[slot] = conv;
+    m->log_kind[slot] = kind;
+    if (slot != m->log_head)
+        return;
     m->log_head = (m->log_head + 1) % CM_LOG_LINES;
     if (m->log_n < CM_LOG_LINES)
         m->log_n++;
@@ -58,9 +66,19 @@ static void logf_(cache_model *m, const char *fmt, ...)
 
 const char *cm_log_line(const cache_model *m, int i)
 {
-    if (i >= m->log_n)
-        return NULL;
-    return m->log[(m->log_head - 1 - i + 2 * CM_LOG_LINES) % CM_LOG_LINES];
+    return cm_log_find(m, i, LOG_ALL, 0);
+}
+
+const char *cm_log_find(const cache_model *m, int i, cm_log_filter f, int conv)
+{
+    for (int k = 0; k < m->log_n; k++) {
+        int s = log_slot(m, k);
+        if ((f == LOG_EVICTIONS && m->log_kind[s] != 'e') || (f == LOG_CONV && m->log_conv[s] != conv))
+            continue;
+        if (i-- == 0)
+            return m->log[s];
+    }
+    return NULL;
 }
 
 static int add_turn(cm_conv *c, int role)
@@ -189,7 +207,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         cut(c, getpos(ev, "to"));
         c->prepared = 0; /* a plan does not survive a rollback */
         graph_push(&m->history, c->n_cells, 0);
-        logf_(m, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
+        logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
     } else if (!strcmp(type, EV_EVICT)) {
         json_t *ranges = json_object_get(ev, "ranges"), *r;
         for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* from the end: earlier starts stay valid */
@@ -211,25 +229,34 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->evictions_prepared += prepared;
         c->stall_ms += getd(ev, "stall_ms");
         graph_push(&m->history, c->n_cells, prepared ? 'P' : 'E');
-        logf_(m, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
+        logk(m, c->id, 'e', 0, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
               fmt_ms(a, sizeof a, getd(ev, "ms")), prepared ? " (prepared)" : "", c->approximate ? " (approx)" : "");
     } else if (!strcmp(type, EV_PREPARE)) {
         int ready = json_is_true(json_object_get(ev, "ready"));
         c->prepared = ready ? geti(ev, "tokens") > 0 ? geti(ev, "tokens") : 1 : 0;
-        logf_(m, "conv %d next eviction %s: %d tok %s", c->id, ready ? "prepared" : "not prepared", geti(ev, "tokens"),
+        logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id, ready ? "prepared" : "not prepared", geti(ev, "tokens"),
               fmt_ms(a, sizeof a, getd(ev, "ms")));
     } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&m->history, 'G');
         c->capacity = clampi(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
         c->grows++;
         c->bytes_reserved += getd(ev, "bytes");
-        logf_(m, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),
-              fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
+        /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB */
+        int run = m->log_n && m->log_kind[log_slot(m, 0)] == 'g' && m->log_conv[log_slot(m, 0)] == c->id;
+        m->run_n = run ? m->run_n + 1 : 1;
+        m->run_from = run ? m->run_from : geti(ev, "from");
+        m->run_bytes = (run ? m->run_bytes : 0) + getd(ev, "bytes");
+        if (m->run_n > 1)
+            logk(m, c->id, 'g', 1, "conv %d grow x%d %d->%d tok +%s", c->id, m->run_n, m->run_from, geti(ev, "to"),
+                 fmt_bytes(a, sizeof a, m->run_bytes));
+        else
+            logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"), geti(ev, "to"),
+                 fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, EV_COW)) {
-        logf_(m, "conv %d copy-on-write %s", c->id, fmt_bytes(a, sizeof a, getd(ev, "copied")));
+        logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id, fmt_bytes(a, sizeof a, getd(ev, "copied")));
     } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
-        logf_(m, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
+        logk(m, c->id, 0, 0, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, EV_FORK)) {
         cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
         win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
@@ -243,7 +270,7 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->prepared = 0; /* a preparation is its parent's alone */
             c->shared_blocks = p->shared_blocks = clampi(geti(ev, "shared_blocks"), 0, INT_MAX);
         }
-        logf_(m, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
+        logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
     } else if (!strcmp(type, EV_PIN)) {
         int t = geti(ev, "turn");
         if (t >= 0 && t < c->n_turns)
@@ -254,7 +281,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->fid_kl = getd(ev, "kl");
         c->fid_rate = getd(ev, "agree_rate");
     } else if (!strcmp(type, EV_NOTICE)) {
-        logf_(m, "conv %d: %s", c->id, json_string_value(json_object_get(ev, "text")) ?: "");
+        logk(m, c->id, 0, 0, "conv %d: %s", c->id, json_string_value(json_object_get(ev, "text")) ?: "");
     } else if (!strcmp(type, EV_STATS)) {
         c->have_stats = 1;
         c->capacity = geti(ev, "capacity");

@@ -9,7 +9,7 @@
 #include "../model/window.h"
 #include "graph.h"
 
-#define CM_LOG_LINES 32
+#define CM_LOG_LINES 256
 /* The most cells a conversation's window can have (the largest context a model may declare): numbers
  * from a file beyond it are clamped, so a hostile replay cannot size the panel's arrays. */
 #define CM_MAX_CELLS 65536
@@ -48,7 +48,11 @@ typedef struct {
     int blocks_used, blocks_total, offloaded_convs;
     graph history;            /* tokens of the conversation the event was about */
     char log[CM_LOG_LINES][96];
+    int log_conv[CM_LOG_LINES];   /* whose line it is */
+    char log_kind[CM_LOG_LINES];  /* 'e' an eviction, 'g' a run of grows, 0 the rest */
     int log_head, log_n;
+    int run_from, run_n;          /* the newest line's run of grows: first size, how many */
+    double run_bytes;
     /* the model event */
     char model[160], backend[64];
     double weights_bytes, workspace_bytes, params, memory_total, memory_free;
@@ -67,5 +71,9 @@ int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *
 int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n);
 /* The i-th newest log line (0 = newest), NULL past the end. */
 const char *cm_log_line(const cache_model *m, int i);
+/* Which log lines a view shows: all, evictions only, or one conversation's. */
+typedef enum { LOG_ALL, LOG_EVICTIONS, LOG_CONV } cm_log_filter;
+/* The i-th newest line the filter keeps (conv: the conversation LOG_CONV keeps), NULL past the end. */
+const char *cm_log_find(const cache_model *m, int i, cm_log_filter f, int conv);
 
 #endif

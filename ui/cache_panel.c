@@ -169,10 +169,17 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
                  strcmp(m->backend, "cpu") ? m->backend : "host", fmt_bytes(total, sizeof total, m->memory_total),
                  fmt_bytes(avail, sizeof avail, m->memory_free), fmt_bytes(a, sizeof a, m->weights_bytes),
                  fmt_bytes(b, sizeof b, m->pool_bytes), fmt_bytes(d, sizeof d, m->workspace_bytes));
-    /* event log, newest at the bottom */
-    int log_rows = h - 1 - y;
+    /* event log, newest at the bottom: filtered and scrolled back as the view asks */
+    int log_rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
+    cm_log_filter f = (cm_log_filter)s->log_filter;
+    static const char *const names[] = {"all", "evictions", "this conv"};
+    if (log_rows > 0 && (f != LOG_ALL || back)) {
+        char tag[48];
+        snprintf(tag, sizeof tag, " log: %s%s ", names[f % 3], back ? ", scrolled back" : "");
+        ui_drawf(w, h - 1, 2, iw - 2, "%s", tag);
+    }
     for (int i = 0; i < log_rows; i++) {
-        const char *line = cm_log_line(m, log_rows - 1 - i);
+        const char *line = cm_log_find(m, back + log_rows - 1 - i, f, conv);
         if (!line)
             continue;
         wattron(w, screen_attr(s, CP_DIM));

@@ -19,6 +19,8 @@ typedef struct {
     panel_mode panel_mode;  /* PANEL_NORMAL once opened */
     int color;
     int mouse;         /* reporting the wheel (on): the terminal's own selection needs it off */
+    int log_filter;    /* the panel's event log: a cm_log_filter (F5 cycles it) */
+    int log_scroll;    /* lines of it scrolled back (Shift-Up/Down) */
 } screen;
 
 /* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal

@@ -387,6 +387,31 @@ static void panel_reads(void)
     fclose(in);
 }
 
+/* the event log: a run of grows is one line; filters keep evictions or one conversation's lines */
+static void log_runs_and_filters(void)
+{
+    cache_model m;
+    cm_init(&m);
+    for (int i = 0; i < 7; i++) {
+        char ev[160];
+        snprintf(ev, sizeof ev, "{\"ev\":\"grow\",\"conv\":1,\"from\":%d,\"to\":%d,\"bytes\":1048576,\"ms\":1}",
+                 16 * (i + 1), 16 * (i + 2));
+        apply(&m, ev);
+    }
+    CHECK(cm_log_line(&m, 0) && !strcmp(cm_log_line(&m, 0), "conv 1 grow x7 16->128 tok +7.0 MiB") && !cm_log_line(&m, 1),
+          "seven grows in a row are one line: '%s'", cm_log_line(&m, 0) ?: "");
+    apply(&m, "{\"ev\":\"grow\",\"conv\":2,\"from\":16,\"to\":32,\"bytes\":1024,\"ms\":1}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":4,\"recomputed\":2,\"ms\":1,\"ranges\":[]}");
+    apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":128,\"to\":144,\"bytes\":1024,\"ms\":1}");
+    CHECK(cm_log_line(&m, 3) && strstr(cm_log_line(&m, 3), "grow x7") && strstr(cm_log_line(&m, 0), "grow 128->144"),
+          "a grow after another conversation's line starts a new run");
+    const char *e = cm_log_find(&m, 0, LOG_EVICTIONS, 0);
+    CHECK(e && strstr(e, "evict -4 tok") && !cm_log_find(&m, 1, LOG_EVICTIONS, 0), "evictions only: '%s'", e ?: "");
+    const char *two = cm_log_find(&m, 0, LOG_CONV, 2);
+    CHECK(two && strstr(two, "conv 2 grow") && !cm_log_find(&m, 1, LOG_CONV, 2), "conversation 2 only: '%s'", two ?: "");
+    cm_free(&m);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
            {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
-           {"ui/panel_reads", panel_reads});
+           {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters});

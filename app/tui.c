@@ -155,7 +155,8 @@ static void draw(tui *t)
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help",
             "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
-            "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log", "Commands",
+            "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
+            "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)", "Commands",
             "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
@@ -592,6 +593,10 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         case IN_LOG_DOWN:
             t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
             t->scr.log_scroll = t->scr.log_scroll < 0 ? 0 : t->scr.log_scroll > CM_LOG_LINES ? CM_LOG_LINES : t->scr.log_scroll;
+            t->dirty = 1;
+            break;
+        case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */
+            t->scr.conv_view = !t->scr.conv_view;
             t->dirty = 1;
             break;
         case IN_MOUSE: /* F4 */

@@ -118,6 +118,11 @@ expect_screen "${TAG}tui/F5 again: this conversation's lines" "log: this conv"
 $TM send-keys -t tui F5 S-Up
 expect_screen "${TAG}tui/Shift-Up scrolls the log back" "log: all, scrolled back"
 $TM send-keys -t tui S-Down
+$TM send-keys -t tui F6
+expect_screen "${TAG}tui/F6 lists the conversations" "conv +tokens +bytes +shrd +state +used"
+expect_screen "${TAG}tui/F6: the current one marked, each with its state" ">   1 +[0-9]+ +[0-9.]+ [KM]iB +[0-9]+  resident"
+$TM send-keys -t tui F6
+expect_screen "${TAG}tui/F6 again: the map and graph" "next eviction|no eviction ahead"
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"

@@ -170,6 +170,10 @@ void cm_apply(cache_model *m, const json_t *ev)
     cm_conv *c = conv_for(m, geti(ev, "conv"));
     if (!c)
         return;
+    double when = getd(ev, "t");
+    if (when > m->now && when < 1e12)
+        m->now = when;
+    c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
     if (!strcmp(type, EV_USER) || !strcmp(type, EV_RETRY) || !strcmp(type, EV_EDIT)) { /* a turn begins */
         c->turn_dropped = c->turn_recomputed = 0;
         c->evict_ms = c->pending_evict_ms = 0;

@@ -28,6 +28,7 @@ typedef struct {
     double evict_ms;          /* evictions in the last turn (in its TTFT when they made room for it) */
     double pending_evict_ms;  /* evictions that made room for a prefill still to come */
     int turn_dropped, turn_recomputed;  /* the last turn's evictions: tokens dropped, re-prefilled */
+    double last_t;            /* its newest event's time (s), for "last used" */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */
@@ -45,6 +46,7 @@ typedef struct {
     int n_convs;
     size_t cap_convs;
     double pool_bytes, pool_used;
+    double now;               /* the newest event's time (s) */
     int blocks_used, blocks_total, offloaded_convs;
     graph history;            /* tokens of the conversation the event was about */
     char log[CM_LOG_LINES][96];

@@ -66,6 +66,29 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
     free(drop);
 }
 
+/* the conversations, a row each: tokens, bytes, shared blocks, where they live, when last used;
+ * returns the next free row */
+static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, int iw)
+{
+    char a[32], ago[32];
+    wattron(w, A_BOLD);
+    ui_drawf(w, y++, 1, iw, " %4s %6s %9s %4s  %-8s %5s", "conv", "tokens", "bytes", "shrd", "state", "used");
+    wattroff(w, A_BOLD);
+    for (int i = 0; i < m->n_convs && y < h - 1; i++) {
+        const cm_conv *c = &m->convs[i];
+        double since = m->now - c->last_t;
+        snprintf(ago, sizeof ago, since < 1 ? "now" : since < 60 ? "%.0fs" : since < 3600 ? "%.0fm" : "%.0fh",
+                 since < 60 ? since : since < 3600 ? since / 60 : since / 3600);
+        if (c->id == conv)
+            wattron(w, A_REVERSE);
+        ui_drawf(w, y++, 1, iw, "%c%4d %6d %9s %4d  %-8s %5s", c->id == conv ? '>' : ' ', c->id, c->n_cells,
+                 fmt_bytes(a, sizeof a, c->bytes_reserved), c->shared_blocks, c->offloaded ? "offload" : "resident", ago);
+        if (c->id == conv)
+            wattroff(w, A_REVERSE);
+    }
+    return y;
+}
+
 void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
 {
     if (!w)
@@ -105,6 +128,10 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (y < h - 1)
         ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d", c->shared_blocks,
                  fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs, c->grows, c->evictions);
+    if (s->conv_view) { /* one row per conversation, as htop lists processes */
+        y = conv_table(m, conv, w, y, h, iw);
+        goto log;
+    }
     /* the map: as many rows as fit while leaving room for the rest */
     int rest = h - y - 1, map_rows = rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
     if (map_rows) {
@@ -169,6 +196,7 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
                  strcmp(m->backend, "cpu") ? m->backend : "host", fmt_bytes(total, sizeof total, m->memory_total),
                  fmt_bytes(avail, sizeof avail, m->memory_free), fmt_bytes(a, sizeof a, m->weights_bytes),
                  fmt_bytes(b, sizeof b, m->pool_bytes), fmt_bytes(d, sizeof d, m->workspace_bytes));
+log:;
     /* event log, newest at the bottom: filtered and scrolled back as the view asks */
     int log_rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
     cm_log_filter f = (cm_log_filter)s->log_filter;

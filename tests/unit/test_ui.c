@@ -412,6 +412,45 @@ static void log_runs_and_filters(void)
     cm_free(&m);
 }
 
+/* F6's view: a row per conversation, the current one marked, where each lives and when it was used */
+static void conversations_view(void)
+{
+    setlocale(LC_ALL, "C.UTF-8");
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
+    CHECK(term, "no terminal to draw on");
+    if (!term)
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"t\":1,\"ids\":[1,2,3],\"cached\":0,\"ms\":1}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"t\":2,\"window\":64,\"capacity\":16,\"bytes_reserved\":2048,"
+              "\"shared_blocks\":1}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":2,\"t\":3,\"ids\":[1,2,3,4,5],\"cached\":0,\"ms\":1}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":2,\"t\":4,\"window\":64,\"capacity\":16,\"bytes_reserved\":4096}");
+    apply(&m, "{\"ev\":\"offload\",\"conv\":1,\"t\":95,\"bytes\":2048,\"ms\":1}");
+    apply(&m, "{\"ev\":\"notice\",\"conv\":2,\"t\":184,\"text\":\"x\"}");
+    screen scr = {.conv_view = 1};
+    WINDOW *w = newwin(30, 70, 0, 0);
+    cache_panel_draw(&m, 2, &scr, w);
+    wchar_t line[128];
+    int one = 0, two = 0;
+    for (int y = 1; y < 29; y++) {
+        row(w, y, line, 127);
+        one |= wcsstr(line, L"    1      3   2.0 KiB    1  offload     1m") != NULL;
+        two |= wcsstr(line, L">   2      5   4.0 KiB    0  resident   now") != NULL;
+    }
+    CHECK(one && two, "a row per conversation: conv 1 offloaded, used 89 s before; conv 2 current, resident, now");
+
+    delwin(w);
+    cm_free(&m);
+    endwin();
+    delscreen(term);
+    fclose(out);
+    fclose(in);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
            {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
-           {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters});
+           {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
+           {"ui/conversations_view", conversations_view});

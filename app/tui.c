@@ -159,7 +159,8 @@ static void draw(tui *t)
             "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)", "Commands",
             "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
-            "Cache map: k kept  P pinned  u you  a gpt-2  x next eviction  . free", "", "any key closes this help"};
+            "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
+            "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
         int n = (int)(sizeof lines / sizeof lines[0]), widest = 0;
         for (int i = 0; i < n; i++) /* as wide as its longest line, so it never clips its own text */
             widest = ui_width(lines[i], strlen(lines[i])) > widest ? ui_width(lines[i], strlen(lines[i])) : widest;

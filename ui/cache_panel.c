@@ -46,7 +46,7 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
         cm_preview(c, drop, &left, &turns_left);
     for (int i = 0; i * per < window && i < cells; i++) {
         int pos = i * per, pair = CP_DIM;
-        chtype ch = '.';
+        chtype ch = '.', extra = 0;
         if (pos < c->n_cells) {
             const win_turn *t = turn_at(c, pos);
             int role = t ? t->role : ROLE_USER;
@@ -54,14 +54,18 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
             pair = role == ROLE_USER ? CP_USER : CP_ASSISTANT;
             if (pos < c->keep || role == ROLE_PREAMBLE)
                 pair = CP_KEEP, ch = 'k';
-            if (t && t->pinned)
-                pair = CP_PIN, ch = 'P';
-            if (drop && drop[pos])
-                pair = CP_EVICT, ch = 'x';
+            /* a turn's first cell carries its number as /pin counts it (1-9) */
+            int n = 0;
+            for (const win_turn *u = c->turns; t && role != ROLE_PREAMBLE && u <= t; u++)
+                n += u->role != ROLE_PREAMBLE;
+            if (t && pos - t->start < per && n >= 1 && n <= 9)
+                ch = (chtype)('0' + n);
+            if (t && t->pinned) /* pinned: upper case, its colour */
+                pair = CP_PIN, ch = ch >= 'a' && ch <= 'z' ? ch - 32 : ch;
+            if (drop && drop[pos]) /* the next eviction: outlined, the writer still readable */
+                extra = A_REVERSE | A_UNDERLINE;
         }
-        wattron(w, screen_attr(s, pair));
-        mvwaddch(w, y + i / width, 1 + i % width, ch);
-        wattroff(w, screen_attr(s, pair));
+        mvwaddch(w, y + i / width, 1 + i % width, ch | (chtype)screen_attr(s, pair) | extra);
     }
     free(drop);
 }
@@ -137,6 +141,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (map_rows) {
         cache_map(w, s, c, y, map_rows, iw);
         y += map_rows;
+        int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
+        if (map_rows > 1) { /* the legend, and what one cell holds */
+            ui_drawf(w, y++, 1, iw, "cell=%dtok u:you a:gpt-2 k:kept U/A:pinned", per);
+            ui_drawf(w, y++, 1, iw, "1-9:turn reverse:next eviction .:free");
+        }
         unsigned char *drop = calloc((size_t)c->n_cells + 1, 1);
         int left = 0;
         double turns = 0;

@@ -450,7 +450,51 @@ static void conversations_view(void)
     fclose(in);
 }
 
+/* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in capitals,
+ * the next eviction outlined (reverse video) without hiding its writer, and a legend with the scale */
+static void map_reads(void)
+{
+    setlocale(LC_ALL, "C.UTF-8");
+    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
+    CHECK(term, "no terminal to draw on");
+    if (!term)
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,\"ms\":7}");
+    for (int i = 0; i < 5; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
+    apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":1,\"pinned\":true}");
+    screen scr = {0};
+    WINDOW *w = newwin(40, 44, 0, 0);
+    cache_panel_draw(&m, 1, &scr, w);
+    wchar_t line[128];
+    int map = -1, legend = 0;
+    for (int y = 1; y < 39; y++) {
+        row(w, y, line, 127);
+        if (map < 0 && !wcsncmp(line + 1, L"kkkk1UU2aaaa", 12))
+            map = y;
+        legend |= wcsstr(line, L"cell=1tok u:you a:gpt-2 k:kept U/A:pinned") != NULL;
+    }
+    CHECK(map > 0, "the map reads kkkk1UU2aaaa: the kept prefix, turn 1 pinned, turn 2 the reply");
+    if (map > 0) {
+        chtype kept = mvwinch(w, map, 1), pinned = mvwinch(w, map, 6), reply = mvwinch(w, map, 9), free_ = mvwinch(w, map, 13);
+        CHECK(!(kept & A_REVERSE) && !(pinned & A_REVERSE), "the kept prefix and the pinned turn are not evicted");
+        CHECK((reply & A_REVERSE) && (reply & A_CHARTEXT) == 'a', "the reply, next to go, is outlined and still an 'a'");
+        CHECK((free_ & A_CHARTEXT) == '.', "free cells are dots");
+    }
+    CHECK(legend, "a legend with the tokens per cell");
+    delwin(w);
+    cm_free(&m);
+    endwin();
+    delscreen(term);
+    fclose(out);
+    fclose(in);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
            {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
            {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
-           {"ui/conversations_view", conversations_view});
+           {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads});

@@ -195,7 +195,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tokens = 0;
         c->decode_ms = 0;
         c->awaiting_first = 1;
-        graph_push(&m->history, c->n_cells, 0);
+        graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TOKEN)) {
         append(c, ROLE_ASSISTANT, 1);
         double ms = getd(ev, "ms");
@@ -206,11 +206,11 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tokens++;
         c->decode_ms += ms;
         c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
-        graph_push(&m->history, c->n_cells, 0);
+        graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TRUNCATE)) {
         cut(c, getpos(ev, "to"));
         c->prepared = 0; /* a plan does not survive a rollback */
-        graph_push(&m->history, c->n_cells, 0);
+        graph_push(&c->history, c->n_cells, 0);
         logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"), geti(ev, "to"));
     } else if (!strcmp(type, EV_EVICT)) {
         json_t *ranges = json_object_get(ev, "ranges"), *r;
@@ -232,7 +232,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->prepared = 0;
         c->evictions_prepared += prepared;
         c->stall_ms += getd(ev, "stall_ms");
-        graph_push(&m->history, c->n_cells, prepared ? 'P' : 'E');
+        graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
         logk(m, c->id, 'e', 0, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id, geti(ev, "dropped"), geti(ev, "recomputed"),
               fmt_ms(a, sizeof a, getd(ev, "ms")), prepared ? " (prepared)" : "", c->approximate ? " (approx)" : "");
     } else if (!strcmp(type, EV_PREPARE)) {
@@ -241,7 +241,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id, ready ? "prepared" : "not prepared", geti(ev, "tokens"),
               fmt_ms(a, sizeof a, getd(ev, "ms")));
     } else if (!strcmp(type, EV_GROW)) {
-        graph_mark(&m->history, 'G');
+        graph_mark(&c->history, 'G');
         c->capacity = clampi(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
         c->grows++;
         c->bytes_reserved += getd(ev, "bytes");
@@ -260,6 +260,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id, fmt_bytes(a, sizeof a, getd(ev, "copied")));
     } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
+        if (c->offloaded)
+            graph_mark(&c->history, 'O');
         logk(m, c->id, 0, 0, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
     } else if (!strcmp(type, EV_FORK)) {
         cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
@@ -274,6 +276,7 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->prepared = 0; /* a preparation is its parent's alone */
             c->shared_blocks = p->shared_blocks = clampi(geti(ev, "shared_blocks"), 0, INT_MAX);
         }
+        graph_push(&c->history, c->n_cells, 'F');
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"), geti(ev, "shared_blocks"));
     } else if (!strcmp(type, EV_PIN)) {
         int t = geti(ev, "turn");

@@ -29,6 +29,7 @@ typedef struct {
     double pending_evict_ms;  /* evictions that made room for a prefill still to come */
     int turn_dropped, turn_recomputed;  /* the last turn's evictions: tokens dropped, re-prefilled */
     double last_t;            /* its newest event's time (s), for "last used" */
+    graph history;            /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */
@@ -48,7 +49,7 @@ typedef struct {
     double pool_bytes, pool_used;
     double now;               /* the newest event's time (s) */
     int blocks_used, blocks_total, offloaded_convs;
-    graph history;            /* tokens of the conversation the event was about */
+
     char log[CM_LOG_LINES][96];
     int log_conv[CM_LOG_LINES];   /* whose line it is */
     char log_kind[CM_LOG_LINES];  /* 'e' an eviction, 'g' a run of grows, 0 the rest */

@@ -137,7 +137,13 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         goto log;
     }
     /* the map: as many rows as fit while leaving room for the rest */
+    /* the map and the graph take the spare rows: the map as many as one token a cell needs (up to a
+     * third of what is left), the graph a quarter; small panels keep the old few */
     int rest = h - y - 1, map_rows = rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
+    if (rest >= 30) {
+        int need = (c->window + iw - 1) / (iw > 0 ? iw : 1);
+        map_rows = need < 6 ? 6 : need > rest / 3 ? rest / 3 : need;
+    }
     if (map_rows) {
         cache_map(w, s, c, y, map_rows, iw);
         y += map_rows;
@@ -161,20 +167,21 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     }
     /* history graph */
     rest = h - y - 1;
-    int graph_rows = rest >= 12 ? 4 : rest >= 8 ? 2 : 0;
+    int graph_rows = rest >= 24 ? rest / 3 : rest >= 12 ? 4 : rest >= 8 ? 2 : 0;
+    graph_rows = graph_rows > 12 ? 12 : graph_rows;
     if (graph_rows) {
         int heights[512];
         char marks[512];
         int cols = iw - 8 < 512 ? iw - 8 : 512;
-        double mx = graph_columns(&m->history, cols, graph_rows, heights, marks);
+        double mx = graph_columns(&c->history, cols, graph_rows, heights, marks);
         static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
         ui_drawf(w, y, 1, 7, "%5.0f", mx);
         for (int r = 0; r < graph_rows; r++)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
                 filled = filled < 0 ? 0 : filled > 8 ? 8 : filled;
-                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow */
-                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] == 'G' || marks[col] == 'P' ? CP_PIN : CP_GRAPH;
+                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow; F, O: fork, offload */
+                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] ? CP_PIN : CP_GRAPH;
                 wattron(w, screen_attr(s, pair));
                 if (s->color)
                     mvwaddstr(w, y + r, 8 + col, levels[filled]);
@@ -184,6 +191,9 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
             }
         ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
         y += graph_rows;
+        if (y < h - 1) /* the legend: which mark is which, and how much history one column holds */
+            ui_drawf(w, y++, 1, iw, "E:evict P:prepared G:grow F:fork O:offload (%d ev/col)",
+                     (c->history.step > 0 ? c->history.step : 1) * (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
     }
     /* speed and memory */
     if (y < h - 1)

@@ -114,10 +114,15 @@ static void graph_scaling(void)
     CHECK(mx == 40, "scale %g", mx);
     CHECK(h[0] == 0 && h[1] == 0 && h[2] == 1 && h[3] == 2 && h[4] == 3 && h[5] == 4, "heights %d %d %d %d", h[2], h[3], h[4], h[5]);
     CHECK(m[5] == 'E' && m[4] == 0, "mark on the newest sample");
-    for (int i = 0; i < GRAPH_SAMPLES + 10; i++)
+    graph_mark(&g, 'G');
+    graph_columns(&g, 6, 4, h, m);
+    CHECK(m[5] == 'E', "a grow right after an eviction does not hide its mark");
+    for (int i = 0; i < 3 * GRAPH_SAMPLES; i++)
         graph_push(&g, i, 0);
     mx = graph_columns(&g, 4, 8, h, m);
-    CHECK(mx == GRAPH_SAMPLES + 9 && h[3] == 8, "ring buffer keeps the newest: %g", mx);
+    CHECK(mx == 3 * GRAPH_SAMPLES - 1 && h[3] == 8, "the newest value still scales the graph: %g", mx);
+    CHECK(m[0] == 'E' && h[0] < 8, "the whole history: its start (and the eviction there) stays on screen");
+    CHECK(g.n <= GRAPH_SAMPLES && g.step >= 2, "samples merged pairwise: %d samples of %d events", g.n, g.step);
 }
 
 static void formats(void)
@@ -176,11 +181,11 @@ static void model_from_events(void)
     CHECK(c->prepared == 2, "a ready prepare event: the next eviction is prepared");
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,\"ms\":1,\"mode\":\"exact\","
               "\"ranges\":[],\"prepared\":true,\"stall_ms\":1.5}");
-    int heights[4];
-    char marks[4];
-    graph_columns(&m.history, 1, 1, heights, marks);
-    CHECK(!c->prepared && c->evictions_prepared == 1 && c->stall_ms == 1.5 && marks[0] == 'P',
-          "a prepared eviction: marked P (%c), counted, its stall added", marks[0] ? marks[0] : '0');
+    int heights[64];
+    char marks[64];
+    graph_columns(&c->history, 64, 1, heights, marks);
+    CHECK(!c->prepared && c->evictions_prepared == 1 && c->stall_ms == 1.5 && marks[63] == 'P',
+          "a prepared eviction: marked P (%c), counted, its stall added", marks[63] ? marks[63] : '0');
     apply(&m, "{\"ev\":\"truncate\",\"conv\":1,\"from\":6,\"to\":5}");
     CHECK(c->n_cells == 5 && c->turns[1].len == 1, "truncate");
     apply(&m, "{\"ev\":\"fork\",\"conv\":2,\"parent\":1,\"tokens\":5,\"shared_blocks\":1}");
@@ -201,9 +206,14 @@ static void model_from_events(void)
               "the fork's forecast is its parent's (%d vs %d tokens, %d vs %d left)", fn, pn, fleft, left);
     }
     CHECK(cm_log_line(&m, 0) && strstr(cm_log_line(&m, 0), "fork"), "log has the fork");
+    CHECK(f && f->history.n == c->history.n + 1 && f->history.mark[f->history.n - 1] == 'F',
+          "the fork's graph is its parent's history and then the fork");
+    int before = f ? f->history.n : 0;
     CHECK(cm_log_line(&m, 1) && strstr(cm_log_line(&m, 1), "truncate"), "log order, newest first");
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":1,\"recomputed\":0,\"mode\":\"shift (approximate)\",\"ranges\":[[4,1]]}");
     CHECK(c->approximate, "shift marks the conversation approximate");
+    f = cm_conv_get(&m, 2);
+    CHECK(f && f->history.n == before, "conversation 1's eviction is not in conversation 2's graph");
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[2,500]]}"); /* out of range: clamped, never negative */
     CHECK(c->n_cells >= 0, "cells went negative");
     apply(&m, "{\"ev\":\"bogus\",\"conv\":1}");

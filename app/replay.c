@@ -30,7 +30,7 @@ const char REPLAY_HELP[] =
     "\n"
     "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
     "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
-    "] / [ next / previous turn, 1-9 show that conversation, q quit.\n"
+    "] / [ next / previous turn, 1-9 show that conversation, F1 help, q quit.\n"
     "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
     "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token and\n"
     "position). The model is the one the session names, or -m DIR (--force: another model).\n"
@@ -252,7 +252,7 @@ typedef struct {
     chat_pane panes[CHAT_PANES + 1];
     int conv, next;        /* next event to apply */
     double speed, clock;   /* session time shown */
-    int paused, quit;
+    int paused, quit, help;
 } player;
 
 static chat_pane *pane(player *p, int conv) { return conv >= 1 && conv <= CHAT_PANES ? &p->panes[conv] : &p->panes[0]; }
@@ -305,9 +305,20 @@ static void draw(player *p, const char *path)
         snprintf(sp, sizeof sp, "max");
     else
         snprintf(sp, sizeof sp, "%gx", p->speed);
-    ui_drawf(st, 0, 0, getmaxx(st), " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  q quit",
-             path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, p->clock,
+    /* the recorded time of what is on screen, not the playback clock (which races ahead at max) */
+    double recorded = p->next ? event_time(p, p->next - 1) : 0;
+    ui_drawf(st, 0, 0, getmaxx(st), " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  F1 help  q quit",
+             path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
              p->s->truncated ? "  (file cut: the rest is lost)" : "");
+    if (p->help) {
+        static const char *const lines[] = {
+            "Replay keys", "  space  pause / play          + / -  faster / slower (0.25x to 64x, then max)",
+            "  .      one token               ] / [  next / previous turn",
+            "  1-9    show that conversation  F1     this help          q  quit",
+            "The panel is rebuilt from the recorded events: it shows what the live chat showed.", "",
+            "any key closes this help"};
+        screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
+    }
     wnoutrefresh(st);
     werase(p->scr.input);
     wnoutrefresh(p->scr.input);
@@ -331,6 +342,19 @@ static int playback(const session *s, const char *path)
     double last = ev_clock(), base = 0;
     while (!p->quit) {
         int c = wgetch(p->scr.input);
+        if (c != ERR && p->help) { /* any key closes the help */
+            p->help = 0;
+            c = ERR;
+        } else if (c == 27) { /* F1 arrives as ESC O P (or ESC [ 1 1 ~): read the rest at once */
+            char seq[8] = "";
+            int n = 0, k;
+            wtimeout(p->scr.input, 0);
+            while (n < 7 && (k = wgetch(p->scr.input)) != ERR)
+                seq[n++] = (char)k;
+            wtimeout(p->scr.input, 50); /* as screen_open set it */
+            p->help = !strcmp(seq, "OP") || !strcmp(seq, "[11~");
+            c = ERR;
+        }
         if (c == 'q' || c == 3)
             p->quit = 1;
         else if (c == ' ')

@@ -161,19 +161,7 @@ static void draw(tui *t)
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
             "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
-        int n = (int)(sizeof lines / sizeof lines[0]), widest = 0;
-        for (int i = 0; i < n; i++) /* as wide as its longest line, so it never clips its own text */
-            widest = ui_width(lines[i], strlen(lines[i])) > widest ? ui_width(lines[i], strlen(lines[i])) : widest;
-        int hw = widest + 4 < COLS ? widest + 4 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
-        WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
-        if (hwin) {
-            werase(hwin);
-            box(hwin, 0, 0);
-            for (int i = 0; i < n && i + 1 < hh - 1; i++)
-                ui_drawf(hwin, i + 1, 2, hw - 4, "%s", lines[i]);
-            wnoutrefresh(hwin);
-            delwin(hwin);
-        }
+        screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
     }
     input_redraw();
     t->dirty = 0;

@@ -196,6 +196,18 @@ for _ in 1 2 3 4 5 6 7 8; do $TM send-keys -t tui +; done
 expect_screen "${TAG}tui/replay plays the recorded turns" "you +and again"
 expect_screen "${TAG}tui/replay shows the same statistics under the replies" "prompt [0-9]+ tok in .* · reply [0-9]+ tok at"
 expect_screen "${TAG}tui/replay shows the recorded cache" "[0-9]+ / 256 tok"
+for _ in 1 2 3 4 5 6 7 8 9 10; do $TM send-keys -t tui +; done
+sleep 2
+same "${TAG}tui/replay at max speed shows the recorded time, not the playback clock" "yes" \
+    "$(screen_text | "$PYTHON" -c "
+import re, sys
+m = re.search(r' t ([0-9.]+) s ', sys.stdin.read())
+print('yes' if m and float(m.group(1)) < 3600 else 'no: ' + (m.group(1) if m else 'no clock'))")"
+$TM send-keys -t tui F1
+expect_screen "${TAG}tui/F1 in replay shows its keys" "Replay keys"
+$TM send-keys -t tui x
+sleep 0.5
+if screen_text | grep -q "Replay keys"; then fail "${TAG}tui/a key closes replay's help" "still open"; else pass "${TAG}tui/a key closes replay's help"; fi
 $TM send-keys -t tui q
 for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done
 same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"

@@ -113,6 +113,25 @@ void screen_close(screen *s)
     }
 }
 
+void screen_help(const char *const *lines, int n)
+{
+    int widest = 0;
+    for (int i = 0; i < n; i++) {
+        int w = ui_width(lines[i], strlen(lines[i]));
+        widest = w > widest ? w : widest;
+    }
+    int hw = widest + 4 < COLS ? widest + 4 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
+    WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
+    if (!hwin)
+        return;
+    werase(hwin);
+    box(hwin, 0, 0);
+    for (int i = 0; i < n && i + 1 < hh - 1; i++)
+        ui_drawf(hwin, i + 1, 2, hw - 4, "%s", lines[i]);
+    wnoutrefresh(hwin);
+    delwin(hwin);
+}
+
 void screen_mouse(screen *s, int on)
 {
     fputs(on ? MOUSE_ON : MOUSE_OFF, stdout);

@@ -30,6 +30,9 @@ int screen_open(screen *s);
 void screen_close(screen *s);
 /* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE, or a new panel_mode). */
 void screen_relayout(screen *s);
+/* A box in the middle of the screen holding lines, as wide as the longest (so it never clips its
+ * own text where the screen has room): the help of the chat and of replay. */
+void screen_help(const char *const *lines, int n);
 /* Mouse reports on (the wheel scrolls) or off (the terminal selects text to copy). */
 void screen_mouse(screen *s, int on);
 /* Attribute for a colour pair, or the monochrome stand-in. */

@@ -23,6 +23,8 @@
 #include "sessions.h"
 
 #define CHAT_OPTS_HELP                                                                           \
+    "      --system TEXT      a system preamble opening each conversation in place of the\n"       \
+    "                         template's (kept from eviction, as the preamble is: --keep)\n"   \
     "      --template T       gpt2 | dialogpt | none (default: dialogpt for a model whose\n"    \
     "                         config.json marks it conversational or whose name says DialoGPT,\n" \
     "                         else gpt2)\n"                                                     \
@@ -110,7 +112,9 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
         return a->save_cache = 1;
     if (FLAG("--force"))
         return a->force = 1;
-    if (MATCH("--template")) {
+    if (MATCH("--system")) {
+        eo->system = v;
+    } else if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
             return -1;
         eo->tpl_why = "--template";
@@ -289,6 +293,11 @@ int cmd_chat(int argc, char **argv)
             session_free(&hist);
             return err_wrap("%s", a.resume), EXIT_RUNTIME;
         }
+        for (int i = 0; i < hist.n_events; i++) /* a /system since the header was written */
+            if (ev_is(hist.events[i], EV_SYSTEM)) {
+                const char *s = json_string_value(json_object_get(hist.events[i], "text"));
+                a.eo.system = s && *s ? s : NULL;
+            }
         /* options given on this command line still win over the recorded ones */
         for (int i = 1; i < argc; i++)
             if (!chat_opt(&a, argc, argv, &i))

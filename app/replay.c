@@ -109,6 +109,10 @@ static int apply_action(engine *e, json_t *ev, const char *path)
         engine_clear(e, conv);
         return 1;
     }
+    if (!strcmp(type, EV_SYSTEM)) {
+        engine_set_system(e, json_string_value(json_object_get(ev, "text")));
+        return 1;
+    }
     return 0;
 }
 

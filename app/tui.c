@@ -157,7 +157,7 @@ static void draw(tui *t)
             "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
             "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
             "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)", "Commands",
-            "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]",
+            "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]  /system [TEXT]",
             "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
             "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
             "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
@@ -268,14 +268,15 @@ static void show(tui *t)
              "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
              "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, max %d tokens.\n"
              "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
-             "template: %s (%s).\n"
+             "template: %s (%s).\n%s%s%s"
              "session: %s.",
              t->cm.model, c->n_layer, c->n_embd, c->n_head, c->n_ctx, dt_name(t->lm->model.wtype), t->lm->backend->name,
              mo->sp.temp, mo->sp.top_k, mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
              ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
              t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)", t->eo.keep >= 0 ? "--keep" : "the preamble",
-             tpl_name(t->eo.tpl), t->eo.tpl_why, t->persist->session_path ? t->persist->session_path : "not saved (--no-save)");
+             tpl_name(t->eo.tpl), t->eo.tpl_why, engine_system(t->e) ? "system preamble: " : "",
+             engine_system(t->e) ? engine_system(t->e) : "", engine_system(t->e) ? "\n" : "", t->persist->session_path ? t->persist->session_path : "not saved (--no-save)");
     chat_pane_add(pane(t, t->conv), ROLE_NOTICE, buf, strlen(buf));
 }
 
@@ -388,6 +389,16 @@ static void command(tui *t, char *line)
             chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "", from->msgs[i].len);
         switch_to(t, id);
         say(t, "forked conversation %d into %d (blocks shared until written)", parent, id);
+    } else if (!strcmp(cmd, "system")) {
+        int n_turns;
+        engine_turns(t->e, t->conv, &n_turns);
+        if (!*args)
+            say(t, "system preamble: %s", engine_system(t->e) ? engine_system(t->e) : "the template's own");
+        else if (engine_set_system(t->e, args))
+            say(t, "/system: %s", err_msg());
+        else
+            say(t, "system preamble set: it opens %s conversation from now on (/new)",
+                n_turns == 0 ? "this and every new" : "every new");
     } else if (!strcmp(cmd, "edit")) {
         if (!*args) {
             say(t, "/edit needs the new text of your last message: /edit TEXT");

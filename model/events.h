@@ -31,10 +31,11 @@
 #define EV_SET "set"
 #define EV_TURN_END "turn_end"
 #define EV_RESUME "resume"
+#define EV_SYSTEM "system"
 #define EV_TYPES                                                                                              \
     EV_MODEL, EV_NEW, EV_USER, EV_PREFILL, EV_TOKEN, EV_GROW, EV_COW, EV_EVICT, EV_TRUNCATE, EV_FORK, EV_OFFLOAD, \
         EV_RESTORE, EV_STATS, EV_FIDELITY, EV_NOTICE, EV_PIN, EV_RETRY, EV_EDIT, EV_CLEAR, EV_SET, EV_TURN_END, EV_RESUME, \
-        EV_PREPARE
+        EV_PREPARE, EV_SYSTEM
 
 typedef struct ev_bus ev_bus;
 typedef void (*ev_sink)(void *ctx, json_t *ev);

@@ -80,3 +80,16 @@ echo again | "$KV" chat --no-tui --resume "$TMP/tpl.jsonl" -n 2 >/dev/null 2>&1
 same "${TAG}chat/template: a resumed session keeps the one it was recorded with" "gpt2-like" "$("$PYTHON" -c "import json, sys
 p = [json.loads(l) for l in open(sys.argv[1]) if '\"prefill\"' in l][-1]['ids']
 print('dialogpt-like' if p[-1] == 50256 else 'gpt2-like')" "$TMP/tpl.jsonl")"
+
+# --system: the preamble of each conversation (counted in --keep), recorded, verified and resumed with it
+sys_ids=$("$KV" tokenize -m "$CM" "You answer in one word." | tr ' ' ,),198 # then its line's end
+rm -f "$TMP/sys.jsonl"
+echo hi | "$KV" chat --no-tui -m "$CM" -n 3 --system "You answer in one word." --session "$TMP/sys.jsonl" >/dev/null 2>&1
+same "${TAG}chat/--system opens the conversation, as its kept preamble" "$sys_ids|$(echo "$sys_ids" | tr , '\n' | wc -l)|You answer in one word." \
+    "$("$PYTHON" -c "import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+p = next(e for e in ev if e.get('ev') == 'prefill')
+print(','.join(map(str, p['ids'][:p['preamble']])) + '|' + str(p['preamble']) + '|' + ev[0]['chat']['system'])" "$TMP/sys.jsonl")"
+check "${TAG}chat/a session with --system verifies" "$KV" replay "$TMP/sys.jsonl" --verify
+echo more | "$KV" chat --no-tui --resume "$TMP/sys.jsonl" -n 3 >/dev/null 2>&1
+check "${TAG}chat/resumed with its --system, it verifies" "$KV" replay "$TMP/sys.jsonl" --verify

@@ -93,6 +93,10 @@ $TM send-keys -t tui "/unpin" Enter
 expect_screen "${TAG}tui//unpin with no number: your last pinned message" "your last pinned message unpinned"
 $TM send-keys -t tui "/set n 0" Enter
 expect_screen "${TAG}tui//set n 0 is refused (an empty reply)" "n: expected an integer from 1"
+$TM send-keys -t tui "/system Be brief." Enter
+expect_screen "${TAG}tui//system sets the preamble of new conversations" "system preamble set: it opens every new conversation"
+$TM send-keys -t tui "/show" Enter
+expect_screen "${TAG}tui//show says the system preamble" "system preamble: Be brief\."
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
 $TM send-keys -t tui "/save $TMP/tui.session" Enter
@@ -135,6 +139,7 @@ expect_screen "${TAG}tui/on exit it says where the session is" "session saved in
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
+check "${TAG}tui/the session recorded the /system" grep -q '"ev":"system","conv":0,.*"text":"Be brief."' "$TMP/tui.session"
 stop_tmux
 
 # a message that cannot go in (every turn pinned in a full window): the error, and no trace of it in
@@ -162,7 +167,7 @@ if screen_text | grep -q "you  *this message needs room"; then fail "${TAG}tui/a
 else pass "${TAG}tui/a failed message leaves the pane"; fi
 same "${TAG}tui/a failed message: one reply on screen, under its own message" 1 "$(screen_text | grep -c '^gpt-2 ')"
 $TM send-keys -t tui "/retry" Enter
-expect_screen "${TAG}tui//retry after a failed message regenerates the last reply" "generating"
+sleep 1
 idle
 $TM send-keys -t tui C-c
 expect_screen "${TAG}tui/Ctrl-C at the prompt asks once more" "press Ctrl-C again to quit"
@@ -173,6 +178,8 @@ same "${TAG}tui/a second Ctrl-C quits, exit 0" 0 "$(cat "$TMP/fail.rc" 2>/dev/nu
 "$KV" replay "$TMP/fail.session" --verify >"$TMP/fail.verify" 2>&1
 same "${TAG}tui/a session with a failed message verifies" "0|1" \
     "$?|$(grep -c 'failed, as recorded' "$TMP/fail.verify")"
+same "${TAG}tui//retry after a failed message regenerates the last reply" "1 same" \
+    "$(grep -c '"ev":"retry"' "$TMP/fail.session") $(grep -c 'tokens, same' "$TMP/fail.verify" | sed 's/^[1-9][0-9]*$/same/')"
 stop_tmux
 
 # line mode typed at a terminal: a prompt, a reply, and /quit ends it (it is not sent to GPT-2)

@@ -34,6 +34,7 @@ struct engine {
     int have_pending;                /* a /set during a reply: applied when the reply ends */
     model_opts pending;              /* mo as it will be then */
     char *job_text, *job_reply;
+    char *system;            /* the system preamble of conversations still to start, or NULL */
     char job_err[1024];
     pthread_t prep_thread;           /* a prepared eviction being made between turns */
     int preparing;
@@ -137,6 +138,12 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     e->lm = lm;
     e->mo = *mo;
     e->o = *eo;
+    e->o.system = NULL; /* the engine keeps its own copy */
+    if (eo->system && *eo->system && !(e->system = strdup(eo->system))) {
+        free(e);
+        err_set("out of memory");
+        return NULL;
+    }
     int window = kv_pool_opts(lm->pool)->window;
     e->next_id = 1;
     int V = lm->model.cfg.vocab_size;
@@ -162,6 +169,7 @@ void engine_free(engine *e)
     free(e->convs);
     fid_free(&e->fid);
     free(e->logits);
+    free(e->system);
     free(e);
 }
 
@@ -447,7 +455,7 @@ static int user_turn(engine *e, conv *c, const char *text)
     int *pre = NULL, np = 0, cap_p = 0, *msg = NULL, nm = 0, cap_m = 0, rc = -1;
     int first_user = last_turn(c, ROLE_USER) < 0;
     if (c->n_turns == 0) {
-        if (tpl_preamble(e->o.tpl, tok, &pre, &np, &cap_p))
+        if (tpl_preamble(e->o.tpl, tok, e->system, &pre, &np, &cap_p))
             goto out;
         int keep = e->o.keep >= 0 ? e->o.keep : np;
         c->keep = keep > e->rule.window / 2 ? e->rule.window / 2 : keep;
@@ -862,6 +870,21 @@ int engine_clear(engine *e, int id)
     c->n_turns = keep_turns;
     return 0;
 }
+
+int engine_set_system(engine *e, const char *text)
+{
+    if (refuse_while_running(e))
+        return -1;
+    char *copy = text && *text ? strdup(text) : NULL;
+    if (text && *text && !copy)
+        return err_set("out of memory");
+    free(e->system);
+    e->system = copy;
+    ev_emit(e->lm->bus, 0, EV_SYSTEM, json_pack("{s:s}", "text", copy ? copy : ""));
+    return 0;
+}
+
+const char *engine_system(const engine *e) { return e->system; }
 
 int engine_pin(engine *e, int id, int turn, int pinned)
 {

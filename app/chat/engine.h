@@ -17,6 +17,7 @@
 typedef struct {
     template_kind tpl;
     const char *tpl_why;   /* why this template (for /show); NULL until chosen: then the model's */
+    const char *system;    /* --system: the preamble of new conversations instead of the template's */
     int keep;              /* tokens never evicted; -1: the template's preamble */
     int evict_min;         /* at least this many per eviction; 0: a quarter of the window */
     evict_mode evict;
@@ -75,6 +76,11 @@ int engine_edit_start(engine *e, int conv, const char *text);
 /* Removes every turn (the cache rolls back to the kept prefix). */
 int engine_clear(engine *e, int conv);
 int engine_pin(engine *e, int conv, int turn, int pinned);
+/* The system preamble of conversations whose first message is still to come (NULL or "": the
+ * template's own); recorded as a system event. */
+int engine_set_system(engine *e, const char *text);
+/* The system preamble now, or NULL. */
+const char *engine_system(const engine *e);
 
 /* A conversation as a session recorded it (its last turn_end, the turn_end records it has), under its
  * recorded id, with an empty cache: the caller loads a KV snapshot into engine_conv_cache or calls

@@ -37,8 +37,17 @@ template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **
     return TPL_GPT2;
 }
 
-int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap)
+int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n, int *cap)
 {
+    if (system && *system) {
+        if (tok_encode(tok, system, strlen(system), 0, ids, n, cap))
+            return -1;
+        if (t == TPL_GPT2) /* a line of its own before the first "User:" */
+            return tok_encode(tok, "\n", 1, 0, ids, n, cap);
+        if (t == TPL_DIALOGPT) /* DialoGPT reads it as a turn: closed by <|endoftext|> */
+            return tok_encode(tok, "<|endoftext|>", 13, 1, ids, n, cap);
+        return 0;
+    }
     if (t != TPL_GPT2)
         return 0;
     return tok_encode(tok, GPT2_PREAMBLE, strlen(GPT2_PREAMBLE), 0, ids, n, cap);

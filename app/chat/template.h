@@ -15,8 +15,9 @@ const char *tpl_name(template_kind t);
 /* The template a model in DIR was trained for, and why (a phrase for /show and info): dialogpt when
  * config.json marks it conversational or its name says DialoGPT, else gpt2. */
 template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **why);
-/* Tokens before the first turn (appended to *ids). */
-int tpl_preamble(template_kind t, const tokenizer *tok, int **ids, int *n, int *cap);
+/* Tokens before the first turn (appended to *ids): the system text when there is one (--system,
+ * /system), written as the template writes a turn's start, else the template's own preamble. */
+int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n, int *cap);
 /* The tokens of a user message; `first` when no turn precedes it. */
 int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first, int **ids, int *n, int *cap);
 /* Text that ends a reply (NULL: only <|endoftext|> and the token limit do). */

@@ -37,7 +37,7 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     const kv_opts *ko = kv_pool_opts(lm->pool);
     return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:o,"
-                     " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i}}",
+                     " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i, s:s}}",
                      "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
                      model_name(lm), "dir", dir, "fingerprint", fpm, "tokenizer", fpt,
                      "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
@@ -47,7 +47,7 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
                      ko->block_tokens, "window", ko->window, "grow_factor", (double)ko->grow_factor, "prealloc",
                      ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes, "chat", "template", tpl_name(eo->tpl), "keep",
                      eo->keep, "evict_min", eo->evict_min, "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "fidelity",
-                     eo->fidelity);
+                     eo->fidelity, "system", eo->system ? eo->system : "");
 }
 
 static int write_line(FILE *f, const json_t *j)
@@ -223,6 +223,8 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     if (!tpl || tpl_parse(tpl, &eo->tpl))
         return err_set("the session's template is unknown");
     eo->tpl_why = "as the session was recorded";
+    const char *system = json_string_value(json_object_get(ch, "system"));
+    eo->system = system && *system ? system : NULL; /* lives with the session */
     eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
     eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;

@@ -79,8 +79,8 @@ static const char *check_event(const json_t *ev, const char *type, json_int_t W,
                    ? "" : "resume has a window or vocab_size out of range";
     if (!strcmp(type, EV_PIN))
         return is_int(json_object_get(ev, "turn"), 0, 1 << 20) ? "" : "pin needs a 'turn'";
-    if (!strcmp(type, EV_USER))
-        return json_is_string(json_object_get(ev, "text")) ? "" : "user needs a string 'text'";
+    if (!strcmp(type, EV_USER) || !strcmp(type, EV_SYSTEM))
+        return json_is_string(json_object_get(ev, "text")) ? "" : "user and system events need a string 'text'";
     if (!strcmp(type, EV_EVICT)) {
         const json_t *r = json_object_get(ev, "ranges");
         if (!json_is_array(r))

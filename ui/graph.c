@@ -47,14 +47,12 @@ double graph_columns(const graph *g, int cols, int rows, int *heights, char *mar
     double mx = 0;
     for (int i = 0; i < g->n; i++)
         mx = g->v[i] > mx ? g->v[i] : mx;
-    int per = g->n > cols ? (g->n + cols - 1) / cols : 1, used = (g->n + per - 1) / per, pad = cols - used;
+    int per = g->n > cols ? (g->n + cols - 1) / cols : 1;
     for (int c = 0; c < cols; c++) {
         heights[c] = 0;
         marks[c] = 0;
-        if (c < pad)
-            continue;
         double v = 0;
-        for (int k = (c - pad) * per; k < (c - pad + 1) * per && k < g->n; k++) {
+        for (int k = c * per; k < (c + 1) * per && k < g->n; k++) {
             v = g->v[k] > v ? g->v[k] : v;
             marks[c] = weightier(marks[c], g->mark[k]);
         }

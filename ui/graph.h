@@ -19,8 +19,8 @@ void graph_push(graph *g, double v, char mark);
 /* Marks the newest sample (an event after the value was taken), unless it holds a weightier mark. */
 void graph_mark(graph *g, char mark);
 /* The whole history as `cols` column heights in 0..rows (the highest value fills all rows), oldest
- * first, right-aligned while it is shorter than cols; each column the largest value and weightiest
- * mark of the samples it covers. Returns the scale (the maximum shown). */
+ * first from the left (a new sample draws one new column, nothing shifts: the redraw stays small);
+ * each column the largest value and weightiest mark of the samples it covers. Returns the scale. */
 double graph_columns(const graph *g, int cols, int rows, int *heights, char *marks);
 
 #endif

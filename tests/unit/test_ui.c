@@ -318,14 +318,39 @@ static void row(WINDOW *w, int y, wchar_t *out, int n)
         out[0] = 0;
 }
 
+/* a terminal that writes to /dev/null, for drawing the panel and reading it back */
+typedef struct {
+    FILE *out, *in;
+    SCREEN *term;
+} fake_term;
+
+static int term_open(fake_term *t)
+{
+    setlocale(LC_ALL, "C.UTF-8");
+    t->out = fopen("/dev/null", "w");
+    t->in = fopen("/dev/null", "r");
+    t->term = t->out && t->in ? newterm("xterm", t->out, t->in) : NULL;
+    CHECK(t->term, "no terminal to draw on");
+    if (!t->term && t->out)
+        fclose(t->out);
+    if (!t->term && t->in)
+        fclose(t->in);
+    return t->term ? 0 : -1;
+}
+
+static void term_close(fake_term *t)
+{
+    endwin();
+    delscreen(t->term);
+    fclose(t->out);
+    fclose(t->in);
+}
+
 /* the panel drawn from events, read back from the window: what a user sees, in monochrome and colour */
 static void panel_reads(void)
 {
-    setlocale(LC_ALL, "C.UTF-8");
-    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
-    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
-    CHECK(term, "no terminal to draw on");
-    if (!term)
+    fake_term ft;
+    if (term_open(&ft))
         return;
     cache_model m;
     cm_init(&m);
@@ -393,10 +418,7 @@ static void panel_reads(void)
     CHECK(!negative && none, "an empty window: 'no eviction ahead', not 'next eviction -0 tok'");
     delwin(w);
     cm_free(&m);
-    endwin();
-    delscreen(term);
-    fclose(out);
-    fclose(in);
+    term_close(&ft);
 }
 
 /* the event log: a run of grows is one line; filters keep evictions or one conversation's lines */
@@ -427,11 +449,8 @@ static void log_runs_and_filters(void)
 /* F6's view: a row per conversation, the current one marked, where each lives and when it was used */
 static void conversations_view(void)
 {
-    setlocale(LC_ALL, "C.UTF-8");
-    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
-    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
-    CHECK(term, "no terminal to draw on");
-    if (!term)
+    fake_term ft;
+    if (term_open(&ft))
         return;
     cache_model m;
     cm_init(&m);
@@ -456,21 +475,15 @@ static void conversations_view(void)
 
     delwin(w);
     cm_free(&m);
-    endwin();
-    delscreen(term);
-    fclose(out);
-    fclose(in);
+    term_close(&ft);
 }
 
 /* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in capitals,
  * the next eviction outlined (reverse video) without hiding its writer, and a legend with the scale */
 static void map_reads(void)
 {
-    setlocale(LC_ALL, "C.UTF-8");
-    FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
-    SCREEN *term = out && in ? newterm("xterm", out, in) : NULL;
-    CHECK(term, "no terminal to draw on");
-    if (!term)
+    fake_term ft;
+    if (term_open(&ft))
         return;
     cache_model m;
     cm_init(&m);
@@ -500,10 +513,7 @@ static void map_reads(void)
     CHECK(legend, "a legend with the tokens per cell");
     delwin(w);
     cm_free(&m);
-    endwin();
-    delscreen(term);
-    fclose(out);
-    fclose(in);
+    term_close(&ft);
 }
 
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},

@@ -128,6 +128,7 @@ expect_screen "${TAG}tui/F6: the current one marked, each with its state" ">   1
 $TM send-keys -t tui F6
 expect_screen "${TAG}tui/F6 again: the map and graph" "next eviction|no eviction ahead"
 expect_screen "${TAG}tui/the graph has a legend and its scale" "E:evict P:prepared G:grow F:fork O:offload"
+expect_screen "${TAG}tui/the graph's axis reads in bytes too" "│ *[0-9]+\.[0-9][KMG] "
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"

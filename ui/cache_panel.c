@@ -176,6 +176,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         double mx = graph_columns(&c->history, cols, graph_rows, heights, marks);
         static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
         ui_drawf(w, y, 1, 7, "%5.0f", mx);
+        if (graph_rows > 1 && c->n_cells > 0) { /* the same peak in bytes: the axis reads both ways */
+            double peak = mx * c->bytes_used / c->n_cells;
+            const char *unit = peak >= 1 << 30 ? "G" : peak >= 1 << 20 ? "M" : "K"; /* 7 columns: 123.4M */
+            ui_drawf(w, y + 1, 1, 7, "%5.1f%s", peak / (peak >= 1 << 30 ? 1 << 30 : peak >= 1 << 20 ? 1 << 20 : 1024), unit);
+        }
         for (int r = 0; r < graph_rows; r++)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */

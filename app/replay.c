@@ -198,8 +198,12 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         int r = !strcmp(type, EV_USER) ? engine_turn(e, conv, text, &reply)
               : !strcmp(type, EV_RETRY) ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
         free(reply);
-        if (cancelled)
+        if (cancelled) {
             engine_set_sampling(e, &engine_model_opts(e)->sp, n_predict);
+            const char *rng = json_string_value(json_object_get(end, "rng"));
+            if (!r && rng) /* Ctrl-C may have drawn once more than stopping at this length does */
+                engine_set_rng(e, conv, strtoull(rng, NULL, 16));
+        }
         if (r && !failed) {
             rc = EXIT_RUNTIME;
             break;

@@ -259,3 +259,22 @@ expect_error "${TAG}session/--resume last with none saved" 2 "--resume last: no 
     env XDG_DATA_HOME="$S/none" "$KV" chat --no-tui --resume last
 expect_error "${TAG}session/sessions bad flag" 2 "unknown option '--frob'" "$KV" sessions --frob
 expect_error "${TAG}session/replay --verify needs a file" 2 "which session file\? \(kvchat sessions lists them\)" "$KV" replay --verify
+
+# Ctrl-C mid-reply with sampling on, then another message: the stopped reply may have drawn once
+# more than the same reply ending at its length, and --verify goes on from the recorded sampler state
+"$KV" make-tiny-model "$S/slow" --layers 4 --heads 4 --embd 128 --ctx 64 --seed 23 >/dev/null
+rm -f "$S/int.jsonl" "$S/int.fifo"
+mkfifo "$S/int.fifo"
+"$KV" chat --no-tui -m "$S/slow" -n 4000 --seed 9 --session "$S/int.jsonl" <"$S/int.fifo" >/dev/null 2>&1 &
+int_pid=$!
+exec 7>"$S/int.fifo"
+echo "tell me everything" >&7
+for _ in $(seq 50); do n=$(grep -c '"ev":"token"' "$S/int.jsonl" 2>/dev/null); [ "${n:-0}" -ge 100 ] && break; sleep 0.1; done
+kill -INT "$int_pid"
+for _ in $(seq 50); do grep -q '"cancelled":true' "$S/int.jsonl" 2>/dev/null && break; sleep 0.1; done
+echo "and then" >&7
+exec 7>&-
+wait "$int_pid"
+same "${TAG}session/a reply stopped by Ctrl-C, then another: both recorded" "1 2" \
+    "$(grep -c '"cancelled":true' "$S/int.jsonl") $(grep -c '"ev":"turn_end"' "$S/int.jsonl")"
+check "${TAG}session/--verify goes on after a stopped reply from the recorded sampler state" "$KV" replay "$S/int.jsonl" --verify

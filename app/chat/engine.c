@@ -886,6 +886,15 @@ int engine_set_system(engine *e, const char *text)
 
 const char *engine_system(const engine *e) { return e->system; }
 
+int engine_set_rng(engine *e, int id, uint64_t rng)
+{
+    conv *c = find_idle(e, id);
+    if (!c)
+        return -1;
+    c->smp.rng = rng;
+    return 0;
+}
+
 int engine_pin(engine *e, int id, int turn, int pinned)
 {
     conv *c = find_idle(e, id);

@@ -79,6 +79,10 @@ int engine_pin(engine *e, int conv, int turn, int pinned);
 /* The system preamble of conversations whose first message is still to come (NULL or "": the
  * template's own); recorded as a system event. */
 int engine_set_system(engine *e, const char *text);
+/* The sampler's state of a conversation, as a recording left it: a reply stopped by Ctrl-C may have
+ * drawn once more than the same reply ending at its length, and replay --verify must go on from
+ * where the recorded chat went on. */
+int engine_set_rng(engine *e, int conv, uint64_t rng);
 /* The system preamble now, or NULL. */
 const char *engine_system(const engine *e);
 

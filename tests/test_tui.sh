@@ -140,6 +140,7 @@ expect_screen "${TAG}tui/on exit it says where the session is" "session saved in
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
+check "${TAG}tui/the whole session verifies (Ctrl-C stops, forks, /retry, /set, /system and all)" "$KV" replay "$TMP/tui.session" --verify
 check "${TAG}tui/the session recorded the /system" grep -q '"ev":"system","conv":0,.*"text":"Be brief."' "$TMP/tui.session"
 stop_tmux
 

@@ -420,7 +420,7 @@ static void command(tui *t, char *line)
             say(t, "/retry: %s", err_msg());
             return;
         }
-        if (chat_pane_set_reply(p, "", 0))
+        if (chat_pane_restart_reply(p))
             chat_pane_add(p, ROLE_ASSISTANT, "", 0);
         if (engine_turn_start(t->e, t->conv, NULL)) {
             say(t, "/retry: %s", err_msg());

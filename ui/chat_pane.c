@@ -75,6 +75,21 @@ void chat_pane_drop_turn(chat_pane *p)
     }
 }
 
+int chat_pane_restart_reply(chat_pane *p)
+{
+    chat_msg *m = chat_pane_reply(p);
+    if (!m)
+        return -1;
+    while (p->n && &p->msgs[p->n - 1] != m) {
+        free(p->msgs[p->n - 1].text);
+        p->n--;
+    }
+    m->len = 0;
+    if (m->text)
+        m->text[0] = 0;
+    return 0;
+}
+
 void chat_pane_scroll(chat_pane *p, int lines)
 {
     p->scroll += lines;
@@ -168,7 +183,7 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
         if (m)
             chat_pane_add_summary(p, m, ev);
     } else if (!strcmp(type, EV_RETRY)) {
-        chat_pane_set_reply(p, "", 0);
+        chat_pane_restart_reply(p);
     } else if (!strcmp(type, EV_EDIT)) {
         chat_pane_drop_turn(p); /* the edited message comes next, as a user event */
     } else if (!strcmp(type, EV_NOTICE) && text) {

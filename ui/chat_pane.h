@@ -35,6 +35,9 @@ chat_msg *chat_pane_reply(chat_pane *p);
 int chat_pane_append(chat_pane *p, const char *text, size_t len);
 /* Replaces the last reply's text: its recorded final form, or "" when it is generated again. */
 int chat_pane_set_reply(chat_pane *p, const char *text, size_t len);
+/* The last reply emptied to be generated again, the notices under it (its statistics, command
+ * output since) removed: the new reply and its statistics take their place. */
+int chat_pane_restart_reply(chat_pane *p);
 /* A notice about the turn in progress goes before its reply while that is still empty, so the reply
  * reads under it, where replies go. */
 int chat_pane_add_notice(chat_pane *p, const char *text, size_t len);

@@ -278,6 +278,7 @@ static void pane_from_events(void)
         "{\"ev\":\"token\",\"conv\":1,\"id\":2,\"text\":\"re\"}",
         "{\"ev\":\"evict\",\"conv\":1}",
         "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\" there\"}",
+        "{\"ev\":\"notice\",\"conv\":1,\"text\":\"said of the old reply\"}",
         "{\"ev\":\"retry\",\"conv\":1}",
         "{\"ev\":\"token\",\"conv\":1,\"id\":3,\"text\":\" yo\"}",
         "{\"ev\":\"notice\",\"conv\":1,\"text\":\"cut\"}",

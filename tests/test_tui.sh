@@ -190,8 +190,8 @@ $TM new-session -d -s tui -x 120 -y 20 \
     "'$KV' chat --no-tui -m '$TUIM' --dtype f32 -n 4 --session '$TMP/line.session'; echo \$? > '$TMP/line.rc'; sleep 60"
 expect_screen "${TAG}tui/line mode at a terminal prompts" "^you>" 20
 $TM send-keys -t tui "hello" Enter
-expect_screen "${TAG}tui/line mode replies, then prompts again" "^you> .+" 30
-wait_for "^you>$" 30
+wait_for "^you> hello" 10
+expect_screen "${TAG}tui/line mode replies, then prompts again" "^you>$" 30
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/line.rc" ] && break; sleep 0.2; done
 same "${TAG}tui/line mode: /quit ends it, exit 0, one message sent" "0 1" \

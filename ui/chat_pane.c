@@ -64,15 +64,20 @@ int chat_pane_add_notice(chat_pane *p, const char *text, size_t len)
     return 0;
 }
 
+/* the messages from `keep` on freed */
+static void cut_to(chat_pane *p, int keep)
+{
+    while (p->n > keep)
+        free(p->msgs[--p->n].text);
+}
+
 void chat_pane_drop_turn(chat_pane *p)
 {
     int last = p->n - 1;
     while (last >= 0 && p->msgs[last].role != ROLE_USER)
         last--;
-    while (last >= 0 && p->n > last) {
-        free(p->msgs[p->n - 1].text);
-        p->n--;
-    }
+    if (last >= 0)
+        cut_to(p, last);
 }
 
 int chat_pane_restart_reply(chat_pane *p)
@@ -80,10 +85,7 @@ int chat_pane_restart_reply(chat_pane *p)
     chat_msg *m = chat_pane_reply(p);
     if (!m)
         return -1;
-    while (p->n && &p->msgs[p->n - 1] != m) {
-        free(p->msgs[p->n - 1].text);
-        p->n--;
-    }
+    cut_to(p, (int)(m - p->msgs) + 1);
     m->len = 0;
     if (m->text)
         m->text[0] = 0;

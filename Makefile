@@ -3,6 +3,7 @@
 #   make run        download GPT-2 124M if needed, then open the chat
 #   make demo       the chat on a random-weight 124M-shaped model (no download)
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
+#   make emu        the CUDA backend on the emulated device: build/emu/kvchat and build/emu/unit_tests
 #   make tsan       the engine and chat-model unit tests under ThreadSanitizer (make test runs them too)
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
@@ -75,7 +76,7 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan tsan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
+.PHONY: all run demo test unit asan emu tsan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -122,6 +123,30 @@ TSAN_TESTS := engine/ ui/
 tsan: deps $(BUILD)/tsan/unit_tests
 	TSAN_OPTIONS=halt_on_error=1 taskset -c 0 $(BUILD)/tsan/unit_tests $(TSAN_TESTS)
 
+# The emulated CUDA device (tests/cuda_emu/): the CUDA backend's own .cu files built by nvcc-emu into
+# programs that run their kernels on the CPU, everything under AddressSanitizer and UBSan; its
+# kvchat's --device cuda is the emulated H200.
+EMU      := $(BUILD)/emu
+NVCC_EMU := CUDA_EMU_CACHE=$(abspath $(EMU))/cache tests/cuda_emu/nvcc-emu
+EMU_SRC  := $(wildcard tests/cuda_emu/runtime/* tests/cuda_emu/include/* tests/cuda_emu/rewrite.c tests/cuda_emu/nvcc-emu)
+EMU_OBJ   = $(LIB_SRC:%.c=$(EMU)/obj/%.o) $(CUDA_SRC:%.cu=$(EMU)/obj/%.o)
+
+$(EMU)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -DKVCHAT_CUDA $(SAN) -c -o $@ $<
+
+$(EMU)/obj/%.o: %.cu $(EMU_SRC)
+	@mkdir -p $(dir $@)
+	$(NVCC_EMU) -O2 -g $(SAN) -std=c++17 $(NVCC_WARN) -MMD -MP -c -o $@ $<
+
+$(EMU)/kvchat: $(EMU)/obj/app/main.o $(EMU_OBJ) $(EMU_SRC)
+	$(NVCC_EMU) $(SAN) -fopenmp -o $@ $(filter %.o,$^) $(CPU_LDLIBS)
+
+$(EMU)/unit_tests: $(UNIT_SRC:%.c=$(EMU)/obj/%.o) $(EMU_OBJ) $(EMU_SRC)
+	$(NVCC_EMU) $(SAN) -fopenmp -o $@ $(filter %.o,$^) $(CPU_LDLIBS)
+
+emu: $(EMU)/kvchat $(EMU)/unit_tests
+
 deps:
 	@missing=$$(for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -141,7 +166,7 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(TEST_PKGS)"
-	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan $(BUILD)/tsan/unit_tests
+	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan emu $(BUILD)/tsan/unit_tests
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) bash tests/run.sh
 
 # a random-weight model of GPT-2 124M's shape: real sizes and speeds, noise for text

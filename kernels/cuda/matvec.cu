@@ -1,8 +1,9 @@
 /* The fused one-token products of a decode step (backend.h's linear and linear_t), in place of
  * cuBLASLt's one-row GEMMs and the small kernels around them. Each weight is read once with 16-byte
  * loads; the layernorm is applied on the way in (every block recomputes the row's mean and variance:
- * a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32, so no 16-bit copy
- * of it is made. The CPU twin is kernels/cpu/linear.c.
+ * a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32 in shared memory
+ * (rounded to bf16 there against bf16 weights, as the CPU twin defines that product), so no 16-bit
+ * copy of it is made in device memory. The CPU twin is kernels/cpu/linear.c.
  *
  * linear, W [K, N] row-major (GPT-2's Conv1D layout): a block owns a tile of columns and a slice of
  * rows. Eight threads cover a 16-byte-wide strip of a row (one 128-byte line), 32 rows at a time.
@@ -62,14 +63,18 @@ __device__ static void finish(const mv_args &a, int j, float v)
 }
 
 /* xs[0..k1 - k0) = the inputs k0..k1, normalised when the product has a norm (its statistics over
- * all K); red: 32 floats of shared memory. Every thread calls it; xs is ready when it returns. */
-__device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
+ * all K), and rounded to bf16 against bf16 weights (the CPU twin's definition of that product:
+ * kernels/cpu/matmul_bf16.c); red: 32 floats of shared memory. Every thread calls it; xs is ready
+ * when it returns. */
+template <dtype T> __device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
 {
     float mean = 0, rstd = 1;
     if (a.g)
         row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
-    for (int k = k0 + threadIdx.x; k < k1; k += blockDim.x)
-        xs[k - k0] = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+    for (int k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+        float v = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+        xs[k - k0] = T == DT_BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+    }
     __syncthreads();
 }
 
@@ -98,7 +103,7 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
     __shared__ int last;
     int tid = threadIdx.x, lane = tid % MV_LANES, r = tid / MV_LANES, slices = gridDim.y;
     int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows), col = blockIdx.x * TN + lane * E;
-    load_input(a, xs, k0, k1, red);
+    load_input<T>(a, xs, k0, k1, red);
     float acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++)
@@ -162,7 +167,7 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
     extern __shared__ float xs[]; /* all K inputs, normalised */
     __shared__ float red[32];
     int lane = threadIdx.x % 32, v0 = (blockIdx.x * MT_WARPS + threadIdx.x / 32) * MT_ROWS;
-    load_input(a, xs, 0, a.K, red);
+    load_input<T>(a, xs, 0, a.K, red);
     float acc[MT_ROWS];
 #pragma unroll
     for (int q = 0; q < MT_ROWS; q++)
@@ -196,7 +201,7 @@ __global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const 
     int v0 = (blockIdx.x * MT_WARPS + warp) * MT_ROWS;
     signed char *xq = (signed char *)(xs + K);
     float *xd = xs + K + K / 4;
-    load_input(a, xs, 0, K, red);
+    load_input<DT_Q8>(a, xs, 0, K, red);
     for (int b = warp; b < blocks; b += MT_WARPS) { /* a warp a block: lane i holds element i */
         float v = xs[b * DT_Q8_BLOCK + lane], amax = fabsf(v);
         for (int o = 16; o > 0; o >>= 1)

@@ -200,7 +200,8 @@ static const char *set_name(kb_kernels k) { return k == KB_KERNELS_FAST ? "fast"
 /* The fast set's fused one-token products against their CPU twins (kernels/cpu/linear.c): layernorm
  * in, bias, GELU or the residual add out, the LM head; 16-byte loads where the shape allows, element
  * loads where not; one slice of rows, and several whose partial sums the last block adds. Both sides
- * keep the activations in f32, so only the order of accumulation differs, in every weight dtype. */
+ * keep the activations in f32 (rounded to bf16 against bf16 weights: the emulated device found the
+ * kernel skipping that rounding), so only the order of accumulation differs, in every weight dtype. */
 static void fused_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);

@@ -1,0 +1,843 @@
+/* The emulated device's runtime API: memory, streams, events, stream capture and graphs, with CUDA's
+ * semantics where a program can tell them apart.
+ *   Work is queued and runs only when the host waits for it (a synchronising call), so host code that
+ *   reuses a buffer before its copy ran, or reads a result before waiting, sees it go wrong. A copy
+ *   from pageable host memory takes its bytes at the call, and one into pageable memory waits, as
+ *   CUDA's do; pinned memory is read and written when the copy runs.
+ *   Device memory is host memory from malloc, exactly the bytes asked for (AddressSanitizer sees a step
+ *   past them), poisoned with 0xff so that a read of bytes never written gives NaN or -1.
+ *   A capturing stream records its work into a graph (kernel arguments by value, as at the call);
+ *   a replay runs the recording. Calls that a capture forbids end it as invalidated.
+ *   A kernel that faults makes the device's error sticky, as a GPU fault does. */
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "emu.h"
+
+struct cuemu_stream {
+    unsigned flags;
+    bool capturing, invalidated;
+    cudaStreamCaptureMode mode;
+    cudaGraph_t graph;
+};
+struct event_state {
+    bool recorded, done;
+    double t;
+};
+struct cuemu_event {
+    unsigned flags;
+    std::shared_ptr<event_state> s;
+};
+struct work {
+    std::string what;
+    std::function<void()> fn;
+};
+struct cuemu_graph {
+    std::vector<std::shared_ptr<work>> nodes;
+};
+struct cuemu_graph_exec {
+    std::shared_ptr<std::vector<std::shared_ptr<work>>> nodes;
+};
+
+namespace cuemu {
+namespace {
+
+enum { DEVICE, PINNED, PAGEABLE };
+
+struct alloc {
+    size_t bytes;
+    int kind;
+};
+
+/* never destroyed: memory still allocated at exit stays reachable (a GPU frees it with the context) */
+std::recursive_mutex &mu = *new std::recursive_mutex;
+std::map<uintptr_t, alloc> &allocs = *new std::map<uintptr_t, alloc>;
+size_t device_bytes;
+std::vector<work> &queue = *new std::vector<work>;
+std::set<cudaStream_t> &streams = *new std::set<cudaStream_t>;
+std::map<const void *, int> &dyn_limits = *new std::map<const void *, int>;
+cudaError_t sticky = cudaSuccess, last = cudaSuccess;
+std::string sticky_why, last_why;
+cudaError_t last_why_code = cudaSuccess;
+uint64_t launches;
+
+typedef std::lock_guard<std::recursive_mutex> guard;
+
+double now()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/* an error returned by a call: the last error until cudaGetLastError reads it, with its details */
+__attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    last = e;
+    last_why = buf;
+    last_why_code = e;
+    return e;
+}
+
+/* the sticky error, when the device has one */
+cudaError_t broken() { return sticky != cudaSuccess ? (last = sticky) : cudaSuccess; }
+
+/* runs everything queued, in order; after a fault the rest is dropped, as a GPU drops it */
+void flush()
+{
+    std::vector<work> q;
+    q.swap(queue);
+    for (auto &w : q) {
+        if (sticky != cudaSuccess)
+            break;
+        w.fn();
+    }
+}
+
+const alloc *find(const void *p, uintptr_t *base)
+{
+    uintptr_t a = (uintptr_t)p;
+    auto it = allocs.upper_bound(a);
+    if (it == allocs.begin())
+        return nullptr;
+    --it;
+    if (a >= it->first + (it->second.bytes ? it->second.bytes : 1))
+        return nullptr;
+    *base = it->first;
+    return &it->second;
+}
+
+/* which memory [p, p + n) is in: DEVICE or PINNED when inside one such allocation, else PAGEABLE;
+ * -1 (the error set) when it starts inside one and runs past its end */
+int classify(const void *p, size_t n, const char *call, const char *name)
+{
+    uintptr_t base;
+    const alloc *a = find(p, &base);
+    if (!a)
+        return PAGEABLE;
+    if ((uintptr_t)p + n > base + a->bytes) {
+        fail(cudaErrorInvalidValue, "%s: %s %p + %zu bytes runs %zu bytes past the end of its %s allocation of %zu",
+             call, name, p, n, (size_t)((uintptr_t)p + n - base - a->bytes), a->kind == DEVICE ? "device" : "pinned",
+             a->bytes);
+        return -1;
+    }
+    return a->kind;
+}
+
+/* the capture that a call forbidden during capture invalidates (Global and ThreadLocal modes) */
+cuemu_stream *strict_capture()
+{
+    for (auto s : streams)
+        if (s->capturing && !s->invalidated && s->mode != cudaStreamCaptureModeRelaxed)
+            return s;
+    return nullptr;
+}
+
+cudaError_t forbidden_in_capture(const char *call)
+{
+    cuemu_stream *s = strict_capture();
+    if (!s)
+        return cudaSuccess;
+    s->invalidated = true;
+    return fail(cudaErrorStreamCaptureUnsupported, "%s while a stream is capturing: the capture is invalidated", call);
+}
+
+bool valid_stream(cudaStream_t s) { return !s || streams.count(s); }
+
+/* a synchronous copy's or set's wait: everything queued first (forbidden while capturing) */
+cudaError_t wait_all(const char *call)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    flush();
+    return broken();
+}
+
+/* the copy kinds' pointer classes: what each side must be (host: pinned or pageable) */
+cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
+{
+    if (dc < 0 || sc < 0)
+        return last;
+    bool dd = dc == DEVICE, sd = sc == DEVICE;
+    bool ok = k == cudaMemcpyDefault || (k == cudaMemcpyHostToDevice && dd && !sd) ||
+              (k == cudaMemcpyDeviceToHost && !dd && sd) || (k == cudaMemcpyDeviceToDevice && dd && sd) ||
+              (k == cudaMemcpyHostToHost && !dd && !sd);
+    if (k < cudaMemcpyHostToHost || k > cudaMemcpyDefault)
+        return fail(cudaErrorInvalidMemcpyDirection, "%s: copy kind %d", call, (int)k);
+    if (!ok)
+        return fail(cudaErrorInvalidValue, "%s: kind %d does not match the pointers (destination %s, source %s)", call,
+                    (int)k, dd ? "device" : "host", sd ? "device" : "host");
+    return cudaSuccess;
+}
+
+/* A copy of height rows of width bytes. Pageable sources are read now; a pageable destination makes
+ * the call wait for everything before it and copy now (CUDA's rules for pageable memory). */
+cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t height, cudaMemcpyKind k,
+                   cudaStream_t s, bool sync, const char *call)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!valid_stream(s))
+        return fail(cudaErrorInvalidResourceHandle, "%s: not a stream", call);
+    if (!width || !height)
+        return cudaSuccess;
+    if (height > 1 && (width > dp || width > sp || dp > device_prop().memPitch || sp > device_prop().memPitch))
+        return fail(cudaErrorInvalidPitchValue, "%s: width %zu, pitches %zu and %zu", call, width, dp, sp);
+    size_t dspan = dp * (height - 1) + width, sspan = sp * (height - 1) + width;
+    int dc = classify(dst, dspan, call, "destination"), sc = classify(src, sspan, call, "source");
+    if (cudaError_t e = check_kind(k, dc, sc, call))
+        return e;
+    const char *d = (const char *)dst, *sr = (const char *)src;
+    if (height > 1 && d < sr + sspan && sr < d + dspan)
+        return fail(cudaErrorInvalidValue, "%s: the source and destination overlap", call);
+    if (sync)
+        if (cudaError_t e = wait_all(call))
+            return e;
+    auto rows = [=](const char *from) {
+        for (size_t r = 0; r < height; r++)
+            memmove((char *)dst + r * dp, from + r * sp, width);
+    };
+    if (sync || dc == PAGEABLE) {
+        cuemu_stream *cs = s ? s : strict_capture();
+        if (cs && cs->capturing)
+            return cs->invalidated = true,
+                   fail(cudaErrorStreamCaptureUnsupported, "%s into pageable host memory while capturing", call);
+        if (!sync)
+            flush();
+        if (cudaError_t e = broken())
+            return e;
+        rows(sr);
+        return cudaSuccess;
+    }
+    if (sc == PAGEABLE) {
+        if (s && s->capturing)
+            return s->invalidated = true,
+                   fail(cudaErrorStreamCaptureUnsupported, "%s from pageable host memory while capturing", call);
+        auto snap = std::make_shared<std::vector<char>>(sr, sr + sspan);
+        return enqueue(s, call, [=]() { rows(snap->data()); });
+    }
+    return enqueue(s, call, [=]() { rows(sr); });
+}
+
+cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char *call)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!n)
+        return cudaSuccess;
+    int c = classify(p, n, call, "destination");
+    if (c < 0)
+        return last;
+    if (c != DEVICE)
+        return fail(cudaErrorInvalidValue, "%s: %p is not device memory", call, p);
+    if (sync) {
+        if (cudaError_t e = wait_all(call))
+            return e;
+        memset(p, v, n);
+        return cudaSuccess;
+    }
+    return enqueue(s, call, [=]() { memset(p, v, n); });
+}
+
+cudaError_t host_alloc(void **p, size_t bytes, const char *call)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!p)
+        return fail(cudaErrorInvalidValue, "%s: no pointer to set", call);
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p)
+        return fail(cudaErrorMemoryAllocation, "%s: %zu bytes", call, bytes);
+    memset(*p, 0xff, bytes);
+    allocs[(uintptr_t)*p] = alloc{bytes, PINNED};
+    return cudaSuccess;
+}
+
+} /* namespace */
+
+long env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, nullptr, 0) : def;
+}
+
+const cudaDeviceProp &device_prop(void)
+{
+    static cudaDeviceProp p;
+    static bool made;
+    if (!made) {
+        made = true;
+        snprintf(p.name, sizeof p.name, "NVIDIA H200 (emulated by cuda-emu)");
+        p.totalGlobalMem = (size_t)env_long("CUDA_EMU_MEMORY", 143771L << 20);
+        p.sharedMemPerBlock = 48 << 10;
+        p.sharedMemPerBlockOptin = 227 << 10;
+        p.sharedMemPerMultiprocessor = 228 << 10;
+        p.totalConstMem = 64 << 10;
+        p.regsPerBlock = 65536;
+        p.warpSize = 32;
+        p.maxThreadsPerBlock = 1024;
+        p.maxThreadsDim[0] = p.maxThreadsDim[1] = 1024;
+        p.maxThreadsDim[2] = 64;
+        p.maxGridSize[0] = 2147483647;
+        p.maxGridSize[1] = p.maxGridSize[2] = 65535;
+        p.major = 9;
+        p.minor = 0;
+        p.multiProcessorCount = 132;
+        p.maxThreadsPerMultiProcessor = 2048;
+        p.l2CacheSize = 60 << 20;
+        p.memoryBusWidth = 6144;
+        p.memoryClockRate = 3125000; /* kHz: 2 x 3.125 GHz x 768 bytes = 4.8 TB/s, the datasheet's */
+        p.clockRate = 1980000;
+        p.concurrentKernels = p.unifiedAddressing = p.canMapHostMemory = p.ECCEnabled = 1;
+        p.asyncEngineCount = 3;
+        p.memPitch = 2147483647;
+    }
+    return p;
+}
+
+void device_fault(cudaError_t e, const std::string &why)
+{
+    if (sticky != cudaSuccess)
+        return;
+    sticky = e;
+    sticky_why = why;
+    fprintf(stderr, "cuda-emu: %s\n", why.c_str());
+}
+
+bool in_device_memory(const void *p, size_t bytes)
+{
+    uintptr_t base;
+    const alloc *a = find(p, &base);
+    return a && a->kind == DEVICE && (uintptr_t)p + bytes <= base + a->bytes;
+}
+
+cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
+{
+    guard g(mu);
+    if (s && s->capturing) {
+        if (s->invalidated)
+            return fail(cudaErrorStreamCaptureInvalidated, "%s: the stream's capture was invalidated", what);
+        s->graph->nodes.push_back(std::make_shared<work>(work{what, std::move(fn)}));
+        return cudaSuccess;
+    }
+    if (!s) /* the legacy default stream waits for every stream: a capture cannot take part */
+        if (cuemu_stream *c = strict_capture()) {
+            c->invalidated = true;
+            return fail(cudaErrorStreamCaptureImplicit, "%s on the legacy default stream while a stream is capturing",
+                        what);
+        }
+    queue.push_back(work{what, std::move(fn)});
+    return cudaSuccess;
+}
+
+void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
+                   std::function<void()> body, const void *const *pointers, int n_pointers)
+{
+    guard g(mu);
+    if (broken())
+        return;
+    const cudaDeviceProp &p = device_prop();
+    dim3 gr = c.grid, b = c.block;
+    if (!gr.x || !gr.y || !gr.z || !b.x || !b.y || !b.z || gr.x > (unsigned)p.maxGridSize[0] ||
+        gr.y > (unsigned)p.maxGridSize[1] || gr.z > (unsigned)p.maxGridSize[2] || b.x > 1024 || b.y > 1024 || b.z > 64 ||
+        (size_t)b.x * b.y * b.z > 1024) {
+        fail(cudaErrorInvalidConfiguration, "%s at %s:%d: grid (%u,%u,%u), block (%u,%u,%u)", callee, file, line, gr.x,
+             gr.y, gr.z, b.x, b.y, b.z);
+        return;
+    }
+    auto lim = dyn_limits.find(fn);
+    size_t limit = lim != dyn_limits.end() ? (size_t)lim->second : p.sharedMemPerBlock;
+    if (c.shared > limit) {
+        fail(cudaErrorInvalidValue,
+             "%s at %s:%d asks for %zu bytes of dynamic shared memory: the limit is %zu (cudaFuncSetAttribute raises "
+             "it)",
+             callee, file, line, c.shared, limit);
+        return;
+    }
+    if (!valid_stream(c.stream)) {
+        fail(cudaErrorInvalidResourceHandle, "%s at %s:%d: not a stream", callee, file, line);
+        return;
+    }
+    for (int i = 0; i < n_pointers; i++) {
+        uintptr_t base;
+        if (pointers[i] && !find(pointers[i], &base) && !find((const char *)pointers[i] - 1, &base)) {
+            fail(cudaErrorInvalidValue, "%s at %s:%d: pointer argument %d (%p) is neither device nor pinned memory",
+                 callee, file, line, i + 1, pointers[i]);
+            return;
+        }
+    }
+    auto k = std::make_shared<kernel_launch>(kernel_launch{callee, file, line, c, std::move(body)});
+    std::string what = std::string("kernel ") + callee;
+    enqueue(c.stream, what.c_str(), [k]() {
+        uint64_t seed = (uint64_t)env_long("CUDA_EMU_SEED", 1) * 0x9e3779b97f4a7c15ull + ++launches;
+        std::string why;
+        if (!run_grid(*k, seed, &why))
+            device_fault(cudaErrorLaunchFailure, why);
+    });
+}
+
+} /* namespace cuemu */
+
+using namespace cuemu;
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+#define N(x)                                                                                       \
+    case x: return #x;
+        N(cudaSuccess) N(cudaErrorInvalidValue) N(cudaErrorMemoryAllocation) N(cudaErrorInitializationError)
+        N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidPitchValue) N(cudaErrorInvalidDevicePointer)
+        N(cudaErrorInvalidMemcpyDirection) N(cudaErrorInsufficientDriver) N(cudaErrorNoDevice)
+        N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorIllegalState) N(cudaErrorNotReady)
+        N(cudaErrorIllegalAddress) N(cudaErrorLaunchOutOfResources) N(cudaErrorAssert) N(cudaErrorLaunchFailure)
+        N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated) N(cudaErrorStreamCaptureImplicit)
+        N(cudaErrorUnknown)
+#undef N
+    }
+    return "cudaErrorUnknown";
+}
+
+/* CUDA's text for the error, and the emulator's account of it where it has one */
+const char *cudaGetErrorString(cudaError_t e)
+{
+    static const std::map<int, const char *> text = {
+        {cudaSuccess, "no error"},
+        {cudaErrorInvalidValue, "invalid argument"},
+        {cudaErrorMemoryAllocation, "out of memory"},
+        {cudaErrorInitializationError, "initialization error"},
+        {cudaErrorInvalidConfiguration, "invalid configuration argument"},
+        {cudaErrorInvalidPitchValue, "invalid pitch argument"},
+        {cudaErrorInvalidDevicePointer, "invalid device pointer"},
+        {cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"},
+        {cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version"},
+        {cudaErrorNoDevice, "no CUDA-capable device is detected"},
+        {cudaErrorInvalidDevice, "invalid device ordinal"},
+        {cudaErrorInvalidResourceHandle, "invalid resource handle"},
+        {cudaErrorIllegalState, "the operation cannot be performed in the present state"},
+        {cudaErrorNotReady, "device not ready"},
+        {cudaErrorIllegalAddress, "an illegal memory access was encountered"},
+        {cudaErrorLaunchOutOfResources, "too many resources requested for launch"},
+        {cudaErrorAssert, "device-side assert triggered"},
+        {cudaErrorLaunchFailure, "unspecified launch failure"},
+        {cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"},
+        {cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"},
+        {cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"},
+    };
+    guard g(mu);
+    auto it = text.find(e);
+    const char *base = it != text.end() ? it->second : "unrecognized error code";
+    const std::string *why = e == sticky && !sticky_why.empty() ? &sticky_why : e == last_why_code ? &last_why : nullptr;
+    if (!why || why->empty())
+        return base;
+    static thread_local char buf[2048];
+    snprintf(buf, sizeof buf, "%s (cuda-emu: %s)", base, why->c_str());
+    return buf;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    guard g(mu);
+    cudaError_t e = sticky != cudaSuccess ? sticky : last;
+    last = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+    guard g(mu);
+    return sticky != cudaSuccess ? sticky : last;
+}
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d)
+{
+    return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the emulated device is 0", d);
+}
+
+cudaError_t cudaGetDevice(int *d)
+{
+    *d = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+    if (d != 0)
+        return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d)", d);
+    *p = device_prop();
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
+{
+    const cudaDeviceProp &p = device_prop();
+    if (d != 0)
+        return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute on device %d", d);
+    switch (a) {
+    case cudaDevAttrMaxThreadsPerBlock: *v = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)p.sharedMemPerBlock; break;
+    case cudaDevAttrWarpSize: *v = p.warpSize; break;
+    case cudaDevAttrClockRate: *v = p.clockRate; break;
+    case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
+    case cudaDevAttrMemoryClockRate: *v = p.memoryClockRate; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *v = p.memoryBusWidth; break;
+    case cudaDevAttrL2CacheSize: *v = p.l2CacheSize; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)p.sharedMemPerBlockOptin; break;
+    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)a);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    guard g(mu);
+    return wait_all("cudaDeviceSynchronize");
+}
+
+cudaError_t cudaDeviceReset(void)
+{
+    guard g(mu);
+    queue.clear();
+    sticky = last = cudaSuccess;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!p)
+        return fail(cudaErrorInvalidValue, "cudaMalloc: no pointer to set");
+    if (cudaError_t e = forbidden_in_capture("cudaMalloc"))
+        return e;
+    *p = nullptr;
+    if (!bytes)
+        return cudaSuccess;
+    if (device_bytes + bytes > device_prop().totalGlobalMem)
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes with %zu of %zu in use", bytes, device_bytes,
+                    device_prop().totalGlobalMem);
+    void *m = malloc(bytes);
+    if (!m)
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc: the host has no %zu bytes", bytes);
+    memset(m, 0xff, bytes);
+    allocs[(uintptr_t)m] = alloc{bytes, DEVICE};
+    device_bytes += bytes;
+    *p = m;
+    return cudaSuccess;
+}
+
+static cudaError_t release(void *p, int kind, const char *call)
+{
+    guard g(mu);
+    if (!p)
+        return cudaSuccess;
+    auto it = allocs.find((uintptr_t)p);
+    if (it == allocs.end() || it->second.kind != kind)
+        return fail(cudaErrorInvalidValue, "%s(%p): not a pointer that %s returned", call, p,
+                    kind == DEVICE ? "cudaMalloc" : "cudaHostAlloc");
+    if (cudaError_t e = wait_all(call)) /* freeing waits for the work that may still use it */
+        if (e != sticky)
+            return e;
+    if (kind == DEVICE)
+        device_bytes -= it->second.bytes;
+    allocs.erase(it);
+    free(p);
+    return broken();
+}
+
+cudaError_t cudaFree(void *p) { return release(p, DEVICE, "cudaFree"); }
+cudaError_t cudaFreeHost(void *p) { return release(p, PINNED, "cudaFreeHost"); }
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return host_alloc(p, bytes, "cudaHostAlloc");
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return host_alloc(p, bytes, "cudaMallocHost"); }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    *total_bytes = device_prop().totalGlobalMem;
+    *free_bytes = *total_bytes - device_bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+    guard g(mu);
+    uintptr_t base;
+    const alloc *al = find(p, &base);
+    memset(a, 0, sizeof *a);
+    a->type = !al ? cudaMemoryTypeUnregistered : al->kind == DEVICE ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    a->devicePointer = al ? (void *)p : nullptr;
+    a->hostPointer = al && al->kind == PINNED ? (void *)p : nullptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind k)
+{
+    return copy2d(dst, bytes, src, bytes, bytes, 1, k, nullptr, true, "cudaMemcpy");
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s)
+{
+    return copy2d(dst, bytes, src, bytes, bytes, 1, k, s, false, "cudaMemcpyAsync");
+}
+cudaError_t cudaMemcpy2D(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, cudaMemcpyKind k)
+{
+    return copy2d(dst, dp, src, sp, w, h, k, nullptr, true, "cudaMemcpy2D");
+}
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, cudaMemcpyKind k,
+                              cudaStream_t s)
+{
+    return copy2d(dst, dp, src, sp, w, h, k, s, false, "cudaMemcpy2DAsync");
+}
+cudaError_t cudaMemset(void *p, int v, size_t bytes) { return set(p, v, bytes, nullptr, true, "cudaMemset"); }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
+{
+    return set(p, v, bytes, s, false, "cudaMemsetAsync");
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    *s = new cuemu_stream{flags, false, false, cudaStreamCaptureModeGlobal, nullptr};
+    streams.insert(*s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    guard g(mu);
+    if (!s || !streams.count(s))
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a stream");
+    if (s->capturing)
+        return fail(cudaErrorIllegalState, "cudaStreamDestroy: the stream is capturing");
+    flush();
+    streams.erase(s);
+    delete s;
+    return broken();
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    guard g(mu);
+    if (!valid_stream(s))
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
+    if (s && s->capturing) {
+        s->invalidated = true;
+        return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of a capturing stream");
+    }
+    return wait_all("cudaStreamSynchronize");
+}
+
+/* no work runs until the host waits: a query waits, or a program that polls would never see it done */
+cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    guard g(mu);
+    if (!valid_stream(s) || !e)
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent");
+    return broken(); /* one queue for every stream keeps every order */
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!s)
+        return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy default stream");
+    if (!streams.count(s))
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream");
+    if (s->capturing)
+        return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
+    s->capturing = true;
+    s->invalidated = false;
+    s->mode = mode;
+    s->graph = new cuemu_graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    guard g(mu);
+    *graph = nullptr;
+    if (!s || !streams.count(s) || !s->capturing)
+        return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
+    s->capturing = false;
+    if (s->invalidated) {
+        delete s->graph;
+        s->graph = nullptr;
+        return fail(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture was invalidated");
+    }
+    *graph = s->graph;
+    s->graph = nullptr;
+    return broken();
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
+{
+    guard g(mu);
+    *st = s && s->capturing ? (s->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive)
+                            : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    *e = new cuemu_event{flags, std::make_shared<event_state>()};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete e; /* work that records it keeps its state */
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    guard g(mu);
+    if (cudaError_t err = broken())
+        return err;
+    if (!e)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: no event");
+    auto st = e->s;
+    st->recorded = true;
+    st->done = false;
+    return enqueue(s, "cudaEventRecord", [st]() {
+        st->t = now();
+        st->done = true;
+    });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    guard g(mu);
+    if (!e)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: no event");
+    return wait_all("cudaEventSynchronize");
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!a || !b || !a->s->recorded || !b->s->recorded || (a->flags | b->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event not recorded, or without timing");
+    if (!a->s->done || !b->s->done)
+        return fail(cudaErrorNotReady, "cudaEventElapsedTime: an event has not completed (nothing waited for it)");
+    *ms = (float)((b->s->t - a->s->t) * 1e3);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+    if (!g || !n)
+        return fail(cudaErrorInvalidValue, "cudaGraphGetNodes");
+    if (nodes)
+        for (size_t i = 0; i < *n && i < g->nodes.size(); i++)
+            nodes[i] = (cudaGraphNode_t)g->nodes[i].get();
+    *n = g->nodes.size();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags)
+{
+    (void)flags;
+    guard gu(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!g)
+        return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: no graph");
+    *exec = new cuemu_graph_exec{std::make_shared<std::vector<std::shared_ptr<work>>>(g->nodes)};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    guard g(mu);
+    if (cudaError_t e = broken())
+        return e;
+    if (!exec)
+        return fail(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: no graph");
+    auto nodes = exec->nodes;
+    return enqueue(s, "cudaGraphLaunch", [nodes]() {
+        for (auto &n : *nodes)
+            if (sticky == cudaSuccess)
+                n->fn();
+    });
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    delete g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cuemu_func_set_attribute(const void *f, cudaFuncAttribute a, int v)
+{
+    guard g(mu);
+    if (a == cudaFuncAttributePreferredSharedMemoryCarveout)
+        return v >= -1 && v <= 100 ? cudaSuccess : fail(cudaErrorInvalidValue, "carveout %d", v);
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not emulated", (int)a);
+    if (v < 0 || (size_t)v > device_prop().sharedMemPerBlockOptin)
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: %d bytes of dynamic shared memory; the most is %zu", v,
+                    device_prop().sharedMemPerBlockOptin);
+    dyn_limits[f] = v;
+    return cudaSuccess;
+}

@@ -133,7 +133,7 @@ EMU_OBJ   = $(LIB_SRC:%.c=$(EMU)/obj/%.o) $(CUDA_SRC:%.cu=$(EMU)/obj/%.o)
 
 $(EMU)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -DKVCHAT_CUDA $(SAN) -c -o $@ $<
+	$(CC) $(filter-out -DKVCHAT_CUDA,$(CFLAGS)) -DKVCHAT_CUDA -DKVCHAT_CUDA_EMU $(SAN) -c -o $@ $<
 
 $(EMU)/obj/%.o: %.cu $(EMU_SRC)
 	@mkdir -p $(dir $@)

@@ -1,4 +1,5 @@
-/* Runs every unit test table (or only the tests whose names contain one of the arguments). */
+/* Runs every unit test table, or only the tests whose names contain one of the arguments; an argument
+ * -TEXT leaves out the tests whose names contain TEXT. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,10 +71,15 @@ int main(int argc, char **argv)
     int passed = 0, failed = 0, skipped = 0;
     for (size_t t = 0; t < sizeof TABLES / sizeof TABLES[0]; t++)
         for (const unit_test *u = TABLES[t]; u->name; u++) {
-            int chosen = argc < 2;
+            int chosen = 1, left_out = 0;
+            for (int a = 1; a < argc; a++)
+                if (argv[a][0] == '-')
+                    left_out |= strstr(u->name, argv[a] + 1) != NULL;
+                else
+                    chosen = 0;
             for (int a = 1; a < argc && !chosen; a++)
-                chosen = strstr(u->name, argv[a]) != NULL;
-            if (!chosen)
+                chosen = argv[a][0] != '-' && strstr(u->name, argv[a]) != NULL;
+            if (!chosen || left_out)
                 continue;
             check_failed = 0;
             check_skipped = 0;

@@ -18,6 +18,15 @@
 #endif
 
 #ifdef KVCHAT_CUDA
+/* The emulated device (tests/cuda_emu) runs every GPU thread as a fiber on one core, under the
+ * sanitizers: there the sampler takes fewer trials and the model fewer decode steps, each case still
+ * covered. */
+#ifdef KVCHAT_CUDA_EMU
+enum { SAMPLE_TRIALS = 30, DECODE_STEPS = 16 };
+#else
+enum { SAMPLE_TRIALS = 200, DECODE_STEPS = 40 };
+#endif
+
 static char no_gpu[256]; /* why there is none */
 
 static kb_backend *gpu(void)
@@ -344,7 +353,7 @@ static void attention_twins(void)
      * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set: past
      * crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
      * flash-decoding kernel, 24 the general prefill kernel and the basic decode kernel. Both sets. */
-    enum { past = 140, n = 5, T = past + n, bt = 4 };
+    enum { past = 140, n = 5, T = past + n };
     static const int heads[3][2] = {{4, 16}, {2, 64}, {3, 24}};
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
     for (int run = 0; run < 2 * 3; run++) {
@@ -359,7 +368,9 @@ static void attention_twins(void)
             qkv_pre[i] = rnd(&s) * 2;
         for (int i = 0; i < n * 3 * C; i++)
             qkv[i] = rnd(&s) * 2;
-        for (int t = 0; t < 4; t++) {
+        for (int tl = 0; tl < 8; tl++) { /* each cache dtype, paged (blocks of 4 in reverse order), then
+                                          * contiguous (one block holding every position) */
+            int t = tl % 4, bt = tl < 4 ? 4 : T;
             double tol = types[t] == DT_F32 ? 1e-5 : 1e-2;
             int nb = (T + bt - 1) / bt, table[64];
             for (int i = 0; i < nb; i++)
@@ -377,7 +388,8 @@ static void attention_twins(void)
             GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past));
             g->copy(g, y2, dy, sizeof(float) * past * C);
             double e = rel_err(y2, yp, past * C);
-            CHECK(e < tol, "prefill attention hd %d %s (%s): rel err %.3g", hd, dt_name(types[t]), set_name(set), e);
+            CHECK(e < tol, "prefill attention hd %d %s, %d-position blocks (%s): rel err %.3g", hd, dt_name(types[t]), bt,
+                  set_name(set), e);
             c->attention(c, y1, qkv, &kv, 1, past, n);
             poison(g, dy, sizeof(float) * n * C);
             GPU_OK(g->attention(g, dy, dq, &dkv, 1, past, n));
@@ -429,7 +441,7 @@ static void sample_twins(void)
     kb_backend *c, *g = twin_backends(&c);
     if (!g)
         return;
-    enum { V = 50257, TRIALS = 200 };
+    enum { V = 50257, TRIALS = SAMPLE_TRIALS };
     static float l[V];
     static int hist[300];
     float *dl = g->alloc(g, sizeof l, "logits");
@@ -441,8 +453,12 @@ static void sample_twins(void)
         /* every seventh: logits so spread that most integer probabilities are 0 and top-k asks for more
          * ids than have any */
         float spread = t % 7 == 6 ? 80.0f : 4.0f;
-        for (int i = 0; i < V; i++)
+        /* and every seventh from the fourth on: whole-number logits, so that thousands of ids tie at
+         * each top-k and top-p threshold */
+        for (int i = 0; i < V; i++) {
             l[i] = rnd(&s) * spread + (i % 97 == 0 ? 6 : 0);
+            l[i] = t % 7 == 3 ? roundf(l[i]) : l[i];
+        }
         for (int i = 0; i < 300; i++)
             hist[i] = (int)((rnd(&s) + 1) * 0.5 * V) % V;
         g->copy(g, dl, l, sizeof l);
@@ -490,14 +506,16 @@ static void sample_twins(void)
     c->destroy(c);
 }
 
-/* Whole decode steps on both backends, the same ids fed to both, in one kernel set: the first decode
- * step runs eagerly, the second is recorded as a graph, the rest replay it while the block table
- * grows under it; midway both caches go to (pinned) host memory and come back, which moves the
- * blocks. *nodes: the recorded step's. */
+/* Whole decode steps on both backends, the same ids fed to both, in one kernel set: a prefill, then
+ * the first decode step runs eagerly, the second is recorded as a graph, the rest replay it while the
+ * block table grows under it and the window crosses position 128, where both sets' decode attention
+ * starts a new chunk (of 64 or 128 positions) inside the recorded grid; midway both caches go to
+ * (pinned) host memory and come back, which moves the blocks. *nodes: the recorded step's. */
+enum { STEPS_PREFILL = 122, STEPS_CTX = 192 };
 static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
 {
     gpt2_model mc, mg;
-    const char *dir = fixture_model("f32", 64);
+    const char *dir = fixture_model("f32", STEPS_CTX);
     g->use_kernels(g, set);
     if (gpt2_load(&mc, dir, DT_F32, NULL) || gpt2_load(&mg, dir, DT_F32, NULL) || gpt2_place(&mg, g, NULL)) {
         CHECK(0, "load: %s", err_msg());
@@ -507,19 +525,19 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
     kv_opts_default(&o, &mc.cfg);
     kv_pool *pc = kv_pool_create(c, &mc.cfg, &o, NULL), *pg = kv_pool_create(g, &mg.cfg, &o, NULL);
     kv_seq *sc = kv_seq_new(pc, 1), *sg = kv_seq_new(pg, 1);
-    int V = mc.cfg.vocab_size, ids[64], agree = 0, steps = 0;
+    int V = mc.cfg.vocab_size, ids[STEPS_PREFILL + DECODE_STEPS + 1], agree = 0, steps = 0;
     long replays = cuda_graph_replays(g);
     float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < STEPS_PREFILL; i++)
         ids[i] = (i * 7919 + 13) % V;
     sampler a, b;
     sampler_params sp = {.temp = 0.9f, .top_k = 20, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 3};
     sampler_init(&a, &sp);
     sampler_init(&b, &sp);
     double worst = 0;
-    for (int n = 8; n < 60; n++) {
-        int first = n == 8 ? 0 : n - 1, na = -1, nb = -1;
-        if (n == 40 && (kv_offload(sc) || kv_offload(sg))) {
+    for (int n = STEPS_PREFILL; n <= STEPS_PREFILL + DECODE_STEPS; n++) {
+        int first = n == STEPS_PREFILL ? 0 : n - 1, na = -1, nb = -1;
+        if (n == STEPS_PREFILL + DECODE_STEPS / 2 && (kv_offload(sc) || kv_offload(sg))) {
             CHECK(0, "offload: %s", err_msg());
             break;
         }
@@ -559,7 +577,7 @@ static void model_steps(void)
         return;
     int fast = 0, basic = 0, layers = 0;
     gpt2_model m;
-    if (gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0) {
+    if (gpt2_load(&m, fixture_model("f32", STEPS_CTX), DT_F32, NULL) == 0) {
         layers = m.cfg.n_layer;
         gpt2_free(&m);
     }

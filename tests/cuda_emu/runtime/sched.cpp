@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <stdarg.h>
@@ -16,13 +17,8 @@
 
 #include "emu.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CUEMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CUEMU_ASAN 1
-#endif
-#endif
+/* CUEMU_ASAN: the program is built with AddressSanitizer (nvcc-emu says so), which must be told of each
+ * switch of stacks */
 #ifdef CUEMU_ASAN
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
@@ -85,6 +81,12 @@ struct fiber {
     uint64_t val, result;
     int arg, width, is_signed, pred_out;
     void *fake_stack;
+    char *stack;
+};
+
+/* a warp's lanes that have not exited, and those waiting in a collective */
+struct warp_state {
+    unsigned live, waiting;
 };
 
 struct shared_var_alloc {
@@ -98,7 +100,9 @@ struct block_run {
     const char *kernel;          /* the __global__ function's name, once a thread has entered it */
     int n, alive;
     fiber *f;
+    std::vector<warp_state> warps;
     std::vector<int> ready, round;
+    size_t pos;                  /* the running fiber's place in round */
     std::vector<shared_var_alloc> shared;
     size_t shared_bytes;
     void *dyn;
@@ -220,94 +224,104 @@ int shuffle_source(const fiber &g, int lane)
  * with the same mask and operation: each gets its result and becomes ready. */
 void try_complete(block_run *r, int warp, unsigned mask, int op)
 {
-    unsigned part = 0;
-    for (int l = 0; l < 32; l++) {
-        fiber *g = mask >> l & 1u ? lane_fiber(r, warp, l) : nullptr;
-        if (!g || g->st == F_EXITED)
-            continue;
-        if (g->st != F_AT_WARP || g->mask != mask || g->op != op)
+    warp_state &w = r->warps[(size_t)warp];
+    if (mask & w.live & ~w.waiting)
+        return; /* a lane it names has still to arrive */
+    fiber *lanes = r->f + (size_t)warp * 32;
+    unsigned part = mask & w.live;
+    for (unsigned m = part; m; m &= m - 1) {
+        const fiber &g = lanes[__builtin_ctz(m)];
+        if (g.mask != mask || g.op != op)
             return;
-        part |= 1u << l;
     }
     if (!part)
         return;
-    uint64_t ballot = 0, reduced = 0;
-    int first = 1, all_equal = 1;
-    uint64_t first_val = 0;
-    for (int l = 0; l < 32; l++) {
-        if (!(part >> l & 1u))
-            continue;
-        fiber *g = lane_fiber(r, warp, l);
-        ballot |= (uint64_t)(g->val != 0) << l;
-        reduced = first ? (uint32_t)g->val : reduce32(op, reduced, g->val, g->is_signed);
-        if (first)
-            first_val = g->val;
-        all_equal &= g->val == first_val;
-        first = 0;
+    uint64_t ballot = 0, reduced = 0, first_val = lanes[__builtin_ctz(part)].val;
+    int all_equal = 1;
+    if (op >= W_BALLOT) {
+        reduced = (uint32_t)first_val;
+        for (unsigned m = part; m; m &= m - 1) {
+            const fiber &g = lanes[__builtin_ctz(m)];
+            ballot |= (uint64_t)(g.val != 0) << __builtin_ctz(m);
+            if (m != part)
+                reduced = reduce32(op, reduced, g.val, g.is_signed);
+            all_equal &= g.val == first_val;
+        }
     }
-    for (int l = 0; l < 32; l++) {
-        if (!(part >> l & 1u))
-            continue;
-        fiber *g = lane_fiber(r, warp, l);
+    for (unsigned m = part; m; m &= m - 1) {
+        int l = __builtin_ctz(m);
+        fiber &g = lanes[l];
         switch (op) {
-        case W_SYNC: g->result = 0; break;
+        case W_SYNC: g.result = 0; break;
         case W_SHFL:
         case W_SHFL_UP:
         case W_SHFL_DOWN:
         case W_SHFL_XOR: {
-            int s = shuffle_source(*g, l);
-            if (s != l && !(part >> s & 1u)) {
+            int src = shuffle_source(g, l);
+            if (src != l && !(part >> src & 1u)) {
                 fault(r, "%s at %s:%d: %s of warp %d reads lane %d, whose value is undefined: %s", op_name(op),
-                      g->file, g->line, thread_name(*g).c_str(), warp, s, absent_reason(r, warp, s, mask).c_str());
+                      g.file, g.line, thread_name(g).c_str(), warp, src, absent_reason(r, warp, src, mask).c_str());
                 return;
             }
-            g->result = lane_fiber(r, warp, s)->val;
+            g.result = lanes[src].val;
             break;
         }
-        case W_BALLOT: g->result = ballot; break;
-        case W_ANY: g->result = ballot != 0; break;
-        case W_ALL: g->result = ballot == part; break;
+        case W_BALLOT: g.result = ballot; break;
+        case W_ANY: g.result = ballot != 0; break;
+        case W_ALL: g.result = ballot == part; break;
         case W_MATCH_ANY: {
             unsigned same = 0;
-            for (int m = 0; m < 32; m++)
-                if (part >> m & 1u && lane_fiber(r, warp, m)->val == g->val)
-                    same |= 1u << m;
-            g->result = same;
+            for (unsigned q = part; q; q &= q - 1)
+                if (lanes[__builtin_ctz(q)].val == g.val)
+                    same |= 1u << __builtin_ctz(q);
+            g.result = same;
             break;
         }
         case W_MATCH_ALL:
-            g->result = all_equal ? part : 0;
-            g->pred_out = all_equal;
+            g.result = all_equal ? part : 0;
+            g.pred_out = all_equal;
             break;
-        default: g->result = reduced; break;
+        default: g.result = reduced; break;
         }
     }
-    for (int l = 0; l < 32; l++)
-        if (part >> l & 1u) {
-            fiber *g = lane_fiber(r, warp, l);
-            g->st = F_READY;
-            r->ready.push_back(warp * 32 + l);
-        }
+    for (unsigned m = part; m; m &= m - 1) {
+        lanes[__builtin_ctz(m)].st = F_READY;
+        r->ready.push_back(warp * 32 + __builtin_ctz(m));
+    }
+    w.waiting &= ~part;
 }
 
 /* after lane exits: the collectives its warp waits in may complete without it */
-void after_exit(block_run *r, int warp)
+void after_exit(block_run *r, int warp, int lane)
 {
-    for (int l = 0; l < 32 && !r->failed; l++) {
-        fiber *g = lane_fiber(r, warp, l);
-        if (g && g->st == F_AT_WARP)
+    warp_state &w = r->warps[(size_t)warp];
+    w.live &= ~(1u << lane);
+    for (unsigned m = w.waiting; m && !r->failed; m &= m - 1) {
+        fiber *g = r->f + (size_t)warp * 32 + __builtin_ctz(m);
+        if (g->st == F_AT_WARP)
             try_complete(r, warp, g->mask, g->op);
     }
 }
 
-/* back to the scheduler; dying: this fiber never runs again */
-void to_scheduler(fiber *f, bool dying)
+/* Leaves the running fiber (dying: for good) for the next fiber of the round, or for the scheduler
+ * when the round is over: one switch, not two. */
+void switch_away(fiber *f, bool dying)
 {
+    block_run *r = cur_run;
+    void *to = r->sched_sp;
+    fiber *next = nullptr;
+    if (!r->failed && r->pos + 1 < r->round.size()) {
+        next = &r->f[r->round[++r->pos]];
+        to = next->sp;
+    }
+    cur_fib = next;
+    cur_thread = next ? &next->ctx : nullptr;
 #ifdef CUEMU_ASAN
-    __sanitizer_start_switch_fiber(dying ? nullptr : &f->fake_stack, sched_bottom, sched_size);
+    __sanitizer_start_switch_fiber(dying ? nullptr : &f->fake_stack, next ? next->stack : sched_bottom,
+                                   next ? (size_t)STACK_BYTES : sched_size);
 #endif
     (void)dying;
-    cuemu_switch(&f->sp, cur_run->sched_sp);
+    cuemu_switch(&f->sp, to);
 #ifdef CUEMU_ASAN
     __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
 #endif
@@ -316,7 +330,7 @@ void to_scheduler(fiber *f, bool dying)
 [[noreturn]] void fail_here(block_run *r, fiber *f)
 {
     (void)r;
-    to_scheduler(f, true);
+    switch_away(f, true);
     abort(); /* never resumed */
 }
 
@@ -325,15 +339,15 @@ void to_scheduler(fiber *f, bool dying)
 __attribute__((no_sanitize_address)) void fiber_main()
 {
 #ifdef CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &sched_bottom, &sched_size);
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
     block_run *r = cur_run;
     fiber *f = cur_fib;
     r->k->body();
     f->st = F_EXITED;
     r->alive--;
-    after_exit(r, f->ctx.warp);
-    to_scheduler(f, true);
+    after_exit(r, f->ctx.warp, f->ctx.lane);
+    switch_away(f, true);
     abort();
 }
 
@@ -352,14 +366,13 @@ char *stack_of(size_t i)
     return stacks[i];
 }
 
-void start_fiber(fiber *f, size_t i)
+/* the stack as a fresh call of fiber_main would find it after cuemu_switch's pops; csr: the
+ * floating-point control words it starts with */
+void start_fiber(fiber *f, size_t i, uint64_t csr)
 {
-    char *top = stack_of(i) + STACK_BYTES;
-    void **sp = (void **)(top - 72);
-    unsigned csr[2];
-    asm volatile("stmxcsr %0" : "=m"(csr[0]));
-    csr[1] = 0x37f; /* the x87 control word's default */
-    memcpy(&sp[0], csr, 8);
+    f->stack = stack_of(i);
+    void **sp = (void **)(f->stack + STACK_BYTES - 72);
+    memcpy(&sp[0], &csr, 8);
     for (int k = 1; k <= 6; k++)
         sp[k] = nullptr;
     sp[7] = (void *)fiber_main;
@@ -369,13 +382,15 @@ void start_fiber(fiber *f, size_t i)
     f->fake_stack = nullptr;
 }
 
-void run_fiber(block_run *r, int t)
+/* runs the round's fibers, each handing over to the next, until the last hands back */
+void run_round(block_run *r)
 {
-    fiber *f = &r->f[t];
+    r->pos = 0;
+    fiber *f = &r->f[r->round[0]];
     cur_fib = f;
     cur_thread = &f->ctx;
 #ifdef CUEMU_ASAN
-    __sanitizer_start_switch_fiber(&r->sched_fake, stack_of((size_t)t), STACK_BYTES);
+    __sanitizer_start_switch_fiber(&r->sched_fake, f->stack, STACK_BYTES);
 #endif
     cuemu_switch(&r->sched_sp, f->sp);
 #ifdef CUEMU_ASAN
@@ -441,11 +456,13 @@ void resolve_stuck(block_run *r)
     }
 }
 
-bool run_block(block_run *r)
+bool run_block(block_run *r, uint64_t csr)
 {
+    r->warps.assign((size_t)(r->n + 31) / 32, warp_state{0, 0});
+    for (int t = 0; t < r->n; t++)
+        r->warps[(size_t)t / 32].live |= 1u << (t % 32);
     for (int t = 0; t < r->n; t++) {
-        fiber *f = &r->f[t];
-        start_fiber(f, (size_t)t);
+        start_fiber(&r->f[t], (size_t)t, csr);
         r->ready.push_back(t);
     }
     while (!r->failed && r->alive > 0) {
@@ -457,8 +474,7 @@ bool run_block(block_run *r)
         }
         shuffle(r->ready, &r->rng);
         r->round.swap(r->ready);
-        for (size_t i = 0; i < r->round.size() && !r->failed; i++)
-            run_fiber(r, r->round[i]);
+        run_round(r);
         r->round.clear();
     }
     return !r->failed;
@@ -511,7 +527,10 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
     fiber *f = current("a __shared__ declaration");
     block_run *r = cur_run;
     for (auto &s : r->shared)
-        if (s.key == key || !strcmp(s.key, key))
+        if (s.key == key)
+            return s.p;
+    for (auto &s : r->shared) /* the same declaration's key, as another copy of the string */
+        if (!strcmp(s.key, key))
             return s.p;
     size_t limit = device_prop().sharedMemPerBlockOptin;
     if (r->shared_bytes + bytes + r->k->cfg.shared > limit) {
@@ -545,7 +564,7 @@ static uint64_t barrier_wait(const char *file, int line, int kind, int pred)
     f->line = line;
     f->op = kind;
     f->val = pred != 0;
-    to_scheduler(f, false);
+    switch_away(f, false);
     return f->result;
 }
 
@@ -578,8 +597,9 @@ uint64_t warp_collective(const char *file, int line, warp_op op, unsigned mask, 
     f->arg = arg;
     f->width = width;
     f->is_signed = is_signed;
+    r->warps[(size_t)f->ctx.warp].waiting |= 1u << lane;
     try_complete(r, f->ctx.warp, mask, op);
-    to_scheduler(f, false);
+    switch_away(f, false);
     if (pred_out)
         *pred_out = f->pred_out;
     return f->result;
@@ -616,6 +636,22 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why)
         order[i] = i;
     uint64_t rng = seed;
     shuffle(order, &rng);
+    unsigned csr[2] = {0, 0x37f}; /* the fibers start with this thread's MXCSR and x87's default */
+    asm volatile("stmxcsr %0" : "=m"(csr[0]));
+    uint64_t csr64;
+    memcpy(&csr64, csr, 8);
+#ifdef CUEMU_ASAN
+    /* the stack the scheduler runs on, this host thread's (read once: it reads /proc) */
+    static thread_local void *bottom;
+    static thread_local size_t size;
+    pthread_attr_t at;
+    if (!bottom && !pthread_getattr_np(pthread_self(), &at)) {
+        pthread_attr_getstack(&at, &bottom, &size);
+        pthread_attr_destroy(&at);
+    }
+    sched_bottom = bottom;
+    sched_size = size;
+#endif
     block_run r;
     r.k = &k;
     r.n = n;
@@ -645,7 +681,7 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why)
             fault(&r, "out of host memory for dynamic shared memory");
         cur_run = &r;
         cur_block = &r.ctx;
-        bool ok = !r.failed && run_block(&r);
+        bool ok = !r.failed && run_block(&r, csr64);
         cur_run = nullptr;
         cur_block = nullptr;
         free_shared(&r);

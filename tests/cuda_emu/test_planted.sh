@@ -1,0 +1,89 @@
+# The emulated device proves itself: each program under planted/ is built with its bug (-DPLANTED)
+# and without, under AddressSanitizer and UBSan; the bug must be caught as CUDA would have it (a wrong
+# result, a sanitizer report, an error naming the kernel and the line) and the correct counterpart
+# must pass. Sourced by run.sh with BUILD, TMP and the helpers of tests/lib.sh.
+
+P=$TMP/planted
+mkdir -p "$P"
+export CUDA_EMU_CACHE=$PWD/$BUILD/emu/cache
+planted_build() { # NAME: $P/NAME-bug and $P/NAME-ok
+    local f=tests/cuda_emu/planted/$1.cu
+    tests/cuda_emu/nvcc-emu -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+        -fno-sanitize-recover=undefined -DPLANTED -o "$P/$1-bug" "$f" &&
+        tests/cuda_emu/nvcc-emu -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined -o "$P/$1-ok" "$f"
+}
+# planted_run NAME KIND [SEED]: runs one build, its output (stdout and stderr) in $P/out, its status in rc
+planted_run() {
+    CUDA_EMU_SEED=${3:-1} ASAN_OPTIONS=detect_leaks=0 "$P/$1-$2" >"$P/out" 2>&1
+    rc=$?
+}
+# planted_case NAME WHAT PATTERN...: the bug exits non-zero with every PATTERN (grep -E) in its output;
+# the correct build prints "right" and exits 0
+planted_case() {
+    local name=$1 what=$2 pat missing=
+    shift 2
+    if ! planted_build "$name" >"$P/build" 2>&1; then
+        fail "emu/planted $name builds" "$(tail -3 "$P/build" | tr '\n' ' ')"
+        return
+    fi
+    planted_run "$name" bug
+    for pat in "$@"; do grep -qE -- "$pat" "$P/out" || missing="$missing /$pat/"; done
+    if [ "$rc" = 0 ] || [ -n "$missing" ]; then
+        fail "emu/planted $name: $what" "exit $rc, output lacks$missing: $(head -c 400 "$P/out" | tr '\n' ' ')"
+    else
+        pass "emu/planted $name: $what"
+    fi
+    planted_run "$name" ok
+    if [ "$rc" = 0 ] && grep -qx right "$P/out"; then
+        pass "emu/planted $name: the correct counterpart passes"
+    else
+        fail "emu/planted $name: the correct counterpart passes" "exit $rc: $(head -c 400 "$P/out" | tr '\n' ' ')"
+    fi
+}
+
+planted_case oob_shared "a shared write past its array is reported by AddressSanitizer" \
+    'AddressSanitizer: heap-buffer-overflow' 'WRITE of size 4' 'oob_shared.cu:13'
+planted_case oob_global "a global read past its allocation is reported by AddressSanitizer" \
+    'AddressSanitizer: heap-buffer-overflow' 'READ of size 4' 'oob_global.cu:10'
+planted_case branch_sync "a __syncthreads some threads skip is an error naming the kernel and both lines" \
+    'kernel pairs' '__syncthreads in divergent code' 'branch_sync.cu:13' 'branch_sync.cu:18' 'unspecified launch failure'
+planted_case shfl_exited "a full-mask shuffle with a lane gone is an error naming the kernel, the line and the lane" \
+    'kernel warp_sum' '__shfl_xor_sync at [^ ]*shfl_exited.cu:13' 'reads lane 31, whose value is undefined: lane 31 has exited'
+planted_case uninit "device memory never written reads as NaN" 'wrong: element 0 is -?nan'
+
+# the missing barrier: wrong under some seed (the order threads run in between barriers is the seed's),
+# and its correct counterpart right under every one
+if planted_build missing_sync >"$P/build" 2>&1; then
+    wrong=0 right=0
+    for seed in 1 2 3 4 5 6 7 8; do
+        planted_run missing_sync bug $seed
+        grep -q '^wrong' "$P/out" && wrong=$((wrong + 1))
+        planted_run missing_sync ok $seed
+        [ "$rc" = 0 ] && grep -qx right "$P/out" && right=$((right + 1))
+    done
+    [ "$wrong" -gt 0 ] && pass "emu/planted missing_sync: a missing __syncthreads gives a wrong result ($wrong of 8 seeds)" ||
+        fail "emu/planted missing_sync: a missing __syncthreads gives a wrong result" "right under all 8 seeds"
+    same "emu/planted missing_sync: the correct counterpart is right under every seed" 8 "$right"
+else
+    fail "emu/planted missing_sync builds" "$(tail -3 "$P/build" | tr '\n' ' ')"
+fi
+
+# a replay runs what was captured: the planted build expects the captured value, the correct one recaptures
+if planted_build graph_args >"$P/build" 2>&1; then
+    planted_run graph_args bug
+    [ "$rc" = 0 ] && grep -qx right "$P/out" && pass "emu/planted graph_args: a replay uses the argument captured, not the host's new value" ||
+        fail "emu/planted graph_args: a replay uses the argument captured" "$(head -c 300 "$P/out")"
+    planted_run graph_args ok
+    [ "$rc" = 0 ] && grep -qx right "$P/out" && pass "emu/planted graph_args: a capture made after the change uses the new value" ||
+        fail "emu/planted graph_args: a capture made after the change uses the new value" "$(head -c 300 "$P/out")"
+else
+    fail "emu/planted graph_args builds" "$(tail -3 "$P/build" | tr '\n' ' ')"
+fi
+
+# a standalone program with its own main, built and linked by nvcc-emu alone, with a C file beside it
+printf '#include <stdio.h>\nint twice(int v);\nint main(void) { printf("%%d\\n", twice(21)); return 0; }\n' >"$P/main.c"
+printf '#include <cuda_runtime.h>\n__global__ void k(int *o, int v) { o[threadIdx.x] = 2 * v; }\nextern "C" int twice(int v)\n{\n    int *d, h = 0;\n    cudaMalloc(&d, 4);\n    k<<<1, 1>>>(d, v);\n    cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost);\n    return h;\n}\n' >"$P/twice.cu"
+tests/cuda_emu/nvcc-emu -o "$P/twice" "$P/twice.cu" "$P/main.c" -lm >"$P/build" 2>&1
+same "emu/nvcc-emu links .cu and .c files into a program" 42 "$("$P/twice" 2>&1)"
+unset CUDA_EMU_CACHE

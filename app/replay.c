@@ -64,13 +64,17 @@ static int transcript(const session *s, const char *path)
 
 /* ---- verify ---- */
 
+/* what the re-run produced: its tokens, and how often its cache slid and went to host memory */
 typedef struct {
     int *ids, n, cap;
+    int evictions, offloads;
 } id_list;
 
 static void collect(void *ctx, json_t *ev)
 {
     id_list *l = ctx;
+    l->evictions += ev_is(ev, EV_EVICT);
+    l->offloads += ev_is(ev, EV_OFFLOAD);
     if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
         return;
     l->ids[l->n++] = (int)json_integer_value(json_object_get(ev, "id"));
@@ -241,8 +245,11 @@ static int verify(const session *s, const char *path, model_opts *mo, int force,
         err_wrap("--dump-logits");
         rc = EXIT_RUNTIME;
     }
-    if (!rc)
-        printf(bad ? "%s: diverges (first divergence above)\n" : "%s: all %d turns reproduce\n", path, turns);
+    if (!rc && bad)
+        err_set("%s does not reproduce: the first divergence is above", path); /* the exit status's reason */
+    else if (!rc)
+        printf("%s: all %d turns reproduce (the re-run evicted %d times and went to host memory %d times)\n", path,
+               turns, got.evictions, got.offloads);
     ev_unsubscribe(lm.bus, collect, &got);
     free(want_ids);
     free(got.ids);

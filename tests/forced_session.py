@@ -2,14 +2,14 @@
 taking turns, each reply a given list of token ids, long enough to evict in a small window; replayed
 with a small --cache-mem, the conversations also go to host memory and come back. Only the recorded
 ids matter, not what a model would choose: both backends are fed them.
-usage: forced_session.py SESSION_WITH_THE_MODELS_HEADER OUT [WEIGHTS_DTYPE]"""
+usage: forced_session.py SESSION_WITH_THE_MODELS_HEADER OUT [WEIGHTS_DTYPE [TOKENS_A_REPLY]]"""
 import json
 import sys
 
 header = json.loads(open(sys.argv[1]).readline())
-N = 48
+N = int(sys.argv[4]) if len(sys.argv) > 4 else 48
 header["sampling"]["n_predict"] = N
-if len(sys.argv) > 3:  # --verify runs with the recorded settings, the weight dtype among them
+if len(sys.argv) > 3 and sys.argv[3]:  # --verify runs with the recorded settings, the weight dtype among them
     header["weights_dtype"] = sys.argv[3]
 header["chat"].update({"template": "none", "keep": 0, "evict_min": 16, "evict": "exact"})
 sampling = dict(header["sampling"])

@@ -29,8 +29,13 @@ unit() { # runs a unit-test binary and counts its ok/FAIL lines
 export ASAN_OPTIONS=detect_leaks=1
 # the suite runs on the CPU backend (the reference); tests/gpu/check.sh is the GPU's
 export KVCHAT_DEVICE=cpu
-unit "$BUILD/unit_tests" ""
-unit "$BUILD/asan/unit_tests" "asan:"
+# The CUDA twins run on the emulated device (tests/cuda_emu: build/emu, under the sanitizers); on the
+# builds for a real GPU only where this machine has one.
+no_gpu=-cuda/
+nvidia-smi -L >/dev/null 2>&1 && no_gpu=
+unit "$BUILD/unit_tests" "" $no_gpu
+unit "$BUILD/asan/unit_tests" "asan:" -cuda/
+unit "$BUILD/emu/unit_tests" "emu:" cuda/
 # where threads meet (the engine's worker, the calls made while it runs), under ThreadSanitizer on
 # one core: OpenMP's uninstrumented barriers would read as races (make tsan)
 TSAN_OPTIONS=halt_on_error=1 unit taskset "tsan:" -c 0 "$BUILD/tsan/unit_tests" engine/ ui/
@@ -39,6 +44,10 @@ for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/te
     KV=$BUILD/kvchat TAG=
     . "$suite"
 done
+# the emulated device proves itself, then runs kvchat end to end
+. tests/cuda_emu/test_planted.sh
+KV=$BUILD/emu/kvchat CPU_KV=$BUILD/kvchat TAG=
+. tests/test_emu.sh
 # bad input and downloads again under the sanitizers: no crash, no leak, same messages
 KV=$BUILD/asan/kvchat TAG=asan:
 . tests/test_bad_input.sh

@@ -166,7 +166,7 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(TEST_PKGS)"
-	@$(MAKE) --no-print-directory all $(BUILD)/unit_tests asan emu $(BUILD)/tsan/unit_tests
+	@$(MAKE) --no-print-directory -j$(shell nproc) all $(BUILD)/unit_tests asan emu $(BUILD)/tsan/unit_tests
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) bash tests/run.sh
 
 # a random-weight model of GPT-2 124M's shape: real sizes and speeds, noise for text

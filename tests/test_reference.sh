@@ -4,14 +4,32 @@
 
 REF=tests/reference/gpt2_ref.py
 IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
-logits_case() { # logits_case NAME DIR DTYPE: NumPy rounds as kvchat's DTYPE weights do (a no-op on a file of that type)
-    local name=$1 dir=$2 dt=$3 round=
-    [ "$dt" = f32 ] || round=$dt
+# logits_case NAME DIR DTYPE: NumPy rounds as kvchat's DTYPE weights do (a no-op on a file of that type).
+# With bf16, an activation NumPy finds at a near-tie may round the other way in kvchat's f32
+# arithmetic: the case then passes if NumPy rounding one or two of its near-ties the other way agrees.
+ref_logits() { # ref_logits DIR DTYPE [FLIPS]: NumPy's logits in $TMP/r.npy, its near-ties in $TMP/r.err
+    FLIP=$3 ROUND=$([ "$2" = f32 ] || echo "$2") "$PYTHON" "$REF" "$1" logits "$IDS" "$TMP/r.npy" 2>"$TMP/r.err"
+}
+logits_case() {
+    local name=$1 dir=$2 dt=$3 e f ties i j
     "$KV" generate -m "$dir" --dtype "$dt" --cache-dtype f32 --prompt-ids "$IDS" -n 1 --temp 0 -q --dump-logits "$TMP/c.bin" >/dev/null &&
-        ROUND=$round "$PYTHON" "$REF" "$dir" logits "$IDS" "$TMP/r.npy" || { fail "$name" "a run failed"; return; }
-    local e
+        ref_logits "$dir" "$dt" || { fail "$name" "a run failed"; return; }
     e=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
-    if under "$e" 1e-5; then pass "$name (rel err $e)"; else fail "$name" "relative L2 error $e (limit 1e-5)"; fi
+    if under "$e" 1e-5; then pass "$name (rel err $e)"; return; fi
+    ties=$(sed -n 's/^near-ties //p' "$TMP/r.err")
+    ties=${ties:-0}
+    [ "$ties" -le 24 ] || ties=24
+    for ((i = 0; i < ties; i++)); do
+        for ((j = i; j < ties; j++)); do
+            ref_logits "$dir" "$dt" "$i,$j" || break 2
+            f=$(rel_err "$TMP/c.bin" "$TMP/r.npy")
+            if under "$f" 1e-5; then
+                pass "$name (rel err $f with NumPy's $([ $i = $j ] && echo "near-tie $i" || echo "near-ties $i and $j") rounded the other way; $e without)"
+                return
+            fi
+        done
+    done
+    fail "$name" "relative L2 error $e (limit 1e-5; no one or two of NumPy's near-ties rounded the other way explain it)"
 }
 
 R=$TMP/ref

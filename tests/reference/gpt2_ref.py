@@ -11,6 +11,11 @@ llama.cpp's q8_0) definition: the matrices but the position embedding in blocks 
 reduction, int8 values and an f16 scale (the largest magnitude / 127), each product's input quantised
 the same way with an f32 scale; ROUND=q8w quantises the weights only, the products taking exact
 inputs: what the weight format alone costs.
+A bf16-rounded input within 3e-6 (relative) of a rounding midpoint is a near-tie: kvchat's f32
+arithmetic may land it on the other side, one bf16 step away, which in a tiny random model moves the
+logits by up to ~3e-3. Each ROUND=bf16 run prints on stderr how many near-ties it met ("near-ties N");
+FLIP=i[,j] rounds the i-th (and j-th) of them the other way, counted in the order the computation
+meets them, so a caller can tell near-ties from a wrong kernel.
 """
 import os
 import json
@@ -68,8 +73,13 @@ def round_to(a, kind):
 MATRICES = ("wte.weight", "wpe.weight", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
+TIE_BAND = 3e-6
+FLIP = {int(i) for i in os.environ.get("FLIP", "").split(",") if i}
+
+
 class GPT2:
     def __init__(self, d):
+        self.near_ties = 0
         cfg = json.load(open(d + "/config.json"))
         self.L, self.H, self.C = cfg["n_layer"], cfg["n_head"], cfg["n_embd"]
         self.eps = cfg.get("layer_norm_epsilon", 1e-5)
@@ -91,7 +101,16 @@ class GPT2:
         return (x - mu) / np.sqrt(var + self.eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
 
     def mm(self, x, w):
-        return (q8_blocks(x) if self.act == "q8" else round_to(x, self.act)) @ w
+        if self.act == "q8":
+            return q8_blocks(x) @ w
+        r = round_to(x, self.act)
+        if self.act == "bf16":
+            lo, hi = round_to(x * (1 - TIE_BAND), "bf16"), round_to(x * (1 + TIE_BAND), "bf16")
+            for idx in zip(*np.nonzero(lo != hi)):
+                if self.near_ties in FLIP:
+                    r[idx] = lo[idx] if r[idx] == hi[idx] else hi[idx]
+                self.near_ties += 1
+        return r @ w
 
     def logits(self, ids):
         """Logits of every position, no cache: the whole sequence at once."""
@@ -127,6 +146,8 @@ def main():
         print(" ".join(map(str, out)))
     else:
         sys.exit("unknown mode " + mode)
+    if m.act == "bf16":
+        sys.stderr.write("near-ties %d\n" % m.near_ties)
 
 
 if __name__ == "__main__":

@@ -201,29 +201,27 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
     const char *d = (const char *)dst, *sr = (const char *)src;
     if (height > 1 && d < sr + sspan && sr < d + dspan)
         return fail(cudaErrorInvalidValue, "%s: the source and destination overlap", call);
-    if (sync)
-        if (cudaError_t e = wait_all(call))
-            return e;
     auto rows = [=](const char *from) {
         for (size_t r = 0; r < height; r++)
             memmove((char *)dst + r * dp, from + r * sp, width);
     };
-    if (sync || dc == PAGEABLE) {
-        cuemu_stream *cs = s ? s : strict_capture();
-        if (cs && cs->capturing)
-            return cs->invalidated = true,
-                   fail(cudaErrorStreamCaptureUnsupported, "%s into pageable host memory while capturing", call);
-        if (!sync)
-            flush();
-        if (cudaError_t e = broken())
+    if (sync) {
+        if (cudaError_t e = wait_all(call))
             return e;
         rows(sr);
         return cudaSuccess;
     }
-    if (sc == PAGEABLE) {
+    if (dc == PAGEABLE || sc == PAGEABLE) {
         if (s && s->capturing)
             return s->invalidated = true,
-                   fail(cudaErrorStreamCaptureUnsupported, "%s from pageable host memory while capturing", call);
+                   fail(cudaErrorStreamCaptureUnsupported, "%s with pageable host memory while capturing", call);
+        if (dc == PAGEABLE) { /* waits for the work before it, then copies */
+            flush();
+            if (cudaError_t e = broken())
+                return e;
+            rows(sr);
+            return cudaSuccess;
+        }
         auto snap = std::make_shared<std::vector<char>>(sr, sr + sspan);
         return enqueue(s, call, [=]() { rows(snap->data()); });
     }

@@ -8,7 +8,7 @@ IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
 # With bf16, an activation NumPy finds at a near-tie may round the other way in kvchat's f32
 # arithmetic: the case then passes if NumPy rounding one or two of its near-ties the other way agrees.
 ref_logits() { # ref_logits DIR DTYPE [FLIPS]: NumPy's logits in $TMP/r.npy, its near-ties in $TMP/r.err
-    FLIP=$3 ROUND=$([ "$2" = f32 ] || echo "$2") "$PYTHON" "$REF" "$1" logits "$IDS" "$TMP/r.npy" 2>"$TMP/r.err"
+    FLIP=${3:-} ROUND=$([ "$2" = f32 ] || echo "$2") "$PYTHON" "$REF" "$1" logits "$IDS" "$TMP/r.npy" 2>"$TMP/r.err"
 }
 logits_case() {
     local name=$1 dir=$2 dt=$3 e f ties i j

@@ -1,5 +1,5 @@
-/* The emulated device's runtime API: memory, streams, events, stream capture and graphs, with CUDA's
- * semantics where a program can tell them apart.
+/* The emulated device's runtime API: its state, errors, queue and launches, properties and memory,
+ * with CUDA's semantics where a program can tell them apart (streams, events and graphs: stream.cpp).
  *   Work is queued and runs only when the host waits for it (a synchronising call), so host code that
  *   reuses a buffer before its copy ran, or reads a result before waiting, sees it go wrong. A copy
  *   from pageable host memory takes its bytes at the call, and one into pageable memory waits, as
@@ -9,7 +9,6 @@
  *   A capturing stream records its work into a graph (kernel arguments by value, as at the call);
  *   a replay runs the recording. Calls that a capture forbids end it as invalidated.
  *   A kernel that faults makes the device's error sticky, as a GPU fault does. */
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -20,31 +19,6 @@
 #include <vector>
 
 #include "emu.h"
-
-struct cuemu_stream {
-    unsigned flags;
-    bool capturing, invalidated;
-    cudaStreamCaptureMode mode;
-    cudaGraph_t graph;
-};
-struct event_state {
-    bool recorded, done;
-    double t;
-};
-struct cuemu_event {
-    unsigned flags;
-    std::shared_ptr<event_state> s;
-};
-struct work {
-    std::string what;
-    std::function<void()> fn;
-};
-struct cuemu_graph {
-    std::vector<std::shared_ptr<work>> nodes;
-};
-struct cuemu_graph_exec {
-    std::shared_ptr<std::vector<std::shared_ptr<work>>> nodes;
-};
 
 namespace cuemu {
 namespace {
@@ -68,24 +42,23 @@ std::string sticky_why, last_why;
 cudaError_t last_why_code = cudaSuccess;
 uint64_t launches;
 
-typedef std::lock_guard<std::recursive_mutex> guard;
-
-double now()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 /* an error returned by a call: the last error until cudaGetLastError reads it, with its details */
-__attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char *fmt, ...)
+cudaError_t vfail(cudaError_t e, const char *fmt, va_list ap)
 {
     char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     last = e;
     last_why = buf;
     last_why_code = e;
+    return e;
+}
+
+__attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(e, fmt, ap);
+    va_end(ap);
     return e;
 }
 
@@ -152,17 +125,6 @@ cudaError_t forbidden_in_capture(const char *call)
     return fail(cudaErrorStreamCaptureUnsupported, "%s while a stream is capturing: the capture is invalidated", call);
 }
 
-bool valid_stream(cudaStream_t s) { return !s || streams.count(s); }
-
-/* a synchronous copy's or set's wait: everything queued first (forbidden while capturing) */
-cudaError_t wait_all(const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    flush();
-    return broken();
-}
-
 /* the copy kinds' pointer classes: what each side must be (host: pinned or pageable) */
 cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
 {
@@ -185,7 +147,7 @@ cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
 cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t height, cudaMemcpyKind k,
                    cudaStream_t s, bool sync, const char *call)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (cudaError_t e = broken())
         return e;
     if (!valid_stream(s))
@@ -230,7 +192,7 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
 
 cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char *call)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (cudaError_t e = broken())
         return e;
     if (!n)
@@ -251,7 +213,7 @@ cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char 
 
 cudaError_t host_alloc(void **p, size_t bytes, const char *call)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (cudaError_t e = broken())
         return e;
     if (!p)
@@ -267,6 +229,29 @@ cudaError_t host_alloc(void **p, size_t bytes, const char *call)
 }
 
 } /* namespace */
+
+std::recursive_mutex &device_mutex() { return mu; }
+std::set<cudaStream_t> &device_streams() { return streams; }
+cudaError_t sticky_error() { return broken(); }
+void run_queued() { flush(); }
+bool valid_stream(cudaStream_t s) { return !s || streams.count(s); }
+
+cudaError_t api_fail(cudaError_t e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(e, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+cudaError_t wait_all(const char *call)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    flush();
+    return broken();
+}
 
 long env_long(const char *name, long def)
 {
@@ -326,7 +311,7 @@ bool in_device_memory(const void *p, size_t bytes)
 
 cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (s && s->capturing) {
         if (s->invalidated)
             return fail(cudaErrorStreamCaptureInvalidated, "%s: the stream's capture was invalidated", what);
@@ -346,7 +331,7 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
                    std::function<void()> body, const void *const *pointers, int n_pointers)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (broken())
         return;
     const cudaDeviceProp &p = device_prop();
@@ -436,7 +421,7 @@ const char *cudaGetErrorString(cudaError_t e)
         {cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"},
         {cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"},
     };
-    guard g(mu);
+    device_guard g(mu);
     auto it = text.find(e);
     const char *base = it != text.end() ? it->second : "unrecognized error code";
     const std::string *why = e == sticky && !sticky_why.empty() ? &sticky_why : e == last_why_code ? &last_why : nullptr;
@@ -449,7 +434,7 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaGetLastError(void)
 {
-    guard g(mu);
+    device_guard g(mu);
     cudaError_t e = sticky != cudaSuccess ? sticky : last;
     last = cudaSuccess;
     return e;
@@ -457,7 +442,7 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaPeekAtLastError(void)
 {
-    guard g(mu);
+    device_guard g(mu);
     return sticky != cudaSuccess ? sticky : last;
 }
 
@@ -522,13 +507,13 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    guard g(mu);
+    device_guard g(mu);
     return wait_all("cudaDeviceSynchronize");
 }
 
 cudaError_t cudaDeviceReset(void)
 {
-    guard g(mu);
+    device_guard g(mu);
     queue.clear();
     sticky = last = cudaSuccess;
     return cudaSuccess;
@@ -536,7 +521,7 @@ cudaError_t cudaDeviceReset(void)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (cudaError_t e = broken())
         return e;
     if (!p)
@@ -561,7 +546,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 
 static cudaError_t release(void *p, int kind, const char *call)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (!p)
         return cudaSuccess;
     auto it = allocs.find((uintptr_t)p);
@@ -589,7 +574,7 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) { return host_alloc(p, bytes,
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (cudaError_t e = broken())
         return e;
     *total_bytes = device_prop().totalGlobalMem;
@@ -599,7 +584,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
 {
-    guard g(mu);
+    device_guard g(mu);
     uintptr_t base;
     const alloc *al = find(p, &base);
     memset(a, 0, sizeof *a);
@@ -632,203 +617,9 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
     return set(p, v, bytes, s, false, "cudaMemsetAsync");
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
-{
-    guard g(mu);
-    if (cudaError_t e = broken())
-        return e;
-    *s = new cuemu_stream{flags, false, false, cudaStreamCaptureModeGlobal, nullptr};
-    streams.insert(*s);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t s)
-{
-    guard g(mu);
-    if (!s || !streams.count(s))
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a stream");
-    if (s->capturing)
-        return fail(cudaErrorIllegalState, "cudaStreamDestroy: the stream is capturing");
-    flush();
-    streams.erase(s);
-    delete s;
-    return broken();
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t s)
-{
-    guard g(mu);
-    if (!valid_stream(s))
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
-    if (s && s->capturing) {
-        s->invalidated = true;
-        return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of a capturing stream");
-    }
-    return wait_all("cudaStreamSynchronize");
-}
-
-/* no work runs until the host waits: a query waits, or a program that polls would never see it done */
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
-{
-    (void)flags;
-    guard g(mu);
-    if (!valid_stream(s) || !e)
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent");
-    return broken(); /* one queue for every stream keeps every order */
-}
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
-{
-    guard g(mu);
-    if (cudaError_t e = broken())
-        return e;
-    if (!s)
-        return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy default stream");
-    if (!streams.count(s))
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream");
-    if (s->capturing)
-        return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
-    s->capturing = true;
-    s->invalidated = false;
-    s->mode = mode;
-    s->graph = new cuemu_graph;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
-{
-    guard g(mu);
-    *graph = nullptr;
-    if (!s || !streams.count(s) || !s->capturing)
-        return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
-    s->capturing = false;
-    if (s->invalidated) {
-        delete s->graph;
-        s->graph = nullptr;
-        return fail(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture was invalidated");
-    }
-    *graph = s->graph;
-    s->graph = nullptr;
-    return broken();
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
-{
-    guard g(mu);
-    *st = s && s->capturing ? (s->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive)
-                            : cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
-{
-    *e = new cuemu_event{flags, std::make_shared<event_state>()};
-    return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t e)
-{
-    delete e; /* work that records it keeps its state */
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
-{
-    guard g(mu);
-    if (cudaError_t err = broken())
-        return err;
-    if (!e)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: no event");
-    auto st = e->s;
-    st->recorded = true;
-    st->done = false;
-    return enqueue(s, "cudaEventRecord", [st]() {
-        st->t = now();
-        st->done = true;
-    });
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t e)
-{
-    guard g(mu);
-    if (!e)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: no event");
-    return wait_all("cudaEventSynchronize");
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
-{
-    guard g(mu);
-    if (cudaError_t e = broken())
-        return e;
-    if (!a || !b || !a->s->recorded || !b->s->recorded || (a->flags | b->flags) & cudaEventDisableTiming)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event not recorded, or without timing");
-    if (!a->s->done || !b->s->done)
-        return fail(cudaErrorNotReady, "cudaEventElapsedTime: an event has not completed (nothing waited for it)");
-    *ms = (float)((b->s->t - a->s->t) * 1e3);
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
-{
-    if (!g || !n)
-        return fail(cudaErrorInvalidValue, "cudaGraphGetNodes");
-    if (nodes)
-        for (size_t i = 0; i < *n && i < g->nodes.size(); i++)
-            nodes[i] = (cudaGraphNode_t)g->nodes[i].get();
-    *n = g->nodes.size();
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags)
-{
-    (void)flags;
-    guard gu(mu);
-    if (cudaError_t e = broken())
-        return e;
-    if (!g)
-        return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: no graph");
-    *exec = new cuemu_graph_exec{std::make_shared<std::vector<std::shared_ptr<work>>>(g->nodes)};
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
-{
-    guard g(mu);
-    if (cudaError_t e = broken())
-        return e;
-    if (!exec)
-        return fail(cudaErrorInvalidResourceHandle, "cudaGraphLaunch: no graph");
-    auto nodes = exec->nodes;
-    return enqueue(s, "cudaGraphLaunch", [nodes]() {
-        for (auto &n : *nodes)
-            if (sticky == cudaSuccess)
-                n->fn();
-    });
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t g)
-{
-    delete g;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
-{
-    delete exec;
-    return cudaSuccess;
-}
-
 cudaError_t cuemu_func_set_attribute(const void *f, cudaFuncAttribute a, int v)
 {
-    guard g(mu);
+    device_guard g(mu);
     if (a == cudaFuncAttributePreferredSharedMemoryCarveout)
         return v >= -1 && v <= 100 ? cudaSuccess : fail(cudaErrorInvalidValue, "carveout %d", v);
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize)

@@ -1,10 +1,40 @@
-/* Inside the emulated device: what its parts (sched.cpp, device.cpp, blas.cpp) share. */
+/* Inside the emulated device: what its parts (sched.cpp, device.cpp, stream.cpp, blas.cpp) share. */
 #ifndef CUEMU_EMU_H
 #define CUEMU_EMU_H
 
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "../include/cuda_runtime.h"
+
+/* what the runtime API's handles point to */
+struct cuemu_stream {
+    unsigned flags;
+    bool capturing, invalidated;
+    cudaStreamCaptureMode mode;
+    cudaGraph_t graph;
+};
+struct event_state {
+    bool recorded, done;
+    double t;
+};
+struct cuemu_event {
+    unsigned flags;
+    std::shared_ptr<event_state> s;
+};
+/* a queued copy, set, kernel or product; a graph's node */
+struct work {
+    std::string what;
+    std::function<void()> fn;
+};
+struct cuemu_graph {
+    std::vector<std::shared_ptr<work>> nodes;
+};
+struct cuemu_graph_exec {
+    std::shared_ptr<std::vector<std::shared_ptr<work>>> nodes;
+};
 
 namespace cuemu {
 
@@ -34,6 +64,21 @@ bool in_device_memory(const void *p, size_t bytes);
 /* Queues work on a stream, or records it when the stream is capturing; cudaSuccess or the error the
  * queueing call returns. what names it in errors. */
 cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn);
+
+/* The state the runtime API's files share (device.cpp keeps it): the lock every call holds, the
+ * streams, the queue, and the errors. */
+std::recursive_mutex &device_mutex(void);
+typedef std::lock_guard<std::recursive_mutex> device_guard;
+std::set<cudaStream_t> &device_streams(void);
+bool valid_stream(cudaStream_t s);
+/* an error a call returns, as cudaGetLastError then reports it, with the emulator's account */
+__attribute__((format(printf, 2, 3))) cudaError_t api_fail(cudaError_t e, const char *fmt, ...);
+/* the device's sticky error, or cudaSuccess */
+cudaError_t sticky_error(void);
+/* runs everything queued */
+void run_queued(void);
+/* a synchronising call's wait: everything queued runs first (a capture forbids it) */
+cudaError_t wait_all(const char *call);
 
 /* the value of an environment variable as a number, or def */
 long env_long(const char *name, long def);

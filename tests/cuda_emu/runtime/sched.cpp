@@ -327,9 +327,9 @@ void switch_away(fiber *f, bool dying)
 #endif
 }
 
-[[noreturn]] void fail_here(block_run *r, fiber *f)
+/* the running fiber, after a fault, leaves for good: the scheduler abandons its block */
+[[noreturn]] void fail_here(fiber *f)
 {
-    (void)r;
     switch_away(f, true);
     abort(); /* never resumed */
 }
@@ -518,7 +518,7 @@ void kernel_entry(const char *name, int max_threads)
     r->kernel = name;
     if (max_threads > 0 && r->n > max_threads) {
         fault(r, "launched with %d threads a block, more than its __launch_bounds__(%d) allows", r->n, max_threads);
-        fail_here(r, f);
+        fail_here(f);
     }
 }
 
@@ -536,13 +536,13 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
     if (r->shared_bytes + bytes + r->k->cfg.shared > limit) {
         fault(r, "%zu bytes of static and %zu of dynamic shared memory a block: the device has %zu",
               r->shared_bytes + bytes, r->k->cfg.shared, limit);
-        fail_here(r, f);
+        fail_here(f);
     }
     /* exactly the size asked for, so AddressSanitizer sees a step past its end */
     void *p = align <= 16 ? malloc(bytes ? bytes : 1) : aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p) {
         fault(r, "out of host memory for shared memory");
-        fail_here(r, f);
+        fail_here(f);
     }
     memset(p, 0xff, bytes); /* poisoned: never-written shared memory reads as NaN (or -1) */
     r->shared.push_back({key, p});
@@ -582,11 +582,11 @@ uint64_t warp_collective(const char *file, int line, warp_op op, unsigned mask, 
     if (!(mask >> lane & 1u)) {
         fault(r, "%s at %s:%d: %s (lane %d) calls it with the mask 0x%08x, which does not name it", op_name(op), file,
               line, thread_name(*f).c_str(), lane, mask);
-        fail_here(r, f);
+        fail_here(f);
     }
     if (width < 1 || width > 32 || (width & (width - 1))) {
         fault(r, "%s at %s:%d: width %d is not a power of two from 1 to 32", op_name(op), file, line, width);
-        fail_here(r, f);
+        fail_here(f);
     }
     f->st = F_AT_WARP;
     f->file = file;
@@ -621,7 +621,7 @@ void device_trap(const char *file, int line, const char *what)
 {
     fiber *f = current(what);
     fault(cur_run, "%s at %s:%d in %s", what, file, line, thread_name(*f).c_str());
-    fail_here(cur_run, f);
+    fail_here(f);
 }
 
 bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why)

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <string.h>
 
 #include "cuemu_device.h"
 
@@ -198,16 +199,48 @@ struct config {
     config(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = 0) : grid(g), block(b), shared(sh), stream(s) {}
 };
 
+/* A kernel's first output: its first parameter that points to non-const numbers, with a function
+ * that changes one such number. CUDA_EMU_FAULT=KERNEL changes the first number each launch of
+ * KERNEL writes there: a planted fault, for the tests that must catch a wrong kernel. */
+struct output_arg {
+    void *p;
+    size_t size;
+    void (*perturb)(void *);
+};
+
+template <typename T> static void perturb_number(void *p)
+{
+    T v;
+    memcpy(&v, p, sizeof v);
+    if constexpr (std::is_floating_point_v<T>)
+        v += (T)0.25 * ((v < 0 ? -v : v) + 1);
+    else
+        v = (T)(v + 1);
+    memcpy(p, &v, sizeof v);
+}
+
 /* Queues a kernel: body runs it for one GPU thread (the fiber's); pointers lists the pointer
  * arguments, which must point into device or pinned memory. Errors as cudaGetLastError reports them. */
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
-                   std::function<void()> body, const void *const *pointers, int n_pointers);
+                   std::function<void()> body, const void *const *pointers, int n_pointers,
+                   output_arg out);
 
 template <typename T> static inline void note_pointer(const void **list, int *n, const T &v)
 {
     if constexpr (std::is_pointer_v<T>)
         list[(*n)++] = (const void *)v;
     (void)list, (void)n, (void)v;
+}
+
+template <typename T> static inline void note_output(output_arg *o, const T &v)
+{
+    if constexpr (std::is_pointer_v<T>) {
+        typedef std::remove_pointer_t<T> E;
+        if constexpr (!std::is_const_v<E> && std::is_arithmetic_v<E>)
+            if (!o->p)
+                *o = output_arg{(void *)v, sizeof(E), perturb_number<E>};
+    }
+    (void)o, (void)v;
 }
 
 /* The arguments are converted to the kernel's parameter types and kept by value now: a launch that
@@ -219,8 +252,11 @@ void launch(const char *callee, const char *file, int line, const config &c, voi
     auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(a)...);
     const void *ptrs[sizeof...(P) + 1];
     int n = 0;
+    output_arg out = {nullptr, 0, nullptr};
     std::apply([&](const auto &...v) { (note_pointer(ptrs, &n, v), ...); }, *args);
-    launch_kernel(callee, file, line, c, (const void *)fn, [fn, args]() { std::apply(fn, *args); }, ptrs, n);
+    std::apply([&](const auto &...v) { (note_output(&out, v), ...); }, *args);
+    auto body = [fn, args]() { std::apply(fn, *args); };
+    launch_kernel(callee, file, line, c, (const void *)fn, body, ptrs, n, out);
 }
 
 } /* namespace cuemu */

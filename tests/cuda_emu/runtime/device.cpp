@@ -328,8 +328,27 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
     return cudaSuccess;
 }
 
+/* CUDA_EMU_FAULT: the first number of kernel name's output that the launch changed (before: the
+ * bytes from out.p to the end of its allocation, as they were) is changed again, wrongly */
+static void plant_fault(const char *name, const output_arg &out,
+                        const std::vector<unsigned char> &before)
+{
+    const unsigned char *now = (const unsigned char *)out.p;
+    for (size_t i = 0; i + out.size <= before.size(); i += out.size)
+        if (memcmp(now + i, before.data() + i, out.size)) {
+            out.perturb((void *)(now + i));
+            static bool told;
+            if (!told)
+                fprintf(stderr, "cuda-emu: CUDA_EMU_FAULT: each launch of %s gets a wrong output\n",
+                        name);
+            told = true;
+            return;
+        }
+}
+
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
-                   std::function<void()> body, const void *const *pointers, int n_pointers)
+                   std::function<void()> body, const void *const *pointers, int n_pointers,
+                   output_arg out)
 {
     device_guard g(mu);
     if (broken())
@@ -366,11 +385,20 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
     }
     auto k = std::make_shared<kernel_launch>(kernel_launch{callee, file, line, c, std::move(body)});
     std::string what = std::string("kernel ") + callee;
-    enqueue(c.stream, what.c_str(), [k]() {
+    enqueue(c.stream, what.c_str(), [k, out]() {
         uint64_t seed = (uint64_t)env_long("CUDA_EMU_SEED", 1) * 0x9e3779b97f4a7c15ull + ++launches;
+        static const char *planted = getenv("CUDA_EMU_FAULT");
+        std::vector<unsigned char> before;
+        uintptr_t base;
+        const alloc *a = planted && out.p ? find(out.p, &base) : nullptr;
+        if (a)
+            before.assign((const unsigned char *)out.p, (const unsigned char *)base + a->bytes);
         std::string why;
-        if (!run_grid(*k, seed, &why))
+        const char *name = nullptr;
+        if (!run_grid(*k, seed, &why, &name))
             device_fault(cudaErrorLaunchFailure, why);
+        else if (a && name && !strcmp(name, planted))
+            plant_fault(name, out, before);
     });
 }
 

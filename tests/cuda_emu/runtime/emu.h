@@ -49,8 +49,9 @@ struct kernel_launch {
 
 /* Runs every block of a launch, in an order drawn from seed, each block's threads as fibers whose order
  * between barriers is drawn from it too. false, with *why set, when the kernel did something CUDA
- * leaves undefined or that would fault (the launch then fails, as a GPU's does). */
-bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why);
+ * leaves undefined or that would fault (the launch then fails, as a GPU's does). *name: the
+ * kernel's (its __global__ function's), once a block has started. */
+bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const char **name);
 
 /* the device's figures (an H200's) */
 const cudaDeviceProp &device_prop(void);

@@ -624,7 +624,7 @@ void device_trap(const char *file, int line, const char *what)
     fail_here(f);
 }
 
-bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why)
+bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const char **name)
 {
     const dim3 g = k.cfg.grid, b = k.cfg.block;
     int n = (int)(b.x * b.y * b.z);
@@ -685,6 +685,8 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why)
         cur_run = nullptr;
         cur_block = nullptr;
         free_shared(&r);
+        if (r.kernel)
+            *name = r.kernel;
         if (!ok) {
             char head[512];
             snprintf(head, sizeof head, "kernel %s (launched as %s at %s:%d), block (%u,%u,%u): ",

@@ -19,13 +19,22 @@
 
 #ifdef KVCHAT_CUDA
 /* The emulated device (tests/cuda_emu) runs every GPU thread as a fiber on one core, under the
- * sanitizers: there the sampler takes fewer trials and the model fewer decode steps, each case still
- * covered. */
+ * sanitizers, and compute-sanitizer slows a GPU as much (the GPU check sets KVCHAT_TEST_QUICK):
+ * there the sampler takes fewer trials and the model fewer decode steps, each case covered. */
+enum { MAX_DECODE_STEPS = 40 };
+
+static int quick(void)
+{
 #ifdef KVCHAT_CUDA_EMU
-enum { SAMPLE_TRIALS = 30, DECODE_STEPS = 16 };
+    return 1;
 #else
-enum { SAMPLE_TRIALS = 200, DECODE_STEPS = 40 };
+    const char *q = getenv("KVCHAT_TEST_QUICK");
+    return q && *q && strcmp(q, "0");
 #endif
+}
+
+static int sample_trials(void) { return quick() ? 30 : 200; }
+static int decode_steps(void) { return quick() ? 16 : MAX_DECODE_STEPS; }
 
 static char no_gpu[256]; /* why there is none */
 
@@ -103,8 +112,8 @@ static void twins(void)
         if (types[t] != DT_F32)
             dt_from_f32(w16, wf, types[t], K * N);
         /* activations exactly representable in the weight dtype: the GPU rounds what enters a 16-bit
-         * product, so only the order of accumulation differs, and 1e-5 tells tanh-GELU from erf-GELU
-         * (their outputs differ by ~1.8e-4 relative L2) */
+         * product, so only the order of accumulation differs (tanh-GELU and erf-GELU outputs
+         * differ by ~1.8e-4 relative L2) */
         float xr[n * K];
         memcpy(xr, x, sizeof x);
         if (types[t] != DT_F32) {
@@ -122,8 +131,23 @@ static void twins(void)
                 GPU_OK(g->matmul(g, dy, dx, rows, &dw, v & 2 ? NULL : db, act));
                 g->copy(g, y2, dy, sizeof(float) * rows * N);
                 double e = rel_err(y2, y1, rows * N);
-                CHECK(e < 1e-5, "matmul %s n=%d%s%s: rel err %.3g", dt_name(types[t]), rows, v & 2 ? "" : " +bias",
-                      v & 1 ? " gelu" : "", e);
+                if (act == KB_GELU) {
+                    /* cuBLASLt's GELU epilogue, whose accuracy NVIDIA does not state: held to a
+                     * hardware tanh's error, and to the tanh form (nearer it than erf-GELU) */
+                    float erf_form[n * N];
+                    c->matmul(c, erf_form, xr, rows, &hw, v & 2 ? NULL : bias, KB_LINEAR);
+                    for (int i = 0; i < rows * N; i++) {
+                        float u = erf_form[i];
+                        erf_form[i] = 0.5f * u * (1 + erff(u * (float)M_SQRT1_2));
+                    }
+                    double e_erf = rel_err(y2, erf_form, rows * N);
+                    CHECK(e < 1e-3 && e < e_erf,
+                          "matmul %s n=%d%s gelu: rel err %.3g, %.3g from erf-GELU",
+                          dt_name(types[t]), rows, v & 2 ? "" : " +bias", e, e_erf);
+                } else {
+                    CHECK(e < 1e-5, "matmul %s n=%d%s: rel err %.3g", dt_name(types[t]), rows,
+                          v & 2 ? "" : " +bias", e);
+                }
             }
             /* the LM head's product against the transposed matrix: x[rows, N] -> y[rows, K] */
             float xt[n * N];
@@ -441,15 +465,16 @@ static void sample_twins(void)
     kb_backend *c, *g = twin_backends(&c);
     if (!g)
         return;
-    enum { V = 50257, TRIALS = SAMPLE_TRIALS };
+    enum { V = 50257 };
+    const int trials = sample_trials();
     static float l[V];
     static int hist[300];
     float *dl = g->alloc(g, sizeof l, "logits");
     uint64_t s = 11;
     int same = 0, greedy_same = 0, bad = 0, floors = 0, walks = 0, sampled = 0;
     static unsigned q[V], sel[V];
-    for (int t = 0; t < 2 * TRIALS; t++) { /* the fast kernel, then the basic one */
-        g->use_kernels(g, t < TRIALS ? KB_KERNELS_FAST : KB_KERNELS_BASIC);
+    for (int t = 0; t < 2 * trials; t++) { /* the fast kernel, then the basic one */
+        g->use_kernels(g, t < trials ? KB_KERNELS_FAST : KB_KERNELS_BASIC);
         /* every seventh: logits so spread that most integer probabilities are 0 and top-k asks for more
          * ids than have any */
         float spread = t % 7 == 6 ? 80.0f : 4.0f;
@@ -497,11 +522,11 @@ static void sample_twins(void)
         walks += walked == b;
     }
     CHECK(!bad, "%d sample calls failed: %s", bad, err_msg());
-    CHECK(greedy_same == 2 * TRIALS / 5, "greedy: %d of %d equal", greedy_same, 2 * TRIALS / 5);
+    CHECK(greedy_same == 2 * trials / 5, "greedy: %d of %d equal", greedy_same, 2 * trials / 5);
     CHECK(floors == sampled && walks == sampled, "top-k/top-p thresholds %d of %d equal the CPU rule's, chosen ids %d",
           floors, sampled, walks);
     /* across implementations of exp a last-bit difference may move a token over a threshold */
-    CHECK(same >= 2 * TRIALS - 4, "sampled ids: %d of %d equal", same, 2 * TRIALS);
+    CHECK(same >= 2 * trials - 4, "sampled ids: %d of %d equal", same, 2 * trials);
     g->release(g, dl);
     c->destroy(c);
 }
@@ -525,7 +550,8 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
     kv_opts_default(&o, &mc.cfg);
     kv_pool *pc = kv_pool_create(c, &mc.cfg, &o, NULL), *pg = kv_pool_create(g, &mg.cfg, &o, NULL);
     kv_seq *sc = kv_seq_new(pc, 1), *sg = kv_seq_new(pg, 1);
-    int V = mc.cfg.vocab_size, ids[STEPS_PREFILL + DECODE_STEPS + 1], agree = 0, steps = 0;
+    int V = mc.cfg.vocab_size, ids[STEPS_PREFILL + MAX_DECODE_STEPS + 1], agree = 0, steps = 0;
+    const int n_decode = decode_steps();
     long replays = cuda_graph_replays(g);
     float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
     for (int i = 0; i < STEPS_PREFILL; i++)
@@ -535,9 +561,9 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
     sampler_init(&a, &sp);
     sampler_init(&b, &sp);
     double worst = 0;
-    for (int n = STEPS_PREFILL; n <= STEPS_PREFILL + DECODE_STEPS; n++) {
+    for (int n = STEPS_PREFILL; n <= STEPS_PREFILL + n_decode; n++) {
         int first = n == STEPS_PREFILL ? 0 : n - 1, na = -1, nb = -1;
-        if (n == STEPS_PREFILL + DECODE_STEPS / 2 && (kv_offload(sc) || kv_offload(sg))) {
+        if (n == STEPS_PREFILL + n_decode / 2 && (kv_offload(sc) || kv_offload(sg))) {
             CHECK(0, "offload: %s", err_msg());
             break;
         }

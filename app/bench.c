@@ -282,8 +282,10 @@ int cmd_bench(int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]), "cache_dtype",
+            json_t *row = json_pack("{s:s, s:s, s:s, s:i, s:s, s:f, s:I, s:f}", "dtype",
+                                    dt_name(list[k]), "cache_dtype",
                                     dt_name(kv_pool_opts(lm.pool)->type), "backend", lm.backend->name,
+                                    "layers", lm.model.cfg.n_layer,
                                     "timing", lm.backend->step_seconds ? "cuda-events" : "wall-clock",
                                     "weight_bytes_per_token", bytes, "cache_bytes_per_position",
                                     (json_int_t)kv_bytes_per_token(lm.pool), "bandwidth_gb_s", bytes / f.decode[0] / 1e9);

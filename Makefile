@@ -4,6 +4,7 @@
 #   make demo       the chat on a random-weight 124M-shaped model (no download)
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
 #   make emu        the CUDA backend on the emulated device: build/emu/kvchat and build/emu/unit_tests
+#   make bundle     the GPU check's bundle for an H200: build/gpu-bundle (tests/gpu/bundle.sh)
 #   make tsan       the engine and chat-model unit tests under ThreadSanitizer (make test runs them too)
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
@@ -44,16 +45,11 @@ CFLAGS  += -std=c11 -march=$(ARCH) -fopenmp -D_GNU_SOURCE $(WARN) -MMD -MP \
 LDLIBS  := -lreadline -lncursesw -lopenblas -ljansson -lpcre2-8 -lzip -lcurl -lcrypto -lm -lpthread
 LDFLAGS += -fopenmp
 
-# SYSROOT: headers and libraries unpacked from .deb files (tests/gpu/fetch-deps.sh), for machines
-# that cannot install packages
-ifneq ($(SYSROOT),)
-  CFLAGS  += -I$(SYSROOT)/usr/include -I$(SYSROOT)/usr/include/x86_64-linux-gnu \
-             -I$(SYSROOT)/usr/include/x86_64-linux-gnu/openblas-pthread
-  LDFLAGS += -L$(SYSROOT)/usr/lib/x86_64-linux-gnu -L$(SYSROOT)/usr/lib/x86_64-linux-gnu/openblas-pthread \
-             -Wl,-rpath,$(abspath $(SYSROOT))/usr/lib/x86_64-linux-gnu \
-             -Wl,-rpath,$(abspath $(SYSROOT))/usr/lib/x86_64-linux-gnu/openblas-pthread
+# BUNDLE=1: the binaries find their libraries beside them first (tests/gpu/bundle.sh); DT_RPATH,
+# not RUNPATH, so that it holds for the libraries' own dependencies too
+ifeq ($(BUNDLE),1)
+  LDFLAGS += -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN'
 endif
-
 LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c app/chat/*.c app/session/*.c) \
            $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
@@ -76,7 +72,8 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan emu tsan fuzz bench bench-peer bench-tui test-gpt2 deps test-deps clean
+.PHONY: all run demo test unit asan emu bundle tsan fuzz bench bench-peer bench-tui test-gpt2 deps \
+        test-deps clean
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -146,6 +143,9 @@ $(EMU)/unit_tests: $(UNIT_SRC:%.c=$(EMU)/obj/%.o) $(EMU_OBJ) $(EMU_SRC)
 	$(NVCC_EMU) $(SAN) -fopenmp -o $@ $(filter %.o,$^) $(CPU_LDLIBS)
 
 emu: $(EMU)/kvchat $(EMU)/unit_tests
+
+bundle: deps
+	tests/gpu/bundle.sh $(BUILD)/gpu-bundle
 
 deps:
 	@missing=$$(for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -29,13 +29,12 @@ unit() { # runs a unit-test binary and counts its ok/FAIL lines
 export ASAN_OPTIONS=detect_leaks=1
 # the suite runs on the CPU backend (the reference); tests/gpu/check.sh is the GPU's
 export KVCHAT_DEVICE=cpu
-# The CUDA twins run on the emulated device (tests/cuda_emu: build/emu, under the sanitizers); on the
-# builds for a real GPU only where this machine has one.
+# The CUDA twins run on the emulated device (tests/cuda_emu: build/emu, under the sanitizers,
+# through tests/gpu/check.sh --emulated below); on a real GPU's build only where there is one.
 no_gpu=-cuda/
 nvidia-smi -L >/dev/null 2>&1 && no_gpu=
 unit "$BUILD/unit_tests" "" $no_gpu
 unit "$BUILD/asan/unit_tests" "asan:" -cuda/
-unit "$BUILD/emu/unit_tests" "emu:" cuda/
 # where threads meet (the engine's worker, the calls made while it runs), under ThreadSanitizer on
 # one core: OpenMP's uninstrumented barriers would read as races (make tsan)
 # (quick: the allocation-failure sweep fails every 16th allocation, not each: 4 minutes less)
@@ -46,10 +45,11 @@ for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/te
     KV=$BUILD/kvchat TAG=
     . "$suite"
 done
-# the emulated device proves itself, then runs kvchat end to end
+# the emulated device proves itself; the GPU check runs on it (and is checked), and its bundle here
 . tests/cuda_emu/test_planted.sh
-KV=$BUILD/emu/kvchat CPU_KV=$BUILD/kvchat TAG=
-. tests/test_emu.sh
+. tests/gpu/test_check.sh
+KV=$BUILD/kvchat
+. tests/gpu/test_bundle.sh
 # bad input and downloads again under the sanitizers: no crash, no leak, same messages
 KV=$BUILD/asan/kvchat TAG=asan:
 . tests/test_bad_input.sh

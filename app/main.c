@@ -1,4 +1,6 @@
 /* kvchat: the entry point. Dispatches subcommands and is the one place errors are printed. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,8 +52,22 @@ static const struct {
     {"make-tiny-model", cmd_make_tiny_model, MAKE_TINY_MODEL_HELP},
 };
 
+/* A standard descriptor closed at start (`kvchat ... >&-`) would be the number the next file opened
+ * gets: a session or a logits dump would then take the replies or the progress lines. Each closed
+ * one is held open on /dev/null instead, as careful daemons do. */
+static int hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF &&
+            open("/dev/null", fd ? O_WRONLY : O_RDONLY) != fd)
+            return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (hold_std_fds())
+        return EXIT_RUNTIME; /* no /dev/null: nowhere to say so either */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&
                      strcmp(argv[1], "--version"))) {
         /* plain `kvchat [options]` is the chat */

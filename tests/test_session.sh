@@ -279,3 +279,16 @@ wait "$int_pid"
 same "${TAG}session/a reply stopped by Ctrl-C, then another: both recorded" "1 2" \
     "$(grep -c '"cancelled":true' "$S/int.jsonl") $(grep -c '"ev":"turn_end"' "$S/int.jsonl")"
 check "${TAG}session/--verify goes on after a stopped reply from the recorded sampler state" "$KV" replay "$S/int.jsonl" --verify
+
+# a standard descriptor closed at start is held on /dev/null: the session and a logits dump are
+# never the file that takes its number (the replies, or the progress lines, written into them)
+printf 'hi\nagain\n' | chat --seed 2 --session "$S/closed-out.jsonl" >&-
+check "${TAG}session/with stdout closed the session holds no reply text and verifies" \
+    "$KV" replay "$S/closed-out.jsonl" --verify
+printf 'hi\n' | chat --seed 2 --session "$S/closed-err.jsonl" >/dev/null 2>&1
+printf 'again\n' | chat --seed 2 --session "$S/closed-err.jsonl" 2>&- >/dev/null # re-prefills
+check "${TAG}session/with stderr closed, resumed: no progress line in the session, it verifies" \
+    "$KV" replay "$S/closed-err.jsonl" --verify
+"$KV" generate -m "$SM" --prompt-ids 464,3290 -n 2 --temp 0 -q --dump-logits "$S/closed.bin" >&-
+same "${TAG}session/with stdout closed a logits dump is whole rows of logits only" 0 \
+    "$(($(stat -c %s "$S/closed.bin") % (50257 * 4)))$([ -s "$S/closed.bin" ] || echo " (empty)")"

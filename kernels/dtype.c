@@ -1,6 +1,7 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <string.h>
 #include <strings.h>
 #ifdef __F16C__
 #include <immintrin.h>
@@ -50,17 +51,27 @@ static void runs(run_fn f, void *dst, size_t dst_elem, const void *src, size_t s
         f((char *)dst + i * dst_elem, (const char *)src + i * src_elem, n - i < RUN ? n - i : RUN);
 }
 
+/* the i-th 16-bit value of src, which may lie at any address (a tensor in place in a file whose
+ * header length is odd) */
+static inline uint16_t load16(const void *src, size_t i)
+{
+    uint16_t v;
+    memcpy(&v, (const char *)src + 2 * i, 2);
+    return v;
+}
+
 static void f16_to_f32(void *dst, const void *src, size_t n)
 {
     float *d = dst;
-    const uint16_t *h = src;
     size_t i = 0;
 #ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i + 8 <= n; i += 8) {
+        const void *at = (const char *)src + 2 * i;
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(at)));
+    }
 #endif
     for (; i < n; i++)
-        d[i] = dt_f16_to_f32(h[i]);
+        d[i] = dt_f16_to_f32(load16(src, i));
 }
 
 static void f32_to_f16(void *dst, const void *src, size_t n)
@@ -85,7 +96,7 @@ static void f32_to_f16(void *dst, const void *src, size_t n)
 static void bf16_to_f32(void *dst, const void *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        ((float *)dst)[i] = dt_bf16_to_f32(((const uint16_t *)src)[i]);
+        ((float *)dst)[i] = dt_bf16_to_f32(load16(src, i));
 }
 
 static void f32_to_bf16(void *dst, const void *src, size_t n)

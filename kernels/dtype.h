@@ -30,7 +30,8 @@ int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8, q8), an
 /* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x / d);
  * d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
 void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n);
-/* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1). */
+/* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
+ * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n);
 

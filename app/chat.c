@@ -8,6 +8,7 @@
 
 #include "../kernels/err.h"
 #include "../model/events.h"
+#include "../ui/chat_pane.h"
 #include "chat.h"
 #include "commands.h"
 #include "chat/engine.h"
@@ -350,6 +351,8 @@ int cmd_chat(int argc, char **argv)
         snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
         snapshot_remove_part(save_kv);
     }
+    if (tui) /* conversations 1..CHAT_PANES have a pane of their own there */
+        a.eo.max_convs = CHAT_PANES;
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {

@@ -230,8 +230,8 @@ static void cycle(tui *t, int dir)
 static void new_conv(tui *t)
 {
     int id = engine_new_conv(t->e);
-    if (id < 0 || id > CHAT_PANES) {
-        say(t, "/new: %s", id < 0 ? err_msg() : "no more conversations have a pane of their own");
+    if (id < 0) {
+        say(t, "/new: %s", err_msg());
         return;
     }
     switch_to(t, id);
@@ -379,8 +379,8 @@ static void command(tui *t, char *line)
             switch_to(t, atoi(args));
     } else if (!strcmp(cmd, "fork")) {
         int id = engine_fork(t->e, t->conv);
-        if (id < 0 || id > CHAT_PANES) {
-            say(t, "/fork: %s", id < 0 ? err_msg() : "too many conversations");
+        if (id < 0) {
+            say(t, "/fork: %s", err_msg());
             return;
         }
         int parent = t->conv;

@@ -326,3 +326,15 @@ print(sum(e["ev"] == "token" for e in ev[:end]), after[0] if after else "none")'
 else
     skip "${TAG}tui/asan: /set during a reply" "no sanitizer build at $AKV"
 fi
+
+# past the 64 conversations that have a pane, /new is refused and nothing is made (it was made, then
+# refused: "conv 64/65", and messages went to conversation 64)
+stop_tmux
+$TM new-session -d -s tui -x 120 -y 40 \
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' -n 2 --no-save; sleep 60"
+wait_for "conv 1/1" 20
+for i in $(seq 65); do $TM send-keys -t tui "/new" Enter; done
+expect_screen "${TAG}tui//new past 64 conversations is refused" \
+    "/new: no more conversations: this chat holds 64"
+expect_screen "${TAG}tui/and makes none: 64 of 64" "conv 64/64"
+stop_tmux

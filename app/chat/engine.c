@@ -57,7 +57,8 @@ static int push_ids(conv *c, const int *ids, int n)
 {
     if (err_grow(&c->ids, &c->cap_ids, (size_t)(c->n_ids + n), sizeof *c->ids, "a conversation's tokens"))
         return -1;
-    memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
+    if (n > 0) /* a conversation whose first turn failed has no tokens, and no array */
+        memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
     c->n_ids += n;
     return 0;
 }
@@ -205,10 +206,18 @@ static conv *add_conv(engine *e, kv_seq *seq)
     return c;
 }
 
+/* a refused new conversation changes nothing: the check comes before anything is made */
+static int room_for_one(const engine *e)
+{
+    if (e->o.max_convs && e->next_id > e->o.max_convs)
+        return err_set("no more conversations: this chat holds %d", e->o.max_convs);
+    return 0;
+}
+
 int engine_new_conv(engine *e)
 {
     prep_halt(e);
-    if (refuse_while_running(e))
+    if (refuse_while_running(e) || room_for_one(e))
         return -1;
     conv *c = add_conv(e, NULL);
     if (c)
@@ -219,7 +228,7 @@ int engine_new_conv(engine *e)
 int engine_fork(engine *e, int id)
 {
     conv *p = find_idle(e, id);
-    if (!p)
+    if (!p || room_for_one(e))
         return -1;
     evict_discard(p); /* the two now share the cache; the next turn of either prepares afresh */
     kv_seq *seq = kv_fork(p->seq, e->next_id);

@@ -24,6 +24,7 @@ typedef struct {
     int fidelity;          /* check every N generated tokens; 0: off */
     double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
     int prepare;           /* prepare the next exact eviction between turns (--prepare-evict) */
+    int max_convs;         /* /new and /fork refuse a conversation numbered past it; 0: no limit */
 } engine_opts;
 
 typedef struct engine engine;

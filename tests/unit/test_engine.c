@@ -532,6 +532,35 @@ static void allocation_failures(void)
     unload_model(&lm);
 }
 
+/* Past max_convs (the full-screen chat's panes), /new and /fork are refused before anything is
+ * made: the next new conversation is still refused, and a turn goes to the one it names. */
+static void conv_limit_refused_cleanly(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_NONE, .keep = 0, .max_convs = 3};
+    if (setup(&r, 64, &eo, 4))
+        return;
+    int a = engine_new_conv(r.e), b = engine_new_conv(r.e), c = engine_new_conv(r.e);
+    CHECK(a == 1 && b == 2 && c == 3, "ids %d %d %d", a, b, c);
+    for (int k = 0; k < 3; k++) {
+        err_set("%s", "");
+        int rc = engine_new_conv(r.e);
+        CHECK(rc < 0 && strstr(err_msg(), "this chat holds 3"), "new %d: '%s'", k, err_msg());
+        rc = engine_fork(r.e, 1);
+        CHECK(rc < 0 && strstr(err_msg(), "this chat holds 3"), "fork %d: '%s'", k, err_msg());
+    }
+    int n = engine_conv_count(r.e), last = engine_conv_id(r.e, n - 1);
+    CHECK(n == 3 && last == 3, "%d conversations, the last %d", n, last);
+    char *reply = NULL;
+    CHECK(engine_turn(r.e, 2, "hello", &reply) == 0, "a turn after the refusals: %s", err_msg());
+    int n1, n2;
+    engine_window(r.e, 1, &n1);
+    engine_window(r.e, 2, &n2);
+    CHECK(n1 == 0 && n2 > 0, "conversation 1 holds %d tokens, 2 holds %d", n1, n2);
+    free(reply);
+    teardown(&r);
+}
+
 /* While a reply is generated, every call that would change a conversation is refused with one
  * message and changes nothing; the reply ends as it began. */
 static void calls_during_reply_refused(void)
@@ -783,7 +812,7 @@ static void prepared_plan_yields_memory(void)
 TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_exact},
            {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
-           {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+           {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
            {"engine/set_during_reply_waits_for_its_end", set_during_reply}, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},

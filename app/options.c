@@ -84,10 +84,14 @@ int opt_size(const char *flag, const char *s, size_t *out)
         mul = 1024.0 * 1024, end++;
     else if (*end == 'G' || *end == 'g')
         mul = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't')
+        mul = 1024.0 * 1024 * 1024 * 1024, end++;
     if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B'))
         end += *end == 'i' ? 2 : 1;
-    if (errno || end == s || *end || !(v > 0) || v * mul > 1e15)
+    if (errno || end == s || *end || !(v > 0))
         return err_set("%s: expected a size such as 512M or 2G, got '%s'", flag, s);
+    if (v * mul > 1e15)
+        return err_set("%s: '%s' is more than the largest size, 1e15 bytes (909T)", flag, s);
     *out = (size_t)(v * mul);
     return 0;
 }

@@ -30,7 +30,7 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
 #define CACHE_OPTS_HELP                                                                          \
     "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
     "      --cache-mem SIZE   KV pool size, e.g. 512M or 2G (default: 4 full windows, at most\n" \
-    "                         half the free memory)\n"                                          \
+    "                         half the free memory); at most 2^31 - 1 blocks and 909T\n"        \
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
     "      --block-tokens N   positions per paged block (default 16)\n"                          \
     "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale); default: bf16\n" \

@@ -1,5 +1,6 @@
 #include "kvcache.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,12 +147,18 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
     }
     if (o->layout == KV_PAGED) {
         p->block_bytes = kvl_block_bytes(o->type, p->L, p->H, p->hd, o->block_tokens);
-        p->n_blocks = (int)(p->o.pool_bytes / p->block_bytes);
-        if (p->n_blocks < 1) {
-            err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)", p->o.pool_bytes, p->block_bytes);
+        size_t blocks = p->o.pool_bytes / p->block_bytes;
+        if (blocks < 1 || blocks > INT_MAX) { /* block numbers are ints */
+            size_t bb = p->block_bytes;
+            if (blocks < 1)
+                err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)", p->o.pool_bytes, bb);
+            else
+                err_set("--cache-mem %zu bytes is more than the largest pool, %d blocks of %zu bytes (%zu "
+                        "bytes)", p->o.pool_bytes, INT_MAX, bb, (size_t)INT_MAX * bb);
             kv_pool_free(p);
             return NULL;
         }
+        p->n_blocks = (int)blocks;
         p->o.pool_bytes = (size_t)p->n_blocks * p->block_bytes;
         p->mem = b->alloc(b, p->o.pool_bytes, "the KV pool");
         p->free_list = err_malloc(sizeof(int) * p->n_blocks, "the KV pool");
@@ -543,10 +550,34 @@ int kv_export(kv_seq *s, void *out)
     return s->len ? copy_rows(s->p->b, &to, 0, &s->view, 0, s->len) : 0;
 }
 
+/* Imported rows hold numbers: a NaN or an infinity (a forged snapshot with its checksum recomputed)
+ * would reach the attention's softmax. Each f32 value and int8 scale is finite; each 16-bit value's
+ * exponent is not all ones. */
+static int finite_rows(const kv_pool *p, const unsigned char *in, int len)
+{
+    size_t rows = (size_t)p->L * 2 * p->H * len, n = rows * p->hd;
+    dtype t = p->o.type;
+    for (size_t i = 0; i < (t == DT_I8 ? rows : n); i++) {
+        float f = 0;
+        uint16_t h = 0;
+        if (t == DT_F32 || t == DT_I8)
+            memcpy(&f, in + (t == DT_I8 ? n : 0) + 4 * i, 4);
+        else
+            memcpy(&h, in + 2 * i, 2);
+        int all_ones = (t == DT_F16 && (h & 0x7c00) == 0x7c00) || (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
+        if (!isfinite(f) || all_ones)
+            return err_set("cached position %zu holds a NaN or an infinity",
+                           (t == DT_I8 ? i : i / p->hd) % len);
+    }
+    return 0;
+}
+
 int kv_import(kv_seq *s, const void *in, int len)
 {
     if (s->len)
         return err_set("importing into a sequence that is not empty");
+    if (finite_rows(s->p, in, len))
+        return -1;
     if (len && kv_reserve(s, len))
         return -1;
     kb_kv from = flat_view(s->p, (void *)in, len);

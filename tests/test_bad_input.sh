@@ -23,6 +23,14 @@ expect_error "${TAG}bad/--prompt-ids junk" 2 "--prompt-ids: expected" "$KV" gene
 expect_error "${TAG}bad/--device tpu" 2 "--device: expected auto, cpu or cuda" "$KV" generate -m "$B/good" --device tpu
 expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16 or int8, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
 expect_error "${TAG}bad/--gpu-kernels turbo" 2 "--gpu-kernels: expected fast or basic, got 'turbo'" "$KV" generate -m "$B/good" --gpu-kernels turbo
+expect_error "${TAG}bad/--cache-mem past 1e15 bytes" 2 "'2000T' is more than the largest size" \
+    "$KV" generate -m "$B/good" --cache-mem 2000T
+# block numbers are ints: a pool of more blocks is refused, not cut to its low 32 bits
+expect_error "${TAG}bad/--cache-mem past the largest pool (16 TiB of 8 KiB blocks)" 1 \
+    "more than the largest pool, 2147483647 blocks of" \
+    "$KV" generate -m "$B/good" --cache-mem 16384G --prompt-ids 1
+expect_error "${TAG}bad/--cache-mem of 2^34 + 4 blocks is no pool of 4" 1 "more than the largest pool" \
+    "$KV" generate -m "$B/good" --cache-mem 35184372097024 --prompt-ids 1
 expect_error "${TAG}bad/make-tiny-model heads" 2 "not a positive multiple of n_head" "$KV" make-tiny-model "$B/x" --embd 10 --heads 3
 
 # runtime errors: exit 1, naming the file (and tensor)
@@ -152,3 +160,10 @@ expect_error "${TAG}bad/--ctx 1 names --ctx" 1 "window of 1 tokens cannot hold .
     bash -c "printf 'hi\\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --ctx 1 >/dev/null"
 expect_error "${TAG}bad/a message over 256 KiB" 1 "a message of 300000 bytes is longer than a message can be \(256 KiB\)" \
     bash -c "'$PYTHON' -c \"print('a ' * 150000)\" | '$KV' chat --no-tui -m '$B/good' -n 2 >/dev/null"
+
+# a session whose first turn failed (the pool too small) resumes: its conversation has no tokens,
+# and no array of them (UBSan: a null pointer given to memcpy)
+printf 'hello there friend\n' | "$KV" chat --no-tui -m "$B/good" -n 4 --cache-mem 2K \
+    --session "$B/failed-first.jsonl" >/dev/null 2>&1
+check "${TAG}bad/a session whose first turn failed resumes" bash -c "printf 'again\n' |
+    '$KV' chat --no-tui -m '$B/good' -n 4 --resume '$B/failed-first.jsonl' >/dev/null"

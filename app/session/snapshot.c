@@ -156,8 +156,10 @@ int snapshot_load(const char *path, engine *e, const loaded_model *lm, const cha
             goto out;
         }
         kv_seq *s = engine_conv_cache(e, r.id);
-        if (kv_len(s) == 0 && kv_import(s, buf + pos, r.len))
+        if (kv_len(s) == 0 && kv_import(s, buf + pos, r.len)) {
+            err_wrap("%s: conversation %d (a damaged or forged snapshot)", path, r.id);
             goto out;
+        }
         pos += r.bytes;
     }
     rc = 0;

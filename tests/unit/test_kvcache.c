@@ -237,6 +237,48 @@ static void pool_exhaustion(void)
     b->destroy(b);
 }
 
+/* A snapshot's rows go back in only if they hold numbers: one NaN, or one infinity, in any cache
+ * dtype (an int8 cache: in a row's scale) is refused, naming the position; the rows as exported go in. */
+static void import_refuses_non_finite(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2);
+    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    for (int t = 0; t < 4; t++) {
+        kv_opts o;
+        kv_opts_default(&o, &m.cfg);
+        o.type = types[t];
+        o.window = 64;
+        kv_pool *pool = kv_pool_create(b, &m.cfg, &o, NULL);
+        kv_seq *a = kv_seq_new(pool, 1), *c = kv_seq_new(pool, 2), *d = kv_seq_new(pool, 3);
+        int ids[12];
+        for (int i = 0; i < 12; i++)
+            ids[i] = 500 + i * 7;
+        CHECK(gpt2_forward(&m, b, a, ids, 12, NULL) == 0, "fill: %s", err_msg());
+        size_t n = kv_export_bytes(a), rows = (size_t)m.cfg.n_layer * 2 * m.cfg.n_head * 12;
+        unsigned char *flat = malloc(n);
+        CHECK(flat && kv_export(a, flat) == 0, "export: %s", err_msg());
+        const char *name = dt_name(types[t]);
+        CHECK(kv_import(c, flat, 12) == 0 && kv_len(c) == 12, "%s: the exported rows: %s", name, err_msg());
+        /* position 5 of the first row: its value, or for int8 its scale after all the values */
+        size_t hd = (size_t)(m.cfg.n_embd / m.cfg.n_head);
+        size_t at = types[t] == DT_I8 ? rows * hd + 4 * 5 : 5 * hd * dt_size(types[t]);
+        static const unsigned char nan32[4] = {0, 0, 0xc0, 0x7f}, inf16[2] = {0, 0x7c},
+                                   nan_bf16[2] = {0xc0, 0x7f};
+        int half = types[t] == DT_F16 || types[t] == DT_BF16;
+        memcpy(flat + at, types[t] == DT_F16 ? inf16 : types[t] == DT_BF16 ? nan_bf16 : nan32, half ? 2 : 4);
+        err_set("%s", "");
+        int rc = kv_import(d, flat, 12);
+        CHECK(rc < 0 && strstr(err_msg(), "position 5 holds a NaN or an infinity") && kv_len(d) == 0,
+              "%s: a NaN went in: '%s'", name, err_msg());
+        free(flat);
+        kv_pool_free(pool);
+    }
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
 /* a "device" whose memory is the helpers' (so injected failures reach it): host memory reached only
  * through the backend's copies, as a GPU's is */
 static void *helper_alloc(kb_backend *b, size_t bytes, const char *what)
@@ -312,4 +354,5 @@ static void allocation_failures(void)
 }
 
 TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures}, {"kvcache/random_operations_vs_fresh", random_operations},
-           {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion});
+           {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion},
+           {"kvcache/import_refuses_non_finite", import_refuses_non_finite});

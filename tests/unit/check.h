@@ -45,5 +45,7 @@ const char *asset(const char *name);
 const char *temp_dir(void);
 /* Relative L2 error of a against the reference b. */
 double rel_err(const float *a, const float *b, int n);
+/* KVCHAT_TEST_QUICK is set (not "0"): a slow run (a sanitizer's) takes the tests' small sizes. */
+int test_quick(void);
 
 #endif

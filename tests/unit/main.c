@@ -42,6 +42,12 @@ double rel_err(const float *a, const float *b, int n)
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+int test_quick(void)
+{
+    const char *q = getenv("KVCHAT_TEST_QUICK");
+    return q && *q && strcmp(q, "0");
+}
+
 static char tmp_root[64];
 static void cleanup(void)
 {

@@ -28,8 +28,7 @@ static int quick(void)
 #ifdef KVCHAT_CUDA_EMU
     return 1;
 #else
-    const char *q = getenv("KVCHAT_TEST_QUICK");
-    return q && *q && strcmp(q, "0");
+    return test_quick();
 #endif
 }
 

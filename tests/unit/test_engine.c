@@ -516,8 +516,7 @@ static void allocation_failures(void)
     }
     CHECK(engine_scenario(&lm, &mo) == 0, "the scenario fails without injected failures: %s", err_msg());
     /* KVCHAT_TEST_QUICK (ThreadSanitizer's run, where each scenario takes a second): every 16th */
-    const char *quick = getenv("KVCHAT_TEST_QUICK");
-    long stride = quick && *quick && strcmp(quick, "0") ? 16 : 1, n = 0, left = -1;
+    long stride = test_quick() ? 16 : 1, n = 0, left = -1;
     do {
         err_set("%s", "");
         err_fail_allocs_after(n);

@@ -136,7 +136,7 @@ tiny() { # tiny DIR ARGS...: a random checkpoint (made by the same binary, on th
 # what each mode runs: the shapes and lengths
 IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
 if [ $EMULATED = 1 ]; then
-    SHAPES=("2 4 64 128 f32,bf16") GREEDY=3 SAMPLED=3 SAMPLED_MODEL="2 4 64 128" QUICK=1
+    SHAPES=("2 4 64 128 f32,bf16") GREEDY=3 SAMPLED=3 SAMPLED_MODEL="2 4 64 128"
     FORCED_MODEL="2 4 64 128" PROMPT=12 FORCE=3 FORCED_WINDOW=128
     FORCED_RUNS=("f32 paged f32 fast,basic" "f32 contiguous int8 basic" "bf16 paged bf16 basic"
         "q8 paged f16 basic")
@@ -146,7 +146,7 @@ if [ $EMULATED = 1 ]; then
     SANITIZER_RUNS=("memcheck 60 cuda/q8" "racecheck 60 cuda/kernels")
 else
     SHAPES=("2 4 64 128 f32,f16,bf16" "4 8 256 512 f32,bf16" "12 12 768 1024 f32,bf16")
-    GREEDY=32 SAMPLED=48 SAMPLED_MODEL="4 8 256 512" QUICK=0
+    GREEDY=32 SAMPLED=48 SAMPLED_MODEL="4 8 256 512"
     FORCED_MODEL="4 8 256 1024" PROMPT=300 FORCE=200 FORCED_WINDOW=1024
     # each cache dtype on both kernel sets, the contiguous layout, 16-bit and int8 weights
     FORCED_RUNS=("f32 paged f32 fast,basic" "f32 paged f16 fast,basic" "f32 paged bf16 fast,basic"
@@ -188,7 +188,7 @@ fi
 
 if section speed "speed ($KV bench --device cuda: each step's device time by CUDA events)"; then
     rm -f "$OUT"/b124.json "$OUT"/b124-basic.json "$OUT"/b1558.json
-    if [ $QUICK = 1 ]; then
+    if [ $EMULATED = 1 ]; then
         tiny "$T/m-2-64-bf16" --layers 2 --heads 4 --embd 64 --ctx 128 --dtype bf16
         run 120 "$KV" bench -m "$T/m-2-64-bf16" --device cuda --gpu-kernels basic --dtype bf16 \
             --runs 1 --prefill 16 --context 0,8 --json "$OUT/b124.json"
@@ -217,7 +217,7 @@ if section speed "speed ($KV bench --device cuda: each step's device time by CUD
 fi
 
 if section twins "every kernel against its CPU twin ($UT cuda/)"; then
-    run $([ $QUICK = 1 ] && echo 240 || echo 90) "$UT" cuda/
+    run $([ $EMULATED = 1 ] && echo 240 || echo 90) "$UT" cuda/
     out=$T/stdout
     names="kernels_match_cpu_twins fused_matches_cpu_twin q8_matches_cpu_twin
         attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu driver_messages"
@@ -265,7 +265,7 @@ if section logits "logits, self-test and greedy tokens against the CPU (an f32 c
             # each kernel set with the GPU's default cache (bf16), against the CPU on the same;
             # quick: the fast set (a second of emulation a step) for the GPU's default weights only
             sets="fast basic"
-            [ $QUICK = 1 ] && [ "$dt" != bf16 ] && sets=basic
+            [ $EMULATED = 1 ] && [ "$dt" != bf16 ] && sets=basic
             for ks in $sets; do
                 name="selftest ${L}x${E} $dt, $ks kernels"
                 run 60 "$KV" selftest -m "$m" --device cuda --dtype "$dt" --gpu-kernels $ks
@@ -367,7 +367,7 @@ if section chat "cache layouts, dtypes, eviction and offload (greedy chat, f32 w
     m=$T/m-2-64-f32
     tiny "$m" --layers 2 --heads 4 --embd 64 --ctx 128
     msgs=$'hello there\nhow are you\ntell me about the cache'
-    [ $QUICK = 1 ] || msgs+=$'\nand more\nand then\none more turn'
+    [ $EMULATED = 1 ] || msgs+=$'\nand more\nand then\none more turn'
     for opts in "${CHAT_OPTS[@]}"; do
         talk() {
             run 90 sh -c "echo '$msgs' | '$KV' chat --no-tui --no-save -m '$m' --dtype f32 \

@@ -21,6 +21,7 @@
 #include "session/snapshot.h"
 #include "tui.h"
 #include "session/records.h"
+#include "session/restore.h"
 #include "sessions.h"
 
 #define CHAT_OPTS_HELP                                                                           \
@@ -175,63 +176,13 @@ static int is_turn_end(const json_t *ev)
     return ev_is(ev, EV_TURN_END);
 }
 
-/* each conversation as its last turn_end left it, in the order the conversations first completed a turn */
-static int restore_convs(engine *e, const session *s, int max_id, int *order, int *n_order)
-{
-    int n = 0;
-    json_t **last = calloc((size_t)max_id + 1, sizeof *last);
-    int *done = calloc((size_t)max_id + 1, sizeof *done);
-    if (!last || !done) {
-        free(last);
-        free(done);
-        return err_set("out of memory");
-    }
-    for (int i = 0; i < s->n_events; i++) {
-        json_t *ev = s->events[i];
-        int id = (int)json_integer_value(json_object_get(ev, "conv"));
-        if (!is_turn_end(ev))
-            continue;
-        if (!last[id])
-            order[n++] = id;
-        last[id] = ev;
-        done[id]++;
-    }
-    *n_order = n;
-    int rc = 0;
-    for (int k = 0; k < n && !rc; k++) {
-        rec_turn_end t;
-        int *ids = NULL;
-        win_turn *turns = NULL;
-        if (rec_turn_end_read(last[order[k]], &t, &ids, &turns) ||
-            engine_restore(e, order[k], t.ids, t.n_ids, t.turns, t.n_turns, t.keep, &t.sp, t.rng, t.approximate,
-                           done[order[k]]))
-            rc = -1;
-        free(ids);
-        free(turns);
-    }
-    free(last);
-    free(done);
-    return rc;
-}
-
 /* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
  * when it matches, else re-prefilled. */
-static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path, const char *fp, int force)
+static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path,
+                   const char *fp, int force)
 {
-    /* conversation ids are at most SESSION_MAX_CONV (the reader checks): index by id */
-    int max_id = 0, n = 0;
-    for (int i = 0; i < s->n_events; i++)
-        if (is_turn_end(s->events[i])) {
-            int id = (int)json_integer_value(json_object_get(s->events[i], "conv"));
-            max_id = id > max_id ? id : max_id;
-        }
-    if (!max_id)
-        return err_set("the session has no completed turn to resume from");
-    int *order = malloc(sizeof(int) * (size_t)(max_id + 1));
-    if (!order)
-        return err_set("out of memory");
-    int rc = restore_convs(e, s, max_id, order, &n);
-    int loaded = 0;
+    int *order, n;
+    int rc = session_restore(e, s, s->n_events, &order, &n), loaded = 0;
     if (!rc && !force && !access(kv_path, F_OK)) {
         loaded = !snapshot_load(kv_path, e, lm, fp);
         if (!loaded)
@@ -259,6 +210,10 @@ int cmd_chat(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat chat --help)", argv[i]), EXIT_USAGE;
     }
     session hist = {0};
+    model_opts rec;
+    engine_opts rec_eo;
+    sampler_params want_sp = mo.sp;
+    int want_n = mo.n_predict;
     char kv_path[4200] = "", save_kv[4200] = "", fp[17] = "", dir[4096];
     int append = 0, overwrite = 0;
     if (a.session && (a.resume ? !same_file(a.session, a.resume) : 1) && file_size(a.session) > 0) {
@@ -290,19 +245,29 @@ int cmd_chat(int argc, char **argv)
         const char *recorded = json_string_value(json_object_get(json_object_get(hist.header, "model"), "dir"));
         if (!mo.model_dir && !getenv("KVCHAT_MODEL") && recorded)
             mo.model_dir = recorded;
-        if (session_settings(&hist, &mo, &a.eo)) {
+        if (session_settings_at(&hist, hist.n_events, &mo, &a.eo)) {
             session_free(&hist);
             return err_wrap("%s", a.resume), EXIT_RUNTIME;
         }
-        for (int i = 0; i < hist.n_events; i++) /* a /system since the header was written */
-            if (ev_is(hist.events[i], EV_SYSTEM)) {
-                const char *s = json_string_value(json_object_get(hist.events[i], "text"));
-                a.eo.system = s && *s ? s : NULL;
-            }
+        rec = mo;
+        rec_eo = a.eo;
         /* options given on this command line still win over the recorded ones */
         for (int i = 1; i < argc; i++)
             if (!chat_opt(&a, argc, argv, &i))
                 model_opts_parse(&mo, argc, argv, &i);
+        char names[256];
+        if (session_settings_diff(&rec, &rec_eo, &mo, &a.eo, names, sizeof names))
+            fprintf(stderr,
+                    "kvchat: %s continues with %s from the command line instead of the recorded "
+                    "settings (recorded from here on)\n",
+                    a.resume, names);
+        if (mo.kv.window != rec.kv.window && mo.kv.pool_bytes == rec.kv.pool_bytes)
+            mo.kv.pool_bytes = 0; /* sized for the new window, as when no size is given */
+        /* the conversations continue with the recorded sampling; a change is a set event (below) */
+        want_sp = mo.sp;
+        want_n = mo.n_predict;
+        mo.sp = rec.sp;
+        mo.n_predict = rec.n_predict;
         snprintf(kv_path, sizeof kv_path, "%s.kv", a.resume);
     }
     int tui = !a.no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
@@ -357,11 +322,17 @@ int cmd_chat(int argc, char **argv)
         goto out;
     if (a.resume) {
         /* first: the re-prefill's events belong to this run (the reader takes its window from here) */
-        ev_emit(lm.bus, 0, EV_RESUME,
-                json_pack("{s:s, s:i, s:i}", "from", a.resume, "window", kv_pool_opts(lm.pool)->window, "vocab_size",
-                          lm.model.cfg.vocab_size));
+        json_t *ev = session_settings_json(&lm, &mo, &a.eo);
+        json_object_del(ev, "sampling"); /* a change of it is a set event, after the restore */
+        json_object_update_new(ev,
+                               json_pack("{s:s, s:i, s:i}", "from", a.resume, "window",
+                                         kv_pool_opts(lm.pool)->window, "vocab_size",
+                                         lm.model.cfg.vocab_size));
+        ev_emit(lm.bus, 0, EV_RESUME, ev);
         if (restore(e, &lm, &hist, kv_path, fp, a.force))
             goto out;
+        if (!sampler_params_equal(&want_sp, &mo.sp) || want_n != mo.n_predict)
+            engine_set_sampling(e, &want_sp, want_n);
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
     } else if ((conv = engine_new_conv(e)) < 0) {
         goto out;

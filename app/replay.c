@@ -20,6 +20,7 @@
 #include "safe_text.h"
 #include "session/session.h"
 #include "session/records.h"
+#include "session/restore.h"
 #include "sessions.h"
 
 const char REPLAY_HELP[] =
@@ -120,142 +121,242 @@ static int apply_action(engine *e, json_t *ev, const char *path)
     return 0;
 }
 
-static int verify(const session *s, const char *path, model_opts *mo, int force, const char *dump_path)
-{
-    engine_opts eo = {0};
-    const char *recorded = json_string_value(json_object_get(json_object_get(s->header, "model"), "dir"));
-    if (!mo->model_dir && !getenv("KVCHAT_MODEL") && recorded)
-        mo->model_dir = recorded;
-    if (session_settings(s, mo, &eo))
-        return err_wrap("%s", path), EXIT_RUNTIME;
+/* the model and engine a verify runs on, as the session's settings at one point left them */
+typedef struct {
+    const session *s;
+    const char *path;
+    int force, argc;
+    char **argv;
+    model_opts base;  /* the command line's */
+    model_opts mo;
+    engine_opts eo;
     loaded_model lm;
-    if (load_model(&lm, mo))
-        return EXIT_RUNTIME;
+    engine *e;
+    id_list got;
+} verifier;
+
+/* the settings in force after `upto` events, the command line's model options over them */
+static int verify_settings(const verifier *v, int upto, model_opts *mo, engine_opts *eo)
+{
+    *mo = v->base;
+    *eo = (engine_opts){0};
+    if (session_settings_at(v->s, upto, mo, eo))
+        return err_wrap("%s", v->path);
+    for (int i = 1; i < v->argc; i++)
+        model_opts_parse(mo, v->argc, v->argv, &i);
+    return 0;
+}
+
+static int verify_open(verifier *v)
+{
     char fp[17];
-    const char *want = json_string_value(json_object_get(json_object_get(s->header, "model"), "fingerprint"));
-    if (fp_model(lm.dir, fp) || (!force && (!want || strcmp(want, fp)))) {
-        if (!err_msg()[0] || (want && strcmp(want, fp)))
-            err_set("%s was recorded with another model than %s (--force to verify anyway)", path, lm.dir);
-        unload_model(&lm);
-        return EXIT_RUNTIME;
+    const char *want =
+        json_string_value(json_object_get(json_object_get(v->s->header, "model"), "fingerprint"));
+    if (load_model(&v->lm, &v->mo) || fp_model(v->lm.dir, fp))
+        return -1;
+    if (!v->force && (!want || strcmp(want, fp)))
+        return err_set("%s was recorded with another model than %s (--force to verify anyway)",
+                       v->path, v->lm.dir);
+    if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo)))
+        return -1;
+    return ev_subscribe(v->lm.bus, collect, &v->got);
+}
+
+static void verify_close(verifier *v)
+{
+    if (v->lm.bus)
+        ev_unsubscribe(v->lm.bus, collect, &v->got);
+    engine_free(v->e);
+    v->e = NULL;
+    unload_model(&v->lm);
+}
+
+/* At resume event i: a run resumed with other settings than verify's goes on as that run did, from
+ * the conversations as the turns before it left them. 1 if so, 0 if nothing changed, -1 on error.
+ */
+static int verify_resume(verifier *v, int i)
+{
+    model_opts mo, cur = v->mo;
+    engine_opts eo;
+    char names[256];
+    if (verify_settings(v, i + 1, &mo, &eo))
+        return -1;
+    cur.sp =
+        engine_model_opts(v->e)->sp; /* the sampling is the set events', applied as they came */
+    cur.n_predict = engine_model_opts(v->e)->n_predict;
+    v->eo.system = eo.system;             /* and so is the system text */
+    if (!session_settings_diff(&cur, &v->eo, &mo, &eo, names, sizeof names))
+        return 0;
+    printf("resumed with other settings (%s): the turns after it run with them\n", names);
+    verify_close(v);
+    v->mo = mo;
+    v->eo = eo;
+    int *order = NULL, n = 0,
+        rc = verify_open(v) || session_restore(v->e, v->s, i, &order, &n) ? -1 : 0;
+    for (int k = 0; k < n && !rc; k++)
+        rc = engine_prefill_window(v->e, order[k], NULL, NULL);
+    free(order);
+    return rc ? -1 : 1;
+}
+
+/* the end of the turn event `at` begins: its conversation's next turn_end in the same run, or NULL
+ * for a turn cut by a crash (the run ended first) */
+static const json_t *turn_end_of(const session *s, int at, int conv, const char **text)
+{
+    int edit = ev_is(s->events[at], EV_EDIT);
+    for (int j = at + 1; j < s->n_events; j++) {
+        const json_t *ev = s->events[j];
+        if (ev_is(ev, EV_RESUME))
+            return NULL;
+        if (edit && !*text && ev_is(ev, EV_USER))
+            *text = json_string_value(json_object_get(ev, "text"));
+        if (ev_is(ev, EV_TURN_END) && json_integer_value(json_object_get(ev, "conv")) == conv)
+            return ev;
     }
+    return NULL;
+}
+
+/* the recorded token ids of conversation conv from event at up to end */
+static int recorded_ids(const session *s, int at, const json_t *end, int conv, int *ids, int cap)
+{
+    int n = 0;
+    for (int j = at + 1; s->events[j] != end; j++)
+        if (ev_is(s->events[j], EV_TOKEN) &&
+            json_integer_value(json_object_get(s->events[j], "conv")) == conv && n < cap)
+            ids[n++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
+    return n;
+}
+
+enum { MAX_IDS = 1 << 20 };
+
+/* Re-runs the turn event i begins; *i moves to its end. 0 when it reproduced, 1 when it differs
+ * (why says how), -1 on an error. */
+static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump, char *why,
+                       size_t why_n)
+{
+    const session *s = v->s;
+    json_t *ev = s->events[*i];
+    const char *type = json_string_value(json_object_get(ev, "ev"));
+    const char *text = json_string_value(json_object_get(ev, "text"));
+    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+    const json_t *end = turn_end_of(s, *i, conv, &text);
+    if (!end) {
+        printf("turn %d (conv %d): cut (no turn_end: its run ended inside it), not compared\n",
+               turn, conv);
+        return 0; /* resume took it as never made, and so does verify */
+    }
+    int cancelled = json_is_true(json_object_get(end, "cancelled")),
+        failed = json_is_true(json_object_get(end, "failed"));
+    int n_want = recorded_ids(s, *i, end, conv, want_ids, MAX_IDS);
+    const model_opts *cur = engine_model_opts(v->e);
+    int n_predict = cur->n_predict;
+    if (cancelled) /* stop where the user stopped it */
+        engine_set_sampling(v->e, &cur->sp, n_want);
+    v->got.n = 0;
+    if (dump)
+        engine_force_reply(v->e, want_ids, n_want, dump_row, dump);
+    char *reply = NULL;
+    int r = !strcmp(type, EV_USER) ? engine_turn(v->e, conv, text, &reply)
+          : !strcmp(type, EV_RETRY) ? engine_retry(v->e, conv, &reply)
+          : engine_edit(v->e, conv, text ? text : "", &reply);
+    free(reply);
+    char err[200];
+    snprintf(err, sizeof err, "%s", r ? err_msg() : "");
+    if (cancelled) {
+        engine_set_sampling(v->e, &engine_model_opts(v->e)->sp, n_predict);
+        const char *rng = json_string_value(json_object_get(end, "rng"));
+        if (!r && rng) /* Ctrl-C may have drawn once more than stopping at this length does */
+            engine_set_rng(v->e, conv, strtoull(rng, NULL, 16));
+    }
+    /* past this turn's own events; actions recorded while it ran took effect when it ended */
+    while (s->events[*i] != end)
+        if (apply_action(v->e, s->events[++*i], v->path) < 0)
+            return -1;
+    if (failed && r) {
+        printf("turn %d (conv %d): failed, as recorded (%s)\n", turn, conv, err);
+        return 0;
+    }
+    if (failed || r) {
+        printf("turn %d (conv %d): DIFFERS: recorded a %s, got a %s%s%s%s\n", turn, conv,
+               failed ? "failure" : "reply", failed ? "reply" : "failure", r ? " (" : "", err,
+               r ? ")" : "");
+        snprintf(why, why_n, "turn %d (conv %d) recorded a %s and got a %s", turn, conv,
+                 failed ? "failure" : "reply", failed ? "reply" : "failure");
+        return 1;
+    }
+    int k = 0;
+    while (k < v->got.n && k < n_want && v->got.ids[k] == want_ids[k])
+        k++;
+    if (k == v->got.n && k == n_want) {
+        printf("turn %d (conv %d): %d tokens, same\n", turn, conv, n_want);
+        return 0;
+    }
+    printf("turn %d (conv %d): DIFFERS at token %d: recorded %d, got %d\n", turn, conv, k + 1,
+           k < n_want ? want_ids[k] : -1, k < v->got.n ? v->got.ids[k] : -1);
+    snprintf(why, why_n, "turn %d (conv %d) differs at token %d", turn, conv, k + 1);
+    return 1;
+}
+
+static int verify(const session *s, const char *path, const model_opts *mo, int force,
+                  const char *dump_path, int argc, char **argv)
+{
+    verifier v = {.s = s, .path = path, .force = force, .argc = argc, .argv = argv, .base = *mo};
+    const char *recorded =
+        json_string_value(json_object_get(json_object_get(s->header, "model"), "dir"));
+    if (!v.base.model_dir && !getenv("KVCHAT_MODEL") && recorded)
+        v.base.model_dir = recorded;
+    model_opts rec = v.base;
+    engine_opts rec_eo = {0};
+    char names[256];
+    if (session_settings_at(s, 0, &rec, &rec_eo) || verify_settings(&v, 0, &v.mo, &v.eo))
+        return err_wrap("%s", path), EXIT_RUNTIME;
+    if (session_settings_diff(&rec, &rec_eo, &v.mo, &v.eo, names, sizeof names))
+        fprintf(stderr,
+                "note: verifying with %s from the command line instead of the recorded settings\n",
+                names);
     if (json_integer_value(json_object_get(s->header, "kvchat_session")) < 2)
         fprintf(stderr, "note: %s was recorded with the sampling rule of an earlier kvchat (session format 1): "
                         "sampled turns may differ, greedy ones must match\n", path);
-    engine *e = engine_create(&lm, mo, &eo);
     part_file dump = {0};
-    if (dump_path && part_open(&dump, dump_path)) {
-        engine_free(e);
-        unload_model(&lm);
-        return err_wrap("--dump-logits"), EXIT_RUNTIME;
-    }
-    id_list got = {.cap = 1 << 20};
-    got.ids = malloc(sizeof(int) * (size_t)got.cap);
-    int rc = e && got.ids ? 0 : EXIT_RUNTIME, turns = 0, bad = 0;
-    ev_subscribe(lm.bus, collect, &got);
-    /* actions in order; each turn's recorded tokens are its token events up to its turn_end */
-    int *want_ids = malloc(sizeof(int) * (1 << 20)), n_want = 0;
-    rc = rc || !want_ids ? EXIT_RUNTIME : 0;
+    int *want_ids = malloc(sizeof(int) * MAX_IDS);
+    v.got.cap = MAX_IDS;
+    v.got.ids = malloc(sizeof(int) * MAX_IDS);
+    int rc = 0, turns = 0, bad = 0, cut = 0;
+    if (!want_ids || !v.got.ids)
+        rc = err_set("out of memory");
+    else if (verify_open(&v))
+        rc = -1;
+    else if (dump_path && part_open(&dump, dump_path))
+        rc = err_wrap("--dump-logits");
+    char why[200] = "";
     for (int i = 0; i < s->n_events && !rc && !bad; i++) {
         json_t *ev = s->events[i];
-        const char *type = json_string_value(json_object_get(ev, "ev"));
-        int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-        int acted = apply_action(e, ev, path);
+        int acted = ev_is(ev, EV_RESUME) ? verify_resume(&v, i) : apply_action(v.e, ev, path);
         if (acted < 0)
-            rc = EXIT_RUNTIME;
-        if (acted)
+            rc = -1;
+        if (acted || ev_is(ev, EV_RESUME))
             continue;
-        if (strcmp(type, EV_USER) && strcmp(type, EV_RETRY) && strcmp(type, EV_EDIT))
+        if (!ev_is(ev, EV_USER) && !ev_is(ev, EV_RETRY) && !ev_is(ev, EV_EDIT))
             continue;
-        /* find this turn's end: its token count, and whether it was cut short by Ctrl-C */
-        const char *text = json_string_value(json_object_get(ev, "text"));
-        json_t *end = NULL;
-        int edit = !strcmp(type, EV_EDIT);
-        for (int j = i + 1; j < s->n_events && !end; j++) {
-            const char *tj = json_string_value(json_object_get(s->events[j], "ev"));
-            if (edit && !text && !strcmp(tj, EV_USER))
-                text = json_string_value(json_object_get(s->events[j], "text"));
-            if (!strcmp(tj, EV_TURN_END) && json_integer_value(json_object_get(s->events[j], "conv")) == conv)
-                end = s->events[j];
-        }
-        if (!end)
-            break; /* a turn the crash cut: nothing recorded to compare */
-        int cancelled = json_is_true(json_object_get(end, "cancelled")), failed = json_is_true(json_object_get(end, "failed"));
-        int n_tok = 0;
-        for (int j = i + 1; s->events[j] != end; j++)
-            n_tok += ev_is(s->events[j], EV_TOKEN) &&
-                     json_integer_value(json_object_get(s->events[j], "conv")) == conv;
-        const model_opts *cur = engine_model_opts(e);
-        int n_predict = cur->n_predict;
-        if (cancelled) /* stop where the user stopped it */
-            engine_set_sampling(e, &cur->sp, n_tok);
-        got.n = 0;
-        n_want = 0;
-        /* this action's recorded tokens */
-        for (int j = i + 1; s->events[j] != end; j++)
-            if (ev_is(s->events[j], EV_TOKEN) &&
-                json_integer_value(json_object_get(s->events[j], "conv")) == conv && n_want < (1 << 20))
-                want_ids[n_want++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
-        if (dump.f)
-            engine_force_reply(e, want_ids, n_want, dump_row, dump.f);
-        char *reply = NULL;
-        int r = !strcmp(type, EV_USER) ? engine_turn(e, conv, text, &reply)
-              : !strcmp(type, EV_RETRY) ? engine_retry(e, conv, &reply) : engine_edit(e, conv, text ? text : "", &reply);
-        free(reply);
-        if (cancelled) {
-            engine_set_sampling(e, &engine_model_opts(e)->sp, n_predict);
-            const char *rng = json_string_value(json_object_get(end, "rng"));
-            if (!r && rng) /* Ctrl-C may have drawn once more than stopping at this length does */
-                engine_set_rng(e, conv, strtoull(rng, NULL, 16));
-        }
-        if (r && !failed) {
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        if (failed) { /* recorded as failing: it must fail again, the same way, and leave the same state */
-            turns++;
-            while (s->events[i] != end)
-                if (apply_action(e, s->events[++i], path) < 0)
-                    rc = EXIT_RUNTIME;
-            if (r)
-                printf("turn %d (conv %d): failed, as recorded (%s)\n", turns, conv, err_msg());
-            else {
-                printf("turn %d (conv %d): DIFFERS: recorded a failure, got a reply\n", turns, conv);
-                bad = 1;
-            }
-            continue;
-        }
-        /* past this turn's own events; actions recorded while it ran took effect when it ended */
-        while (s->events[i] != end)
-            if (apply_action(e, s->events[++i], path) < 0)
-                rc = EXIT_RUNTIME;
-        turns++;
-        int k = 0;
-        while (k < got.n && k < n_want && got.ids[k] == want_ids[k])
-            k++;
-        if (k == got.n && k == n_want) {
-            printf("turn %d (conv %d): %d tokens, same\n", turns, conv, n_want);
-        } else {
-            printf("turn %d (conv %d): DIFFERS at token %d: recorded %d, got %d\n", turns, conv, k + 1,
-                   k < n_want ? want_ids[k] : -1, k < got.n ? got.ids[k] : -1);
-            bad = 1;
-        }
+        int at = i;
+        bad = verify_turn(&v, &i, ++turns, want_ids, dump.f, why, sizeof why);
+        rc = bad < 0 ? -1 : 0;
+        cut += i == at;
     }
-    if (dump.f && part_commit(&dump, !rc) && !rc) {
-        err_wrap("--dump-logits");
-        rc = EXIT_RUNTIME;
-    }
+    if (dump.f && part_commit(&dump, !rc) && !rc)
+        rc = err_wrap("--dump-logits");
     if (!rc && bad)
-        err_set("%s does not reproduce: the first divergence is above", path); /* the exit status's reason */
+        err_set("%s does not reproduce: %s", path, why); /* the exit status's reason */
     else if (!rc)
-        printf("%s: all %d turns reproduce (the re-run evicted %d times and went to host memory %d times)\n", path,
-               turns, got.evictions, got.offloads);
-    ev_unsubscribe(lm.bus, collect, &got);
+        printf("%s: all %d turns reproduce%s (the re-run evicted %d times and went to host memory "
+               "%d times)\n",
+               path, turns - cut, cut ? ", the cut ones aside" : "", v.got.evictions,
+               v.got.offloads);
+    fflush(stdout); /* the turns above the reason main prints on stderr */
+    verify_close(&v);
     free(want_ids);
-    free(got.ids);
-    engine_free(e);
-    unload_model(&lm);
-    return rc ? rc : bad ? EXIT_RUNTIME : 0;
+    free(v.got.ids);
+    return rc || bad ? EXIT_RUNTIME : 0;
 }
 
 /* ---- playback ---- */
@@ -466,7 +567,7 @@ int cmd_replay(int argc, char **argv)
         return EXIT_RUNTIME;
     int rc;
     if (check)
-        rc = verify(&s, path, &mo, force, dump);
+        rc = verify(&s, path, &mo, force, dump, argc, argv);
     else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         rc = transcript(&s, path);
     else

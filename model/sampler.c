@@ -5,6 +5,12 @@ sampler_params sampler_defaults(void)
     return (sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 0};
 }
 
+int sampler_params_equal(const sampler_params *a, const sampler_params *b)
+{
+    return a->temp == b->temp && a->top_k == b->top_k && a->top_p == b->top_p &&
+           a->repeat_penalty == b->repeat_penalty && a->seed == b->seed;
+}
+
 void sampler_init(sampler *s, const sampler_params *p)
 {
     s->p = *p;

@@ -21,6 +21,7 @@ typedef struct {
 } sampler;
 
 sampler_params sampler_defaults(void);
+int sampler_params_equal(const sampler_params *a, const sampler_params *b);
 void sampler_init(sampler *s, const sampler_params *p);
 /* The next token's request: the settings, the next draw of the stream, and the history for the penalty. */
 kb_sample sampler_draw(sampler *s, const int *history, int n_history);

@@ -531,8 +531,9 @@ static int reply_add(reply_text *r, const char *s, size_t n)
     return err_append(&r->buf, &r->len, &r->cap, s, n, "a reply");
 }
 
-/* generates the reply to what the window ends with */
-static int reply(engine *e, conv *c, char **out)
+/* generates the reply to what the window ends with; *n_tok gets the tokens it kept, which no
+ * window position can tell once an eviction inside the reply has moved them */
+static int reply(engine *e, conv *c, char **out, int *n_tok)
 {
     loaded_model *lm = e->lm;
     /* fixed for the whole reply: a /set meanwhile waits for its end (engine_set_sampling) */
@@ -584,6 +585,7 @@ static int reply(engine *e, conv *c, char **out)
             while (k < r.n_tok && r.tok_end[k] <= at)
                 k++;
             rc = rollback(e, c, c->n_ids - (r.n_tok - k));
+            made -= r.n_tok - k;
             r.len = (size_t)(k ? r.tok_end[k - 1] : 0);
             r.buf[r.len] = 0;
             stopped = 1;
@@ -613,6 +615,7 @@ static int reply(engine *e, conv *c, char **out)
         e->on_text(e->text_ctx, c->id, r.buf + emitted, r.len - emitted);
     tok_stream_free(&ts);
     free(r.tok_end);
+    *n_tok = made;
     c->last_used = ev_clock();
     if (!r.buf)
         rc = rc ? rc : reply_add(&r, "", 0);
@@ -623,13 +626,13 @@ static int reply(engine *e, conv *c, char **out)
     return rc;
 }
 
-/* Closes a turn whose reply began at window position `start`: the stats, then the closing record
- * (everything needed to resume the conversation exactly); the reply goes to *out when it succeeded
- * and the caller wants it. Returns rc. */
-static int turn_end(engine *e, conv *c, char *text, int start, int rc, char **out)
+/* Closes a turn whose reply kept n_tok tokens: the stats, then the closing record (everything
+ * needed to resume the conversation exactly); the reply goes to *out when it succeeded and the
+ * caller wants it. Returns rc. */
+static int turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
 {
     stats(e, c);
-    rec_turn_end t = {.reply = text, .tokens = c->n_ids > start ? c->n_ids - start : 0,
+    rec_turn_end t = {.reply = text, .tokens = n_tok,
                       .cancelled = atomic_load(&e->cancel) != 0, .failed = rc != 0, .ids = c->ids, .n_ids = c->n_ids,
                       .turns = c->turns, .n_turns = c->n_turns, .keep = c->keep, .rng = c->smp.rng, .sp = c->smp.p,
                       .n_predict = e->mo.n_predict, .approximate = c->approximate};
@@ -661,13 +664,13 @@ static int run_turn(engine *e, int id, const char *text, char **out)
     kv_set_busy(c->seq, 1);
     int rc = user_turn(e, c, text);
     kv_set_busy(c->seq, 0);
-    int start = c->n_ids;
     char *r = NULL;
+    int n_tok = 0;
     if (!rc) {
         stats(e, c);
-        rc = reply(e, c, &r);
+        rc = reply(e, c, &r, &n_tok);
     }
-    return turn_end(e, c, r, start, rc, out);
+    return turn_end(e, c, r, n_tok, rc, out);
 }
 
 static int run_retry(engine *e, int id, char **out);
@@ -826,13 +829,14 @@ static int run_retry(engine *e, int id, char **out)
         rc = kv_truncate(c->seq, to - 1) || forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
     }
     char *r = NULL;
+    int n_tok = 0;
     if (!rc) {
         ev_emit(e->lm->bus, c->id, EV_PREFILL,
                 json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
                           (ev_clock() - t0) * 1e3));
-        rc = reply(e, c, &r);
+        rc = reply(e, c, &r, &n_tok);
     }
-    return turn_end(e, c, r, to, rc, out);
+    return turn_end(e, c, r, n_tok, rc, out);
 }
 
 /* the first half of an edit: the last message and its reply rolled back */

@@ -26,6 +26,20 @@ static const char *model_name(const loaded_model *lm)
     return name && name[1] ? name + 1 : lm->dir;
 }
 
+json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
+{
+    const kv_opts *ko = kv_pool_opts(lm->pool);
+    return json_pack(
+        "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i, s:s}}",
+        "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
+        "cache", "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype",
+        dt_name(ko->type), "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
+        (double)ko->grow_factor, "prealloc", ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes,
+        "chat", "template", tpl_name(eo->tpl), "keep", eo->keep, "evict_min", eo->evict_min,
+        "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "fidelity", eo->fidelity, "system",
+        eo->system ? eo->system : "");
+}
+
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
     char fpm[17] = "", fpt[17] = "", when[32], dir[PATH_MAX];
@@ -35,19 +49,18 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
         snprintf(dir, sizeof dir, "%s", lm->dir);
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    const kv_opts *ko = kv_pool_opts(lm->pool);
-    return json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s, s:s, s:o,"
-                     " s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i, s:s}}",
-                     "kvchat_session", SESSION_FORMAT, "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
-                     model_name(lm), "dir", dir, "fingerprint", fpm, "tokenizer", fpt,
-                     "vocab_size", lm->model.cfg.vocab_size, "random_weights", lm->model.cfg.random_weights, "backend",
-                     lm->backend->name, "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
-                     "cache", "layout",
-                     ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type), "block_tokens",
-                     ko->block_tokens, "window", ko->window, "grow_factor", (double)ko->grow_factor, "prealloc",
-                     ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes, "chat", "template", tpl_name(eo->tpl), "keep",
-                     eo->keep, "evict_min", eo->evict_min, "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "fidelity",
-                     eo->fidelity, "system", eo->system ? eo->system : "");
+    json_t *h = json_pack(
+        "{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s}", "kvchat_session", SESSION_FORMAT,
+        "kvchat", KVCHAT_VERSION, "created", when, "model", "name", model_name(lm), "dir", dir,
+        "fingerprint", fpm, "tokenizer", fpt, "vocab_size", lm->model.cfg.vocab_size,
+        "random_weights", lm->model.cfg.random_weights, "backend", lm->backend->name);
+    json_t *set = session_settings_json(lm, mo, eo);
+    if (!h || !set || json_object_update(h, set)) {
+        json_decref(h);
+        h = NULL;
+    }
+    json_decref(set);
+    return h;
 }
 
 static int write_line(FILE *f, const json_t *j)
@@ -201,16 +214,16 @@ int session_write_file(const char *path, const json_t *header, json_t *const *ev
     return 0;
 }
 
-int session_settings(const session *s, model_opts *mo, engine_opts *eo)
+/* the weights, cache and chat settings of a header or a resume event */
+static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
 {
-    const json_t *sp = json_object_get(s->header, "sampling"), *ca = json_object_get(s->header, "cache"),
-                 *ch = json_object_get(s->header, "chat");
-    rec_sampling_read(sp, &mo->sp, &mo->n_predict);
-    const char *wt = json_string_value(json_object_get(s->header, "weights_dtype"));
+    const json_t *ca = json_object_get(j, "cache"), *ch = json_object_get(j, "chat");
+    const char *wt = json_string_value(json_object_get(j, "weights_dtype"));
     mo->wtype_set |= wt != NULL;
     if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
         return err_set("the session's weights dtype '%.16s' is unknown", wt);
-    const char *layout = json_string_value(json_object_get(ca, "layout")), *dt = json_string_value(json_object_get(ca, "dtype"));
+    const char *layout = json_string_value(json_object_get(ca, "layout")),
+               *dt = json_string_value(json_object_get(ca, "dtype"));
     mo->kv.layout = layout && !strcmp(layout, "contiguous") ? KV_CONTIGUOUS : KV_PAGED;
     if (dt && dt_parse(dt, &mo->kv.type))
         return err_set("the session's cache dtype '%.16s' is unknown", dt);
@@ -219,7 +232,13 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     mo->kv.window = (int)json_integer_value(json_object_get(ca, "window"));
     mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));
     mo->kv.prealloc = json_is_true(json_object_get(ca, "prealloc"));
-    const char *tpl = json_string_value(json_object_get(ch, "template")), *ev = json_string_value(json_object_get(ch, "evict"));
+    /* a pool that full failed a turn, so the recorded size is part of the result */
+    json_int_t pool = json_integer_value(json_object_get(ca, "pool_bytes"));
+    if (pool < 0 || pool > SESSION_MAX_POOL)
+        return err_set("the session's cache pool size %lld is out of range", (long long)pool);
+    mo->kv.pool_bytes = (size_t)pool;
+    const char *tpl = json_string_value(json_object_get(ch, "template")),
+               *ev = json_string_value(json_object_get(ch, "evict"));
     if (!tpl || tpl_parse(tpl, &eo->tpl))
         return err_set("the session's template is unknown");
     eo->tpl_why = "as the session was recorded";
@@ -230,11 +249,67 @@ int session_settings(const session *s, model_opts *mo, engine_opts *eo)
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
     eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
     /* the sampling settings and the window were checked by the reader (session_parse) */
-    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 || eo->keep < -1)
+    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 ||
+        eo->keep < -1 || mo->kv.window < 1 || eo->fidelity < 0)
         return err_set("the session's settings are out of range");
     if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
         mo->kv.grow_factor = 2.0f;
     return 0;
+}
+
+int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts *eo)
+{
+    rec_sampling_read(json_object_get(s->header, "sampling"), &mo->sp, &mo->n_predict);
+    if (settings_apply(s->header, mo, eo))
+        return -1;
+    for (int i = 0; i < upto && i < s->n_events; i++) {
+        const json_t *ev = s->events[i];
+        if (ev_is(ev, EV_SET))
+            rec_sampling_read(ev, &mo->sp, &mo->n_predict);
+        else if (ev_is(ev, EV_RESUME) && json_object_get(ev, "cache") && settings_apply(ev, mo, eo))
+            return -1;
+        else if (ev_is(ev, EV_SYSTEM)) {
+            const char *t = json_string_value(json_object_get(ev, "text"));
+            eo->system = t && *t ? t : NULL;
+        }
+    }
+    return 0;
+}
+
+int session_settings_diff(const model_opts *r, const engine_opts *re, const model_opts *m,
+                          const engine_opts *e, char *names, size_t n)
+{
+    const struct {
+        int differs;
+        const char *name;
+    } f[] = {
+        { r->n_predict != m->n_predict, "-n" },
+        { r->sp.temp != m->sp.temp, "--temp" },
+        { r->sp.top_k != m->sp.top_k, "--top-k" },
+        { r->sp.top_p != m->sp.top_p, "--top-p" },
+        { r->sp.repeat_penalty != m->sp.repeat_penalty, "--repeat-penalty" },
+        { r->sp.seed != m->sp.seed, "--seed" },
+        { r->kv.window != m->kv.window, "--ctx" },
+        { r->kv.pool_bytes != m->kv.pool_bytes, "--cache-mem" },
+        { r->kv.layout != m->kv.layout, "--cache-layout" },
+        { r->kv.type != m->kv.type, "--cache-dtype" },
+        { r->kv.block_tokens != m->kv.block_tokens, "--block-tokens" },
+        { r->kv.grow_factor != m->kv.grow_factor, "--grow-factor" },
+        { r->kv.prealloc != m->kv.prealloc, "--prealloc" },
+        { r->wtype != m->wtype, "--dtype" },
+        { re->tpl != e->tpl, "--template" },
+        { re->keep != e->keep, "--keep" },
+        { re->evict_min != e->evict_min, "--evict-min" },
+        { re->evict != e->evict, "--evict" },
+        { re->fidelity != e->fidelity, "--fidelity" },
+        { !re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system" },
+    };
+    int k = 0;
+    names[0] = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].differs && strlen(names) + strlen(f[i].name) + 3 < n)
+            snprintf(names + strlen(names), n - strlen(names), "%s%s", k++ ? ", " : "", f[i].name);
+    return k;
 }
 
 void session_emit_model(loaded_model *lm)

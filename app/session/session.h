@@ -16,6 +16,8 @@
 #define SESSION_MAX_LINE (16u << 20)
 /* the highest conversation id a session may hold (the reader refuses more) */
 #define SESSION_MAX_CONV (1 << 20)
+/* the largest cache pool a session may name (--cache-mem accepts less) */
+#define SESSION_MAX_POOL ((long long)1 << 50)
 
 /* ---- writing ---- */
 
@@ -25,6 +27,9 @@ typedef struct {
     int failed;
 } session_writer;
 
+/* the settings a run's results depend on: weights_dtype, sampling, cache and chat (the header holds
+ * them; a resume event holds a resumed run's weights, cache and chat) */
+json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 /* The `model` event (what the cache panel shows about the model and its memory) on lm's bus: each
  * chat run emits it once, full-screen or not, so that every session records it. */
@@ -61,7 +66,13 @@ typedef struct {
 int session_parse(session *s, const char *buf, size_t len, const char *name);
 int session_read(session *s, const char *path);
 void session_free(session *s);
-/* The header's settings applied to mo and eo (resume and verify run as the session did). */
-int session_settings(const session *s, model_opts *mo, engine_opts *eo);
+/* The settings in force after the first `upto` events applied to mo and eo: the header's, then each
+ * resume event's, set event's sampling and /system text (resume and verify run as the session did).
+ */
+int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts *eo);
+
+/* How many of the settings differ between r/re and m/e, and their option names ("--ctx, -n") */
+int session_settings_diff(const model_opts *r, const engine_opts *re, const model_opts *m,
+                          const engine_opts *e, char *names, size_t n);
 
 #endif

@@ -366,6 +366,23 @@ static void events_rebuild_the_window(void)
         CHECK(same, "%s: the panel's turns differ from the engine's (%d vs %d turns)", mode ? "shift" : "exact",
               mc ? mc->n_turns : -1, nt);
         CHECK(count(&r, "evict") > 0 && count(&r, "truncate") > 0, "the run had no eviction or rollback");
+        /* each turn_end counts its reply's tokens: those streamed, less a stop text's rollback */
+        int streamed = 0, turn = 0;
+        json_array_foreach(r.events, i, v) {
+            if (ev_is(v, EV_USER) || ev_is(v, EV_RETRY) || ev_is(v, EV_EDIT))
+                streamed = 0;
+            else if (ev_is(v, EV_TOKEN))
+                streamed++;
+            else if (ev_is(v, EV_TRUNCATE) &&
+                     streamed) /* a retry's rollback comes before its tokens */
+                streamed -= (int)(json_integer_value(json_object_get(v, "from")) -
+                                  json_integer_value(json_object_get(v, "to")));
+            else if (ev_is(v, EV_TURN_END))
+                CHECK(json_integer_value(json_object_get(v, "tokens")) == streamed,
+                      "%s: turn %d's turn_end says %lld tokens, its reply kept %d",
+                      mode ? "shift" : "exact", ++turn,
+                      (long long)json_integer_value(json_object_get(v, "tokens")), streamed);
+        }
         cm_free(&m);
         teardown(&r);
     }
@@ -385,6 +402,10 @@ static void long_reply_slides_in_steps(void)
     free(reply);
     int tokens = count(&r, "token"), evictions = count(&r, "evict");
     CHECK(tokens == 120, "the reply stopped after %d of 120 tokens", tokens);
+    json_t *end = last(&r, "turn_end");
+    CHECK(end && json_integer_value(json_object_get(end, "tokens")) == 120,
+          "the turn_end of a reply that slid the window says %lld tokens, not 120",
+          end ? (long long)json_integer_value(json_object_get(end, "tokens")) : -1LL);
     CHECK(evictions > 0 && evictions <= tokens / 8 + 2, "%d evictions for %d tokens with evict_min 8", evictions, tokens);
     size_t i;
     json_t *v;

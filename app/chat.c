@@ -39,7 +39,9 @@
     "      --idle-offload S   move conversations idle S seconds to host memory\n"                \
     "      --prepare-evict on|off  make the next exact eviction while you type, so a reply never\n" \
     "                         stops for it (default on)\n"                                        \
-    "      --events FILE      write every cache and chat event to FILE, one JSON object a line\n" \
+    "      --events FILE      write every cache and chat event to FILE, one JSON object a line;\n" \
+    "                         a file that is not empty is refused (see --force); never a\n"     \
+    "                         session, nor a file another kvchat is writing\n"                  \
     "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"       \
     "                         ~/.local/share/kvchat/sessions/ by default); a session already in\n" \
     "                         FILE is continued, any other file is left alone (see --force)\n"  \
@@ -48,7 +50,8 @@
     "      --resume FILE      continue a saved session (with its settings) and append to it;\n" \
     "                         last: the newest one (kvchat sessions lists them)\n"             \
     "      --force            resume even with a different model (its history is re-prefilled);\n" \
-    "                         overwrite a --session FILE that is not a session\n"
+    "                         overwrite a --session FILE that is not a session, or an --events\n" \
+    "                         FILE that exists\n"
 
 const char CHAT_HELP[] =
     "usage: kvchat [chat] [-m DIR] [options]               the full-screen chat\n"
@@ -298,8 +301,6 @@ int cmd_chat(int argc, char **argv)
             goto out;
         }
     }
-    if (a.events && events_log_open(&log, a.events, lm.bus))
-        goto out;
     const char *save_to = a.session ? a.session : a.resume;
     char default_path[4096];
     if (!save_to && tui && !a.no_save) {
@@ -316,6 +317,9 @@ int cmd_chat(int argc, char **argv)
         snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
         snapshot_remove_part(save_kv);
     }
+    /* after the session: the same file for both is then a session, which --events refuses */
+    if (a.events && events_log_open(&log, a.events, a.force, lm.bus))
+        goto out;
     if (tui) /* conversations 1..CHAT_PANES have a pane of their own there */
         a.eo.max_convs = CHAT_PANES;
     if (!(e = engine_create(&lm, &mo, &a.eo)))

@@ -13,7 +13,9 @@ typedef struct {
     int err;              /* errno of the first failed write, 0 while all went well */
 } events_log;
 
-int events_log_open(events_log *l, const char *path, ev_bus *bus);
+/* Refused: a file another kvchat writes (a live session or event log: they hold it locked), a
+ * session file, and without force any other file that is not empty. It keeps its file locked. */
+int events_log_open(events_log *l, const char *path, int force, ev_bus *bus);
 /* Stops logging and closes the file: 0, or the errno of the first failed write. */
 int events_log_close(events_log *l);
 

@@ -1,10 +1,12 @@
 #include "files.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +72,30 @@ long long file_size(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) ? -1 : (long long)sb.st_size;
+}
+
+int file_claim(const char *path, int force, const char *force_hint, int *fd)
+{
+    struct stat sb;
+    const char *why = NULL;
+    int exists = 0;
+    /* O_NONBLOCK: a FIFO there must not hang the open */
+    if ((*fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return errno == ENOENT ? 0 : err_set("%s: %s", path, strerror(errno));
+    if (fstat(*fd, &sb) || !S_ISREG(sb.st_mode))
+        why = "is not a regular file";
+    else if (flock(*fd, LOCK_EX | LOCK_NB))
+        why = errno == EWOULDBLOCK
+            ? "is being written by another kvchat (a live session or event log); it is "
+              "never replaced"
+            : strerror(errno);
+    else
+        exists = !force && sb.st_size > 0;
+    if (!why && !exists)
+        return 0;
+    close(*fd);
+    *fd = -1;
+    return why ? err_set("%s %s", path, why) : err_set("%s already exists; %s", path, force_hint);
 }
 
 int part_open(part_file *p, const char *path)

@@ -15,6 +15,12 @@ int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const c
 int same_file(const char *a, const char *b);
 /* The size of the file at PATH, or -1 when there is none. */
 long long file_size(const char *path);
+/* Before a file replaces PATH: refused (-1, the error naming PATH) when another process holds PATH
+ * locked (a live session or event log: never replaced, forced or not), when it is not a regular
+ * file, or when it exists, is not empty and !force (the error ends with `force_hint`). Otherwise
+ * *fd holds PATH's lock (-1 when there is no PATH) until the caller closes it after the rename, so
+ * that no writer takes the old file meanwhile. */
+int file_claim(const char *path, int force, const char *force_hint, int *fd);
 #include <limits.h>
 #include <stdio.h>
 

@@ -158,7 +158,8 @@ static void draw(tui *t)
             "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
             "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)", "Commands",
             "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]  /system [TEXT]",
-            "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE", "  /show  /save [FILE]  /help  /quit",
+            "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE",
+            "  /show  /save[!] [FILE]  /help  /quit",
             "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
             "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
         screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
@@ -320,8 +321,8 @@ static void set_param(tui *t, char *args)
         say(t, "%s = %s", key, val);
 }
 
-/* /save [FILE]: the current conversation as a session file of its own */
-static void save(tui *t, const char *arg)
+/* /save [FILE]: the current conversation as a session file of its own; /save! replaces a file */
+static void save(tui *t, const char *arg, int force)
 {
     char path[4096];
     if (*arg)
@@ -333,6 +334,11 @@ static void save(tui *t, const char *arg)
     /* renaming over the live file would leave every later turn in an unlinked file */
     if (t->persist->session_path && same_file(path, t->persist->session_path)) {
         say(t, "/save: %s is this chat's session file, already saved as you chat; choose another name", path);
+        return;
+    }
+    int lock;
+    if (file_claim(path, force, "/save! FILE replaces it", &lock)) {
+        say(t, "/save: %s", err_msg());
         return;
     }
     json_t *header = t->persist->header ? json_incref((json_t *)t->persist->header)
@@ -349,6 +355,8 @@ static void save(tui *t, const char *arg)
         say(t, "/save: %s", err_msg());
     else
         say(t, "saved conversation %d to %s", t->conv, path);
+    if (lock >= 0)
+        close(lock); /* after the rename: the old file was ours until it was replaced */
     free(evs);
     json_decref(header);
 }
@@ -368,8 +376,8 @@ static void command(tui *t, char *line)
         show(t);
     } else if (!strcmp(cmd, "set")) {
         set_param(t, args);
-    } else if (!strcmp(cmd, "save")) {
-        save(t, args);
+    } else if (!strcmp(cmd, "save") || !strcmp(cmd, "save!")) {
+        save(t, args, cmd[4] == '!');
     } else if (!strcmp(cmd, "new")) {
         new_conv(t);
     } else if (!strcmp(cmd, "conv")) {

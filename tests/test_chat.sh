@@ -93,3 +93,38 @@ print(','.join(map(str, p['ids'][:p['preamble']])) + '|' + str(p['preamble']) + 
 check "${TAG}chat/a session with --system verifies" "$KV" replay "$TMP/sys.jsonl" --verify
 echo more | "$KV" chat --no-tui --resume "$TMP/sys.jsonl" -n 3 >/dev/null 2>&1
 check "${TAG}chat/resumed with its --system, it verifies" "$KV" replay "$TMP/sys.jsonl" --verify
+
+# --events never truncates what it should not: a session (even with --force), a file another kvchat
+# writes, or without --force any file that is not empty
+EV=$TMP/events-safety
+rm -rf "$EV" && mkdir -p "$EV"
+printf 'hi\n' | chat --session "$EV/s.jsonl" >/dev/null 2>&1
+cp "$EV/s.jsonl" "$EV/s.before"
+expect_error "${TAG}chat/--events onto the session being resumed is refused" 1 \
+    "--events $EV/s.jsonl: holds a session" \
+    "$KV" chat --no-tui --resume "$EV/s.jsonl" --events "$EV/s.jsonl"
+expect_error "${TAG}chat/--events onto a session is refused, --force or not" 1 "holds a session" \
+    "$KV" chat --no-tui -m "$CM" --events "$EV/s.jsonl" --force
+expect_error "${TAG}chat/--events onto the new --session file is refused" 1 "holds a session" \
+    "$KV" chat --no-tui -m "$CM" --session "$EV/n.jsonl" --events "$EV/n.jsonl"
+check "${TAG}chat/the session survived every refused --events" cmp "$EV/s.jsonl" "$EV/s.before"
+printf 'my notes\n' >"$EV/notes.txt"
+expect_error "${TAG}chat/--events onto a file that is not empty is refused" 1 \
+    "notes.txt: already exists; choose another file, or --force" \
+    "$KV" chat --no-tui -m "$CM" --events "$EV/notes.txt"
+same "${TAG}chat/the refused file is untouched" "my notes" "$(cat "$EV/notes.txt")"
+printf 'hi\n' | chat --events "$EV/notes.txt" --force >/dev/null
+check "${TAG}chat/--events --force replaces it" grep -q '"ev":"prefill"' "$EV/notes.txt"
+mkfifo "$EV/in"
+chat --events "$EV/live.jsonl" <"$EV/in" >/dev/null 2>&1 &
+epid=$!
+exec 9>"$EV/in"
+for _ in $(seq 100); do [ -s "$EV/live.jsonl" ] && break; sleep 0.1; done
+expect_error "${TAG}chat/--events onto another kvchat's live log is refused, --force or not" 1 \
+    "another kvchat is writing to it" "$KV" chat --no-tui -m "$CM" --events "$EV/live.jsonl" --force
+printf 'hi\n' >&9
+exec 9>&-
+wait $epid
+check "${TAG}chat/the live log kept its events" grep -q '"ev":"turn_end"' "$EV/live.jsonl"
+check "${TAG}chat/--events /dev/null works" \
+    bash -c "printf 'hi\n' | '$KV' chat --no-tui -m '$CM' -n 2 --events /dev/null >/dev/null"

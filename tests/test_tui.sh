@@ -101,6 +101,39 @@ $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
 $TM send-keys -t tui "/save $TMP/tui.session" Enter
 expect_screen "${TAG}tui//save onto the live session file is refused" "is this chat's session file"
+$TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
+expect_screen "${TAG}tui//save onto a file that exists is refused" "saved.jsonl already exists; /save! FILE"
+saved_inode=$(stat -c %i "$TMP/saved.jsonl")
+$TM send-keys -t tui "/save! $TMP/saved.jsonl" Enter
+for _ in $(seq 50); do
+    [ "$(stat -c %i "$TMP/saved.jsonl")" != "$saved_inode" ] && break
+    sleep 0.1
+done
+check "${TAG}tui//save! replaces it" test "$(stat -c %i "$TMP/saved.jsonl")" != "$saved_inode"
+# another kvchat's live session: never replaced, not even by /save!
+rm -f "$TMP/live.jsonl" "$TMP/live.in"
+mkfifo "$TMP/live.in"
+"$KV" chat --no-tui -m "$TUIM" -n 2 --session "$TMP/live.jsonl" <"$TMP/live.in" >/dev/null \
+    2>&1 &
+live_pid=$!
+exec 9>"$TMP/live.in"
+echo "first" >&9
+for _ in $(seq 100); do grep -q turn_end "$TMP/live.jsonl" 2>/dev/null && break; sleep 0.1; done
+live_inode=$(stat -c %i "$TMP/live.jsonl")
+for cmd in /save /save!; do # (the status line says one thing at a time: another thing between)
+    $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
+    wait_for "saved.jsonl already exists"
+    $TM send-keys -t tui "$cmd $TMP/live.jsonl" Enter
+    expect_screen "${TAG}tui/$cmd onto another kvchat's live session is refused" \
+        "live.jsonl is being written by another kvchat"
+done
+echo "second" >&9
+exec 9>&-
+wait $live_pid
+same "${TAG}tui/the other kvchat's session kept its file" "$live_inode" \
+    "$(stat -c %i "$TMP/live.jsonl")"
+same "${TAG}tui/the other kvchat's session kept both turns" 2 \
+    "$(grep -c turn_end "$TMP/live.jsonl")"
 $TM send-keys -t tui F2
 sleep 1
 if screen_text | grep -q "KV cache"; then fail "${TAG}tui/F2 hides the panel" "still shown"; else pass "${TAG}tui/F2 hides the panel"; fi

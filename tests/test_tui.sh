@@ -172,6 +172,30 @@ same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
 expect_screen "${TAG}tui/on exit it says where the session is" "session saved in .*tui.session"
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
+
+# two chats sharing one history file keep both's entries, and a closed terminal (SIGHUP) loses none
+rm -rf "$TMP/hist2"
+for w in ha hb; do
+    $TM new-session -d -s $w -x 100 -y 30 \
+        "XDG_STATE_HOME=$TMP/hist2 '$KV' -m '$TUIM' -n 2 --no-save; sleep 60"
+done
+pane_has() {
+    for _ in $(seq 100); do $TM capture-pane -t "$1" -p | grep -q -- "$2" && return 0; sleep 0.2; done
+    return 1
+}
+pane_has ha "Ctrl-C quit" && pane_has hb "Ctrl-C quit"
+for step in "ha from A one" "hb from B one" "ha from A two"; do
+    $TM send-keys -t "${step%% *}" "${step#* }" Enter
+    sleep 0.5
+    pane_has "${step%% *}" "Ctrl-C quit"
+done
+$TM kill-session -t ha # the terminal closes: SIGHUP
+$TM send-keys -t hb "/quit" Enter
+sleep 1
+same "${TAG}tui/two chats' history, one of them hung up" "from A one
+from B one
+from A two" "$(grep '^from' "$TMP/hist2/kvchat/history")"
+$TM kill-session -t hb 2>/dev/null
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
 check "${TAG}tui/the whole session verifies (Ctrl-C stops, forks, /retry, /set, /system and all)" "$KV" replay "$TMP/tui.session" --verify
 check "${TAG}tui/the session recorded the /system" grep -q '"ev":"system","conv":0,.*"text":"Be brief."' "$TMP/tui.session"

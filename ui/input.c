@@ -1,13 +1,16 @@
 #include "input.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <readline/history.h>
 #include <readline/readline.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "screen.h"
 #include "text.h"
@@ -17,6 +20,45 @@ static int pending_byte = -1;
 static char *entered;
 static int got_line, got_eof;
 static char history_file[PATH_MAX];
+
+enum { HISTORY_MAX = 1000 };
+
+/* Every chat shares the one history file: each entry is appended as it is entered (a closed terminal
+ * loses nothing) and the file cut to its last HISTORY_MAX entries, under a lock on FILE.lock, a file
+ * never renamed (readline may replace the history file itself when it cuts it). Returns the lock's
+ * fd, or -1 when there is no history file. */
+static int history_lock(void)
+{
+    if (!history_file[0])
+        return -1;
+    char lock[PATH_MAX + 8];
+    snprintf(lock, sizeof lock, "%s.lock", history_file);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void history_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+static void history_append(void)
+{
+    int fd = history_lock();
+    if (fd < 0)
+        return; /* without its lock, no write: two chats must not cut each other's entries */
+    int made = open(history_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600); /* append needs a file */
+    if (made >= 0)
+        close(made);
+    if (!append_history(1, history_file))
+        history_truncate_file(history_file, HISTORY_MAX);
+    history_unlock(fd);
+}
 
 static int getc_hook(FILE *f)
 {
@@ -46,8 +88,10 @@ static void on_line(char *line)
         got_eof = 1;
         return;
     }
-    if (*line)
+    if (*line) {
         add_history(line);
+        history_append();
+    }
     free(entered);
     entered = line;
     got_line = 1;
@@ -100,16 +144,6 @@ int input_open(WINDOW *w, const char *prompt, const char *history_path)
     history_file[0] = 0;
     if (history_path) {
         snprintf(history_file, sizeof history_file, "%s", history_path);
-        read_history(history_file); /* a missing file is a first run */
-    }
-    rl_callback_handler_install(prompt, on_line);
-    return 0;
-}
-
-void input_close(void)
-{
-    rl_callback_handler_remove();
-    if (history_file[0]) {
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%s", history_file);
         for (char *p = dir + 1; *p; p++)
@@ -118,9 +152,17 @@ void input_close(void)
                 mkdir(dir, 0700);
                 *p = '/';
             }
-        if (!write_history(history_file))
-            history_truncate_file(history_file, 1000);
+        int fd = history_lock();
+        read_history(history_file); /* a missing file is a first run */
+        history_unlock(fd);
     }
+    rl_callback_handler_install(prompt, on_line);
+    return 0;
+}
+
+void input_close(void)
+{
+    rl_callback_handler_remove();
     free(entered);
     entered = NULL;
     win = NULL;

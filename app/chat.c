@@ -14,6 +14,7 @@
 #include "chat/engine.h"
 #include "events_log.h"
 #include "files.h"
+#include "lines.h"
 #include "session/fingerprint.h"
 #include "options.h"
 #include "safe_text.h"
@@ -353,23 +354,44 @@ int cmd_chat(int argc, char **argv)
     session_emit_model(&lm);
     engine_on_text(e, print_text, &raw);
     running_engine = e;
-    signal(SIGINT, on_sigint);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
+    /* no SA_RESTART, and the wait for input polls the flag: Ctrl-C is seen while idle, too */
+    struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
+    sigaction(SIGINT, &sa, &old_sa);
+    line_reader in = {0};
+    char *line;
     rc = 0;
-    /* typed at a terminal: a prompt, and /quit is a command, as in the full-screen chat */
+    /* typed at a terminal: a prompt, /quit is a command, and Ctrl-C twice quits, as in the
+     * full-screen chat; piped input ends at a Ctrl-C */
     int typed = isatty(STDIN_FILENO);
+    double quit_armed_until = 0;
     for (;;) {
         if (typed) {
             fputs("you> ", stderr);
             fflush(stderr);
         }
-        if (interrupted || (got = getline(&line, &cap, stdin)) < 0)
+        int got = lines_next(&in, &interrupted, &line);
+        if (got == LINES_STOPPED) {
+            interrupted = 0;
+            if (typed && ev_clock() >= quit_armed_until) {
+                quit_armed_until = ev_clock() + 3;
+                fputs("\n(Ctrl-C again to quit, or /quit)\n", stderr);
+                continue;
+            }
+            if (!typed) {
+                fputs("kvchat: interrupted while waiting for input: the run ends, turns saved\n",
+                      stderr);
+                rc = 130;
+            }
             break;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
-            line[--got] = 0;
-        if (!got)
+        }
+        if (got != LINES_LINE) {
+            rc = got == LINES_ERROR ? EXIT_RUNTIME : 0;
+            break;
+        }
+        size_t n = strlen(line);
+        while (n > 0 && line[n - 1] == '\r')
+            line[--n] = 0;
+        if (!n)
             continue;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
             break;
@@ -390,8 +412,8 @@ int cmd_chat(int argc, char **argv)
         }
         interrupted = 0; /* Ctrl-C stopped this reply only */
     }
-    free(line);
-    signal(SIGINT, SIG_DFL);
+    lines_free(&in);
+    sigaction(SIGINT, &old_sa, NULL);
     running_engine = NULL;
 out:
     engine_free(e);

@@ -497,7 +497,7 @@ static int playback(const session *s, const char *path)
             rewind_to(p, find_turn(p, p->next - 1, -1));
         } else if (c >= '1' && c <= '9') {
             p->conv = c - '0';
-        } else if (c == KEY_RESIZE) {
+        } else if (c == KEY_RESIZE || screen_continued()) {
             screen_relayout(&p->scr);
         }
         double now = ev_clock(), dt = now - last;

@@ -128,3 +128,18 @@ wait $epid
 check "${TAG}chat/the live log kept its events" grep -q '"ev":"turn_end"' "$EV/live.jsonl"
 check "${TAG}chat/--events /dev/null works" \
     bash -c "printf 'hi\n' | '$KV' chat --no-tui -m '$CM' -n 2 --events /dev/null >/dev/null"
+
+# Ctrl-C while line mode waits for piped input ends the run at once, its turns saved
+rm -f "$EV/int.jsonl"
+"$KV" chat --no-tui -m "$CM" -n 4 --session "$EV/int.jsonl" < <(echo "hello"; sleep 20) >/dev/null \
+    2>"$EV/int.err" &
+ipid=$!
+for _ in $(seq 100); do grep -q turn_end "$EV/int.jsonl" 2>/dev/null && break; sleep 0.1; done
+t0=$SECONDS
+kill -INT $ipid
+wait $ipid
+same "${TAG}chat/Ctrl-C at an idle piped prompt ends the run (exit 130)" 130 $?
+check "${TAG}chat/... at once, not when the input ends" test $((SECONDS - t0)) -lt 5
+check "${TAG}chat/... saying so" grep -q "interrupted while waiting for input" "$EV/int.err"
+check "${TAG}chat/the interrupted run's turn is saved and verifies" \
+    "$KV" replay "$EV/int.jsonl" --verify

@@ -196,6 +196,42 @@ same "${TAG}tui/two chats' history, one of them hung up" "from A one
 from B one
 from A two" "$(grep '^from' "$TMP/hist2/kvchat/history")"
 $TM kill-session -t hb 2>/dev/null
+
+# stopped from outside (kill -TSTP), then continued: the terminal is given back while stopped (no
+# mouse reports, the shell's screen) and taken again, redrawn, on SIGCONT
+$TM new-session -d -s st -x 100 -y 30 \
+    "XDG_STATE_HOME=$TMP/tstp '$KV' -m '$TUIM' -n 2 --no-save --seed 77; sleep 60"
+pane_has st "Ctrl-C quit"
+st_pid=$(pgrep -f "^[^ ]*kvchat -m $TUIM -n 2 --no-save --seed 77")
+modes() { $TM display -p -t st '#{mouse_standard_flag} #{alternate_on}'; }
+same "${TAG}tui/before a stop: mouse reports on, the alternate screen" "1 1" "$(modes)"
+kill -TSTP "$st_pid"
+sleep 1
+same "${TAG}tui/stopped (SIGTSTP): mouse reports off, the shell's screen" "0 0" "$(modes)"
+$TM send-keys -t st "x" # would be a byte of a mouse report to a shell that had it on
+kill -CONT "$st_pid"
+sleep 1
+same "${TAG}tui/continued (SIGCONT): mouse reports on, the alternate screen" "1 1" "$(modes)"
+expect_screen_of() { # expect_screen_of SESSION NAME PATTERN
+    if pane_has "$1" "$3"; then pass "$2"; else fail "$2" "no /$3/ on screen"; fi
+}
+expect_screen_of st "${TAG}tui/continued: the screen is drawn again" "KV cache"
+$TM send-keys -t st "/quit" Enter
+sleep 0.5
+$TM kill-session -t st 2>/dev/null
+
+# line mode typed at a terminal: Ctrl-C at the idle prompt once warns, twice quits (exit 0)
+rm -f "$TMP/lm.rc"
+$TM new-session -d -s lm -x 100 -y 30 \
+    "'$KV' chat --no-tui -m '$TUIM' -n 2 --no-save; echo \$? >'$TMP/lm.rc'; sleep 60"
+pane_has lm "you> "
+$TM send-keys -t lm C-c
+expect_screen_of lm "${TAG}tui/line mode: Ctrl-C at the idle prompt warns" "Ctrl-C again to quit"
+$TM send-keys -t lm C-c
+for _ in $(seq 50); do [ -s "$TMP/lm.rc" ] && break; sleep 0.1; done
+same "${TAG}tui/line mode: Ctrl-C twice at the idle prompt quits" 0 \
+    "$(cat "$TMP/lm.rc" 2>/dev/null)"
+$TM kill-session -t lm 2>/dev/null
 check "${TAG}tui//save file replays" "$KV" replay "$TMP/saved.jsonl" --no-tui
 check "${TAG}tui/the whole session verifies (Ctrl-C stops, forks, /retry, /set, /system and all)" "$KV" replay "$TMP/tui.session" --verify
 check "${TAG}tui/the session recorded the /system" grep -q '"ev":"system","conv":0,.*"text":"Be brief."' "$TMP/tui.session"

@@ -254,6 +254,8 @@ static int read_sequence(unsigned char *buf, int max)
 
 int input_poll(int feed_keys)
 {
+    if (screen_continued())
+        return IN_RESIZE; /* the terminal was someone else's meanwhile: drawn again whole */
     int c = wgetch(win);
     if (c == ERR)
         return IN_NONE;

@@ -1,5 +1,6 @@
 #include "screen.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,7 +58,8 @@ static void free_windows(screen *s)
 /* mouse reports (for the wheel) and bracketed paste (a paste arrives as one piece, its control bytes
  * as text) */
 static const char MODES_ON[] = "\033[?1000h\033[?2004h", MODES_OFF[] = "\033[?1000l\033[?2004l",
-                  MOUSE_ON[] = "\033[?1000h", MOUSE_OFF[] = "\033[?1000l";
+                  MOUSE_ON[] = "\033[?1000h", MOUSE_OFF[] = "\033[?1000l",
+                  PASTE_ON[] = "\033[?2004h";
 static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGHUP};
 
 /* a crash must not leave the terminal in raw mode with mouse reporting on: restore it, then die of
@@ -73,6 +75,32 @@ static void on_fatal(int sig)
     fprintf(stderr, "kvchat: fatal signal %d\n", sig);
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+static volatile sig_atomic_t mouse_on, continued;
+
+/* A stop from outside (kill -TSTP; Ctrl-Z is a key in raw mode): the terminal is given back first,
+ * as a crash gives it back, and taken again on SIGCONT; the next input poll then redraws. */
+static void on_tstp(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    ssize_t w = write(STDOUT_FILENO, MODES_OFF, sizeof MODES_OFF - 1);
+    endwin(); /* as ncurses' own SIGTSTP handler does */
+    /* SIGSTOP, not SIGTSTP again: an orphaned process group (no shell above) would discard it */
+    raise(SIGSTOP);
+    w = mouse_on ? write(STDOUT_FILENO, MODES_ON, sizeof MODES_ON - 1)
+                 : write(STDOUT_FILENO, PASTE_ON, sizeof PASTE_ON - 1);
+    (void)w;
+    continued = 1;
+    errno = saved;
+}
+
+int screen_continued(void)
+{
+    int c = continued;
+    continued = 0;
+    return c;
 }
 
 int screen_open(screen *s)
@@ -93,10 +121,11 @@ int screen_open(screen *s)
     }
     fputs(MODES_ON, stdout);
     fflush(stdout);
-    s->mouse = 1;
+    s->mouse = mouse_on = 1;
     s->panel_mode = PANEL_NORMAL;
     for (size_t i = 0; i < sizeof FATAL / sizeof FATAL[0]; i++)
         signal(FATAL[i], on_fatal);
+    signal(SIGTSTP, on_tstp);
     make_windows(s);
     return 0;
 }
@@ -105,6 +134,7 @@ void screen_close(screen *s)
 {
     for (size_t i = 0; i < sizeof FATAL / sizeof FATAL[0]; i++)
         signal(FATAL[i], SIG_DFL);
+    signal(SIGTSTP, SIG_DFL);
     free_windows(s);
     if (!isendwin()) {
         fputs(MODES_OFF, stdout);
@@ -136,7 +166,7 @@ void screen_mouse(screen *s, int on)
 {
     fputs(on ? MOUSE_ON : MOUSE_OFF, stdout);
     fflush(stdout);
-    s->mouse = on;
+    s->mouse = mouse_on = on;
 }
 
 void screen_relayout(screen *s)

@@ -25,9 +25,13 @@ typedef struct {
 } screen;
 
 /* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal
- * signal (a crash, SIGTERM, SIGHUP) gives it back before the program dies. */
+ * signal (a crash, SIGTERM, SIGHUP) gives it back before the program dies, and SIGTSTP gives it
+ * back while the program is stopped. */
 int screen_open(screen *s);
 void screen_close(screen *s);
+/* Whether the program was stopped (SIGTSTP) and continued since the last call: the terminal is
+ * back, and the screen must be drawn again (screen_relayout). */
+int screen_continued(void);
 /* Re-reads the terminal size and rebuilds the windows (after KEY_RESIZE, or a new panel_mode). */
 void screen_relayout(screen *s);
 /* A box in the middle of the screen holding lines, as wide as the longest (so it never clips its

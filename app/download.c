@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@ int dl_init(void)
     if (curl_global_init(CURL_GLOBAL_DEFAULT))
         return err_set("libcurl failed to start");
     const char *token = getenv("HF_TOKEN");
+    if (token && strpbrk(token, "\r\n")) /* it would end the header and start another */
+        return err_set("HF_TOKEN holds a line break: it is not an access token");
     if (token && *token) {
         char h[1024];
         snprintf(h, sizeof h, "Authorization: Bearer %s", token);
@@ -39,6 +42,13 @@ void dl_done(void)
     curl_slist_free_all(headers);
     headers = NULL;
     curl_global_cleanup();
+}
+
+int dl_timeout(void)
+{
+    const char *v = getenv("KVCHAT_HTTP_TIMEOUT");
+    int s = v && *v ? atoi(v) : 0;
+    return s > 0 && s <= 3600 ? s : 60;
 }
 
 static double now(void)
@@ -67,9 +77,11 @@ static CURL *easy(const char *url, char *errbuf)
     r = r ? r : curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     r = r ? r : curl_easy_setopt(c, CURLOPT_USERAGENT, "kvchat");
     r = r ? r : curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    r = r ? r : curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 20L);
-    r = r ? r : curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a server that goes quiet */
-    r = r ? r : curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    long limit = dl_timeout();
+    r = r ? r : curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, limit < 20 ? limit : 20L);
+    /* a server that goes quiet, or trickles: under 1 KiB/s for the whole window */
+    r = r ? r : curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    r = r ? r : curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, limit);
     r = r ? r : curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     if (r) {
         err_set("libcurl: %s", curl_easy_strerror(r));
@@ -154,6 +166,7 @@ int dl_head(const char *url, dl_info *out)
         if (!c)
             return -1;
         CURLcode r = curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        r = r ? r : curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)dl_timeout()); /* headers only */
         r = r ? r : curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
         r = r ? r : curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
         r = r ? r : curl_easy_perform(c);
@@ -191,12 +204,17 @@ int dl_head(const char *url, dl_info *out)
 
 typedef struct {
     int fd;
+    CURL *c;
     int64_t offset;       /* bytes the .part held when this transfer began */
     int64_t total;        /* what must arrive, when known */
+    int64_t limit; /* the most the file may have: announced, or a small file's cap (0: any) */
+    int64_t got;          /* bytes of this transfer */
     const char *label;
     int tty;
     double start, drawn;
     int failed_errno;
+    const char *refused; /* why the reply is not the file (the part is removed) */
+    const char *stalled; /* why the server was given up on (the part is kept) */
 } transfer;
 
 static void draw(transfer *t, int64_t have, int64_t total, const char *verb, int done)
@@ -227,14 +245,41 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 {
     (void)ut, (void)un;
     transfer *t = ctx;
+    if (!t->got && now() - t->start > dl_timeout()) { /* headers trickled, or nothing came */
+        t->stalled = "given up: no data within the time limit for headers (KVCHAT_HTTP_TIMEOUT)";
+        return 1;
+    }
     draw(t, t->offset + dlnow, t->total >= 0 ? t->total : dltotal ? t->offset + dltotal : -1, "fetching ", 0);
     return 0;
+}
+
+/* the reply as a whole, seen at its first bytes: a page is not a file */
+static const char *refuse_reply(transfer *t)
+{
+    const char *type = NULL;
+    curl_easy_getinfo(t->c, CURLINFO_CONTENT_TYPE, &type);
+    if (type && (!strncasecmp(type, "text/html", 9) || !strncasecmp(type, "application/xhtml", 17)))
+        return "the server sent an HTML page (a captive portal or a login page?), not the file";
+    curl_off_t cl = -1;
+    curl_easy_getinfo(t->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    if (cl >= 0 && t->limit > 0 && t->offset + cl > t->limit)
+        return "the reply is longer than the file can be (its announced size, or the cap of a "
+               "small file)";
+    return NULL;
 }
 
 static size_t on_data(char *data, size_t size, size_t n, void *ctx)
 {
     transfer *t = ctx;
     size_t len = size * n, done = 0;
+    if (!t->got && (t->refused = refuse_reply(t)))
+        return 0;
+    t->got += (int64_t)len;
+    if (t->limit > 0 && t->offset + t->got > t->limit) {
+        t->refused = "the server sent more than the file can be (its announced size, or the cap "
+                     "of a small file)";
+        return 0;
+    }
     while (done < len) {
         ssize_t w = write(t->fd, data + done, len - done);
         if (w < 0 && errno == EINTR)
@@ -261,7 +306,12 @@ static int get_once(const char *url, const char *part, transfer *t, int *missing
         return -1;
     }
     t->failed_errno = 0;
+    t->got = 0;
+    t->refused = t->stalled = NULL;
+    t->c = c;
     CURLcode r = curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    if (t->limit > 0 && t->total < 0) /* a small file: all of it within the time limit */
+        r = r ? r : curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)dl_timeout());
     r = r ? r : curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)MAX_HOPS);
     r = r ? r : curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
     r = r ? r : curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)t->offset);
@@ -274,7 +324,11 @@ static int get_once(const char *url, const char *part, transfer *t, int *missing
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     int rc = 0;
-    if (t->failed_errno)
+    if (!t->stalled && r == CURLE_OPERATION_TIMEDOUT && !t->got) /* a small file's, or a HEAD's */
+        t->stalled = "given up: no data within the time limit for headers (KVCHAT_HTTP_TIMEOUT)";
+    if (t->refused || t->stalled)
+        rc = err_set("downloading %s: %s", url, t->refused ? t->refused : t->stalled);
+    else if (t->failed_errno)
         rc = err_set("%s: %s", part, strerror(t->failed_errno));
     else if (t->offset && (r == CURLE_RANGE_ERROR || (r == CURLE_HTTP_RETURNED_ERROR && code == 416)))
         /* a server that cannot resume, or a part that is not a prefix of this file: start over */
@@ -291,7 +345,7 @@ static int get_once(const char *url, const char *part, transfer *t, int *missing
         rc = err_set("%s: %s", part, strerror(errno));
     if (close(t->fd) && !rc)
         rc = err_set("%s: %s", part, strerror(errno));
-    if (rc < 0 && file_size(part) == 0) /* nothing arrived: leave no trace */
+    if (rc < 0 && (t->refused || file_size(part) == 0)) /* not the file, or nothing: no trace */
         unlink(part);
     curl_easy_cleanup(c);
     return rc;
@@ -328,14 +382,37 @@ static int sha256_file(const char *path, transfer *t, int64_t total, char hex[65
     return 0;
 }
 
+/* the free space of the folder dst goes in, against `need` more bytes */
+static int room_for(const char *dst, int64_t need)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", dst);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    struct statvfs vs;
+    if (statvfs(slash ? (*dir ? dir : "/") : ".", &vs))
+        return 0; /* unknown: the write will say */
+    double free_b = (double)vs.f_bavail * (double)vs.f_frsize;
+    if (free_b >= (double)need)
+        return 0;
+    char a[32], b[32];
+    mib(a, sizeof a, (double)need);
+    mib(b, sizeof b, free_b);
+    return err_set("%s: not enough free space: it needs %s more, and %s are free there", dst, a, b);
+}
+
 int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *label, int *missing)
 {
     char part[PATH_MAX + 8];
     snprintf(part, sizeof part, "%s.part", dst);
     int64_t want = info ? info->size : -1;
-    transfer t = {.label = label, .total = want, .tty = isatty(STDERR_FILENO)};
+    transfer t = {.label = label, .total = want, .tty = isatty(STDERR_FILENO),
+                  .limit = want >= 0 ? want : info ? info->max : 0};
     if (missing)
         *missing = 0;
+    if (want >= 0 && room_for(dst, want - (file_size(part) > 0 ? file_size(part) : 0)))
+        return -1;
     for (int attempt = 0;; attempt++) {
         long long have = file_size(part);
         have = have < 0 ? 0 : have;
@@ -377,6 +454,12 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
             return err_set("%s: SHA-256 %s does not match the hub's %s; the download was removed (run again to "
                            "fetch it anew)", label, got, info->sha256);
         }
+    }
+    if (info && info->check && info->check(part)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err_msg());
+        unlink(part);
+        return err_set("%s: %s; the download was removed", label, why);
     }
     if (rename(part, dst))
         return err_set("%s: cannot rename into place: %s", dst, strerror(errno));

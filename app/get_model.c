@@ -6,8 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "../kernels/err.h"
+#include "../model/config.h"
+#include "../model/pytorch.h"
+#include "../model/safetensors.h"
+#include "../model/tokenizer.h"
 #include "commands.h"
 #include "download.h"
 #include "files.h"
@@ -19,17 +26,26 @@ const char GET_MODEL_HELP[] =
     "NAME: gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, dialogpt-small, dialogpt-medium,\n"
     "dialogpt-large; or any GPT-2-architecture repository as OWNER/REPO.\n"
     "\n"
-    "Downloads config.json, vocab.json and merges.txt (GPT-2's own, shipped with kvchat, where the\n"
-    "repository lacks them), then model.safetensors, or pytorch_model.bin where there is no\n"
-    "safetensors file (read without running pickle; kvchat convert DIR makes later loads faster),\n"
-    "into ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or DIR), and prints that directory. Each\n"
-    "file arrives as FILE.part and is renamed only when complete and, for the weights, when its size\n"
-    "and SHA-256 match what the hub reports; an interrupted download resumes where it stopped. Files\n"
-    "already complete are kept.\n"
+    "Downloads config.json, vocab.json and merges.txt (GPT-2's own, shipped with kvchat, where\n"
+    "the repository lacks them), then model.safetensors, or pytorch_model.bin where there is no\n"
+    "safetensors file (read without running pickle; kvchat convert DIR makes later loads\n"
+    "faster), into ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME (or DIR), and prints that\n"
+    "directory. Each file arrives as FILE.part and is renamed only when complete and, for the\n"
+    "weights, when its size and SHA-256 match what the hub reports; an interrupted download\n"
+    "resumes where it stopped. Files already complete are kept when they still check out.\n"
+    "\n"
+    "Nothing but the file is kept: before a file is renamed into place, config.json must be a\n"
+    "GPT-2 config, vocab.json and merges.txt must load as a tokenizer, and the weights' header\n"
+    "must parse. An HTML page (a captive portal), a config.json over 1 MiB, a vocab.json or\n"
+    "merges.txt over 8 MiB, and weights longer than the size announced are stopped and removed;\n"
+    "weights the disk has no room for are refused before they start. A server that sends\n"
+    "nothing for the time limit (60 s) is given up on, and so is a small file not complete by\n"
+    "then or a transfer under 1 KiB/s for that long.\n"
     "\n"
     "environment:\n"
-    "  HF_ENDPOINT   the hub's address (default https://huggingface.co), for a mirror\n"
-    "  HF_TOKEN      an access token, for gated or private repositories\n";
+    "  HF_ENDPOINT          the hub's address (default https://huggingface.co), for a mirror\n"
+    "  HF_TOKEN             an access token, for gated or private repositories\n"
+    "  KVCHAT_HTTP_TIMEOUT  the time limit above, in seconds (default 60)\n";
 
 static const struct { const char *name, *repo; } SHORTCUTS[] = {
     {"gpt2", "openai-community/gpt2"},
@@ -42,7 +58,60 @@ static const struct { const char *name, *repo; } SHORTCUTS[] = {
     {"dialogpt-large", "microsoft/DialoGPT-large"},
 };
 
-static const char *const SMALL[] = {"config.json", "vocab.json", "merges.txt"};
+/* ---- what arrived is checked before it is renamed into place ---- */
+
+static char dir_checked[PATH_MAX]; /* the folder being filled: merges are checked with its vocab */
+
+static int check_config(const char *path)
+{
+    gpt2_config c;
+    return cfg_load(&c, path) || cfg_validate(&c) ? -1 : 0;
+}
+
+static int check_vocab(const char *path)
+{
+    json_error_t e;
+    json_t *v = json_load_file(path, 0, &e);
+    const char *key;
+    json_t *id;
+    int ok = json_is_object(v) && json_object_size(v) > 0;
+    json_object_foreach(v, key, id) ok = ok && json_is_integer(id);
+    json_decref(v);
+    return ok ? 0 : err_set("not a vocabulary (a JSON object of token ids)");
+}
+
+static int check_merges(const char *path)
+{
+    char vocab[PATH_MAX + 16];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir_checked);
+    tokenizer *t = tok_load(vocab, path);
+    tok_free(t);
+    return t ? 0 : -1;
+}
+
+static int check_weights(const char *path)
+{
+    st_file f;
+    size_t n = strlen(path);
+    /* the kind is in the name, that of the file or of the part it arrives in */
+    int bin =
+        (n > 4 && !strcmp(path + n - 4, ".bin")) || (n > 9 && !strcmp(path + n - 9, ".bin.part"));
+    if (bin ? pt_open(&f, path) : st_open(&f, path))
+        return -1;
+    st_close(&f);
+    return 0;
+}
+
+/* the small files: each one's cap (a few MB at most, where GPT-2's are 1 KB to 1 MB) and check */
+static const struct {
+    const char *name;
+    int64_t max;
+    int (*check)(const char *path);
+} SMALL[] = {
+    {"config.json", 1 << 20, check_config},
+    {"vocab.json", 8 << 20, check_vocab},
+    {"merges.txt", 8 << 20, check_merges},
+};
 static const char *const WEIGHTS[] = {"model.safetensors", "pytorch_model.bin"};
 
 static int valid_repo(const char *name)
@@ -53,7 +122,18 @@ static int valid_repo(const char *name)
            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./") == len;
 }
 
-static int exists(const char *path) { return file_size(path) > 0; }
+/* a complete file from an earlier run: kept when it passes its check, else fetched again (a page a
+ * captive portal served to an older kvchat, say) */
+static int complete(const char *path, int (*check)(const char *path))
+{
+    if (file_size(path) <= 0)
+        return 0;
+    if (!check || !check(path))
+        return 1;
+    fprintf(stderr, "kvchat: %s is not usable (%s): fetching it again\n", path, err_msg());
+    unlink(path);
+    return 0;
+}
 
 /* The first weights file the repository has, fetched and verified. */
 static int fetch_weights(const char *base, const char *dir)
@@ -61,7 +141,7 @@ static int fetch_weights(const char *base, const char *dir)
     char url[1024], dst[PATH_MAX + 32];
     for (size_t i = 0; i < sizeof WEIGHTS / sizeof WEIGHTS[0]; i++) {
         snprintf(dst, sizeof dst, "%s/%s", dir, WEIGHTS[i]);
-        if (exists(dst))
+        if (complete(dst, check_weights))
             return 0;
     }
     for (size_t i = 0; i < sizeof WEIGHTS / sizeof WEIGHTS[0]; i++) {
@@ -73,6 +153,7 @@ static int fetch_weights(const char *base, const char *dir)
             return -1;
         if (!info.found)
             continue;
+        info.check = check_weights;
         if (!dl_fetch(url, dst, &info, WEIGHTS[i], &missing))
             return 0;
         if (!missing) /* the hub answered HEAD but not GET with a 404: try the other file too */
@@ -132,16 +213,19 @@ int cmd_get_model(int argc, char **argv)
     int rc = 0;
     /* the small files first: the first doubles as the check that the network and repository answer;
      * a fine-tune without GPT-2's tokenizer files gets the ones kvchat ships */
+    snprintf(dir_checked, sizeof dir_checked, "%s", dir);
     for (size_t i = 0; !rc && i < sizeof SMALL / sizeof SMALL[0]; i++) {
         char dst[PATH_MAX + 32], url[1024];
         int missing;
-        snprintf(dst, sizeof dst, "%s/%s", dir, SMALL[i]);
-        snprintf(url, sizeof url, "%s/%s", base, SMALL[i]);
-        if (exists(dst) || !dl_fetch(url, dst, NULL, SMALL[i], &missing))
+        dl_info want = {.size = -1, .max = SMALL[i].max, .check = SMALL[i].check};
+        snprintf(dst, sizeof dst, "%s/%s", dir, SMALL[i].name);
+        snprintf(url, sizeof url, "%s/%s", base, SMALL[i].name);
+        if (complete(dst, SMALL[i].check) || !dl_fetch(url, dst, &want, SMALL[i].name, &missing))
             continue;
         rc = -1;
-        if (missing && i > 0 && !(rc = copy_asset(SMALL[i], dst)))
-            fprintf(stderr, "kvchat: %s is not in %s: using GPT-2's own, which kvchat ships\n", SMALL[i], repo);
+        if (missing && i > 0 && !(rc = copy_asset(SMALL[i].name, dst)))
+            fprintf(stderr, "kvchat: %s is not in %s: using GPT-2's own, which kvchat ships\n",
+                    SMALL[i].name, repo);
     }
     if (!rc)
         rc = fetch_weights(base, dir);

@@ -5,16 +5,22 @@ server with X-Linked-Size and X-Linked-Etag, the file's SHA-256; GET follows to 
 honours Range). Writes its port to PORT_FILE and logs every request (method, path, Range) to LOG.
 
 usage: hub_server.py ROOT PORT_FILE LOG [--missing FILE] [--wrong-sha FILE] [--cut FILE:BYTES]
-                     [--ignore-range]
+                     [--ignore-range] [--announce FILE:BYTES] [--endless FILE] [--html FILE]
+                     [--trickle FILE]
   --missing FILE     404 for that file name in every repository
   --wrong-sha FILE   report a SHA-256 that is not the file's
   --cut FILE:BYTES   GET sends the full Content-Length but closes after BYTES (from the range start)
   --ignore-range     answer a ranged GET with the whole file (200), as some servers do
+  --announce F:N     X-Linked-Size says N, whatever the file's size
+  --endless FILE     GET sends bytes without end (no Content-Length)
+  --html FILE        GET and HEAD answer with a captive portal's page (text/html), 200
+  --trickle FILE     GET sends its status line and headers at 2 bytes a second
 """
 import hashlib
 import http.server
 import os
 import sys
+import time
 
 ARGS = sys.argv[1:]
 ROOT, PORT_FILE, LOG = ARGS[:3]
@@ -62,19 +68,35 @@ class Hub(http.server.BaseHTTPRequestHandler):
         sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
         if name in OPTS.get("--wrong-sha", []):
             sha = hashlib.sha256(b"not the file").hexdigest()
+        size = os.path.getsize(path)
+        for a in OPTS.get("--announce", []):
+            if a.split(":")[0] == name:
+                size = int(a.split(":")[1])
         self.send_response(302)
         self.send_header("Location", self.path.replace("/resolve/main/", "/", 1).replace("/", "/cdn/", 1))
-        self.send_header("X-Linked-Size", str(os.path.getsize(path)))
+        self.send_header("X-Linked-Size", str(size))
         self.send_header("X-Linked-Etag", '"%s"' % sha)
         self.send_header("Content-Length", "0")
         self.end_headers()
         return True
+
+    PORTAL = b"<html><body>Sign in to the network to continue</body></html>"
+
+    def portal(self, body):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(self.PORTAL)))
+        self.end_headers()
+        if body:
+            self.wfile.write(self.PORTAL)
 
     def do_HEAD(self):
         self.record()
         path, name = self.target()
         if not path:
             return self.fail(404)
+        if name in OPTS.get("--html", []):
+            return self.portal(False)
         if not self.lfs_redirect(path, name):
             self.send_response(200)
             self.send_header("Content-Length", str(os.path.getsize(path)))
@@ -85,8 +107,24 @@ class Hub(http.server.BaseHTTPRequestHandler):
         path, name = self.target()
         if not path:
             return self.fail(404)
+        if name in OPTS.get("--html", []):
+            return self.portal(True)
         if self.lfs_redirect(path, name):
             return
+        if name in OPTS.get("--trickle", []):
+            for b in b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-Slow: yes\r\n\r\n0123456789":
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(0.5)
+            return
+        if name in OPTS.get("--endless", []):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            chunk = b"{" * 65536
+            while True:
+                self.wfile.write(chunk)
         data = open(path, "rb").read()
         start, rng = 0, self.headers.get("Range")
         if rng and not OPTS.get("--ignore-range"):

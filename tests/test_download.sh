@@ -114,3 +114,74 @@ expect_error "${TAG}download/HF_ENDPOINT not http" 2 "HF_ENDPOINT 'ftp://x' is n
 expect_error "${TAG}download/unknown shortcut" 2 "unknown model 'dialogpt-huge'" "$KV" get-model dialogpt-huge
 expect_error "${TAG}download/bad repository name" 2 "'a/../b' is not a Hugging Face repository name" "$KV" get-model a/../b
 unset HF_ENDPOINT
+
+# --- hostile servers: nothing but the file is kept, and nothing waits for ever ---
+mkdir -p "$HUB/root/owner/tiny"
+cp "$HUB/src"/* "$HUB/root/owner/tiny/"
+small_ok() { cp "$HUB/src"/{config.json,vocab.json,merges.txt} "$1/"; }
+# an endless config.json: stopped at its cap, nothing kept
+start_hub --endless config.json
+expect_error "${TAG}download/an endless config.json is stopped at its cap" 1 \
+    "config.json: the server sent more than the file can be" \
+    "$KV" get-model owner/tiny --dir "$HUB/e1"
+same "${TAG}download/an endless config.json leaves nothing" "" "$(ls "$HUB/e1")"
+# weights announced as 1,000 bytes: stopped past them, the part removed
+start_hub --announce model.safetensors:1000
+mkdir -p "$HUB/e2" && small_ok "$HUB/e2"
+expect_error "${TAG}download/weights longer than announced are stopped" 1 \
+    "model.safetensors: the reply is longer than the file can be" \
+    "$KV" get-model owner/tiny --dir "$HUB/e2"
+same "${TAG}download/weights longer than announced leave no part" \
+    "config.json merges.txt vocab.json" \
+    "$(ls "$HUB/e2" | paste -sd' ')"
+# announced larger than the disk: refused before any byte is fetched
+start_hub --announce model.safetensors:9000000000000000000
+mkdir -p "$HUB/e3" && small_ok "$HUB/e3"
+expect_error "${TAG}download/no room on the disk: refused first" 1 \
+    "model.safetensors: not enough free space: it needs .* more, and .* are free there" \
+    "$KV" get-model owner/tiny --dir "$HUB/e3"
+same "${TAG}download/no room: nothing fetched" "" "$(grep 'GET /cdn' "$HUB/log")"
+# a captive portal's page, for a small file and for the weights: never saved as the model
+for f in config.json model.safetensors; do
+    start_hub --html $f
+    mkdir -p "$HUB/e4-$f" && [ $f = config.json ] || small_ok "$HUB/e4-$f"
+    expect_error "${TAG}download/an HTML page as $f is refused" 1 \
+        "$f: the server sent an HTML page \(a captive portal" \
+        "$KV" get-model owner/tiny --dir "$HUB/e4-$f"
+    check "${TAG}download/an HTML page as $f is not kept" \
+        test ! -e "$HUB/e4-$f/$f" -a ! -e "$HUB/e4-$f/$f.part"
+done
+# content checked before the rename: a config.json that is not one, merges that do not parse
+mkdir -p "$HUB/root/owner/bad-config" "$HUB/root/owner/bad-merges"
+cp "$HUB/src"/* "$HUB/root/owner/bad-config/"
+cp "$HUB/src"/* "$HUB/root/owner/bad-merges/"
+echo '{"n_layer": "many"' >"$HUB/root/owner/bad-config/config.json"
+printf '#version: 0.2\nonly-one-token-on-this-line\n' >"$HUB/root/owner/bad-merges/merges.txt"
+start_hub
+expect_error "${TAG}download/a config.json that does not parse is refused" 1 \
+    "config.json: .*; the download was removed" "$KV" get-model owner/bad-config --dir "$HUB/e5"
+expect_error "${TAG}download/merges that do not parse are refused" 1 \
+    "merges.txt: .*; the download was removed" "$KV" get-model owner/bad-merges --dir "$HUB/e6"
+check "${TAG}download/refused merges are not in place" test ! -e "$HUB/e6/merges.txt"
+# a page an older kvchat saved as config.json is fetched again, not kept
+mkdir -p "$HUB/e7"
+echo "<html>portal</html>" >"$HUB/e7/config.json"
+"$KV" get-model owner/tiny --dir "$HUB/e7" >/dev/null 2>"$HUB/err"
+check "${TAG}download/a stored page is fetched again" \
+    cmp "$HUB/e7/config.json" "$HUB/src/config.json"
+check "${TAG}download/... saying so" grep -q "config.json is not usable" "$HUB/err"
+# headers trickled at 2 bytes/s: given up within the time limit (here 3 s), named
+for f in config.json model.safetensors; do
+    start_hub --trickle $f
+    mkdir -p "$HUB/e8-$f" && [ $f = config.json ] || small_ok "$HUB/e8-$f"
+    t0=$SECONDS
+    expect_error "${TAG}download/trickled headers of $f are given up on" 1 \
+        "$f: given up: no data within the time limit for headers" \
+        env KVCHAT_HTTP_TIMEOUT=3 "$KV" get-model owner/tiny --dir "$HUB/e8-$f"
+    check "${TAG}download/... within the limit, not retried" test $((SECONDS - t0)) -lt 15
+done
+stop_hub
+expect_error "${TAG}download/an HF_TOKEN with a line break is refused" 1 \
+    "HF_TOKEN holds a line break" \
+    env HF_TOKEN=$'abc\r\nX-Injected: 1' "$KV" get-model owner/tiny --dir "$HUB/e9"
+unset HF_ENDPOINT

@@ -7,6 +7,7 @@
 #include "../kernels/err.h"
 #include "commands.h"
 #include "options.h"
+#include "safe_text.h"
 
 #ifndef KVCHAT_VERSION
 #define KVCHAT_VERSION "0.1.0"
@@ -64,6 +65,15 @@ static int hold_std_fds(void)
     return 0;
 }
 
+/* The one printer of errors: a message may quote a session's or a server's strings (a recorded
+ * model directory, say), so it reaches the terminal escaped, as one line. */
+static void print_error(const char *cmd)
+{
+    static char line[8192];
+    fprintf(stderr, "%s%s: %s\n", strcmp(cmd, "kvchat") ? "kvchat " : "", cmd,
+            safe_copy(line, sizeof line, err_msg()));
+}
+
 int main(int argc, char **argv)
 {
     if (hold_std_fds())
@@ -73,7 +83,7 @@ int main(int argc, char **argv)
         /* plain `kvchat [options]` is the chat */
         int rc = cmd_chat(argc, argv);
         if (rc == EXIT_RUNTIME || rc == EXIT_USAGE)
-            fprintf(stderr, "kvchat: %s\n", err_msg());
+            print_error("kvchat");
         return rc;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -93,7 +103,7 @@ int main(int argc, char **argv)
                 }
             int rc = COMMANDS[i].run(argc - 1, argv + 1);
             if (rc == EXIT_RUNTIME || rc == EXIT_USAGE)
-                fprintf(stderr, "kvchat %s: %s\n", argv[1], err_msg());
+                print_error(argv[1]);
             return rc;
         }
     fprintf(stderr, "kvchat: unknown command '%s' (see kvchat --help)\n", argv[1]);

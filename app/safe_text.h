@@ -8,5 +8,8 @@
 
 /* When `raw` is set the bytes are written unchanged (a pipe or file wants the real text). */
 void safe_fwrite(FILE *f, const char *s, size_t n, int raw);
+/* s as one line of visible text in dst (cap bytes, cut short to fit; newlines too become ^J):
+ * for a string from a file or a server inside a message or a table. Returns dst. */
+const char *safe_copy(char *dst, size_t cap, const char *s);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "../kernels/err.h"
 #include "../model/events.h"
+#include "safe_text.h"
 #include "commands.h"
 #include "files.h"
 #include "options.h"
@@ -106,10 +107,10 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
             json_t *h = json_loadb(line, (size_t)got, 0, NULL);
             const char *c = json_string_value(json_object_get(h, "created")),
                        *m = json_string_value(json_object_get(json_object_get(h, "model"), "name"));
-            if (c)
-                snprintf(when, wn, "%.19s", c);
+            if (c) /* the file's own words: escaped, as every string from a file */
+                safe_copy(when, wn < 20 ? wn : 20, c);
             if (m)
-                snprintf(model, mn, "%s", m);
+                safe_copy(model, mn, m);
             json_decref(h);
         } else if (strstr(line, "\"ev\":\"" EV_TURN_END "\"")) {
             (*turns)++;
@@ -137,7 +138,9 @@ int sessions_print(int max)
         double b = (double)e[i].size;
         snprintf(size, sizeof size, b >= 1 << 20 ? "%.1f MiB" : b >= 1024 ? "%.1f KiB" : "%.0f B",
                  b >= 1 << 20 ? b / (1 << 20) : b >= 1024 ? b / 1024 : b);
-        printf("%-19s  %5d  %-24.24s  %9s  %s\n", when, turns, model, size, e[i].path);
+        char path[PATH_MAX];
+        printf("%-19s  %5d  %-24.24s  %9s  %s\n", when, turns, model, size,
+               safe_copy(path, sizeof path, e[i].path));
     }
     if (n > max)
         printf("(%d more: kvchat sessions -n %d)\n", n - max, n);

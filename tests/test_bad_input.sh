@@ -161,9 +161,37 @@ expect_error "${TAG}bad/--ctx 1 names --ctx" 1 "window of 1 tokens cannot hold .
 expect_error "${TAG}bad/a message over 256 KiB" 1 "a message of 300000 bytes is longer than a message can be \(256 KiB\)" \
     bash -c "'$PYTHON' -c \"print('a ' * 150000)\" | '$KV' chat --no-tui -m '$B/good' -n 2 >/dev/null"
 
-# a session whose first turn failed (the pool too small) resumes: its conversation has no tokens,
-# and no array of them (UBSan: a null pointer given to memcpy)
+# a session whose first turn failed (the pool too small) resumes, with a pool that holds the next
+# turn: its conversation has no tokens, and no array of them (UBSan: a null pointer given to memcpy)
 printf 'hello there friend\n' | "$KV" chat --no-tui -m "$B/good" -n 4 --cache-mem 2K \
     --session "$B/failed-first.jsonl" >/dev/null 2>&1
 check "${TAG}bad/a session whose first turn failed resumes" bash -c "printf 'again\n' |
-    '$KV' chat --no-tui -m '$B/good' -n 4 --resume '$B/failed-first.jsonl' >/dev/null"
+    '$KV' chat --no-tui -m '$B/good' -n 4 --resume '$B/failed-first.jsonl' --cache-mem 1M \
+    >/dev/null"
+
+# escape sequences in a session's own strings (an OSC 52 that writes the clipboard, a screen clear)
+# reach the terminal as visible text, in listings and in error messages alike
+mkdir -p "$B/xdg/kvchat/sessions"
+printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/plain.jsonl" >/dev/null 2>&1
+"$PYTHON" - "$B/plain.jsonl" "$B/xdg/kvchat/sessions/evil.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+h = json.loads(lines[0])
+osc = "\u001b]52;c;SGVsbG8=\u0007"
+h["created"] = osc + "\u001b[2J"
+h["model"]["name"] = "m" + osc
+h["model"]["dir"] = "/nonexistent/" + osc + "\u009b31m"
+open(sys.argv[2], "w").write("\n".join([json.dumps(h)] + lines[1:]) + "\n")
+PY
+raw_bytes() { # the escape, bell and CSI bytes in FILE
+    "$PYTHON" -c 'import sys; d = open(sys.argv[1], "rb").read()
+print(sum(d.count(c) for c in (b"\x1b", b"\x07", b"\xc2\x9b")))' "$1"
+}
+XDG_DATA_HOME=$B/xdg "$KV" sessions >"$B/list.out" 2>&1
+same "${TAG}bad/kvchat sessions escapes a header's strings" 0 "$(raw_bytes "$B/list.out")"
+check "${TAG}bad/... and shows them" grep -qF '^[]52;c;SGVsbG8=^G' "$B/list.out"
+XDG_DATA_HOME=$B/xdg "$KV" replay >"$B/list2.out" 2>&1
+same "${TAG}bad/a bare kvchat replay escapes them" 0 "$(raw_bytes "$B/list2.out")"
+"$KV" chat --no-tui --resume "$B/xdg/kvchat/sessions/evil.jsonl" </dev/null >/dev/null 2>"$B/dir.err"
+same "${TAG}bad/an error quoting a recorded model.dir escapes it" 0 "$(raw_bytes "$B/dir.err")"
+check "${TAG}bad/... and names it" grep -qF '/nonexistent/^[]52;c;SGVsbG8=^G<U+009B>31m' "$B/dir.err"

@@ -1,5 +1,6 @@
 /* kvchat convert: a pytorch_model.bin rewritten as model.safetensors beside it, so later loads map
  * the weights in place instead of unpacking them. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "../kernels/err.h"
 #include "../model/pytorch.h"
+#include "../model/safetensors.h"
 #include "commands.h"
 #include "files.h"
 #include "options.h"
@@ -91,11 +93,30 @@ int cmd_convert(int argc, char **argv)
         from[j.n++] = i;
         j.total += t->end - t->begin;
     }
-    if (e && from && !st_write(dst, e, j.n, fill, &j)) {
+    /* written whole to model.safetensors.part, then read back as a load would, and only then put in
+     * place: convert never leaves a directory worse than it found it */
+    char part[PATH_MAX + 8];
+    snprintf(part, sizeof part, "%s.part", dst);
+    st_file back;
+    if (e && from && !st_write(part, e, j.n, fill, &j)) {
+        if (st_open(&back, part)) {
+            err_wrap("%s: the file written does not read back", part);
+        } else {
+            int got = back.n_tensors;
+            st_close(&back);
+            if (got != j.n)
+                err_set("%s: the file written holds %d tensors, not %d", part, got, j.n);
+            else if (rename(part, dst))
+                err_set("%s: cannot rename into place: %s", dst, strerror(errno));
+            else
+                rc = 0;
+        }
+        if (rc)
+            unlink(part);
+    }
+    if (!rc)
         printf("%s: %d tensors, %.1f MiB%s\n", dst, j.n, j.total / 1048576.0,
                tied ? " (lm_head.weight left out: it holds wte's values)" : "");
-        rc = 0;
-    }
     free(e);
     free(from);
     st_close(&pt);

@@ -2,23 +2,42 @@
 
 #include <string.h>
 
+/* the length of the well-formed UTF-8 sequence at u (no overlong form, no surrogate), or 0 */
+static int utf8_len(const unsigned char *u, size_t n)
+{
+    int len = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] < 0xe0 ? 2 : u[0] >= 0xe0 && u[0] < 0xf0 ? 3
+            : u[0] >= 0xf0 && u[0] < 0xf5 ? 4 : 0;
+    if (!len || (size_t)len > n)
+        return 0;
+    for (int k = 1; k < len; k++)
+        if ((u[k] & 0xc0) != 0x80)
+            return 0;
+    if ((u[0] == 0xe0 && u[1] < 0xa0) || (u[0] == 0xed && u[1] >= 0xa0) ||
+        (u[0] == 0xf0 && u[1] < 0x90) || (u[0] == 0xf4 && u[1] >= 0x90))
+        return 0;
+    return len;
+}
+
 /* The visible form of the character at u[*i] into out (NUL-terminated), *i moved past it: a control
- * character as ^X, a C1 control (CSI among them) as <U+009B>, anything else as it is. */
+ * character as ^X, a C1 control (CSI among them) as <U+009B>, a byte that is not UTF-8 as <FF>,
+ * anything else as it is. */
 static void escape_one(const unsigned char *u, size_t n, size_t *i, int keep_newlines, char out[12])
 {
     unsigned c = u[*i];
-    (*i)++;
+    int len = utf8_len(u + *i, n - *i);
     if ((c < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || c == 0x7f) {
         out[0] = '^';
         out[1] = (char)(c == 0x7f ? '?' : c + 0x40);
         out[2] = 0;
-    } else if (c == 0xc2 && *i < n && u[*i] >= 0x80 && u[*i] <= 0x9f) {
-        snprintf(out, 12, "<U+%04X>", u[*i]);
-        (*i)++;
+    } else if (!len) {
+        snprintf(out, 12, "<%02X>", c);
+    } else if (c == 0xc2 && u[*i + 1] <= 0x9f) {
+        snprintf(out, 12, "<U+%04X>", u[*i + 1]);
     } else {
-        out[0] = (char)c;
-        out[1] = 0;
+        memcpy(out, u + *i, (size_t)len);
+        out[len] = 0;
     }
+    *i += len ? (size_t)len : 1;
 }
 
 void safe_fwrite(FILE *f, const char *s, size_t n, int raw)

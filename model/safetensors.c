@@ -235,12 +235,24 @@ int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void
     uint64_t off = 0;
     size_t biggest = 0;
     for (int i = 0; root && i < n; i++) {
-        json_t *shape = json_array();
-        for (int d = 0; d < e[i].ndim; d++)
-            json_array_append_new(shape, json_integer(e[i].shape[d]));
-        json_object_set_new(root, e[i].name,
-                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", e[i].dtype, "shape", shape, "data_offsets",
-                                      (json_int_t)off, (json_int_t)(off + e[i].bytes)));
+        /* what the reader would refuse is never written: a tensor it would take for the metadata,
+         * a name JSON cannot hold (not UTF-8), a name twice */
+        const char *why = !strcmp(e[i].name, "__metadata__") ? "is the name of the metadata entry"
+                        : json_object_get(root, e[i].name) ? "is there twice" : NULL;
+        if (!why) {
+            json_t *shape = json_array();
+            for (int d = 0; d < e[i].ndim; d++)
+                json_array_append_new(shape, json_integer(e[i].shape[d]));
+            json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", e[i].dtype, "shape", shape,
+                                      "data_offsets", (json_int_t)off, (json_int_t)(off + e[i].bytes));
+            if (json_object_set_new(root, e[i].name, entry))
+                why = "is not UTF-8 (or memory ran out)";
+        }
+        if (why) {
+            json_decref(root);
+            return err_set("%s: tensor name '%.200s' %s: a safetensors file cannot hold it", path,
+                           e[i].name, why);
+        }
         off += e[i].bytes;
         biggest = e[i].bytes > biggest ? e[i].bytes : biggest;
     }

@@ -92,3 +92,22 @@ expect_error "${TAG}pytorch/convert without a .bin" 1 "f32/pytorch_model.bin: no
     "$KV" convert "$PT/f32"
 expect_error "${TAG}pytorch/convert without a directory" 2 "which directory?" "$KV" convert
 expect_error "${TAG}pytorch/convert unknown flag" 2 "unknown option '--frob'" "$KV" convert "$dir" --frob
+
+# names a safetensors file cannot hold are refused, and a model.safetensors already there is kept
+for bad in metadata utf8; do
+    d=$PT/badname-$bad
+    rm -rf "$d" && cp -r "$PT/f32" "$d"
+    "$PYTHON" - "$d" "$bad" <<'PY'
+import sys, torch
+name = "__metadata__" if sys.argv[2] == "metadata" else "h.\udcff.weight"
+torch.save({"transformer.wte.weight": torch.zeros(4, 4), name: torch.ones(2)},
+           sys.argv[1] + "/pytorch_model.bin")
+PY
+    cp "$d/model.safetensors" "$d/before"
+    expect_error "${TAG}pytorch/convert refuses a tensor name ($bad)" 1 \
+        "tensor name '.*' (is the name of the metadata entry|is not UTF-8).*cannot hold it" \
+        "$KV" convert "$d" --force
+    check "${TAG}pytorch/... the model.safetensors there is untouched ($bad)" \
+        cmp "$d/before" "$d/model.safetensors"
+    check "${TAG}pytorch/... and no part is left ($bad)" test ! -e "$d/model.safetensors.part"
+done

@@ -201,8 +201,11 @@ fuzz: deps
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
 	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c kernels/err.c -ljansson -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/session \
-	  -DNCURSES_WIDECHAR=1 tests/fuzz/fuzz_session.c app/session/session_file.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
-	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm
+	  -DNCURSES_WIDECHAR=1 -DKVCHAT_ASSETS='"$(CURDIR)/assets"' tests/fuzz/fuzz_session.c \
+	  app/session/session_file.c app/session/settings.c app/session/records.c app/chat/template.c \
+	  model/tokenizer.c model/events.c kernels/dtype.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
+	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm \
+	  -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/pickle \
 	  tests/fuzz/fuzz_pickle.c model/pickle.c model/pytorch.c model/safetensors.c kernels/err.c -ljansson -lzip
 	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session $(BUILD)/fuzz/corpus-pickle

@@ -1,10 +1,15 @@
 /* libFuzzer target: any bytes as a session file. The reader accepts or refuses them with an error,
  * never crashes, hangs or leaks; what it accepts, the cache panel's model replays and the panel draws
- * (on a terminal that writes to /dev/null), at a wide and a narrow size, as replay would. */
+ * (on a terminal that writes to /dev/null), at a wide and a narrow size, as replay would; and resume
+ * reads it as it would: the settings after each event (a resume event's among them), every turn_end
+ * record a conversation is restored from. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include <stdlib.h>
+
+#include "../../app/session/records.h"
 #include "../../app/session/session.h"
 #include "../../ui/cache_panel.h"
 
@@ -35,6 +40,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cache_panel_draw(&m, m.convs[i].id, &scr, narrow);
         }
         cm_free(&m);
+        for (int i = 0; i <= s.n_events; i++) {
+            model_opts mo = {0};
+            engine_opts eo = {0};
+            session_settings_at(&s, i, &mo, &eo);
+            if (i < s.n_events && ev_is(s.events[i], EV_TURN_END)) {
+                rec_turn_end t;
+                int *ids = NULL;
+                win_turn *turns = NULL;
+                rec_turn_end_read(s.events[i], &t, &ids, &turns);
+                free(ids);
+                free(turns);
+            }
+        }
         session_free(&s);
     }
     return 0;

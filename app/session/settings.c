@@ -1,0 +1,107 @@
+/* The settings a session's results depend on, as its header and later events set them, and how
+ * two sets of them differ: what resume and verify run with. */
+#include <string.h>
+
+#include "../../kernels/err.h"
+#include "../../model/events.h"
+#include "records.h"
+#include "session.h"
+
+/* the weights, cache and chat settings of a header or a resume event */
+static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
+{
+    const json_t *ca = json_object_get(j, "cache"), *ch = json_object_get(j, "chat");
+    const char *wt = json_string_value(json_object_get(j, "weights_dtype"));
+    mo->wtype_set |= wt != NULL;
+    if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
+        return err_set("the session's weights dtype '%.16s' is unknown", wt);
+    const char *layout = json_string_value(json_object_get(ca, "layout")),
+               *dt = json_string_value(json_object_get(ca, "dtype"));
+    mo->kv.layout = layout && !strcmp(layout, "contiguous") ? KV_CONTIGUOUS : KV_PAGED;
+    if (dt && dt_parse(dt, &mo->kv.type))
+        return err_set("the session's cache dtype '%.16s' is unknown", dt);
+    mo->kv_type_set |= dt != NULL;
+    mo->kv.block_tokens = (int)json_integer_value(json_object_get(ca, "block_tokens"));
+    mo->kv.window = (int)json_integer_value(json_object_get(ca, "window"));
+    mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));
+    mo->kv.prealloc = json_is_true(json_object_get(ca, "prealloc"));
+    /* a pool that full failed a turn, so the recorded size is part of the result */
+    json_int_t pool = json_integer_value(json_object_get(ca, "pool_bytes"));
+    if (pool < 0 || pool > SESSION_MAX_POOL)
+        return err_set("the session's cache pool size %lld is out of range", (long long)pool);
+    mo->kv.pool_bytes = (size_t)pool;
+    const char *tpl = json_string_value(json_object_get(ch, "template")),
+               *ev = json_string_value(json_object_get(ch, "evict"));
+    if (!tpl || tpl_parse(tpl, &eo->tpl))
+        return err_set("the session's template is unknown");
+    eo->tpl_why = "as the session was recorded";
+    const char *system = json_string_value(json_object_get(ch, "system"));
+    eo->system = system && *system ? system : NULL; /* lives with the session */
+    eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
+    eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
+    eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
+    eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
+    /* the sampling settings and the window were checked by the reader (session_parse) */
+    if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 ||
+        eo->keep < -1 || mo->kv.window < 1 || eo->fidelity < 0)
+        return err_set("the session's settings are out of range");
+    if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
+        mo->kv.grow_factor = 2.0f;
+    return 0;
+}
+
+int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts *eo)
+{
+    rec_sampling_read(json_object_get(s->header, "sampling"), &mo->sp, &mo->n_predict);
+    if (settings_apply(s->header, mo, eo))
+        return -1;
+    for (int i = 0; i < upto && i < s->n_events; i++) {
+        const json_t *ev = s->events[i];
+        if (ev_is(ev, EV_SET))
+            rec_sampling_read(ev, &mo->sp, &mo->n_predict);
+        else if (ev_is(ev, EV_RESUME) && json_object_get(ev, "cache") && settings_apply(ev, mo, eo))
+            return -1;
+        else if (ev_is(ev, EV_SYSTEM)) {
+            const char *t = json_string_value(json_object_get(ev, "text"));
+            eo->system = t && *t ? t : NULL;
+        }
+    }
+    return 0;
+}
+
+int session_settings_diff(const model_opts *r, const engine_opts *re, const model_opts *m,
+                          const engine_opts *e, char *names, size_t n)
+{
+    const struct {
+        int differs;
+        const char *name;
+    } f[] = {
+        { r->n_predict != m->n_predict, "-n" },
+        { r->sp.temp != m->sp.temp, "--temp" },
+        { r->sp.top_k != m->sp.top_k, "--top-k" },
+        { r->sp.top_p != m->sp.top_p, "--top-p" },
+        { r->sp.repeat_penalty != m->sp.repeat_penalty, "--repeat-penalty" },
+        { r->sp.seed != m->sp.seed, "--seed" },
+        { r->kv.window != m->kv.window, "--ctx" },
+        { r->kv.pool_bytes != m->kv.pool_bytes, "--cache-mem" },
+        { r->kv.layout != m->kv.layout, "--cache-layout" },
+        { r->kv.type != m->kv.type, "--cache-dtype" },
+        { r->kv.block_tokens != m->kv.block_tokens, "--block-tokens" },
+        { r->kv.grow_factor != m->kv.grow_factor, "--grow-factor" },
+        { r->kv.prealloc != m->kv.prealloc, "--prealloc" },
+        { r->wtype != m->wtype, "--dtype" },
+        { re->tpl != e->tpl, "--template" },
+        { re->keep != e->keep, "--keep" },
+        { re->evict_min != e->evict_min, "--evict-min" },
+        { re->evict != e->evict, "--evict" },
+        { re->fidelity != e->fidelity, "--fidelity" },
+        { !re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system" },
+    };
+    int k = 0;
+    names[0] = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].differs && strlen(names) + strlen(f[i].name) + 3 < n)
+            snprintf(names + strlen(names), n - strlen(names), "%s%s", k++ ? ", " : "", f[i].name);
+    return k;
+}
+

@@ -101,6 +101,13 @@ int file_claim(const char *path, int force, const char *force_hint, int *fd)
 int part_open(part_file *p, const char *path)
 {
     p->path = path;
+    struct stat sb;
+    p->direct = !stat(path, &sb) && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+    if (p->direct) {
+        if (!(p->f = fopen(path, "wb")))
+            return err_set("%s: %s", path, strerror(errno));
+        return 0;
+    }
     if (snprintf(p->tmp, sizeof p->tmp, "%s.part", path) >= (int)sizeof p->tmp)
         return err_set("%.64s...: path too long", path);
     if (!(p->f = fopen(p->tmp, "wb")))
@@ -110,12 +117,21 @@ int part_open(part_file *p, const char *path)
 
 int part_commit(part_file *p, int ok)
 {
-    int err = ok && (ferror(p->f) || fflush(p->f) || fsync(fileno(p->f))) ? errno : 0;
+    int err = ok && (ferror(p->f) || fflush(p->f) || (!p->direct && fsync(fileno(p->f)))) ? errno : 0;
     if (fclose(p->f) && ok && !err)
         err = errno;
     p->f = NULL;
+    if (p->direct)
+        return !ok ? -1 : err ? err_set("%s: cannot write: %s", p->path, strerror(err)) : 0;
+    int lock = -1;
+    if (ok && !err && file_claim(p->path, 1, "", &lock)) { /* held over the rename */
+        unlink(p->tmp);
+        return -1;
+    }
     if (ok && !err && rename(p->tmp, p->path))
         err = errno;
+    if (lock >= 0)
+        close(lock);
     if (ok && !err)
         return 0;
     unlink(p->tmp);

@@ -25,11 +25,14 @@ int file_claim(const char *path, int force, const char *force_hint, int *fd);
 #include <stdio.h>
 
 /* A file written whole or not at all: its bytes go to PATH.part, which replaces PATH only once
- * complete and on disk, so a crash or a failed write never leaves a half-written PATH. */
+ * complete and on disk, so a crash or a failed write never leaves a half-written PATH; never over a
+ * file another process holds locked (a live session or event log). A PATH that is a device or a
+ * FIFO (/dev/null, /dev/stdout) is written directly: it is never replaced. */
 typedef struct {
     FILE *f;
     const char *path;
     char tmp[PATH_MAX];
+    int direct;
 } part_file;
 int part_open(part_file *p, const char *path);
 /* ok: flush, fsync and rename into place; otherwise, or when that fails, the part is removed.

@@ -336,11 +336,13 @@ static void save(tui *t, const char *arg, int force)
         say(t, "/save: %s is this chat's session file, already saved as you chat; choose another name", path);
         return;
     }
-    int lock;
+    int lock; /* the write claims the file again, held over its rename */
     if (file_claim(path, force, "/save! FILE replaces it", &lock)) {
         say(t, "/save: %s", err_msg());
         return;
     }
+    if (lock >= 0)
+        close(lock);
     json_t *header = t->persist->header ? json_incref((json_t *)t->persist->header)
                                         : session_header(t->lm, engine_model_opts(t->e), &t->eo);
     size_t n = json_array_size(t->all), k = 0;
@@ -355,8 +357,6 @@ static void save(tui *t, const char *arg, int force)
         say(t, "/save: %s", err_msg());
     else
         say(t, "saved conversation %d to %s", t->conv, path);
-    if (lock >= 0)
-        close(lock); /* after the rename: the old file was ours until it was replaced */
     free(evs);
     json_decref(header);
 }

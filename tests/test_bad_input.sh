@@ -195,3 +195,25 @@ same "${TAG}bad/a bare kvchat replay escapes them" 0 "$(raw_bytes "$B/list2.out"
 "$KV" chat --no-tui --resume "$B/xdg/kvchat/sessions/evil.jsonl" </dev/null >/dev/null 2>"$B/dir.err"
 same "${TAG}bad/an error quoting a recorded model.dir escapes it" 0 "$(raw_bytes "$B/dir.err")"
 check "${TAG}bad/... and names it" grep -qF '/nonexistent/^[]52;c;SGVsbG8=^G<U+009B>31m' "$B/dir.err"
+
+# a file written whole (a dump, a /save) never replaces a device, a FIFO or another kvchat's live
+# session: a FIFO is written into, a locked file refused
+rm -f "$B/dump.fifo" "$B/dump.got"
+mkfifo "$B/dump.fifo"
+cat "$B/dump.fifo" >"$B/dump.got" &
+"$KV" generate -m "$B/good" -p hi -n 2 -q --dump-logits "$B/dump.fifo" >/dev/null 2>&1
+wait $!
+check "${TAG}bad/--dump-logits onto a FIFO writes into it" test -p "$B/dump.fifo" -a -s "$B/dump.got"
+rm -f "$B/live.jsonl" "$B/live.in"
+mkfifo "$B/live.in"
+"$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/live.jsonl" <"$B/live.in" >/dev/null 2>&1 &
+lpid=$!
+exec 9>"$B/live.in"
+for _ in $(seq 100); do [ -s "$B/live.jsonl" ] && break; sleep 0.1; done
+cp "$B/live.jsonl" "$B/live.before"
+expect_error "${TAG}bad/--dump-logits onto another kvchat's live session is refused" 1 \
+    "live.jsonl is being written by another kvchat" \
+    "$KV" generate -m "$B/good" -p hi -n 2 -q --dump-logits "$B/live.jsonl"
+check "${TAG}bad/... and the session is untouched" cmp "$B/live.jsonl" "$B/live.before"
+exec 9>&-
+wait $lpid

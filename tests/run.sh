@@ -52,10 +52,12 @@ done
 . tests/gpu/test_check.sh
 KV=$BUILD/kvchat
 . tests/gpu/test_bundle.sh
-# bad input and downloads again under the sanitizers: no crash, no leak, same messages
+# bad input, downloads and resume/verify again under the sanitizers: no crash, no leak, same
+# messages
 KV=$BUILD/asan/kvchat TAG=asan:
 . tests/test_bad_input.sh
 . tests/test_download.sh
+. tests/test_recorded.sh
 KV=$BUILD/kvchat TAG=
 . tests/test_bad_input.sh
 

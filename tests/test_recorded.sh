@@ -8,7 +8,13 @@ rm -rf "$R"
 mkdir -p "$R"
 RM=$R/model
 T=${TAG}recorded
-kc() { "$KV" chat --no-tui "$@"; }
+kc() { # chat --no-tui, its stderr also kept for the sanitizer check at the end
+    "$KV" chat --no-tui "$@" 2>"$R/last.err"
+    local rc=$?
+    cat "$R/last.err" >&2
+    cat "$R/last.err" >>"$R/stderr.log"
+    return $rc
+}
 "$KV" make-tiny-model "$RM" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 31 >/dev/null
 ends() { # the tokens each turn_end of FILE says its reply kept, and the token events it streamed
     "$PYTHON" - "$1" <<'PY'
@@ -94,3 +100,5 @@ check "$T/--cache-mem given to verify is named" \
     grep -q "verifying with --cache-mem from the command line" "$R/pool.out"
 check "$T/verify's last line names the differing turn" bash -c \
     "tail -1 '$R/pool.out' | grep -q 'turn 1 (conv 1) recorded a failure and got a reply'"
+check "$T/no sanitizer report from any run above" \
+    bash -c "! grep -E 'AddressSanitizer|runtime error|LeakSanitizer' '$R/stderr.log'"

@@ -1,0 +1,54 @@
+"""bench_peer.sh's tables: for each thread count, kvchat against llama.cpp (medians of the rounds),
+and each decode figure as a fraction of the read bandwidth of one thread and of all of them, measured
+in the same run (the best of its measurements: a shared machine only ever reads slower than it can).
+usage: peer_table.py DIR TYPES ROUNDS "1 THREADS" """
+import json
+import statistics
+import sys
+
+w, types, rounds, tlist = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4].split()
+bw = {}
+for line in open(w + "/bw"):
+    tc, gbs = line.split()
+    bw[tc] = max(bw.get(tc, 0.0), float(gbs))
+plural = lambda tc: "%s thread%s" % (tc, "" if tc == "1" else "s")
+print("read bandwidth (tests/peer/readbw.c): " + ", ".join("%s %.1f GB/s" % (plural(tc), bw[tc]) for tc in tlist))
+
+
+def medians(t, tc):
+    kv, ll = {}, {}
+    for r in range(1, rounds + 1):
+        k = json.load(open("%s/kv-%s-%s-%d.json" % (w, t, tc, r)))["results"][0]
+        for key, name in (("prefill128_tok_s", "p128"), ("prefill512_tok_s", "p512"),
+                          ("decode_ctx0_tok_s", "d0"), ("decode_ctx512_tok_s", "d512"),
+                          ("decode_ctx0_step_tok_s", "s0"), ("decode_ctx512_step_tok_s", "s512")):
+            kv.setdefault(name, []).append(k[key])
+        kv["bytes"], kv["cache"] = k["weight_bytes_per_token"], k.get("cache_dtype", "?")
+        kv["per_pos"] = k["cache_bytes_per_position"]
+        for rec in json.load(open("%s/ll-%s-%s-%d.json" % (w, t, tc, r))):
+            if rec["n_prompt"] and rec["n_depth"]:
+                continue  # prefill is compared from an empty context
+            name = "p%d" % rec["n_prompt"] if rec["n_prompt"] else "d%d" % rec["n_depth"]
+            ll.setdefault(name, []).append(rec["avg_ts"])
+    return kv, ll
+
+
+for tc in tlist:
+    print("\n" + plural(tc))
+    print("%-6s %-13s %22s %22s %22s %22s" % ("", "", "prefill-128", "prefill-512", "decode@0", "decode@512"))
+    print("%-6s %-13s %22s %22s %22s %22s" % ("weights", "cache (kv)", *(["llama / kvchat (x)"] * 4)))
+    for t in types:
+        kv, ll = medians(t, tc)
+        cells = []
+        for name in ("p128", "p512", "d0", "d512"):
+            a, b = statistics.median(ll[name]), statistics.median(kv[name])
+            cells.append("%7.1f / %7.1f (%.2f)" % (a, b, b / a))
+        print("%-6s %-13s %s" % (t, kv["cache"], " ".join("%22s" % c for c in cells)))
+        for name, ctx in (("d0", 0), ("d512", 512)):
+            need = (kv["bytes"] + ctx * kv["per_pos"]) / 1e9
+            s, a = statistics.median(kv["s%d" % ctx]), statistics.median(ll[name])
+            frac = lambda gbs: "/".join("%.0f%%" % (100 * gbs / bw[c]) for c in tlist)
+            print("%-6s   decode@%-4d %.0f MB a token; of the %s read bandwidth: kvchat %s, llama.cpp %s;"
+                  " kvchat's median single step %.1f tok/s (%.2f)"
+                  % ("", ctx, need * 1e3, "/".join(plural(c) for c in tlist),
+                     frac(statistics.median(kv[name]) * need), frac(a * need), s, s / a))

@@ -175,11 +175,6 @@ static void progress(void *ctx, int done, int total)
         fprintf(stderr, "\rre-prefilling conversation %d: %d / %d tokens%s", id, done, total, done == total ? "\n" : "");
 }
 
-static int is_turn_end(const json_t *ev)
-{
-    return ev_is(ev, EV_TURN_END);
-}
-
 /* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
  * when it matches, else re-prefilled. */
 static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path,
@@ -225,7 +220,7 @@ int cmd_chat(int argc, char **argv)
         char why[512] = "";
         int turns = 0, read = !a.resume && !session_read(&hist, a.session);
         for (int i = 0; read && i < hist.n_events; i++)
-            turns += is_turn_end(hist.events[i]);
+            turns += ev_is(hist.events[i], EV_TURN_END);
         if (read && !turns)
             session_free(&hist);
         if (turns) {

@@ -60,8 +60,6 @@ static const struct { const char *name, *repo; } SHORTCUTS[] = {
 
 /* ---- what arrived is checked before it is renamed into place ---- */
 
-static char dir_checked[PATH_MAX]; /* the folder being filled: merges are checked with its vocab */
-
 static int check_config(const char *path)
 {
     gpt2_config c;
@@ -82,8 +80,11 @@ static int check_vocab(const char *path)
 
 static int check_merges(const char *path)
 {
+    /* with the vocab.json of the folder the merges arrive in */
     char vocab[PATH_MAX + 16];
-    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir_checked);
+    const char *slash = strrchr(path, '/');
+    snprintf(vocab, sizeof vocab, "%.*s/vocab.json", slash ? (int)(slash - path) : 1,
+             slash ? path : ".");
     tokenizer *t = tok_load(vocab, path);
     tok_free(t);
     return t ? 0 : -1;
@@ -213,7 +214,6 @@ int cmd_get_model(int argc, char **argv)
     int rc = 0;
     /* the small files first: the first doubles as the check that the network and repository answer;
      * a fine-tune without GPT-2's tokenizer files gets the ones kvchat ships */
-    snprintf(dir_checked, sizeof dir_checked, "%s", dir);
     for (size_t i = 0; !rc && i < sizeof SMALL / sizeof SMALL[0]; i++) {
         char dst[PATH_MAX + 32], url[1024];
         int missing;

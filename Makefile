@@ -8,7 +8,8 @@
 #   make tsan       the engine and chat-model unit tests under ThreadSanitizer (make test runs them too)
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
-#   make bench-peer kvchat against llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
+#   make bench-peer the decode product's pace per core (build/matvec_bw), then kvchat against
+#                   llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
 #   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
 
@@ -80,6 +81,10 @@ $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/obj/%.o) $(OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# the decode product's pace per core against a plain read, from memory and from cache (bench-peer)
+$(BUILD)/matvec_bw: $(BUILD)/obj/tests/peer/matvec_bw.o $(OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
@@ -187,7 +192,7 @@ bench: deps
 	$(BUILD)/kvchat bench --turns -m $(BUILD)/m124 --json $(BUILD)/bench-turns.json
 
 bench-peer: deps
-	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
+	@$(MAKE) -s --no-print-directory all $(BUILD)/matvec_bw $(BUILD)/m124/model.safetensors
 	LLAMA_CPP=$(LLAMA_CPP) PEER_DIR=$(BUILD)/peer bash tests/peer/bench_peer.sh -m $(BUILD)/m124
 
 test-gpt2: all

@@ -8,7 +8,7 @@
 # tokens together, the first after the context's prefill included; below it kvchat's median single
 # step, the steady state), and each decode figure's fraction of the read bandwidth of one thread and
 # of THREADS (tests/peer/readbw.c, measured before every round; the highest, since a shared machine
-# only ever reads slower than it can).
+# only ever reads slower than it can). First, without llama.cpp, build/matvec_bw's pace per core.
 # Needs a llama.cpp checkout with llama-bench and llama-quantize built: LLAMA_CPP=DIR (default
 # ../llama.cpp); without it, says so and exits 0.
 # Usage: tests/peer/bench_peer.sh [-m DIR] [-t THREADS] [--rounds N] [--types f32,bf16,f16,q8]
@@ -27,6 +27,12 @@ while [ $# -gt 0 ]; do
     *) echo "bench_peer: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
     esac
 done
+# what one core does per byte, which needs no llama.cpp: the decode product against a plain read of
+# the same bytes, from memory and from L2 (tests/peer/matvec_bw.c)
+if [ -x build/matvec_bw ]; then
+    build/matvec_bw 1
+    [ "$threads" -gt 1 ] && build/matvec_bw "$threads"
+fi
 LB=$LLAMA/build/bin/llama-bench LQ=$LLAMA/build/bin/llama-quantize
 if [ ! -x "$LB" ] || [ ! -x "$LQ" ]; then
     echo "skip bench-peer: no llama.cpp build at $LLAMA (set LLAMA_CPP=DIR; build llama-bench and llama-quantize there)"

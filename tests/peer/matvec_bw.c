@@ -1,0 +1,112 @@
+/* What one core does per byte in decode: the CPU backend's one-token product (backend.h's matmul)
+ * timed against a plain read of the same bytes, twice: over the 124M shape's 48 transformer
+ * matrices (85M weights, far past the caches: the memory's pace) and over one of its 768 x 768
+ * matrices, read again and again from the caches (the core's own pace: a product slower than the
+ * read there is bound by its instructions, not by the memory; a smaller matrix would time the
+ * product's fixed costs instead). Best of 5 passes, GB/s of weights.
+ * Usage: matvec_bw [THREADS] (default 1) */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/backend.h"
+
+typedef struct {
+    kb_mat m;
+    size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's scales */
+} mat;
+
+static int make(mat *out, dtype t, int rows, int cols, unsigned *seed)
+{
+    size_t n = (size_t)rows * cols;
+    float *f = malloc(n * sizeof *f);
+    void *d = calloc(1, n * dt_size(t) + 64);
+    uint16_t *sc = t == DT_Q8 ? malloc(n / DT_Q8_BLOCK * sizeof *sc) : NULL;
+    if (!f || !d || (t == DT_Q8 && !sc)) {
+        free(f), free(d), free(sc);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)rand_r(seed) / RAND_MAX - 0.5f;
+    if (t == DT_Q8)
+        dt_q8_quantize(d, sc, NULL, f, n);
+    else
+        dt_from_f32(d, f, t, n);
+    free(f);
+    size_t nsc = sc ? n / DT_Q8_BLOCK * sizeof *sc : 0;
+    *out = (mat){{d, t, rows, cols, sc}, n * dt_size(t) + nsc, nsc};
+    return 0;
+}
+
+/* the read: integers summed, vectorised (a float sum is a dependent chain, slower than memory) */
+static uint64_t read_all(const mat *m, int threads)
+{
+    uint64_t s = 0;
+    for (int part = 0; part < 2; part++) {
+        const uint64_t *p = part ? (const void *)m->m.scales : m->m.data;
+        size_t n = (part ? m->scale_bytes : m->bytes - m->scale_bytes) / sizeof *p;
+#pragma omp parallel for simd num_threads(threads) reduction(+ : s) schedule(static)
+        for (size_t j = 0; j < n; j++)
+            s += p[j];
+    }
+    return s;
+}
+
+/* GB/s, the best of 5 passes of `reps` rounds over the matrices: the product, or (y NULL) a read */
+static double pace(kb_backend *b, const mat *ms, int nm, int reps, float *y, const float *x)
+{
+    size_t bytes = 0;
+    double best = 1e30, sink = 0;
+    for (int i = 0; i < nm; i++)
+        bytes += ms[i].bytes;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = omp_get_wtime();
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < nm; i++) {
+                if (y && b->matmul(b, y, x, 1, &ms[i].m, NULL, KB_LINEAR))
+                    return -1;
+                sink += y ? y[0] : (double)read_all(&ms[i], b->threads);
+            }
+        double dt = omp_get_wtime() - t0;
+        best = dt < best ? dt : best;
+    }
+    return (double)bytes * reps / best / 1e9 + 0 * sink;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc > 1 ? atoi(argv[1]) : 1;
+    kb_backend *b = threads > 0 ? kb_create("cpu", threads) : NULL;
+    static const int shape[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+    static const dtype types[] = {DT_F32, DT_BF16, DT_F16, DT_Q8};
+    float *x = malloc(3072 * sizeof *x), *y = malloc(3072 * sizeof *y);
+    unsigned seed = 1;
+    if (!b || !x || !y) {
+        fprintf(stderr, "matvec_bw: %s\n", b ? "out of memory" : "usage: matvec_bw [THREADS]");
+        return 1;
+    }
+    for (int i = 0; i < 3072; i++)
+        x[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+    printf("%d thread(s), GB/s of weights: product / plain read of the same bytes\n", threads);
+    printf("%-7s %-26s %s\n", "weights", "124M's 48 matrices (DRAM)", "one 768 x 768 (in cache)");
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        mat big[48], small;
+        for (int i = 0; i < 48; i++)
+            if (make(&big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed))
+                return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
+        if (make(&small, types[t], 768, 768, &seed))
+            return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
+        double pb = pace(b, big, 48, 2, y, x), rb = pace(b, big, 48, 2, NULL, x);
+        double ps = pace(b, &small, 1, 400, y, x), rs = pace(b, &small, 1, 400, NULL, x);
+        char col[64];
+        snprintf(col, sizeof col, "%.1f / %.1f (%.0f%%)", pb, rb, 100 * pb / rb);
+        printf("%-7s %-26s %.1f / %.1f (%.0f%%)\n", dt_name(types[t]), col, ps, rs, 100 * ps / rs);
+        for (int i = 0; i < 48; i++)
+            free((void *)big[i].m.data), free((void *)big[i].m.scales);
+        free((void *)small.m.data), free((void *)small.m.scales);
+    }
+    b->destroy(b);
+    free(x), free(y);
+    return 0;
+}

@@ -1,5 +1,8 @@
 /* Vector helpers shared by the CPU kernels: load VW elements of any storage dtype as floats.
- * AVX-512 or AVX2+FMA+F16C when the build targets them (-march), plain C otherwise. */
+ * AVX-512 or AVX2+FMA+F16C when the build targets them (-march), plain C otherwise.
+ * vld_bf16_split widens 2 * VW bf16 values with one load, a shift and a mask, as two vectors: the
+ * even-indexed values and the odd-indexed ones (widening them in order takes a shuffle per VW
+ * values, which bounded a one-thread bf16 decode); vstore_merged puts such a pair back in order. */
 #ifndef KVCHAT_SIMD_H
 #define KVCHAT_SIMD_H
 
@@ -42,6 +45,20 @@ INLINE vf vld(const void *p, size_t i, dtype t)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VZERO() _mm512_setzero_ps()
 #define VSUM(v) _mm512_reduce_add_ps(v)
+INLINE void vld_bf16_split(const uint16_t *p, vf *even, vf *odd)
+{
+    __m512i v = _mm512_loadu_si512((const void *)p);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+}
+INLINE void vstore_merged(float *dst, vf even, vf odd)
+{
+    /* lane i takes even[i / 2] or odd[i / 2] (index 16 + i / 2), from the low half and the high */
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    _mm512_storeu_ps(dst, _mm512_permutex2var_ps(even, lo, odd));
+    _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(even, hi, odd));
+}
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define VW 8
 typedef __m256 vf;
@@ -55,6 +72,18 @@ INLINE vf vld(const void *p, size_t i, dtype t)
     if (t == DT_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     return _mm256_cvtph_ps(h);
+}
+INLINE void vld_bf16_split(const uint16_t *p, vf *even, vf *odd)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
+}
+INLINE void vstore_merged(float *dst, vf even, vf odd)
+{
+    __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 INLINE float vsum8(__m256 v)
 {

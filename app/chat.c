@@ -1,5 +1,6 @@
 /* kvchat chat: the full-screen chat, or --no-tui line mode (one user message per line on stdin, each
  * reply on one line of stdout). Both save the session as it happens and can resume one. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "../kernels/err.h"
 #include "../model/events.h"
 #include "../ui/chat_pane.h"
+#include "actions.h"
 #include "chat.h"
 #include "commands.h"
 #include "chat/engine.h"
@@ -65,9 +67,12 @@ const char CHAT_HELP[] =
     "\n"
     "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line and\n"
     "writes each reply as one line (newlines inside it become spaces). Typed at a terminal, it\n"
-    "prompts (you> on stderr) and /quit ends it.\n"
+    "prompts (you> on stderr). A line starting with / is a command, as in the full-screen chat\n"
+    "(/help lists them; what they say goes to stderr); /quit ends the chat.\n"
     "\n"
-    "      --no-tui           line mode\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
+    "      --no-tui           line mode\n"
+    "      --commands         print the chat's commands as a Markdown table and exit\n"
+    CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static engine *running_engine;
 static volatile sig_atomic_t interrupted;
@@ -99,7 +104,7 @@ static void print_text(void *ctx, int conv, const char *text, size_t len)
 typedef struct {
     engine_opts eo;
     const char *events, *session, *resume;
-    int no_tui, no_save, save_cache, force;
+    int no_tui, no_save, save_cache, force, commands;
     char last[4096];      /* --resume last: the newest saved session */
 } chat_args;
 
@@ -112,6 +117,8 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
 #define FLAG(l) opt_match(argc, argv, i, NULL, l, NULL)
     if (FLAG("--no-tui"))
         return a->no_tui = 1;
+    if (FLAG("--commands"))
+        return a->commands = 1;
     if (FLAG("--no-save"))
         return a->no_save = 1;
     if (FLAG("--save-cache"))
@@ -194,6 +201,26 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
     return rc;
 }
 
+/* line mode's /save: every event so far, added from the engine's threads */
+typedef struct {
+    json_t *all;
+    pthread_mutex_t lock;
+} collector;
+
+static void collect(void *ctx, json_t *ev)
+{
+    collector *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    json_array_append(c->all, ev);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void line_say(act_host *h, const char *text)
+{
+    (void)h;
+    fprintf(stderr, "%s\n", text);
+}
+
 int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
@@ -207,6 +234,10 @@ int cmd_chat(int argc, char **argv)
             return EXIT_USAGE;
         if (r == 0)
             return err_set("unknown option '%s' (see kvchat chat --help)", argv[i]), EXIT_USAGE;
+    }
+    if (a.commands) {
+        act_markdown(stdout);
+        return 0;
     }
     session hist = {0};
     model_opts rec;
@@ -278,6 +309,9 @@ int cmd_chat(int argc, char **argv)
     if (!a.eo.tpl_why)
         a.eo.tpl = tpl_for_model(&lm.model.cfg, lm.dir, &a.eo.tpl_why);
     events_log log = {0};
+    collector col = {0};
+    int listening = 0;
+    pthread_mutex_init(&col.lock, NULL);
     session_writer sw = {0};
     engine *e = NULL;
     json_t *header = NULL;
@@ -334,9 +368,7 @@ int cmd_chat(int argc, char **argv)
         if (!sampler_params_equal(&want_sp, &mo.sp) || want_n != mo.n_predict)
             engine_set_sampling(e, &want_sp, want_n);
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
-    } else if ((conv = engine_new_conv(e)) < 0) {
-        goto out;
-    }
+    } /* else the front end makes the first conversation once it listens: /save keeps its event */
     chat_persist persist = {.kv_path = save_to ? save_kv : NULL, .save_cache = a.save_cache, .fingerprint = fp,
                             .header = header, .history = a.resume ? &hist : NULL, .session_path = save_to};
     if (tui) {
@@ -346,6 +378,16 @@ int cmd_chat(int argc, char **argv)
                     save_to);
         goto out;
     }
+    if (!(col.all = json_array()) || ev_subscribe(lm.bus, collect, &col))
+        goto out;
+    listening = 1;
+    for (int i = 0; a.resume && i < hist.n_events; i++) /* /save's events: the history's first */
+        if (!ev_is(hist.events[i], EV_MODEL))
+            json_array_append(col.all, hist.events[i]);
+    if (conv < 0 && (conv = engine_new_conv(e)) < 0)
+        goto out;
+    act_host host = {.e = e, .lm = &lm, .eo = &a.eo, .persist = &persist, .events = col.all,
+                     .events_lock = &col.lock, .conv = conv, .say = line_say, .note = line_say};
     session_emit_model(&lm);
     engine_on_text(e, print_text, &raw);
     running_engine = e;
@@ -388,10 +430,21 @@ int cmd_chat(int argc, char **argv)
             line[--n] = 0;
         if (!n)
             continue;
-        if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+        if (line[0] == '/') {
+            act_result ar = act_run(&host, line);
+            if (ar == ACT_QUIT)
+                break;
+            if (ar == ACT_HELP)
+                act_help(stderr);
+            if (ar != ACT_REPLY)
+                continue;
+        } else if (engine_turn_start(e, host.conv, line)) {
+            putchar('\n');
+            rc = EXIT_RUNTIME;
             break;
+        }
         char *reply = NULL;
-        if (engine_turn_start(e, conv, line) || engine_turn_wait(e, &reply)) {
+        if (engine_turn_wait(e, &reply)) {
             putchar('\n');
             rc = EXIT_RUNTIME;
             break;
@@ -411,6 +464,10 @@ int cmd_chat(int argc, char **argv)
     sigaction(SIGINT, &old_sa, NULL);
     running_engine = NULL;
 out:
+    if (listening) /* under the bus's lock: no sink call is under way once it returns */
+        ev_unsubscribe(lm.bus, collect, &col);
+    json_decref(col.all);
+    pthread_mutex_destroy(&col.lock);
     engine_free(e);
     if (sw.failed && !rc) {
         err_set("--session %s: writing failed (disk full?)", sw.path);

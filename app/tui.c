@@ -22,6 +22,7 @@
 #include "../ui/input.h"
 #include "../ui/screen.h"
 #include "../ui/text.h"
+#include "actions.h"
 #include "files.h"
 #include "options.h"
 #include "session/session.h"
@@ -52,6 +53,7 @@ typedef struct {
     item *head, *tail;
     const chat_persist *persist;
     json_t *all;         /* every event so far, for /save */
+    act_host host;       /* what the slash commands act on */
 } tui;
 
 static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
@@ -149,20 +151,29 @@ static void draw(tui *t)
                  mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
     wnoutrefresh(st);
     if (t->help) {
-        static const char *const lines[] = {
+        static const char *const keys[] = {
             "Keys", "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
             "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help",
             "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
             "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
-            "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)", "Commands",
-            "  /new  /conv N  /fork  /retry  /edit TEXT  /clear  /pin [N]  /unpin [N]  /system [TEXT]",
-            "  /set n|temp|top-k|top-p|repeat-penalty|seed VALUE",
-            "  /show  /save[!] [FILE]  /help  /quit",
+            "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)",
+            "Commands"};
+        static const char *const map[] = {
             "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
             "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
-        screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
+        enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 8 };
+        char cmds[NC][128] = {{0}};
+        const char *lines[NK + NC + NM];
+        int nc = act_pack(cmds, NC, 88), n = 0;
+        for (int i = 0; i < NK; i++)
+            lines[n++] = keys[i];
+        for (int i = 0; i < nc; i++)
+            lines[n++] = cmds[i];
+        for (int i = 0; i < NM; i++)
+            lines[n++] = map[i];
+        screen_help(lines, n);
     }
     input_redraw();
     t->dirty = 0;
@@ -228,231 +239,57 @@ static void cycle(tui *t, int dir)
     switch_to(t, engine_conv_id(t->e, (at + dir + n) % n));
 }
 
-static void new_conv(tui *t)
+static tui *host_tui(act_host *h) { return h->ctx; }
+static void host_say(act_host *h, const char *line) { say(host_tui(h), "%s", line); }
+
+static void host_note(act_host *h, const char *text)
 {
-    int id = engine_new_conv(t->e);
-    if (id < 0) {
-        say(t, "/new: %s", err_msg());
-        return;
-    }
-    switch_to(t, id);
-    say(t, "conversation %d", id);
+    tui *t = host_tui(h);
+    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, text, strlen(text));
 }
 
-/* turn N as the user counts them: the turns after the preamble that are in the window */
-static int turn_index(tui *t, const char *arg, int pinned_default)
+static void host_switched(act_host *h)
 {
-    int n;
-    const win_turn *turns = engine_turns(t->e, t->conv, &n);
-    if (n < 0)
-        return -2; /* the engine refused: err_msg says why */
-    if (!arg || !*arg) {
-        for (int i = n - 1; i >= 0; i--)
-            if (turns[i].role == ROLE_USER && (!pinned_default || turns[i].pinned))
-                return i;
-        return -1;
-    }
-    int want = atoi(arg), k = 0;
-    for (int i = 0; i < n; i++)
-        if (turns[i].role != ROLE_PREAMBLE && ++k == want)
-            return i;
-    return -1;
+    tui *t = host_tui(h);
+    t->conv = h->conv;
+    t->status_until = 0; /* what was said was about the conversation left behind */
+    t->dirty = 1;
 }
 
-static void show(tui *t)
+static void host_forked(act_host *h, int parent, int child)
 {
-    const model_opts *mo = engine_model_opts(t->e);
-    const kv_opts *ko = kv_pool_opts(t->lm->pool);
-    const gpt2_config *c = &t->lm->model.cfg;
-    char buf[2048 + PATH_MAX], a[32], b[32];
-    snprintf(buf, sizeof buf,
-             "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
-             "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, max %d tokens.\n"
-             "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
-             "template: %s (%s).\n%s%s%s"
-             "session: %s.",
-             t->cm.model, c->n_layer, c->n_embd, c->n_head, c->n_ctx, dt_name(t->lm->model.wtype), t->lm->backend->name,
-             mo->sp.temp, mo->sp.top_k, mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
-             ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
-             fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(t->lm->pool)), fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
-             t->eo.evict == EVICT_EXACT ? "exact" : "shift (approximate)", t->eo.keep >= 0 ? "--keep" : "the preamble",
-             tpl_name(t->eo.tpl), t->eo.tpl_why, engine_system(t->e) ? "system preamble: " : "",
-             engine_system(t->e) ? engine_system(t->e) : "", engine_system(t->e) ? "\n" : "", t->persist->session_path ? t->persist->session_path : "not saved (--no-save)");
-    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, buf, strlen(buf));
+    chat_pane *from = pane(host_tui(h), parent), *to = pane(host_tui(h), child);
+    for (int i = 0; i < from->n; i++)
+        chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "",
+                      from->msgs[i].len);
 }
 
-static void set_param(tui *t, char *args)
+static void host_edited(act_host *h, const char *text)
 {
-    char *key = strtok(args, " "), *val = strtok(NULL, " ");
-    model_opts mo = *engine_model_opts(t->e);
-    if (!key || !val) {
-        say(t, "/set needs a name and a value: /set temp 0.7");
-        return;
-    }
-    /* top-k as the status bar and the flags spell it, or top_k */
-    for (char *c = key; *c; c++)
-        *c = *c == '_' ? '-' : *c;
-    int rc;
-    unsigned long long u;
-    if (!strcmp(key, "n"))
-        rc = opt_int("n", val, 1, 1 << 20, &mo.n_predict);
-    else if (!strcmp(key, "temp"))
-        rc = opt_float("temp", val, 0, 100, &mo.sp.temp);
-    else if (!strcmp(key, "top-k"))
-        rc = opt_int("top-k", val, 0, 1 << 24, &mo.sp.top_k);
-    else if (!strcmp(key, "top-p"))
-        rc = opt_float("top-p", val, 0.001, 1, &mo.sp.top_p);
-    else if (!strcmp(key, "repeat-penalty"))
-        rc = opt_float("repeat-penalty", val, 0.01, 100, &mo.sp.repeat_penalty);
-    else if (!strcmp(key, "seed")) {
-        rc = opt_u64("seed", val, &u);
-        mo.sp.seed = u;
-    } else {
-        say(t, "/set: unknown setting '%s' (n, temp, top-k, top-p, repeat-penalty, seed)", key);
-        return;
-    }
-    if (rc) {
-        say(t, "/set: %s", err_msg());
-        return;
-    }
-    if (engine_set_sampling(t->e, &mo.sp, mo.n_predict))
-        say(t, "%s = %s from the next reply (this one keeps its settings)", key, val);
-    else
-        say(t, "%s = %s", key, val);
+    chat_pane *p = pane(host_tui(h), h->conv);
+    chat_pane_drop_turn(p); /* the message and its reply give way to the edited one */
+    chat_pane_add(p, ROLE_USER, text, strlen(text));
+    chat_pane_add(p, ROLE_ASSISTANT, "", 0);
+    p->scroll = 0;
 }
 
-/* /save [FILE]: the current conversation as a session file of its own; /save! replaces a file */
-static void save(tui *t, const char *arg, int force)
+static void host_retrying(act_host *h)
 {
-    char path[4096];
-    if (*arg)
-        snprintf(path, sizeof path, "%s", arg);
-    else if (session_default_path(path, sizeof path)) {
-        say(t, "/save: %s", err_msg());
-        return;
-    }
-    /* renaming over the live file would leave every later turn in an unlinked file */
-    if (t->persist->session_path && same_file(path, t->persist->session_path)) {
-        say(t, "/save: %s is this chat's session file, already saved as you chat; choose another name", path);
-        return;
-    }
-    int lock; /* the write claims the file again, held over its rename */
-    if (file_claim(path, force, "/save! FILE replaces it", &lock)) {
-        say(t, "/save: %s", err_msg());
-        return;
-    }
-    if (lock >= 0)
-        close(lock);
-    json_t *header = t->persist->header ? json_incref((json_t *)t->persist->header)
-                                        : session_header(t->lm, engine_model_opts(t->e), &t->eo);
-    size_t n = json_array_size(t->all), k = 0;
-    json_t **evs = malloc(sizeof *evs * (n + 1));
-    for (size_t i = 0; evs && i < n; i++) {
-        json_t *ev = json_array_get(t->all, i);
-        int c = (int)json_integer_value(json_object_get(ev, "conv"));
-        if (c == t->conv || c == 0)
-            evs[k++] = ev;
-    }
-    if (!header || !evs || make_parent_dirs(path) || session_write_file(path, header, evs, (int)k))
-        say(t, "/save: %s", err_msg());
-    else
-        say(t, "saved conversation %d to %s", t->conv, path);
-    free(evs);
-    json_decref(header);
+    chat_pane *p = pane(host_tui(h), h->conv);
+    if (chat_pane_restart_reply(p))
+        chat_pane_add(p, ROLE_ASSISTANT, "", 0);
 }
+
+static void host_cleared(act_host *h) { chat_pane_free(pane(host_tui(h), h->conv)); }
 
 static void command(tui *t, char *line)
 {
-    char *cmd = line + 1, *args = strchr(cmd, ' ');
-    if (args)
-        *args++ = 0;
-    else
-        args = cmd + strlen(cmd);
-    if (!strcmp(cmd, "quit") || !strcmp(cmd, "q") || !strcmp(cmd, "exit")) {
-        t->quit = 1;
-    } else if (!strcmp(cmd, "help")) {
-        t->help = 1;
-    } else if (!strcmp(cmd, "show")) {
-        show(t);
-    } else if (!strcmp(cmd, "set")) {
-        set_param(t, args);
-    } else if (!strcmp(cmd, "save") || !strcmp(cmd, "save!")) {
-        save(t, args, cmd[4] == '!');
-    } else if (!strcmp(cmd, "new")) {
-        new_conv(t);
-    } else if (!strcmp(cmd, "conv")) {
-        if (!*args)
-            say(t, "/conv needs a number (1..%d)", engine_conv_count(t->e));
-        else
-            switch_to(t, atoi(args));
-    } else if (!strcmp(cmd, "fork")) {
-        int id = engine_fork(t->e, t->conv);
-        if (id < 0) {
-            say(t, "/fork: %s", err_msg());
-            return;
-        }
-        int parent = t->conv;
-        chat_pane *from = pane(t, parent), *to = pane(t, id);
-        for (int i = 0; i < from->n; i++)
-            chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "", from->msgs[i].len);
-        switch_to(t, id);
-        say(t, "forked conversation %d into %d (blocks shared until written)", parent, id);
-    } else if (!strcmp(cmd, "system")) {
-        int n_turns;
-        engine_turns(t->e, t->conv, &n_turns);
-        if (!*args)
-            say(t, "system preamble: %s", engine_system(t->e) ? engine_system(t->e) : "the template's own");
-        else if (engine_set_system(t->e, args))
-            say(t, "/system: %s", err_msg());
-        else
-            say(t, "system preamble set: it opens %s conversation from now on (/new)",
-                n_turns == 0 ? "this and every new" : "every new");
-    } else if (!strcmp(cmd, "edit")) {
-        if (!*args) {
-            say(t, "/edit needs the new text of your last message: /edit TEXT");
-            return;
-        }
-        if (engine_edit_start(t->e, t->conv, args)) {
-            say(t, "/edit: %s", err_msg());
-            return;
-        }
-        chat_pane *p = pane(t, t->conv);
-        chat_pane_drop_turn(p); /* the message and its reply give way to the edited one */
-        chat_pane_add(p, ROLE_USER, args, strlen(args));
-        chat_pane_add(p, ROLE_ASSISTANT, "", 0);
-        p->scroll = 0;
-        t->generating = 1;
-    } else if (!strcmp(cmd, "retry")) {
-        chat_pane *p = pane(t, t->conv);
-        if (engine_can_retry(t->e, t->conv)) {
-            say(t, "/retry: %s", err_msg());
-            return;
-        }
-        if (chat_pane_restart_reply(p))
-            chat_pane_add(p, ROLE_ASSISTANT, "", 0);
-        if (engine_turn_start(t->e, t->conv, NULL)) {
-            say(t, "/retry: %s", err_msg());
-            return;
-        }
-        t->generating = 1;
-    } else if (!strcmp(cmd, "clear")) {
-        if (engine_clear(t->e, t->conv))
-            say(t, "/clear: %s", err_msg());
-        else {
-            chat_pane_free(pane(t, t->conv));
-            say(t, "cleared: the cache rolled back to the kept prefix");
-        }
-    } else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) {
-        int pin = cmd[0] == 'p', idx = turn_index(t, args, !pin);
-        if (idx == -2 || (idx >= 0 && engine_pin(t->e, t->conv, idx, pin)))
-            say(t, "/%s: %s", cmd, err_msg());
-        else if (idx < 0)
-            say(t, "/%s: no such turn%s", cmd, *args ? "" : " (give its number, 1 = oldest in the window)");
-        else
-            say(t, "%s%s %s", *args ? "turn " : pin ? "your last message" : "your last pinned message", args,
-                pin ? "pinned: eviction skips it" : "unpinned");
-    } else {
-        say(t, "unknown command /%s (F1 or /help lists them)", cmd);
+    t->host.conv = t->conv;
+    switch (act_run(&t->host, line)) {
+    case ACT_QUIT: t->quit = 1; break;
+    case ACT_HELP: t->help = 1; break;
+    case ACT_REPLY: t->generating = 1; break;
+    case ACT_DONE: break;
     }
     t->dirty = 1;
 }
@@ -505,6 +342,10 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     t->persist = persist;
     t->all = json_array();
     pthread_mutex_init(&t->lock, NULL);
+    t->host = (act_host){.e = e, .lm = lm, .eo = &t->eo, .persist = persist, .events = t->all,
+                         .ctx = t, .say = host_say, .note = host_note, .switched = host_switched,
+                         .forked = host_forked, .edited = host_edited, .retrying = host_retrying,
+                         .cleared = host_cleared};
     cm_init(&t->cm);
     setlocale(LC_ALL, "");
     if (ev_subscribe(lm->bus, on_event, t)) {
@@ -559,7 +400,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             if (t->generating)
                 say(t, "wait for the reply to finish (Ctrl-C stops it)");
             else
-                new_conv(t);
+                command(t, (char[]){"/new"});
             break;
         case IN_PREV_CONV:
         case IN_NEXT_CONV:

@@ -143,3 +143,49 @@ check "${TAG}chat/... at once, not when the input ends" test $((SECONDS - t0)) -
 check "${TAG}chat/... saying so" grep -q "interrupted while waiting for input" "$EV/int.err"
 check "${TAG}chat/the interrupted run's turn is saved and verifies" \
     "$KV" replay "$EV/int.jsonl" --verify
+
+# line mode takes the chat's commands (app/actions.c), what they say on stderr, replies on stdout
+LC=$TMP/linecmd
+mkdir -p "$LC"
+g() { "$KV" chat --no-tui -m "$CM" --dtype f32 -n 6 --seed 1 --temp 0 --repeat-penalty 1 "$@"; }
+out=$(printf 'Hello there\n/retry\n' | g 2>"$LC/err")
+same "${TAG}chat/line /retry: a second reply line" 2 "$(echo "$out" | wc -l)"
+same "${TAG}chat/line /retry: greedy, the same reply again" "$(echo "$out" | sed -n 1p)" \
+    "$(echo "$out" | sed -n 2p)"
+same "${TAG}chat/line /edit: the reply is the one to the edited message alone" \
+    "$(printf 'Tell me more\n' | g 2>/dev/null)" \
+    "$(printf 'Hello there\n/edit Tell me more\n' | g 2>/dev/null | sed -n 2p)"
+out=$(printf '%s\n' /show "/set temp 0.5" "/set top_k 7" /show "/set temp x" /frobnicate /quit \
+    "not sent" | g 2>"$LC/err")
+same "${TAG}chat/line commands are not sent as messages, and /quit ends" "" "$out"
+check "${TAG}chat/line /show describes the model" grep -q "^model cm\?[a-z-]*: 2 layers x 32 embd" \
+    "$LC/err"
+check "${TAG}chat/line /set changes what /show says" grep -q "temp 0.5, top-k 7," "$LC/err"
+check "${TAG}chat/line /set with a bad value says why" grep -q "^/set: temp" "$LC/err"
+check "${TAG}chat/line unknown command is a message" grep -q "^unknown command /frobnicate" \
+    "$LC/err"
+out=$(printf 'one\n/fork\ntwo\n/conv 1\n/new\n/conv 9\n' | g --events "$LC/fork.jsonl" 2>"$LC/err")
+same "${TAG}chat/line /fork, /conv, /new: replies" 2 "$(echo "$out" | wc -l)"
+check "${TAG}chat/line /fork: the message after it went to the fork" \
+    "$PYTHON" - "$LC/fork.jsonl" <<'PY'
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+pre = [e["conv"] for e in evs if e["ev"] == "prefill"]
+assert pre == [1, 2], pre
+assert any(e["ev"] == "fork" and e.get("parent") == 1 for e in evs)
+assert sum(e["ev"] == "new" for e in evs) == 1 or any(e["conv"] == 3 for e in evs)
+PY
+check "${TAG}chat/line /conv 9 says there is none" grep -q "^no conversation 9" "$LC/err"
+printf 'Hello there\n/save %s\n' "$LC/saved.jsonl" | g >/dev/null 2>"$LC/err"
+check "${TAG}chat/line /save writes a session that verifies" "$KV" replay "$LC/saved.jsonl" --verify
+printf '/save %s\n' "$LC/saved.jsonl" | g >/dev/null 2>"$LC/err"
+check "${TAG}chat/line /save refuses a file that exists" grep -q "^/save: .*exists" "$LC/err"
+printf '/help\n' | g >/dev/null 2>"$LC/err"
+check "${TAG}chat/line /help lists every command of the table" "$PYTHON" - "$LC/err" "$KV" <<'PY'
+import subprocess, sys
+help_ = open(sys.argv[1]).read()
+table = subprocess.run([sys.argv[2], "chat", "--commands"], capture_output=True, text=True).stdout
+names = [l.split("`")[1].split()[0] for l in table.splitlines()[2:]]
+listed = [l.split()[0] for l in help_.splitlines() if l.startswith("  /")]
+assert len(names) >= 14 and listed == names, (names, listed)
+PY

@@ -97,3 +97,11 @@ e = max(n.linalg.norm(x - y) / n.linalg.norm(y) for x, y in zip(a, b))
 assert e < 1e-5 and len({r.tobytes() for r in a}) == 5, e"
 expect_error "${TAG}cli/--force-ids out of the vocabulary" 1 "--force-ids: token id 60000 is outside the vocabulary" \
     "$KV" generate -m "$M" --prompt-ids 1 --force-ids 60000
+# the README's table of chat commands is the table the chat runs (app/actions.c)
+check "${TAG}cli/README's commands table is chat --commands" "$PYTHON" - "$KV" <<'PY'
+import subprocess, sys
+table = subprocess.run([sys.argv[1], "chat", "--commands"], capture_output=True, text=True,
+                       check=True).stdout
+assert table.startswith("| commands | |\n") and table.count("\n") >= 16, table
+assert table in open("README.md").read(), "README.md's commands table differs from chat --commands"
+PY

@@ -99,6 +99,8 @@ $TM send-keys -t tui "/show" Enter
 expect_screen "${TAG}tui//show says the system preamble" "system preamble: Be brief\."
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save writes the conversation" "saved conversation 1 to"
+check "${TAG}tui//save's file replays its turns (its new event included)" \
+    "$KV" replay "$TMP/saved.jsonl" --verify
 $TM send-keys -t tui "/save $TMP/tui.session" Enter
 expect_screen "${TAG}tui//save onto the live session file is refused" "is this chat's session file"
 $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
@@ -165,6 +167,7 @@ expect_screen "${TAG}tui/the graph's axis reads in bytes too" "│ *[0-9]+\.[0-9
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"
+expect_screen "${TAG}tui/F1 help lists the commands of the table" "/save \[FILE\]  /help  /quit"
 $TM send-keys -t tui q
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done

@@ -19,8 +19,7 @@
 #define KVCHAT_VERSION "0.1.0"
 #endif
 
-/* the model directory's last component, as the header and the model event name it */
-static const char *model_name(const loaded_model *lm)
+const char *session_model_name(const loaded_model *lm)
 {
     const char *name = strrchr(lm->dir, '/');
     return name && name[1] ? name + 1 : lm->dir;
@@ -51,7 +50,8 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     json_t *h = json_pack(
         "{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s}", "kvchat_session", SESSION_FORMAT,
-        "kvchat", KVCHAT_VERSION, "created", when, "model", "name", model_name(lm), "dir", dir,
+        "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
+        session_model_name(lm), "dir", dir,
         "fingerprint", fpm, "tokenizer", fpt, "vocab_size", lm->model.cfg.vocab_size,
         "random_weights", lm->model.cfg.random_weights, "backend", lm->backend->name);
     json_t *set = session_settings_json(lm, mo, eo);
@@ -220,7 +220,8 @@ void session_emit_model(loaded_model *lm)
     size_t free_b = 0, total = 0;
     lm->backend->mem_info(lm->backend, &free_b, &total);
     ev_emit(lm->bus, 0, EV_MODEL,
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name", model_name(lm), "backend", lm->backend->name, "params",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name",
+                      session_model_name(lm), "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
                       (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
                       (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",

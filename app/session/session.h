@@ -31,6 +31,8 @@ typedef struct {
  * them; a resume event holds a resumed run's weights, cache and chat) */
 json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
+/* the model directory's last component, as the header and the model event name it */
+const char *session_model_name(const loaded_model *lm);
 /* The `model` event (what the cache panel shows about the model and its memory) on lm's bus: each
  * chat run emits it once, full-screen or not, so that every session records it. */
 void session_emit_model(loaded_model *lm);

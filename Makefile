@@ -12,6 +12,7 @@
 #                   llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
 #   make test-gpt2  the known greedy continuation of real GPT-2 124M weights (needs them)
+#   make install    build/kvchat, its tokenizer and man page under PREFIX (/usr/local); uninstall
 
 CC      ?= cc
 ARCH    ?= native
@@ -20,6 +21,7 @@ PYTHON  ?= /usr/bin/python3
 CUDA    ?= auto
 CUDA_HOME ?= /usr/local/cuda
 MODEL   ?=
+PREFIX  ?= /usr/local
 FUZZ_SECONDS ?= 30
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -74,7 +76,7 @@ ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .PHONY: all run demo test unit asan emu bundle tsan fuzz bench bench-peer bench-tui test-gpt2 deps \
-        test-deps clean
+        test-deps clean install uninstall
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -218,6 +220,19 @@ fuzz: deps
 	$(BUILD)/fuzz/tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-tok tests/fuzz/seeds-tokenizer
 	$(BUILD)/fuzz/session -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-session tests/fuzz/seeds-session
 	$(BUILD)/fuzz/pickle -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-pickle tests/fuzz/seeds-pickle
+
+# the binary finds PREFIX/share/kvchat from PREFIX/bin (app/files.c: assets_dir)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kvchat \
+	    $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/kvchat $(DESTDIR)$(PREFIX)/bin/kvchat
+	install -m 644 assets/vocab.json assets/merges.txt $(DESTDIR)$(PREFIX)/share/kvchat/
+	install -m 644 assets/kvchat.1 $(DESTDIR)$(PREFIX)/share/man/man1/kvchat.1
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kvchat $(DESTDIR)$(PREFIX)/share/man/man1/kvchat.1 \
+	    $(DESTDIR)$(PREFIX)/share/kvchat/vocab.json $(DESTDIR)$(PREFIX)/share/kvchat/merges.txt
+	rmdir $(DESTDIR)$(PREFIX)/share/kvchat 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)

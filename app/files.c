@@ -164,8 +164,21 @@ int copy_file(const char *src, const char *dst)
 
 const char *assets_dir(void)
 {
+    static char installed[PATH_MAX];
     const char *assets = getenv("KVCHAT_ASSETS");
-    return assets && *assets ? assets : KVCHAT_ASSETS;
+    if (assets && *assets)
+        return assets;
+    /* installed (make install): PREFIX/bin/kvchat beside PREFIX/share/kvchat */
+    ssize_t n = readlink("/proc/self/exe", installed, sizeof installed - 32);
+    char *slash = n > 0 ? memrchr(installed, '/', (size_t)n) : NULL;
+    if (slash && slash - installed >= 4 && !memcmp(slash - 4, "/bin", 4)) {
+        strcpy(slash - 4, "/share/kvchat/vocab.json");
+        if (access(installed, R_OK) == 0) {
+            installed[strlen(installed) - strlen("/vocab.json")] = 0;
+            return installed;
+        }
+    }
+    return KVCHAT_ASSETS;
 }
 
 int copy_asset(const char *name, const char *dst)

@@ -40,7 +40,8 @@ int part_open(part_file *p, const char *path);
 int part_commit(part_file *p, int ok);
 /* Copies src to dst through dst.part. */
 int copy_file(const char *src, const char *dst);
-/* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else the build's assets/. */
+/* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else PREFIX/share/kvchat beside
+ * an installed PREFIX/bin/kvchat, else the build's assets/. */
 const char *assets_dir(void);
 /* Copies the shipped GPT-2 tokenizer file NAME (vocab.json, merges.txt) from $KVCHAT_ASSETS, else the
  * build's assets/ folder, to dst. */

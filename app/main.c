@@ -6,6 +6,7 @@
 
 #include "../kernels/err.h"
 #include "commands.h"
+#include "files.h"
 #include "options.h"
 #include "safe_text.h"
 
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        puts("kvchat " KVCHAT_VERSION);
+        printf("kvchat " KVCHAT_VERSION "\nassets: %s\n", assets_dir());
         return 0;
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)

@@ -105,3 +105,41 @@ table = subprocess.run([sys.argv[1], "chat", "--commands"], capture_output=True,
 assert table.startswith("| commands | |\n") and table.count("\n") >= 16, table
 assert table in open("README.md").read(), "README.md's commands table differs from chat --commands"
 PY
+# the man page names every subcommand, option and chat command kvchat's own help lists
+check "${TAG}cli/the man page covers every --help" "$PYTHON" - "$KV" <<'PY'
+import re, subprocess, sys
+kv = sys.argv[1]
+man = open("assets/kvchat.1").read().replace("\\-", "-")
+run = lambda *a: subprocess.run([kv, *a], capture_output=True, text=True).stdout
+top = run("--help")
+cmds = re.findall(r"^  ([a-z][a-z-]+)  ", top, re.M)
+assert len(cmds) >= 11, cmds
+missing = [c for c in cmds if not re.search(r'^\.BI? "?%s\b' % re.escape(c), man, re.M)]
+for c in [""] + cmds:
+    text = run(*([c] if c else []), "--help")
+    for o in sorted(set(re.findall(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", text))):
+        if o != "--help" and o not in man:
+            missing.append(f"{c or 'kvchat'} {o}")
+for l in run("chat", "--commands").splitlines()[2:]:
+    name = l.split("`")[1].split()[0]
+    if name not in man:
+        missing.append(name)
+assert not missing, missing
+PY
+if command -v groff >/dev/null; then
+    check "${TAG}cli/the man page renders without a warning" \
+        bash -c "[ -z \"\$(groff -man -ww -z assets/kvchat.1 2>&1)\" ]"
+fi
+# make install: the binary, the tokenizer it ships and the man page under PREFIX, found from there
+P=$TMP/prefix
+make -s --no-print-directory install PREFIX="$P" BUILD="$(dirname "$KV")" >/dev/null 2>&1
+check "${TAG}cli/make install puts the binary, tokenizer and man page under PREFIX" \
+    test -x "$P/bin/kvchat" -a -s "$P/share/kvchat/vocab.json" -a -s "$P/share/kvchat/merges.txt" \
+    -a -s "$P/share/man/man1/kvchat.1"
+same "${TAG}cli/the installed kvchat finds its own tokenizer" "assets: $P/share/kvchat" \
+    "$(env -u KVCHAT_ASSETS "$P/bin/kvchat" --version | sed -n 2p)"
+same "${TAG}cli/... and tokenizes with it" "15496 995" \
+    "$(env -u KVCHAT_ASSETS "$P/bin/kvchat" tokenize "Hello world")"
+make -s --no-print-directory uninstall PREFIX="$P" >/dev/null 2>&1
+check "${TAG}cli/make uninstall removes them" \
+    bash -c "[ -z \"\$(find '$P' -type f)\" ] && [ ! -d '$P/share/kvchat' ]"

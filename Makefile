@@ -53,7 +53,8 @@ LDFLAGS += -fopenmp
 ifeq ($(BUNDLE),1)
   LDFLAGS += -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN'
 endif
-LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c app/chat/*.c app/session/*.c) \
+LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c app/chat/*.c app/session/*.c \
+           app/cmd/*.c app/hub/*.c) \
            $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "chat.h"
+#include "session/persist.h"
 #include "chat/engine.h"
 
 typedef enum {

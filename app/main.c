@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../kernels/err.h"
-#include "commands.h"
+#include "cmd/commands.h"
 #include "files.h"
 #include "options.h"
 #include "safe_text.h"

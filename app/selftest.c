@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "../kernels/err.h"
-#include "commands.h"
+#include "cmd/commands.h"
 #include "files.h"
 #include "options.h"
 #include "session/fingerprint.h"

@@ -2,7 +2,7 @@
 #ifndef KVCHAT_TUI_H
 #define KVCHAT_TUI_H
 
-#include "chat.h"
+#include "session/persist.h"
 #include "chat/engine.h"
 
 /* Runs until the user quits; returns the exit status. */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../app/commands.h"
+#include "../../app/cmd/commands.h"
 #include "../../kernels/err.h"
 #include "check.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/commands.h"
+#include "../../app/cmd/commands.h"
 #include "../../kernels/cpu/cpu.h"
 #include "../../kernels/err.h"
 #include "../../model/gpt2.h"

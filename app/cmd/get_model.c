@@ -10,15 +10,15 @@
 
 #include <jansson.h>
 
-#include "../kernels/err.h"
-#include "../model/config.h"
-#include "../model/pytorch.h"
-#include "../model/safetensors.h"
-#include "../model/tokenizer.h"
+#include "../../kernels/err.h"
+#include "../../model/config.h"
+#include "../../model/pytorch.h"
+#include "../../model/safetensors.h"
+#include "../../model/tokenizer.h"
 #include "commands.h"
-#include "download.h"
-#include "files.h"
-#include "options.h"
+#include "../hub/download.h"
+#include "../files.h"
+#include "../options.h"
 
 const char GET_MODEL_HELP[] =
     "usage: kvchat get-model NAME|OWNER/REPO [--dir DIR]\n"

@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../kernels/err.h"
-#include "../model/events.h"
-#include "safe_text.h"
+#include "../../kernels/err.h"
+#include "../../model/events.h"
+#include "../safe_text.h"
 #include "commands.h"
-#include "files.h"
-#include "options.h"
-#include "session/session.h"
+#include "../files.h"
+#include "../options.h"
+#include "../session/session.h"
 #include "sessions.h"
 
 const char SESSIONS_HELP[] =

@@ -4,11 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 #include "commands.h"
-#include "files.h"
-#include "options.h"
-#include "safe_text.h"
+#include "../files.h"
+#include "../options.h"
+#include "../safe_text.h"
 
 const char TOKENIZE_HELP[] =
     "usage: kvchat tokenize [-m DIR] [--special] [TEXT]\n"

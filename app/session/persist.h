@@ -1,8 +1,8 @@
 /* What the chat keeps on disk, shared by the line mode and the TUI. */
-#ifndef KVCHAT_CHAT_H
-#define KVCHAT_CHAT_H
+#ifndef KVCHAT_PERSIST_H
+#define KVCHAT_PERSIST_H
 
-#include "session/session.h"
+#include "session.h"
 
 typedef struct {
     const char *kv_path;        /* the snapshot beside the saved session (NULL: not saving) */

@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/err.h"
-#include "chat/template.h"
+#include "../../kernels/err.h"
+#include "../chat/template.h"
 #include "commands.h"
-#include "options.h"
+#include "../options.h"
 
 const char INFO_HELP[] =
     "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16]\n"

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
-#include "files.h"
+#include "../../kernels/err.h"
+#include "../files.h"
 
 enum { RETRIES = 3, MAX_HOPS = 5 };
 

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
-#include "../model/pytorch.h"
-#include "../model/safetensors.h"
+#include "../../kernels/err.h"
+#include "../../model/pytorch.h"
+#include "../../model/safetensors.h"
 #include "commands.h"
-#include "files.h"
-#include "options.h"
+#include "../files.h"
+#include "../options.h"
 
 const char CONVERT_HELP[] =
     "usage: kvchat convert DIR [--force]\n"

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 #include "bench.h"
 #include "commands.h"
-#include "options.h"
+#include "../options.h"
 
 const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../kernels/err.h"
-#include "../model/events.h"
+#include "../../kernels/err.h"
+#include "../../model/events.h"
 #include "bench.h"
-#include "chat/engine.h"
+#include "../chat/engine.h"
 
 static int cmp_double(const void *a, const void *b)
 {

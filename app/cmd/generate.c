@@ -5,11 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/err.h"
+#include "../../kernels/err.h"
 #include "commands.h"
-#include "files.h"
-#include "options.h"
-#include "safe_text.h"
+#include "../files.h"
+#include "../options.h"
+#include "../safe_text.h"
 
 const char GENERATE_HELP[] =
     "usage: kvchat generate [-m DIR] [-p TEXT | --prompt-ids 1,2,3] [options]\n"

@@ -409,6 +409,8 @@ using namespace cuemu;
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
+    /* a list of names, packed */
+    /* clang-format off */
 #define N(x)                                                                                       \
     case x: return #x;
         N(cudaSuccess) N(cudaErrorInvalidValue) N(cudaErrorMemoryAllocation) N(cudaErrorInitializationError)
@@ -419,6 +421,7 @@ const char *cudaGetErrorName(cudaError_t e)
         N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated) N(cudaErrorStreamCaptureImplicit)
         N(cudaErrorUnknown)
 #undef N
+        /* clang-format on */
     }
     return "cudaErrorUnknown";
 }

@@ -147,7 +147,8 @@ static act_result set(act_host *h, const char *name, char *args)
     else if (!set_one(h, key, val, &mo))
         say(h, "%s = %s%s", key, val,
             engine_set_sampling(h->e, &mo.sp, mo.n_predict)
-                ? " from the next reply (this one keeps its settings)" : "");
+                ? " from the next reply (this one keeps its settings)"
+                : "");
     return ACT_DONE;
 }
 
@@ -183,8 +184,10 @@ static act_result save(act_host *h, const char *name, char *arg)
         return failed(h, "save");
     /* renaming over the live file would leave every later turn in an unlinked file */
     if (live && same_file(path, live)) {
-        say(h, "/save: %s is this chat's session file, already saved as you chat; "
-               "choose another name", path);
+        say(h,
+            "/save: %s is this chat's session file, already saved as you chat; "
+            "choose another name",
+            path);
         return ACT_DONE;
     }
     int lock; /* the write claims the file again, held over its rename */
@@ -314,42 +317,71 @@ static act_result pin(act_host *h, const char *name, char *args)
 typedef struct {
     const char *name, *alias[2]; /* the other names it answers to */
     const char *args;
-    const char *help;            /* its /help line */
-    const char *doc;             /* the README's (NULL: the help line) */
+    const char *help; /* its /help line */
+    const char *doc;  /* the README's (NULL: the help line) */
     act_result (*run)(act_host *h, const char *name, char *args);
 } act_def;
 
 static const act_def table[] = {
     {"new", {0}, "", "a new conversation", NULL, new_conv},
     {"conv", {0}, "N", "switch to conversation N", NULL, conv},
-    {"fork", {0}, "", "a new conversation sharing this one's cache blocks (copied on write)", NULL,
+    {"fork",
+     {0},
+     "",
+     "a new conversation sharing this one's cache blocks (copied on write)",
+     NULL,
      fork_conv},
-    {"retry", {0}, "", "regenerate the last reply, rolling the cache back rather than recomputing",
-     NULL, retry},
-    {"edit", {0}, "TEXT", "replace your last message and its reply with TEXT, and reply to it",
+    {"retry",
+     {0},
+     "",
+     "regenerate the last reply, rolling the cache back rather than recomputing",
+     NULL,
+     retry},
+    {"edit",
+     {0},
+     "TEXT",
+     "replace your last message and its reply with TEXT, and reply to it",
      "replace your last message (and its reply) with TEXT and reply to it, rolling the cache back "
-     "to before it", edit},
-    {"system", {0}, "[TEXT]", "the system preamble of conversations still to start",
+     "to before it",
+     edit},
+    {"system",
+     {0},
+     "[TEXT]",
+     "the system preamble of conversations still to start",
      "the system preamble of conversations whose first message is still to come (`--system TEXT` "
      "sets it at start): it replaces the template's preamble, is kept from eviction as the "
      "preamble is, and is recorded, so resume and `--verify` use it; without TEXT, says what it is",
      system_text},
     {"clear", {0}, "", "drop every turn; the cache rolls back to the kept prefix", NULL, clear},
-    {"pin", {0}, "[N]", "keep turn N (default: your last message) from eviction",
+    {"pin",
+     {0},
+     "[N]",
+     "keep turn N (default: your last message) from eviction",
      "protect turn N (each message is a turn, 1 = the oldest in the window; default: your last "
-     "message) from eviction", pin},
-    {"unpin", {0}, "[N]", "let turn N (default: your last pinned message) be evicted again", NULL,
+     "message) from eviction",
      pin},
-    {"set", {0}, "n|temp|top-k|top-p|repeat-penalty|seed VALUE",
+    {"unpin",
+     {0},
+     "[N]",
+     "let turn N (default: your last pinned message) be evicted again",
+     NULL,
+     pin},
+    {"set",
+     {0},
+     "n|temp|top-k|top-p|repeat-penalty|seed VALUE",
      "change sampling for the next replies",
      "change sampling for the next replies (`top_k` and the like work too; `n` at least 1); during "
-     "a reply, from the next one: the reply streaming keeps its settings", set},
+     "a reply, from the next one: the reply streaming keeps its settings",
+     set},
     {"show", {0}, "", "model, settings and cache plan", NULL, show},
-    {"save", {"save!"}, "[FILE]",
+    {"save",
+     {"save!"},
+     "[FILE]",
      "this conversation as a session file of its own (/save! replaces FILE)",
      "write this conversation to FILE as a session of its own; a file that exists is refused "
      "(`/save! FILE` replaces it), and a session another kvchat is writing is never replaced, nor "
-     "this chat's own live session file", save},
+     "this chat's own live session file",
+     save},
     {"help", {0}, "", "this list (F1 in the full-screen chat)", NULL, help},
     {"quit", {"q", "exit"}, "", "end the chat (the session is saved as it went)", NULL, quit},
 };

@@ -25,17 +25,17 @@ struct act_host {
     const loaded_model *lm;
     const engine_opts *eo;
     const chat_persist *persist;
-    json_t *events;                /* every event so far, for /save (NULL: /save is refused) */
-    pthread_mutex_t *events_lock;  /* held while /save reads `events`, where another thread adds */
-    int conv;                      /* the conversation in view: /new, /conv and /fork move it */
-    void *ctx;                     /* the front end's */
+    json_t *events;               /* every event so far, for /save (NULL: /save is refused) */
+    pthread_mutex_t *events_lock; /* held while /save reads `events`, where another thread adds */
+    int conv;                     /* the conversation in view: /new, /conv and /fork move it */
+    void *ctx;                    /* the front end's */
     void (*say)(act_host *h, const char *line);  /* a one-line message */
     void (*note)(act_host *h, const char *text); /* a block of text (/show) */
     /* what a screen shows of it; NULL where there is none */
-    void (*switched)(act_host *h);                        /* conv moved */
-    void (*forked)(act_host *h, int parent, int child);   /* before switched */
-    void (*edited)(act_host *h, const char *text);        /* the last turn gives way to text */
-    void (*retrying)(act_host *h);                        /* the last reply starts again */
+    void (*switched)(act_host *h);                      /* conv moved */
+    void (*forked)(act_host *h, int parent, int child); /* before switched */
+    void (*edited)(act_host *h, const char *text);      /* the last turn gives way to text */
+    void (*retrying)(act_host *h);                      /* the last reply starts again */
     void (*cleared)(act_host *h);
 };
 

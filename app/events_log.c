@@ -15,8 +15,8 @@ static void write_event(void *ctx, json_t *ev)
     if (l->err)
         return;
     errno = 0;
-    if (json_dumpf(ev, l->f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) || fputc('\n', l->f) == EOF ||
-        fflush(l->f))
+    if (json_dumpf(ev, l->f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) ||
+        fputc('\n', l->f) == EOF || fflush(l->f))
         l->err = errno ? errno : EIO;
 }
 
@@ -26,7 +26,7 @@ static int holds_session(int fd)
     static const char magic[] = "{\"kvchat_session\"";
     char head[sizeof magic - 1];
     return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
-        !memcmp(head, magic, sizeof head);
+           !memcmp(head, magic, sizeof head);
 }
 
 int events_log_open(events_log *l, const char *path, int force, ev_bus *bus)

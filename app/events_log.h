@@ -10,7 +10,7 @@
 typedef struct {
     FILE *f;
     ev_bus *bus;
-    int err;              /* errno of the first failed write, 0 while all went well */
+    int err; /* errno of the first failed write, 0 while all went well */
 } events_log;
 
 /* Refused: a file another kvchat writes (a live session or event log: they hold it locked), a

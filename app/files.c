@@ -49,7 +49,8 @@ int make_parent_dirs(const char *file)
     return make_dirs(dir);
 }
 
-int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel, const char *instead)
+int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel,
+             const char *instead)
 {
     const char *xdg = getenv(env), *home = getenv("HOME");
     int w;
@@ -86,9 +87,9 @@ int file_claim(const char *path, int force, const char *force_hint, int *fd)
         why = "is not a regular file";
     else if (flock(*fd, LOCK_EX | LOCK_NB))
         why = errno == EWOULDBLOCK
-            ? "is being written by another kvchat (a live session or event log); it is "
-              "never replaced"
-            : strerror(errno);
+                  ? "is being written by another kvchat (a live session or event log); it is "
+                    "never replaced"
+                  : strerror(errno);
     else
         exists = !force && sb.st_size > 0;
     if (!why && !exists)
@@ -117,7 +118,8 @@ int part_open(part_file *p, const char *path)
 
 int part_commit(part_file *p, int ok)
 {
-    int err = ok && (ferror(p->f) || fflush(p->f) || (!p->direct && fsync(fileno(p->f)))) ? errno : 0;
+    int err =
+        ok && (ferror(p->f) || fflush(p->f) || (!p->direct && fsync(fileno(p->f)))) ? errno : 0;
     if (fclose(p->f) && ok && !err)
         err = errno;
     p->f = NULL;
@@ -185,5 +187,7 @@ int copy_asset(const char *name, const char *dst)
 {
     char src[PATH_MAX];
     snprintf(src, sizeof src, "%s/%s", assets_dir(), name);
-    return copy_file(src, dst) ? err_wrap("the shipped tokenizer (set KVCHAT_ASSETS to the folder holding it)") : 0;
+    return copy_file(src, dst)
+               ? err_wrap("the shipped tokenizer (set KVCHAT_ASSETS to the folder holding it)")
+               : 0;
 }

@@ -10,7 +10,8 @@ int make_dirs(const char *path);
 int make_parent_dirs(const char *file);
 /* ${ENV:-$HOME/FALLBACK}/kvchat/REL (ENV an XDG base directory variable, FALLBACK its default under
  * the home directory); -1 when neither is set, with an error naming both and then `instead`. */
-int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel, const char *instead);
+int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel,
+             const char *instead);
 /* Whether both paths name one existing file (links and different spellings included). */
 int same_file(const char *a, const char *b);
 /* The size of the file at PATH, or -1 when there is none. */
@@ -43,8 +44,8 @@ int copy_file(const char *src, const char *dst);
 /* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else PREFIX/share/kvchat beside
  * an installed PREFIX/bin/kvchat, else the build's assets/. */
 const char *assets_dir(void);
-/* Copies the shipped GPT-2 tokenizer file NAME (vocab.json, merges.txt) from $KVCHAT_ASSETS, else the
- * build's assets/ folder, to dst. */
+/* Copies the shipped GPT-2 tokenizer file NAME (vocab.json, merges.txt) from $KVCHAT_ASSETS, else
+ * the build's assets/ folder, to dst. */
 int copy_asset(const char *name, const char *dst);
 
 #endif

@@ -13,7 +13,8 @@
 #include "files.h"
 #include "selftest.h"
 
-int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname, const char **value)
+int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname,
+              const char **value)
 {
     const char *a = argv[*i];
     const char *names[2] = {shortname, longname};

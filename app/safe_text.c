@@ -5,8 +5,11 @@
 /* the length of the well-formed UTF-8 sequence at u (no overlong form, no surrogate), or 0 */
 static int utf8_len(const unsigned char *u, size_t n)
 {
-    int len = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] < 0xe0 ? 2 : u[0] >= 0xe0 && u[0] < 0xf0 ? 3
-            : u[0] >= 0xf0 && u[0] < 0xf5 ? 4 : 0;
+    int len = u[0] < 0x80                   ? 1
+              : u[0] >= 0xc2 && u[0] < 0xe0 ? 2
+              : u[0] >= 0xe0 && u[0] < 0xf0 ? 3
+              : u[0] >= 0xf0 && u[0] < 0xf5 ? 4
+                                            : 0;
     if (!len || (size_t)len > n)
         return 0;
     for (int k = 1; k < len; k++)

@@ -12,28 +12,34 @@
 #include "options.h"
 #include "session/fingerprint.h"
 
-const char SELFTEST_HELP[] =
-    "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype f32|bf16|f16] [--gpu-kernels fast|basic]\n"
-    "       [--cache-dtype T]\n"
-    "\n"
-    "Runs the GPU self-test now and prints its figures: the model prefills a fixed prompt and takes\n"
-    "decode steps on the GPU and on the CPU (the reference, same weight and cache dtypes), and the\n"
-    "logits of every step are compared (relative L2). The fast kernels are tested first and, if they\n"
-    "fail, the basic ones (--gpu-kernels tests one set). Verdicts are cached, as the automatic test\n"
-    "before a GPU's first use with a model caches them. Exit 0 when a kernel set passes (or there is\n"
-    "no GPU to test), 1 when none does.\n"
-    "\n" MODEL_OPTS_HELP;
+const char SELFTEST_HELP[] = "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype "
+                             "f32|bf16|f16] [--gpu-kernels fast|basic]\n"
+                             "       [--cache-dtype T]\n"
+                             "\n"
+                             "Runs the GPU self-test now and prints its figures: the model "
+                             "prefills a fixed prompt and takes\n"
+                             "decode steps on the GPU and on the CPU (the reference, same weight "
+                             "and cache dtypes), and the\n"
+                             "logits of every step are compared (relative L2). The fast kernels "
+                             "are tested first and, if they\n"
+                             "fail, the basic ones (--gpu-kernels tests one set). Verdicts are "
+                             "cached, as the automatic test\n"
+                             "before a GPU's first use with a model caches them. Exit 0 when a "
+                             "kernel set passes (or there is\n"
+                             "no GPU to test), 1 when none does.\n"
+                             "\n" MODEL_OPTS_HELP;
 
-/* A correct device differs from the CPU by rounding alone. f32: accumulation order (the CPU's cached
- * pass against recomputation measures ~5e-7). 16-bit: the GPU also rounds the activations entering
- * each product to the weight dtype, an error of the size of the weights' own rounding, which on a
- * 124M-shaped checkpoint moves the logits by 5.3e-3 (bf16) and 6.1e-4 (f16) relative L2 (kvchat
- * generate --dump-logits, f32 against bf16/f16 weights): the limits leave about six times that. */
+/* A correct device differs from the CPU by rounding alone. f32: accumulation order (the CPU's
+ * cached pass against recomputation measures ~5e-7). 16-bit: the GPU also rounds the activations
+ * entering each product to the weight dtype, an error of the size of the weights' own rounding,
+ * which on a 124M-shaped checkpoint moves the logits by 5.3e-3 (bf16) and 6.1e-4 (f16) relative L2
+ * (kvchat generate --dump-logits, f32 against bf16/f16 weights): the limits leave about six times
+ * that. */
 double selftest_limit(dtype weights, dtype cache)
 {
-    /* q8: decode steps agree as closely as f32 (the same integer products), but a GPU prefill multiplies
-     * the dequantised weights with f32 activations where the CPU quantises them (2e-2 apart on random
-     * weights, tests/test_reference.sh) */
+    /* q8: decode steps agree as closely as f32 (the same integer products), but a GPU prefill
+     * multiplies the dequantised weights with f32 activations where the CPU quantises them (2e-2
+     * apart on random weights, tests/test_reference.sh) */
     double w = weights == DT_F32 ? 1e-4 : weights == DT_F16 ? 5e-3 : weights == DT_Q8 ? 5e-2 : 3e-2;
     /* a 16-bit or int8 cache: both sides round the same keys and values, but those differ in their
      * last f32 bits, so now and then one rounds the other way (a 16-bit step in one element) */
@@ -56,14 +62,16 @@ int selftest_run(loaded_model *lm, selftest_result *r)
     const gpt2_config *c = &lm->model.cfg;
     dtype cache = kv_pool_opts(lm->pool)->type;
     r->limit = selftest_limit(lm->model.wtype, cache);
-    /* A prefill, then STEPS decode steps: the second is recorded (a CUDA graph) and the rest replay it
-     * while the window grows past position 128, where the fast decode attention's chunks of 64
-     * positions (kernels/cuda/attention.cu) begin their third and the basic one's of 128 its second:
-     * the reduction across chunks, the part most likely to be wrong, runs as users run it. */
+    /* A prefill, then STEPS decode steps: the second is recorded (a CUDA graph) and the rest replay
+     * it while the window grows past position 128, where the fast decode attention's chunks of 64
+     * positions (kernels/cuda/attention.cu) begin their third and the basic one's of 128 its
+     * second: the reduction across chunks, the part most likely to be wrong, runs as users run it.
+     */
     enum { STEPS = 12, MAX = 2 * 64 + 9 };
-    int total = c->n_ctx < MAX ? c->n_ctx : MAX, prefill = total > STEPS ? total - STEPS : 1, V = c->vocab_size,
-        ids[MAX];
-    for (int i = 0; i < total; i++) /* a fixed prompt spread over the vocabulary; both sides are fed it */
+    int total = c->n_ctx < MAX ? c->n_ctx : MAX, prefill = total > STEPS ? total - STEPS : 1,
+        V = c->vocab_size, ids[MAX];
+    for (int i = 0; i < total;
+         i++) /* a fixed prompt spread over the vocabulary; both sides are fed it */
         ids[i] = (int)((i * 7919u + 13u) % (unsigned)V);
     kb_backend *cpu = kb_create("cpu", lm->backend->threads);
     gpt2_model ref;
@@ -75,15 +83,22 @@ int selftest_run(loaded_model *lm, selftest_result *r)
     kv_pool *pd = NULL, *pc = NULL;
     kv_seq *sd = NULL, *sc = NULL;
     float *ld = malloc(sizeof(float) * (size_t)V), *lc = malloc(sizeof(float) * (size_t)V);
-    int rc = !cpu || !ld || !lc || gpt2_load(&ref, lm->dir, lm->model.wtype, NULL) || gpt2_place(&ref, cpu, NULL) ||
-                     !(pd = kv_pool_create(lm->backend, c, &ko, NULL)) || !(pc = kv_pool_create(cpu, c, &ko, NULL)) ||
-                     !(sd = kv_seq_new(pd, 0)) || !(sc = kv_seq_new(pc, 0))
-                 ? -1 : 0;
+    int rc = !cpu || !ld || !lc || gpt2_load(&ref, lm->dir, lm->model.wtype, NULL) ||
+                     gpt2_place(&ref, cpu, NULL) ||
+                     !(pd = kv_pool_create(lm->backend, c, &ko, NULL)) ||
+                     !(pc = kv_pool_create(cpu, c, &ko, NULL)) || !(sd = kv_seq_new(pd, 0)) ||
+                     !(sc = kv_seq_new(pc, 0))
+                 ? -1
+                 : 0;
     if (rc && (!ld || !lc))
         err_set("out of memory");
-    /* the prefill, then one token a step: the decode kernels and the recorded steps are tested too */
+    /* the prefill, then one token a step: the decode kernels and the recorded steps are tested too
+     */
     for (int at = 0, n = prefill; !rc && at < total; at += n, n = 1) {
-        rc = gpt2_forward(&lm->model, lm->backend, sd, ids + at, n, ld) || gpt2_forward(&ref, cpu, sc, ids + at, n, lc) ? -1 : 0;
+        rc = gpt2_forward(&lm->model, lm->backend, sd, ids + at, n, ld) ||
+                     gpt2_forward(&ref, cpu, sc, ids + at, n, lc)
+                 ? -1
+                 : 0;
         double e = rc ? 0 : rel_l2(ld, lc, V);
         if (!rc && !(e <= r->worst)) /* NaN too */
             r->worst = isnan(e) ? INFINITY : e;
@@ -105,16 +120,19 @@ int selftest_run(loaded_model *lm, selftest_result *r)
 int selftest_key(loaded_model *lm, char *buf, size_t n)
 {
     char dev[256], fp[17];
-    if (!lm->backend->describe || lm->backend->describe(lm->backend, dev, sizeof dev) || fp_model(lm->dir, fp))
+    if (!lm->backend->describe || lm->backend->describe(lm->backend, dev, sizeof dev) ||
+        fp_model(lm->dir, fp))
         return -1;
-    snprintf(buf, n, "%s | model %s | %s weights | %s cache | %s kernels", dev, fp, dt_name(lm->model.wtype),
-             dt_name(kv_pool_opts(lm->pool)->type), kernels_name(lm->kernels));
+    snprintf(buf, n, "%s | model %s | %s weights | %s cache | %s kernels", dev, fp,
+             dt_name(lm->model.wtype), dt_name(kv_pool_opts(lm->pool)->type),
+             kernels_name(lm->kernels));
     return 0;
 }
 
 static int cache_path(char *buf, size_t n)
 {
-    return xdg_path(buf, n, "XDG_CACHE_HOME", ".cache", "selftest.json", "the self-test's verdicts are not kept");
+    return xdg_path(buf, n, "XDG_CACHE_HOME", ".cache", "selftest.json",
+                    "the self-test's verdicts are not kept");
 }
 
 /* the verdicts so far; a missing or damaged cache reads as empty (the test then runs again) */
@@ -137,9 +155,10 @@ static void cache_store(const char *key, const selftest_result *r)
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     json_t *c = cache_read(path);
-    json_object_set_new(c, key, json_pack("{s:b, s:f, s:f, s:i, s:s}", "passed", r->passed, "worst",
-                                          isfinite(r->worst) ? r->worst : 1e300, "limit", r->limit, "steps", r->steps,
-                                          "when", when));
+    json_object_set_new(c, key,
+                        json_pack("{s:b, s:f, s:f, s:i, s:s}", "passed", r->passed, "worst",
+                                  isfinite(r->worst) ? r->worst : 1e300, "limit", r->limit, "steps",
+                                  r->steps, "when", when));
     part_file out;
     if (!part_open(&out, path))
         part_commit(&out, !json_dumpf(c, out.f, JSON_INDENT(1) | JSON_SORT_KEYS));
@@ -152,12 +171,14 @@ static int cache_lookup(const char *key, selftest_result *r)
     if (cache_path(path, sizeof path))
         return 0;
     json_t *c = cache_read(path), *v = json_object_get(c, key);
-    int found = json_is_boolean(json_object_get(v, "passed")) && json_is_number(json_object_get(v, "worst"));
+    int found = json_is_boolean(json_object_get(v, "passed")) &&
+                json_is_number(json_object_get(v, "worst"));
     if (found)
         *r = (selftest_result){.worst = json_number_value(json_object_get(v, "worst")),
                                .limit = json_number_value(json_object_get(v, "limit")),
                                .steps = (int)json_integer_value(json_object_get(v, "steps")),
-                               .passed = json_is_true(json_object_get(v, "passed")), .cached = 1};
+                               .passed = json_is_true(json_object_get(v, "passed")),
+                               .cached = 1};
     json_decref(c);
     return found;
 }
@@ -171,8 +192,8 @@ static int candidates(const loaded_model *lm, const model_opts *o, kb_kernels *s
     return o->kernels_set || !lm->backend->use_kernels ? 1 : 2;
 }
 
-/* kernel set k's verdict: the cached one (use_cache, when one is kept), else a run, kept for next time;
- * -1 when the test could not run */
+/* kernel set k's verdict: the cached one (use_cache, when one is kept), else a run, kept for next
+ * time; -1 when the test could not run */
 static int verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_result *r)
 {
     char key[700], dev[256] = "the GPU";
@@ -183,8 +204,10 @@ static int verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_resul
         return 0;
     if (use_cache) {
         lm->backend->describe(lm->backend, dev, sizeof dev);
-        fprintf(stderr, "kvchat: first use of %s with this model: checking its %s kernels against the CPU\n", dev,
-                kernels_name(k));
+        fprintf(
+            stderr,
+            "kvchat: first use of %s with this model: checking its %s kernels against the CPU\n",
+            dev, kernels_name(k));
     }
     if (selftest_run(lm, r))
         return -1;
@@ -209,19 +232,24 @@ int selftest_gate(loaded_model *lm, const model_opts *o)
         }
         if (r.passed) {
             if (i)
-                fprintf(stderr, "kvchat: %s: its fast kernels failed the self-test (%s); using its basic kernels\n", dev,
-                        why[0]);
+                fprintf(stderr,
+                        "kvchat: %s: its fast kernels failed the self-test (%s); using its basic "
+                        "kernels\n",
+                        dev, why[0]);
             return 0;
         }
         snprintf(why[i], sizeof why[i],
-                 "its %s logits with the %s kernels differ from the CPU's by %.3g (relative L2; a correct GPU stays "
+                 "its %s logits with the %s kernels differ from the CPU's by %.3g (relative L2; a "
+                 "correct GPU stays "
                  "under %.3g)%s",
                  dt_name(lm->model.wtype), kernels_name(sets[i]), r.worst, r.limit,
                  r.cached ? ", a cached verdict: `kvchat selftest` tests again" : "");
     }
     const char *last = why[n - 1];
     if (!strcmp(o->device, "cuda"))
-        return err_set("--device cuda: %s failed its self-test: %s; KVCHAT_SELFTEST=0 uses it anyway", dev, last);
+        return err_set(
+            "--device cuda: %s failed its self-test: %s; KVCHAT_SELFTEST=0 uses it anyway", dev,
+            last);
     fprintf(stderr, "kvchat: %s failed its self-test (%s); running on the CPU\n", dev, last);
     model_opts on_cpu = *o;
     on_cpu.device = "cpu";
@@ -241,7 +269,8 @@ int cmd_selftest(int argc, char **argv)
         return EXIT_RUNTIME;
     char key[700], dev[256];
     if (selftest_key(&lm, key, sizeof key)) {
-        printf("no GPU in use: nothing to self-test (the CPU is the reference a GPU is checked against)\n");
+        printf("no GPU in use: nothing to self-test (the CPU is the reference a GPU is checked "
+               "against)\n");
         unload_model(&lm);
         return 0;
     }
@@ -256,13 +285,16 @@ int cmd_selftest(int argc, char **argv)
             break;
         }
         passed = r.passed;
-        printf("model %s, %s weights, %s cache, %s kernels: %d steps compared with the CPU, worst relative L2 error %.3g "
+        printf("model %s, %s weights, %s cache, %s kernels: %d steps compared with the CPU, worst "
+               "relative L2 error %.3g "
                "(limit %.3g): %s\n",
-               lm.dir, dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), kernels_name(sets[i]), r.steps,
-               r.worst, r.limit, r.passed ? "passed" : "FAILED");
+               lm.dir, dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type),
+               kernels_name(sets[i]), r.steps, r.worst, r.limit, r.passed ? "passed" : "FAILED");
     }
     if (!rc && !passed)
-        rc = err_set("%s failed its self-test: --device auto will use the CPU, --device cuda refuses it", dev);
+        rc = err_set(
+            "%s failed its self-test: --device auto will use the CPU, --device cuda refuses it",
+            dev);
     unload_model(&lm);
     return rc ? EXIT_RUNTIME : 0;
 }

@@ -1,20 +1,21 @@
-/* The GPU self-test: before a GPU is first used with a model, the model runs a fixed prompt and a few
- * decode steps there and on the CPU (the reference, in the same weight dtype) and their logits are
- * compared at every step. A GPU that disagrees is never used silently: `--device auto` warns and
- * runs on the CPU, `--device cuda` fails naming the gap. A GPU's fast kernels are tried first, then its
- * basic ones (the previous release's), so a fast kernel wrong on some GPU costs speed, never
- * correctness. Verdicts are cached per GPU, driver, model, weight and cache dtype and kernel set in ${XDG_CACHE_HOME:-~/.cache}/kvchat/selftest.json, so later starts pay nothing. */
+/* The GPU self-test: before a GPU is first used with a model, the model runs a fixed prompt and a
+ * few decode steps there and on the CPU (the reference, in the same weight dtype) and their logits
+ * are compared at every step. A GPU that disagrees is never used silently: `--device auto` warns
+ * and runs on the CPU, `--device cuda` fails naming the gap. A GPU's fast kernels are tried first,
+ * then its basic ones (the previous release's), so a fast kernel wrong on some GPU costs speed,
+ * never correctness. Verdicts are cached per GPU, driver, model, weight and cache dtype and kernel
+ * set in ${XDG_CACHE_HOME:-~/.cache}/kvchat/selftest.json, so later starts pay nothing. */
 #ifndef KVCHAT_SELFTEST_H
 #define KVCHAT_SELFTEST_H
 
 #include "options.h"
 
 typedef struct {
-    double worst;     /* the largest relative L2 error of the device's logits against the CPU's */
-    double limit;     /* what the weight dtype allows */
-    int steps;        /* logits compared: the prefill's, then one per decode step */
+    double worst; /* the largest relative L2 error of the device's logits against the CPU's */
+    double limit; /* what the weight dtype allows */
+    int steps;    /* logits compared: the prefill's, then one per decode step */
     int passed;
-    int cached;       /* the verdict came from the cache */
+    int cached; /* the verdict came from the cache */
 } selftest_result;
 
 /* The largest error a correct device shows in these weight and cache dtypes (see selftest.c for the
@@ -22,10 +23,11 @@ typedef struct {
 double selftest_limit(dtype weights, dtype cache);
 /* Runs the test for the model as loaded on its backend (a CPU copy is loaded from lm->dir). */
 int selftest_run(loaded_model *lm, selftest_result *r);
-/* The first-use gate, called by load_model on a GPU: for each kernel set to try, the cached verdict,
- * else a run (and its verdict cached); the first set that passes stays in use (a fallback to the basic
- * set is said in one line). When none passes, `auto` reloads lm on the CPU (saying why in one line)
- * and `cuda` fails naming the gap. KVCHAT_SELFTEST=0 skips it (for diagnosing a GPU). */
+/* The first-use gate, called by load_model on a GPU: for each kernel set to try, the cached
+ * verdict, else a run (and its verdict cached); the first set that passes stays in use (a fallback
+ * to the basic set is said in one line). When none passes, `auto` reloads lm on the CPU (saying why
+ * in one line) and `cuda` fails naming the gap. KVCHAT_SELFTEST=0 skips it (for diagnosing a GPU).
+ */
 int selftest_gate(loaded_model *lm, const model_opts *o);
 /* The cache key of this model on this backend, or -1 on the CPU (no device to key). */
 int selftest_key(loaded_model *lm, char *buf, size_t n);

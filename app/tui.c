@@ -1,5 +1,6 @@
 /* The TUI main loop. The generation thread never waits on the screen: events and reply text go into
- * a queue that this loop drains, applies to the widgets' state and draws at most ~20 times a second. */
+ * a queue that this loop drains, applies to the widgets' state and draws at most ~20 times a
+ * second. */
 #include "tui.h"
 
 #include <limits.h>
@@ -28,10 +29,11 @@
 #include "session/session.h"
 #include "session/snapshot.h"
 
-_Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE, "the input line holds exactly what a turn takes");
+_Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE,
+               "the input line holds exactly what a turn takes");
 
 typedef struct item {
-    json_t *ev;          /* an event, or NULL for reply text */
+    json_t *ev; /* an event, or NULL for reply text */
     int conv;
     char *text;
     struct item *next;
@@ -45,15 +47,15 @@ typedef struct {
     cache_model cm;
     chat_pane panes[CHAT_PANES + 1];
     int conv, generating, quit, help, dirty;
-    char *pending;       /* a line entered while a reply was streaming */
+    char *pending; /* a line entered while a reply was streaming */
     char status[256];
     double status_until;
-    double quit_armed_until;  /* a first Ctrl-C at the prompt: a second before this quits */
+    double quit_armed_until; /* a first Ctrl-C at the prompt: a second before this quits */
     pthread_mutex_t lock;
     item *head, *tail;
     const chat_persist *persist;
-    json_t *all;         /* every event so far, for /save */
-    act_host host;       /* what the slash commands act on */
+    json_t *all;   /* every event so far, for /save */
+    act_host host; /* what the slash commands act on */
 } tui;
 
 static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
@@ -78,7 +80,10 @@ static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
 }
 
 static void on_event(void *ctx, json_t *ev) { enqueue(ctx, ev, 0, NULL, 0); }
-static void on_text(void *ctx, int conv, const char *text, size_t len) { enqueue(ctx, NULL, conv, text, len); }
+static void on_text(void *ctx, int conv, const char *text, size_t len)
+{
+    enqueue(ctx, NULL, conv, text, len);
+}
 
 static void say(tui *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(tui *t, const char *fmt, ...)
@@ -130,7 +135,8 @@ static void draw(tui *t)
     const model_opts *mo = engine_model_opts(t->e);
     char banner[160] = "";
     if (t->lm->model.cfg.random_weights)
-        snprintf(banner, sizeof banner, "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
+        snprintf(banner, sizeof banner,
+                 "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
     chat_pane_draw(pane(t, t->conv), &t->scr, t->scr.chat, banner[0] ? banner : NULL);
     cache_panel_draw(&t->cm, t->conv, &t->scr, t->scr.panel);
     WINDOW *st = t->scr.status;
@@ -140,19 +146,23 @@ static void draw(tui *t)
     char gen[48] = ""; /* while a reply streams: how fast, live */
     const cm_conv *cc = cm_conv_get(&t->cm, t->conv);
     if (t->generating && cc && cc->decode_tokens && !cc->awaiting_first)
-        snprintf(gen, sizeof gen, "  generating %.0f tok/s", cc->decode_tok_s); /* whole: it moves less, costs fewer redraws */
+        snprintf(gen, sizeof gen, "  generating %.0f tok/s",
+                 cc->decode_tok_s); /* whole: it moves less, costs fewer redraws */
     else if (t->generating)
         snprintf(gen, sizeof gen, "  generating...");
     if (t->status[0] && ev_clock() < t->status_until)
         ui_drawf(st, 0, 0, w, " %s", t->status);
     else
-        ui_drawf(st, 0, 0, w, " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
-                 t->cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k,
-                 mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
+        ui_drawf(
+            st, 0, 0, w,
+            " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
+            t->cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
+            mo->sp.top_k, mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
     wnoutrefresh(st);
     if (t->help) {
         static const char *const keys[] = {
-            "Keys", "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
+            "Keys",
+            "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
             "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
             "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
             "  Ctrl-R       search history         F1  this help",
@@ -162,7 +172,8 @@ static void draw(tui *t)
             "Commands"};
         static const char *const map[] = {
             "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
-            "           reverse video: what the next eviction drops  . free", "", "any key closes this help"};
+            "           reverse video: what the next eviction drops  . free", "",
+            "any key closes this help"};
         enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 8 };
         char cmds[NC][128] = {{0}};
         const char *lines[NK + NC + NM];
@@ -202,12 +213,13 @@ static void finish_turn(tui *t)
     drain(t);
     if (failed) {
         chat_msg *r = chat_pane_reply(pane(t, t->conv));
-        if (r && !r->len) /* the message never went in: it leaves the pane as it left the conversation */
+        if (r &&
+            !r->len) /* the message never went in: it leaves the pane as it left the conversation */
             chat_pane_drop_turn(pane(t, t->conv));
         say(t, "error: %s", err_msg());
     }
-    if (t->persist->kv_path &&
-        snapshot_follow(t->persist->kv_path, t->persist->save_cache, t->e, t->lm, t->persist->fingerprint))
+    if (t->persist->kv_path && snapshot_follow(t->persist->kv_path, t->persist->save_cache, t->e,
+                                               t->lm, t->persist->fingerprint))
         say(t, "%s", err_msg());
     if (t->pending) {
         char *line = t->pending;
@@ -286,10 +298,10 @@ static void command(tui *t, char *line)
 {
     t->host.conv = t->conv;
     switch (act_run(&t->host, line)) {
-    case ACT_QUIT: t->quit = 1; break;
-    case ACT_HELP: t->help = 1; break;
-    case ACT_REPLY: t->generating = 1; break;
-    case ACT_DONE: break;
+        case ACT_QUIT: t->quit = 1; break;
+        case ACT_HELP: t->help = 1; break;
+        case ACT_REPLY: t->generating = 1; break;
+        case ACT_DONE: break;
     }
     t->dirty = 1;
 }
@@ -342,9 +354,18 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     t->persist = persist;
     t->all = json_array();
     pthread_mutex_init(&t->lock, NULL);
-    t->host = (act_host){.e = e, .lm = lm, .eo = &t->eo, .persist = persist, .events = t->all,
-                         .ctx = t, .say = host_say, .note = host_note, .switched = host_switched,
-                         .forked = host_forked, .edited = host_edited, .retrying = host_retrying,
+    t->host = (act_host){.e = e,
+                         .lm = lm,
+                         .eo = &t->eo,
+                         .persist = persist,
+                         .events = t->all,
+                         .ctx = t,
+                         .say = host_say,
+                         .note = host_note,
+                         .switched = host_switched,
+                         .forked = host_forked,
+                         .edited = host_edited,
+                         .retrying = host_retrying,
                          .cleared = host_cleared};
     cm_init(&t->cm);
     setlocale(LC_ALL, "");
@@ -354,7 +375,8 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     }
     engine_on_text(e, on_text, t);
     session_emit_model(lm);
-    t->conv = engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
+    t->conv =
+        engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
     if (persist->history)
         show_history(t, persist->history);
     if (persist->session_path) {
@@ -379,82 +401,83 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             t->dirty = 1;
         }
         switch (k) {
-        case IN_INTERRUPT:
-            if (t->generating) {
-                engine_cancel(e);
-                say(t, "stopped: the reply so far stays in the conversation");
-            } else if (ev_clock() < t->quit_armed_until) {
-                t->quit = 1;
-            } else { /* a late press meant for the reply that just ended must not end the chat */
-                t->quit_armed_until = ev_clock() + 3;
-                say(t, "press Ctrl-C again to quit (or /quit)");
-            }
-            break;
-        case IN_EOF:
-            t->quit = 1;
-            break;
-        case IN_LINE:
-            on_entered(t, input_take_line());
-            break;
-        case IN_NEW_CONV:
-            if (t->generating)
-                say(t, "wait for the reply to finish (Ctrl-C stops it)");
-            else
-                command(t, (char[]){"/new"});
-            break;
-        case IN_PREV_CONV:
-        case IN_NEXT_CONV:
-            cycle(t, k == IN_NEXT_CONV ? 1 : -1);
-            break;
-        case IN_PAGE_UP:
-        case IN_PAGE_DOWN:
-            chat_pane_scroll(pane(t, t->conv), (k == IN_PAGE_UP ? 1 : -1) * (t->scr.layout.chat.h - 2));
-            t->dirty = 1;
-            break;
-        case IN_WHEEL_UP:
-        case IN_WHEEL_DOWN:
-            chat_pane_scroll(pane(t, t->conv), k == IN_WHEEL_UP ? 3 : -3);
-            t->dirty = 1;
-            break;
-        case IN_HELP:
-            t->help = 1;
-            t->dirty = 1;
-            break;
-        case IN_PASTE_CUT:
-            say(t, "the paste was cut at %d KiB, the most a message can hold", INPUT_MAX_BYTES / 1024);
-            break;
-        case IN_PANEL: /* F2: the panel hidden, or back as it was */
-        case IN_WIDEN: /* F3: the panel wide, or back to normal */
-            t->scr.panel_mode = k == IN_PANEL ? (t->scr.panel_mode == PANEL_HIDDEN ? PANEL_NORMAL : PANEL_HIDDEN)
-                                              : (t->scr.panel_mode == PANEL_WIDE ? PANEL_NORMAL : PANEL_WIDE);
-            __attribute__((fallthrough)); /* the windows are laid out again */
-        case IN_RESIZE:
-            screen_relayout(&t->scr);
-            input_set_window(t->scr.input);
-            t->dirty = 1;
-            break;
-        case IN_LOG_FILTER: /* F5: all, evictions only, this conversation's */
-            t->scr.log_filter = (t->scr.log_filter + 1) % 3;
-            t->scr.log_scroll = 0;
-            t->dirty = 1;
-            break;
-        case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
-        case IN_LOG_DOWN:
-            t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
-            t->scr.log_scroll = t->scr.log_scroll < 0 ? 0 : t->scr.log_scroll > CM_LOG_LINES ? CM_LOG_LINES : t->scr.log_scroll;
-            t->dirty = 1;
-            break;
-        case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */
-            t->scr.conv_view = !t->scr.conv_view;
-            t->dirty = 1;
-            break;
-        case IN_MOUSE: /* F4 */
-            screen_mouse(&t->scr, !t->scr.mouse);
-            say(t, t->scr.mouse ? "mouse on: the wheel scrolls (F4: off, to select text)"
-                                : "mouse off: select text to copy as the terminal does (F4: the wheel back)");
-            break;
-        default:
-            break;
+            case IN_INTERRUPT:
+                if (t->generating) {
+                    engine_cancel(e);
+                    say(t, "stopped: the reply so far stays in the conversation");
+                } else if (ev_clock() < t->quit_armed_until) {
+                    t->quit = 1;
+                } else { /* a late press meant for the reply that just ended must not end the chat
+                          */
+                    t->quit_armed_until = ev_clock() + 3;
+                    say(t, "press Ctrl-C again to quit (or /quit)");
+                }
+                break;
+            case IN_EOF: t->quit = 1; break;
+            case IN_LINE: on_entered(t, input_take_line()); break;
+            case IN_NEW_CONV:
+                if (t->generating)
+                    say(t, "wait for the reply to finish (Ctrl-C stops it)");
+                else
+                    command(t, (char[]){"/new"});
+                break;
+            case IN_PREV_CONV:
+            case IN_NEXT_CONV: cycle(t, k == IN_NEXT_CONV ? 1 : -1); break;
+            case IN_PAGE_UP:
+            case IN_PAGE_DOWN:
+                chat_pane_scroll(pane(t, t->conv),
+                                 (k == IN_PAGE_UP ? 1 : -1) * (t->scr.layout.chat.h - 2));
+                t->dirty = 1;
+                break;
+            case IN_WHEEL_UP:
+            case IN_WHEEL_DOWN:
+                chat_pane_scroll(pane(t, t->conv), k == IN_WHEEL_UP ? 3 : -3);
+                t->dirty = 1;
+                break;
+            case IN_HELP:
+                t->help = 1;
+                t->dirty = 1;
+                break;
+            case IN_PASTE_CUT:
+                say(t, "the paste was cut at %d KiB, the most a message can hold",
+                    INPUT_MAX_BYTES / 1024);
+                break;
+            case IN_PANEL: /* F2: the panel hidden, or back as it was */
+            case IN_WIDEN: /* F3: the panel wide, or back to normal */
+                t->scr.panel_mode =
+                    k == IN_PANEL
+                        ? (t->scr.panel_mode == PANEL_HIDDEN ? PANEL_NORMAL : PANEL_HIDDEN)
+                        : (t->scr.panel_mode == PANEL_WIDE ? PANEL_NORMAL : PANEL_WIDE);
+                __attribute__((fallthrough)); /* the windows are laid out again */
+            case IN_RESIZE:
+                screen_relayout(&t->scr);
+                input_set_window(t->scr.input);
+                t->dirty = 1;
+                break;
+            case IN_LOG_FILTER: /* F5: all, evictions only, this conversation's */
+                t->scr.log_filter = (t->scr.log_filter + 1) % 3;
+                t->scr.log_scroll = 0;
+                t->dirty = 1;
+                break;
+            case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
+            case IN_LOG_DOWN:
+                t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
+                t->scr.log_scroll = t->scr.log_scroll < 0              ? 0
+                                    : t->scr.log_scroll > CM_LOG_LINES ? CM_LOG_LINES
+                                                                       : t->scr.log_scroll;
+                t->dirty = 1;
+                break;
+            case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */
+                t->scr.conv_view = !t->scr.conv_view;
+                t->dirty = 1;
+                break;
+            case IN_MOUSE: /* F4 */
+                screen_mouse(&t->scr, !t->scr.mouse);
+                say(t, t->scr.mouse ? "mouse on: the wheel scrolls (F4: off, to select text)"
+                                    : "mouse off: select text to copy as the terminal does (F4: "
+                                      "the wheel back)");
+                break;
+            default: break;
         }
         if (t->generating && engine_turn_done(e))
             finish_turn(t);

@@ -32,7 +32,8 @@ kb_backend *kb_create(const char *device, int threads)
     snprintf(fallback, sizeof fallback, "%s", err_msg());
 #else
     if (!strcmp(device, "cuda")) {
-        err_set("--device cuda: this build has no CUDA backend (nvcc was not found when it was built)");
+        err_set(
+            "--device cuda: this build has no CUDA backend (nvcc was not found when it was built)");
         return NULL;
     }
 #endif

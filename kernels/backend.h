@@ -14,10 +14,10 @@
 extern "C" {
 #endif
 
-/* A [rows, cols] weight matrix in backend memory: row-major, except DT_Q8, which is stored along the
- * reduction in blocks of DT_Q8_BLOCK, an f16 scale each: matmul's W by output column (data[j * rows + k],
- * scales[j * rows / 32 + k / 32]; rows a multiple of 32), matmul_t's and the embeddings' by row
- * (data[r * cols + c], scales[r * cols / 32 + c / 32]; cols a multiple of 32). */
+/* A [rows, cols] weight matrix in backend memory: row-major, except DT_Q8, which is stored along
+ * the reduction in blocks of DT_Q8_BLOCK, an f16 scale each: matmul's W by output column (data[j *
+ * rows + k], scales[j * rows / 32 + k / 32]; rows a multiple of 32), matmul_t's and the embeddings'
+ * by row (data[r * cols + c], scales[r * cols / 32 + c / 32]; cols a multiple of 32). */
 typedef struct {
     const void *data;
     dtype type;
@@ -25,20 +25,21 @@ typedef struct {
     const uint16_t *scales; /* DT_Q8 only */
 } kb_mat;
 
-/* One token's choice (the rule is kernels/cpu/sample.c): repetition penalty over the distinct ids of
- * history, then greedy when temp <= 0, else softmax at temp with top-k and top-p, and a draw with u. */
+/* One token's choice (the rule is kernels/cpu/sample.c): repetition penalty over the distinct ids
+ * of history, then greedy when temp <= 0, else softmax at temp with top-k and top-p, and a draw
+ * with u. */
 typedef struct {
     float temp, top_p, repeat_penalty;
     int top_k;
-    double u;              /* this token's uniform draw in [0, 1) */
-    const int *history;    /* ids already in the context, host memory */
+    double u;           /* this token's uniform draw in [0, 1) */
+    const int *history; /* ids already in the context, host memory */
     int n_history;
 } kb_sample;
 
 /* The scalars of one forward pass. A backend that records work (CUDA graphs) keeps them in its own
  * memory so that a recorded decode step replays with each new token's values. */
 typedef struct {
-    const int *ids;        /* the new tokens, host memory */
+    const int *ids; /* the new tokens, host memory */
     int n, past;
     const kb_sample *pick; /* the sample call this step ends with, or NULL */
     int *next;             /* where that call puts the chosen id */
@@ -49,23 +50,25 @@ typedef struct {
 /* what a matrix product applies to its output */
 typedef enum { KB_LINEAR, KB_GELU } kb_act;
 
-/* a layernorm folded into a product's input: each row of x becomes (x - mean) / sqrt(var + eps) * g + b */
+/* a layernorm folded into a product's input: each row of x becomes (x - mean) / sqrt(var + eps) * g
+ * + b */
 typedef struct {
     const float *g, *b;
     float eps;
 } kb_norm;
 
-/* A backend's kernel sets: fast, or basic (the previous release's, kept as a fallback for a device on
- * which the fast ones have not been checked: the self-test tries fast, then basic, then the CPU). */
+/* A backend's kernel sets: fast, or basic (the previous release's, kept as a fallback for a device
+ * on which the fast ones have not been checked: the self-test tries fast, then basic, then the
+ * CPU). */
 typedef enum { KB_KERNELS_FAST, KB_KERNELS_BASIC } kb_kernels;
 
 typedef struct kb_backend kb_backend;
 struct kb_backend {
-    const char *name;     /* "cpu", ... */
-    void *ctx;            /* the implementation's own state */
+    const char *name; /* "cpu", ... */
+    void *ctx;        /* the implementation's own state */
     int threads;
 
-    int device_memory;    /* memory from alloc is not host-addressable (copy in and out) */
+    int device_memory; /* memory from alloc is not host-addressable (copy in and out) */
 
     void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*release)(kb_backend *b, void *p);
@@ -73,41 +76,48 @@ struct kb_backend {
     int (*mem_info)(kb_backend *b, size_t *free_bytes, size_t *total_bytes);
     /* bytes from src to dst, either of them host or backend memory (overlap allowed within one) */
     int (*copy)(kb_backend *b, void *dst, const void *src, size_t bytes);
-    /* height rows of width bytes, their starts dst_pitch and src_pitch apart; as copy, and a dst below
-     * an overlapping src with equal pitches is allowed */
-    int (*copy2d)(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
-                  size_t height);
-    /* y[n, w.cols] = act(x[n, w.rows] @ w + bias) (bias may be NULL): GPT-2's Conv1D layout; KB_GELU is
-     * the tanh form GPT-2 uses. */
-    int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
+    /* height rows of width bytes, their starts dst_pitch and src_pitch apart; as copy, and a dst
+     * below an overlapping src with equal pitches is allowed */
+    int (*copy2d)(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                  size_t width, size_t height);
+    /* y[n, w.cols] = act(x[n, w.rows] @ w + bias) (bias may be NULL): GPT-2's Conv1D layout;
+     * KB_GELU is the tanh form GPT-2 uses. */
+    int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                  const float *bias, kb_act act);
     /* y[n, w.rows] = x[n, w.cols] @ w^T: the LM head against the tied token embedding. */
     int (*matmul_t)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
     /* x[i] = wte[ids[i]] + wpe[pos0 + i]. */
-    int (*embed)(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
+    int (*embed)(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte,
+                 const kb_mat *wpe);
     /* y = layernorm(x) * g + beta over rows of C; y may equal x. */
-    int (*layernorm)(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
+    int (*layernorm)(kb_backend *b, float *y, const float *x, const float *g, const float *beta,
+                     int n, int C, float eps);
     /* Causal self-attention of layer `layer` for n new tokens at positions past..past+n-1. qkv is
      * [n, 3C] (q, k, v per token); the new k and v are first stored in the cache (converted to its
      * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head. */
-    int (*attention)(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
-    /* x += r, then y = layernorm(x) * g + beta: the residual add fused with the next block's norm */
-    int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
-                         float eps);
-    /* The one-token products of a decode step with what surrounds them fused in (NULL where the backend
-     * has no such kernels: the forward pass then calls layernorm, matmul and add_layernorm instead).
-     * linear: y[w.cols] = act(norm(x)[w.rows] @ w + bias), or with residual (act KB_LINEAR) y += norm(x)
-     * @ w + bias; linear_t: y[w.rows] = norm(x)[w.cols] @ w^T, the LM head. norm and bias may be NULL;
-     * y and x do not overlap. */
-    int (*linear)(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
-                  kb_act act, int residual);
+    int (*attention)(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer,
+                     int past, int n);
+    /* x += r, then y = layernorm(x) * g + beta: the residual add fused with the next block's norm
+     */
+    int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g,
+                         const float *beta, int n, int C, float eps);
+    /* The one-token products of a decode step with what surrounds them fused in (NULL where the
+     * backend has no such kernels: the forward pass then calls layernorm, matmul and add_layernorm
+     * instead). linear: y[w.cols] = act(norm(x)[w.rows] @ w + bias), or with residual (act
+     * KB_LINEAR) y += norm(x)
+     * @ w + bias; linear_t: y[w.rows] = norm(x)[w.cols] @ w^T, the LM head. norm and bias may be
+     * NULL; y and x do not overlap. */
+    int (*linear)(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+                  const kb_norm *norm, kb_act act, int residual);
     int (*linear_t)(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
-    /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out is
-     * valid once step_end returns. */
+    /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out
+     * is valid once step_end returns. */
     int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
-    /* Bracket one forward pass (optional, NULL on the CPU). step_begin sets *replayed when the backend
-     * ran a recording of the same step itself: the caller then issues no kernels and calls step_end.
-     * step_end (ok = 0: the caller failed) returns 0, -1 on error, or 1 when the backend could not
-     * record the step and ran none of it: the caller issues the step again, and it runs unrecorded. */
+    /* Bracket one forward pass (optional, NULL on the CPU). step_begin sets *replayed when the
+     * backend ran a recording of the same step itself: the caller then issues no kernels and calls
+     * step_end. step_end (ok = 0: the caller failed) returns 0, -1 on error, or 1 when the backend
+     * could not record the step and ran none of it: the caller issues the step again, and it runs
+     * unrecorded. */
     int (*step_begin)(kb_backend *b, const kb_step *s, int *replayed);
     int (*step_end)(kb_backend *b, int ok);
     /* seconds the last step took on the device by its own clock (CUDA events), or NULL */

@@ -7,22 +7,26 @@
 #include <immintrin.h>
 #endif
 
-size_t dt_size(dtype t)
-{
-    return dt_elem(t);
-}
+size_t dt_size(dtype t) { return dt_elem(t); }
 
 const char *dt_name(dtype t)
 {
-    return t == DT_F32 ? "f32" : t == DT_F16 ? "f16" : t == DT_BF16 ? "bf16" : t == DT_Q8 ? "q8" : "int8";
+    return t == DT_F32    ? "f32"
+           : t == DT_F16  ? "f16"
+           : t == DT_BF16 ? "bf16"
+           : t == DT_Q8   ? "q8"
+                          : "int8";
 }
 
 int dt_parse(const char *s, dtype *out)
 {
-    static const struct { const char *name; dtype t; } names[] = {
-        {"f32", DT_F32}, {"float32", DT_F32}, {"f16", DT_F16}, {"float16", DT_F16},
+    static const struct {
+        const char *name;
+        dtype t;
+    } names[] = {
+        {"f32", DT_F32},   {"float32", DT_F32},   {"f16", DT_F16}, {"float16", DT_F16},
         {"bf16", DT_BF16}, {"bfloat16", DT_BF16}, {"int8", DT_I8}, {"i8", DT_I8},
-        {"q8", DT_Q8}, {"q8_0", DT_Q8},
+        {"q8", DT_Q8},     {"q8_0", DT_Q8},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcasecmp(s, names[i].name)) {
@@ -32,11 +36,11 @@ int dt_parse(const char *s, dtype *out)
     return -1;
 }
 
-/* Conversions go run by run: a large array in parallel, a short one (a cache row of head_dim, called
- * inside the kernels' own parallel loops) directly, without entering an OpenMP construct at all. f16
- * runs use the CPU's conversion instructions where it has them (F16C: exact one way, round to nearest
- * even the other, as the scalar functions), eight at a time; a NaN takes the scalar path, which
- * writes the canonical quiet NaN. */
+/* Conversions go run by run: a large array in parallel, a short one (a cache row of head_dim,
+ * called inside the kernels' own parallel loops) directly, without entering an OpenMP construct at
+ * all. f16 runs use the CPU's conversion instructions where it has them (F16C: exact one way, round
+ * to nearest even the other, as the scalar functions), eight at a time; a NaN takes the scalar
+ * path, which writes the canonical quiet NaN. */
 enum { RUN = 1024 };
 typedef void (*run_fn)(void *dst, const void *src, size_t n);
 
@@ -86,7 +90,8 @@ static void f32_to_f16(void *dst, const void *src, size_t n)
             for (int k = 0; k < 8; k++)
                 h[i + k] = dt_f32_to_f16(s[i + k]);
         else
-            _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm_storeu_si128((__m128i *)(h + i),
+                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
 #endif
     for (; i < n; i++)
@@ -108,45 +113,36 @@ static void f32_to_bf16(void *dst, const void *src, size_t n)
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
 {
     switch (t) {
-    case DT_F32:
-        memcpy(dst, src, n * 4);
-        break;
-    case DT_BF16:
-        runs(bf16_to_f32, dst, 4, src, 2, n);
-        break;
-    case DT_F16:
-        runs(f16_to_f32, dst, 4, src, 2, n);
-        break;
-    case DT_I8:
-    case DT_Q8:
-        for (size_t i = 0; i < n; i++)
-            dst[i] = ((const int8_t *)src)[i];
-        break;
+        case DT_F32: memcpy(dst, src, n * 4); break;
+        case DT_BF16: runs(bf16_to_f32, dst, 4, src, 2, n); break;
+        case DT_F16: runs(f16_to_f32, dst, 4, src, 2, n); break;
+        case DT_I8:
+        case DT_Q8:
+            for (size_t i = 0; i < n; i++)
+                dst[i] = ((const int8_t *)src)[i];
+            break;
     }
 }
 
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
 {
     switch (t) {
-    case DT_F32:
-        memcpy(dst, src, n * 4);
-        break;
-    case DT_BF16:
-        runs(f32_to_bf16, dst, 2, src, 4, n);
-        break;
-    case DT_F16:
-        runs(f32_to_f16, dst, 2, src, 4, n);
-        break;
-    case DT_I8:
-    case DT_Q8:
-        for (size_t i = 0; i < n; i++)
-            ((int8_t *)dst)[i] = (int8_t)(src[i] > 127 ? 127 : src[i] < -127 ? -127 : __builtin_rintf(src[i]));
-        break;
+        case DT_F32: memcpy(dst, src, n * 4); break;
+        case DT_BF16: runs(f32_to_bf16, dst, 2, src, 4, n); break;
+        case DT_F16: runs(f32_to_f16, dst, 2, src, 4, n); break;
+        case DT_I8:
+        case DT_Q8:
+            for (size_t i = 0; i < n; i++)
+                ((int8_t *)dst)[i] = (int8_t)(src[i] > 127    ? 127
+                                              : src[i] < -127 ? -127
+                                                              : __builtin_rintf(src[i]));
+            break;
     }
 }
 
-/* roundf(v) (halves away from zero, as q8_0 rounds) in a form GCC vectorises: libm's roundf and fmaxf
- * stay calls, which made quantising a decode step's inputs a tenth of its time. v - truncf(v) is exact. */
+/* roundf(v) (halves away from zero, as q8_0 rounds) in a form GCC vectorises: libm's roundf and
+ * fmaxf stay calls, which made quantising a decode step's inputs a tenth of its time. v - truncf(v)
+ * is exact. */
 static inline float round_away(float v)
 {
     float t = truncf(v), f = v - t;

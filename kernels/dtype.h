@@ -1,4 +1,5 @@
-/* Element types of weights and caches, and exact conversions between them (round to nearest even). */
+/* Element types of weights and caches, and exact conversions between them (round to nearest even).
+ */
 #ifndef KVCHAT_DTYPE_H
 #define KVCHAT_DTYPE_H
 
@@ -10,9 +11,9 @@
 extern "C" {
 #endif
 
-/* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. DT_Q8 is for weights
- * only: int8 values in blocks of DT_Q8_BLOCK along the reduction, an f16 scale per block kept beside
- * them (the shape of llama.cpp's q8_0); see kb_mat for the layout. */
+/* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. DT_Q8 is for
+ * weights only: int8 values in blocks of DT_Q8_BLOCK along the reduction, an f16 scale per block
+ * kept beside them (the shape of llama.cpp's q8_0); see kb_mat for the layout. */
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8 } dtype;
 enum { DT_Q8_BLOCK = 32 };
 
@@ -25,10 +26,10 @@ enum { DT_Q8_BLOCK = 32 };
 /* bytes per element (also in device code) */
 DT_FN size_t dt_elem(dtype t) { return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : 2; }
 size_t dt_size(dtype t);
-const char *dt_name(dtype t);                 /* "f32", "f16", "bf16", "int8", "q8" */
-int dt_parse(const char *s, dtype *out);      /* f32/f16/bf16 (and int8, q8), any case; -1 if unknown */
-/* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x / d);
- * d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
+const char *dt_name(dtype t);            /* "f32", "f16", "bf16", "int8", "q8" */
+int dt_parse(const char *s, dtype *out); /* f32/f16/bf16 (and int8, q8), any case; -1 if unknown */
+/* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x /
+ * d); d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
 void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n);
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
  * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */

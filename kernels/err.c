@@ -28,10 +28,7 @@ int err_wrap(const char *fmt, ...)
     return -1;
 }
 
-const char *err_msg(void)
-{
-    return err_buf[0] ? err_buf : "unknown error";
-}
+const char *err_msg(void) { return err_buf[0] ? err_buf : "unknown error"; }
 
 /* allocations left before they fail (tests/unit's fault injection); negative: never */
 static long alloc_budget = -1;
@@ -44,7 +41,8 @@ long err_fail_allocs_after(long n)
 static int injected_failure(void)
 {
     long left = __atomic_load_n(&alloc_budget, __ATOMIC_SEQ_CST);
-    while (left >= 0 && !__atomic_compare_exchange_n(&alloc_budget, &left, left - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    while (left >= 0 && !__atomic_compare_exchange_n(&alloc_budget, &left, left - 1, 0,
+                                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         ;
     return left == 0;
 }
@@ -65,7 +63,8 @@ int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what)
     while (n < need)
         n *= 2;
     void *old, *p;
-    memcpy(&old, buf, sizeof old); /* buf is an int **, char **, ...: reached without type punning */
+    memcpy(&old, buf,
+           sizeof old); /* buf is an int **, char **, ...: reached without type punning */
     if (injected_failure() || !(p = realloc(old, n * elem)))
         return err_set("out of memory growing %s to %zu items", what, n);
     memcpy(buf, &p, sizeof p);

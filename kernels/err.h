@@ -1,5 +1,6 @@
 /* One error message per thread, set where a failure happens and printed once by the caller at the
- * top (app/main.c). Lives in kernels/ because it is the bottom layer: every layer reports through it. */
+ * top (app/main.c). Lives in kernels/ because it is the bottom layer: every layer reports through
+ * it. */
 #ifndef KVCHAT_ERR_H
 #define KVCHAT_ERR_H
 
@@ -18,8 +19,8 @@ const char *err_msg(void);
 void *err_malloc(size_t bytes, const char *what);
 void *err_calloc(size_t n, size_t size, const char *what);
 /* Makes the array *buf (elem-byte items, *cap of them) hold at least `need` items, doubling its
- * capacity; on failure the array is kept and the error names what was growing. buf is the address of
- * the array's pointer. */
+ * capacity; on failure the array is kept and the error names what was growing. buf is the address
+ * of the array's pointer. */
 int err_grow(void *buf, size_t *cap, size_t need, size_t elem, const char *what);
 /* Fault injection for tests: after n more allocations through the helpers above, the next one fails
  * (as if memory ran out), once; n < 0 turns it off (the default). Returns the allocations that were

@@ -1,11 +1,11 @@
-/* Where a cached key or value lives: the layout contract between the cache manager (model/kvcache.c)
- * and every backend's attention kernel.
+/* Where a cached key or value lives: the layout contract between the cache manager
+ * (model/kvcache.c) and every backend's attention kernel.
  *
  * Positions are grouped in blocks of block_tokens. A block holds, for every layer, K then V, every
  * head, its block_tokens rows of head_dim elements: offset ((layer * 2 + kv) * n_head + head) *
  * block_tokens + row. For DT_I8 a float scale per row follows the data in the same order. The paged
- * cache uses many small blocks from one pool; the contiguous cache is a single block as large as its
- * capacity; an offloaded copy in host memory is one block of exactly its length. */
+ * cache uses many small blocks from one pool; the contiguous cache is a single block as large as
+ * its capacity; an offloaded copy in host memory is one block of exactly its length. */
 #ifndef KVCHAT_KVLAYOUT_H
 #define KVCHAT_KVLAYOUT_H
 
@@ -24,16 +24,17 @@ extern "C" {
 #endif
 
 typedef struct {
-    void *base;            /* block 0 starts here */
-    const int *table;      /* table[p / block_tokens] is the block holding position p */
-    const int *dev_table;  /* the same table in device memory (GPU backends; the cache manager keeps it
-                            * current), else NULL */
+    void *base;           /* block 0 starts here */
+    const int *table;     /* table[p / block_tokens] is the block holding position p */
+    const int *dev_table; /* the same table in device memory (GPU backends; the cache manager keeps
+                           * it current), else NULL */
     int block_tokens;
-    size_t block_bytes;    /* distance between consecutive blocks */
+    size_t block_bytes; /* distance between consecutive blocks */
     dtype type;
     int n_layer, n_head, head_dim;
-    int max_tokens;        /* the most positions the sequence can hold (0: unknown); work sized by it
-                            * does not depend on the length, so a recorded decode step serves every length */
+    int max_tokens; /* the most positions the sequence can hold (0: unknown); work sized by it
+                     * does not depend on the length, so a recorded decode step serves every length
+                     */
 } kb_kv;
 
 KVL_FN size_t kvl_rows_per_block(const kb_kv *v)
@@ -60,12 +61,14 @@ KVL_FN char *kvl_block(const kb_kv *v, int pos)
 
 KVL_FN void *kvl_row(const kb_kv *v, int layer, int kv, int head, int pos)
 {
-    return kvl_block(v, pos) + kvl_row_index(v, layer, kv, head, pos) * v->head_dim * dt_elem(v->type);
+    return kvl_block(v, pos) +
+           kvl_row_index(v, layer, kv, head, pos) * v->head_dim * dt_elem(v->type);
 }
 
 KVL_FN float *kvl_scale(const kb_kv *v, int layer, int kv, int head, int pos)
 {
-    return (float *)(kvl_block(v, pos) + kvl_rows_per_block(v) * v->head_dim) + kvl_row_index(v, layer, kv, head, pos);
+    return (float *)(kvl_block(v, pos) + kvl_rows_per_block(v) * v->head_dim) +
+           kvl_row_index(v, layer, kv, head, pos);
 }
 
 #ifdef __cplusplus

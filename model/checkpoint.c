@@ -19,8 +19,10 @@ const char *ckpt_file(const char *dir)
         if (!stat(path, &sb) && S_ISREG(sb.st_mode))
             return FILES[i];
     }
-    err_set("%s: no model.safetensors or pytorch_model.bin (get one with kvchat get-model, or make a test model "
-            "with kvchat make-tiny-model)", dir);
+    err_set("%s: no model.safetensors or pytorch_model.bin (get one with kvchat get-model, or make "
+            "a test model "
+            "with kvchat make-tiny-model)",
+            dir);
     return NULL;
 }
 

@@ -47,15 +47,18 @@ int cfg_load(gpt2_config *c, const char *path)
         err_set("%s: activation_function must be \"gelu_new\" (the tanh GELU GPT-2 uses)", path);
         goto out;
     }
-    if (get_int(root, "n_layer", NULL, &c->n_layer, 1) || get_int(root, "n_head", NULL, &c->n_head, 1) ||
+    if (get_int(root, "n_layer", NULL, &c->n_layer, 1) ||
+        get_int(root, "n_head", NULL, &c->n_head, 1) ||
         get_int(root, "n_embd", NULL, &c->n_embd, 1) ||
         get_int(root, "n_positions", "n_ctx", &c->n_ctx, 1) ||
-        get_int(root, "vocab_size", NULL, &c->vocab_size, 1) || get_int(root, "eos_token_id", NULL, &c->eos_id, 0)) {
+        get_int(root, "vocab_size", NULL, &c->vocab_size, 1) ||
+        get_int(root, "eos_token_id", NULL, &c->eos_id, 0)) {
         err_wrap("%s", path);
         goto out;
     }
     c->random_weights = json_is_true(json_object_get(root, "kvchat_random_weights"));
-    c->conversational = json_object_get(json_object_get(root, "task_specific_params"), "conversational") != NULL;
+    c->conversational =
+        json_object_get(json_object_get(root, "task_specific_params"), "conversational") != NULL;
     json_t *name = json_object_get(root, "_name_or_path");
     if (json_is_string(name))
         snprintf(c->name, sizeof c->name, "%s", json_string_value(name));
@@ -96,12 +99,12 @@ int cfg_validate(const gpt2_config *c)
 
 int cfg_save(const gpt2_config *c, const char *path)
 {
-    json_t *root = json_pack("{s:[s], s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i}",
-                             "architectures", "GPT2LMHeadModel", "model_type", "gpt2",
-                             "activation_function", "gelu_new", "n_layer", c->n_layer, "n_head", c->n_head,
-                             "n_embd", c->n_embd, "n_positions", c->n_ctx, "n_ctx", c->n_ctx, "vocab_size",
-                             c->vocab_size, "layer_norm_epsilon", (double)c->ln_eps, "bos_token_id", c->eos_id,
-                             "eos_token_id", c->eos_id);
+    json_t *root =
+        json_pack("{s:[s], s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i}", "architectures",
+                  "GPT2LMHeadModel", "model_type", "gpt2", "activation_function", "gelu_new",
+                  "n_layer", c->n_layer, "n_head", c->n_head, "n_embd", c->n_embd, "n_positions",
+                  c->n_ctx, "n_ctx", c->n_ctx, "vocab_size", c->vocab_size, "layer_norm_epsilon",
+                  (double)c->ln_eps, "bos_token_id", c->eos_id, "eos_token_id", c->eos_id);
     if (!root)
         return err_set("%s: cannot build config JSON", path);
     if (c->random_weights)

@@ -6,9 +6,9 @@ typedef struct {
     int n_layer, n_head, n_embd, n_ctx, vocab_size;
     float ln_eps;
     int eos_id;
-    int random_weights;   /* written by make-tiny-model: the text is noise */
-    int conversational;   /* task_specific_params.conversational: a chat fine-tune such as DialoGPT */
-    char name[128];       /* _name_or_path, when the export kept it ("" otherwise) */
+    int random_weights; /* written by make-tiny-model: the text is noise */
+    int conversational; /* task_specific_params.conversational: a chat fine-tune such as DialoGPT */
+    char name[128];     /* _name_or_path, when the export kept it ("" otherwise) */
 } gpt2_config;
 
 int cfg_load(gpt2_config *c, const char *path);

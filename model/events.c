@@ -73,10 +73,7 @@ int ev_is(const json_t *ev, const char *type)
     return t && !strcmp(t, type);
 }
 
-double ev_now(const ev_bus *b)
-{
-    return ev_clock() - b->start;
-}
+double ev_now(const ev_bus *b) { return ev_clock() - b->start; }
 
 void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields)
 {

@@ -7,7 +7,8 @@
 
 #include <jansson.h>
 
-/* The event types, written once: the emitters, the session reader, the panel and replay all name them here. */
+/* The event types, written once: the emitters, the session reader, the panel and replay all name
+ * them here. */
 #define EV_MODEL "model"
 #define EV_NEW "new"
 #define EV_USER "user"
@@ -32,10 +33,10 @@
 #define EV_TURN_END "turn_end"
 #define EV_RESUME "resume"
 #define EV_SYSTEM "system"
-#define EV_TYPES                                                                                              \
-    EV_MODEL, EV_NEW, EV_USER, EV_PREFILL, EV_TOKEN, EV_GROW, EV_COW, EV_EVICT, EV_TRUNCATE, EV_FORK, EV_OFFLOAD, \
-        EV_RESTORE, EV_STATS, EV_FIDELITY, EV_NOTICE, EV_PIN, EV_RETRY, EV_EDIT, EV_CLEAR, EV_SET, EV_TURN_END, EV_RESUME, \
-        EV_PREPARE, EV_SYSTEM
+#define EV_TYPES                                                                             \
+    EV_MODEL, EV_NEW, EV_USER, EV_PREFILL, EV_TOKEN, EV_GROW, EV_COW, EV_EVICT, EV_TRUNCATE, \
+        EV_FORK, EV_OFFLOAD, EV_RESTORE, EV_STATS, EV_FIDELITY, EV_NOTICE, EV_PIN, EV_RETRY, \
+        EV_EDIT, EV_CLEAR, EV_SET, EV_TURN_END, EV_RESUME, EV_PREPARE, EV_SYSTEM
 
 typedef struct ev_bus ev_bus;
 typedef void (*ev_sink)(void *ctx, json_t *ev);
@@ -49,7 +50,7 @@ void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx);
 void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields);
 /* whether the event ev (an object with an "ev" string) has type `type` */
 int ev_is(const json_t *ev, const char *type);
-double ev_now(const ev_bus *b);   /* seconds since the bus was created */
-double ev_clock(void);            /* monotonic seconds, for measuring durations */
+double ev_now(const ev_bus *b); /* seconds since the bus was created */
+double ev_clock(void);          /* monotonic seconds, for measuring durations */
 
 #endif

@@ -1,7 +1,7 @@
-/* The GPT-2 forward pass over a backend: pre-norm blocks (each residual add fused with the next norm,
- * or, in a decode step on a backend with fused one-token products, both folded into the products),
- * causal attention reading the KV cache, the tied LM head for the last position only, and the next
- * token chosen on the backend, beside the logits. */
+/* The GPT-2 forward pass over a backend: pre-norm blocks (each residual add fused with the next
+ * norm, or, in a decode step on a backend with fused one-token products, both folded into the
+ * products), causal attention reading the KV cache, the tied LM head for the last position only,
+ * and the next token chosen on the backend, beside the logits. */
 
 #include <stdint.h>
 #include <string.h>
@@ -72,7 +72,8 @@ static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, in
 }
 
 /* the kernels of one pass; head: also the final norm and the logits of the last position */
-static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past, int head)
+static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past,
+               int head)
 {
     const gpt2_config *c = &m->cfg;
     int C = c->n_embd;
@@ -124,17 +125,18 @@ static uint64_t weight_addresses(const gpt2_model *m)
     h = mix(mix(mix(mix(mix(h, m->wte.data), m->wte.scales), m->wpe.data), m->lnf_g), m->lnf_b);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
-        const void *p[] = {L->ln1_g, L->ln1_b, L->attn_b, L->proj_b, L->ln2_g, L->ln2_b, L->fc_b, L->fcproj_b,
-                           L->attn_w.data, L->proj_w.data, L->fc_w.data, L->fcproj_w.data, L->attn_w.scales,
-                           L->proj_w.scales, L->fc_w.scales, L->fcproj_w.scales};
+        const void *p[] = {L->ln1_g,         L->ln1_b,         L->attn_b,      L->proj_b,
+                           L->ln2_g,         L->ln2_b,         L->fc_b,        L->fcproj_b,
+                           L->attn_w.data,   L->proj_w.data,   L->fc_w.data,   L->fcproj_w.data,
+                           L->attn_w.scales, L->proj_w.scales, L->fc_w.scales, L->fcproj_w.scales};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
             h = mix(h, p[i]);
     }
     return h;
 }
 
-int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
-              float *logits)
+int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+              const kb_sample *pick, int *next, float *logits)
 {
     const gpt2_config *c = &m->cfg;
     int past = kv_len(cache);
@@ -144,7 +146,8 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
         return err_set("%d cached + %d new tokens exceed the context of %d", past, n, c->n_ctx);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
-            return err_set("token id %d is outside the vocabulary (0..%d)", ids[i], c->vocab_size - 1);
+            return err_set("token id %d is outside the vocabulary (0..%d)", ids[i],
+                           c->vocab_size - 1);
     if (ensure_work(m, b, n) || kv_reserve(cache, n))
         return -1;
     const kb_kv *kv = kv_view(cache);
@@ -162,7 +165,12 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     key.work_tokens = m->work_tokens;
     key.weights = weight_addresses(m);
     /* without a window the attention grid is not fixed: such a step is never recorded */
-    kb_step st = {.ids = ids, .n = n, .past = past, .pick = pick, .next = next, .key = &key,
+    kb_step st = {.ids = ids,
+                  .n = n,
+                  .past = past,
+                  .pick = pick,
+                  .next = next,
+                  .key = &key,
                   .key_bytes = kv->max_tokens > 0 ? sizeof key : 0};
     int rc, end, head = key.ends > 0;
     do {
@@ -173,7 +181,8 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
         if (!rc && !replayed && pick)
             rc = b->sample(b, next, m->logits, c->vocab_size, pick);
         end = b->step_end ? b->step_end(b, !rc) : 0;
-    } while (end == 1); /* the backend could not record the step: issued again, it runs unrecorded */
+    } while (end ==
+             1); /* the backend could not record the step: issued again, it runs unrecorded */
     if (end < 0 && !rc)
         rc = err_wrap("finishing a step");
     if (rc)
@@ -186,7 +195,8 @@ int gpt2_last_logits(gpt2_model *m, float *out)
 {
     if (!m->logits)
         return err_set("no logits yet: nothing has run through the model");
-    return m->work_backend->copy(m->work_backend, out, m->logits, sizeof(float) * m->cfg.vocab_size);
+    return m->work_backend->copy(m->work_backend, out, m->logits,
+                                 sizeof(float) * m->cfg.vocab_size);
 }
 
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
@@ -194,7 +204,8 @@ int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, in
     return gpt2_step(m, b, cache, ids, n, NULL, NULL, logits);
 }
 
-int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const atomic_int *stop)
+int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+                          const atomic_int *stop)
 {
     m->yield = stop;
     int rc = gpt2_step(m, b, cache, ids, n, NULL, NULL, NULL);

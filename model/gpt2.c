@@ -12,7 +12,8 @@
 
 static int own(gpt2_model *m, void *p)
 {
-    if (err_grow(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned, "the converted weights' list")) {
+    if (err_grow(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned,
+                 "the converted weights' list")) {
         free(p);
         return -1;
     }
@@ -29,7 +30,8 @@ static int file_dtype(const st_tensor *t, dtype *out)
     else if (!strcmp(t->dtype, "BF16"))
         *out = DT_BF16;
     else
-        return err_set("tensor '%s' has dtype %s; kvchat reads F32, F16 and BF16", t->name, t->dtype);
+        return err_set("tensor '%s' has dtype %s; kvchat reads F32, F16 and BF16", t->name,
+                       t->dtype);
     return 0;
 }
 
@@ -55,7 +57,8 @@ static const st_tensor *find(gpt2_model *m, const char *name, int rows, int cols
         for (int i = 0; i < t->ndim && p < got + sizeof got - 24; i++)
             p += sprintf(p, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
         if (rows)
-            err_set("tensor '%s' has shape [%s] but config.json implies [%d, %d]", name, got, rows, cols);
+            err_set("tensor '%s' has shape [%s] but config.json implies [%d, %d]", name, got, rows,
+                    cols);
         else
             err_set("tensor '%s' has shape [%s] but config.json implies [%d]", name, got, cols);
         return NULL;
@@ -103,14 +106,16 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
 /* The tensor [rows, cols] quantised to DT_Q8 along its reduction (kb_mat's layout): by column for a
  * product's weight, by row for the token embedding. Tiles of 32 vectors are gathered in f32 first,
  * reading the file in order, as as_type converts. */
-static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols, int by_column)
+static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols,
+                    int by_column)
 {
     dtype have;
     int K = by_column ? rows : cols, V = by_column ? cols : rows, failed = 0;
     if (file_dtype(t, &have))
         return -1;
     if (K % DT_Q8_BLOCK)
-        return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d", t->name, DT_Q8_BLOCK, K);
+        return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d",
+                       t->name, DT_Q8_BLOCK, K);
     int8_t *q = NULL;
     uint16_t *s = NULL;
     if (posix_memalign((void **)&q, 128, (size_t)V * K) || own(m, q) ||
@@ -132,10 +137,11 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
                     tile[(size_t)i * K + k] = run[i];
             }
             for (int i = 0; !by_column && i < nv; i++)
-                dt_to_f32(tile + (size_t)i * K, src + (size_t)(v0 + i) * cols * es, have, (size_t)K);
+                dt_to_f32(tile + (size_t)i * K, src + (size_t)(v0 + i) * cols * es, have,
+                          (size_t)K);
             for (int i = 0; i < nv; i++)
-                dt_q8_quantize(q + (size_t)(v0 + i) * K, s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK), NULL,
-                               tile + (size_t)i * K, (size_t)K);
+                dt_q8_quantize(q + (size_t)(v0 + i) * K, s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK),
+                               NULL, tile + (size_t)i * K, (size_t)K);
         }
         if (!tile) {
 #pragma omp atomic write
@@ -176,10 +182,12 @@ static int load_layer(gpt2_model *m, int l)
     int C = m->cfg.n_embd;
     gpt2_layer *L = &m->layers[l];
     char n[8][96];
-    static const char *const parts[8] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.bias", "attn.c_proj.bias",
-                                         "ln_2.weight", "ln_2.bias", "mlp.c_fc.bias", "mlp.c_proj.bias"};
+    static const char *const parts[8] = {"ln_1.weight",      "ln_1.bias",      "attn.c_attn.bias",
+                                         "attn.c_proj.bias", "ln_2.weight",    "ln_2.bias",
+                                         "mlp.c_fc.bias",    "mlp.c_proj.bias"};
     static const int widths[8] = {1, 1, 3, 1, 1, 1, 4, 1};
-    const float **dst[8] = {&L->ln1_g, &L->ln1_b, &L->attn_b, &L->proj_b, &L->ln2_g, &L->ln2_b, &L->fc_b, &L->fcproj_b};
+    const float **dst[8] = {&L->ln1_g, &L->ln1_b, &L->attn_b, &L->proj_b,
+                            &L->ln2_g, &L->ln2_b, &L->fc_b,   &L->fcproj_b};
     for (int i = 0; i < 8; i++) {
         snprintf(n[i], sizeof n[i], "h.%d.%s", l, parts[i]);
         if (!(*dst[i] = vec(m, n[i], widths[i] * C)))
@@ -191,7 +199,8 @@ static int load_layer(gpt2_model *m, int l)
     snprintf(w[2], sizeof w[2], "h.%d.mlp.c_fc.weight", l);
     snprintf(w[3], sizeof w[3], "h.%d.mlp.c_proj.weight", l);
     return mat(m, &L->attn_w, w[0], C, 3 * C, PRODUCT) || mat(m, &L->proj_w, w[1], C, C, PRODUCT) ||
-           mat(m, &L->fc_w, w[2], C, 4 * C, PRODUCT) || mat(m, &L->fcproj_w, w[3], 4 * C, C, PRODUCT);
+           mat(m, &L->fc_w, w[2], C, 4 * C, PRODUCT) ||
+           mat(m, &L->fcproj_w, w[3], 4 * C, C, PRODUCT);
 }
 
 static void report(const gpt2_progress *p, const char *stage, int done, int total)
@@ -219,11 +228,16 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *
         goto fail;
     m->layers = err_calloc((size_t)c->n_layer, sizeof *m->layers, "layer table");
     if (!m->layers || mat(m, &m->wte, "wte.weight", c->vocab_size, c->n_embd, TOKENS) ||
-        mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd, POSITIONS) || !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
+        mat(m, &m->wpe, "wpe.weight", c->n_ctx, c->n_embd, POSITIONS) ||
+        !(m->lnf_g = vec(m, "ln_f.weight", c->n_embd)) ||
         !(m->lnf_b = vec(m, "ln_f.bias", c->n_embd)))
         goto fail;
     char stage[64];
-    snprintf(stage, sizeof stage, m->file_type == wtype ? "reading weights" : wtype == DT_Q8 ? "quantising weights to q8" : "converting weights to %s", dt_name(wtype));
+    snprintf(stage, sizeof stage,
+             m->file_type == wtype ? "reading weights"
+             : wtype == DT_Q8      ? "quantising weights to q8"
+                                   : "converting weights to %s",
+             dt_name(wtype));
     for (int l = 0; l < c->n_layer; l++) {
         if (load_layer(m, l))
             goto fail;
@@ -270,9 +284,9 @@ int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress)
     int ok = MAT(m->wte) && MAT(m->wpe) && VEC(m->lnf_g, C) && VEC(m->lnf_b, C);
     for (int l = 0; ok && l < c->n_layer; l++) {
         gpt2_layer *L = &m->layers[l];
-        ok = MAT(L->attn_w) && MAT(L->proj_w) && MAT(L->fc_w) && MAT(L->fcproj_w) && VEC(L->ln1_g, C) &&
-             VEC(L->ln1_b, C) && VEC(L->attn_b, 3 * C) && VEC(L->proj_b, C) && VEC(L->ln2_g, C) && VEC(L->ln2_b, C) &&
-             VEC(L->fc_b, 4 * C) && VEC(L->fcproj_b, C);
+        ok = MAT(L->attn_w) && MAT(L->proj_w) && MAT(L->fc_w) && MAT(L->fcproj_w) &&
+             VEC(L->ln1_g, C) && VEC(L->ln1_b, C) && VEC(L->attn_b, 3 * C) && VEC(L->proj_b, C) &&
+             VEC(L->ln2_g, C) && VEC(L->ln2_b, C) && VEC(L->fc_b, 4 * C) && VEC(L->fcproj_b, C);
         report(progress, "copying weights to the GPU", l + 1, c->n_layer);
     }
 #undef MAT
@@ -302,7 +316,8 @@ void gpt2_free(gpt2_model *m)
 int64_t gpt2_param_count(const gpt2_config *c)
 {
     int64_t C = c->n_embd;
-    int64_t per_layer = 4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C);
+    int64_t per_layer =
+        4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C);
     return (int64_t)c->vocab_size * C + (int64_t)c->n_ctx * C + 2 * C + c->n_layer * per_layer;
 }
 

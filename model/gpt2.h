@@ -12,43 +12,43 @@
 
 /* Shapes: C = n_embd, V = vocab_size, P = n_ctx, T = the tokens of the largest batch so far. */
 typedef struct {
-    const float *ln1_g, *ln1_b;  /* [C] */
-    const float *attn_b;         /* [3C] */
-    const float *proj_b;         /* [C] */
-    const float *ln2_g, *ln2_b;  /* [C] */
-    const float *fc_b;           /* [4C] */
-    const float *fcproj_b;       /* [C] */
-    kb_mat attn_w;               /* [C, 3C]: q, k, v */
-    kb_mat proj_w;               /* [C, C] */
-    kb_mat fc_w;                 /* [C, 4C] */
-    kb_mat fcproj_w;             /* [4C, C] */
+    const float *ln1_g, *ln1_b; /* [C] */
+    const float *attn_b;        /* [3C] */
+    const float *proj_b;        /* [C] */
+    const float *ln2_g, *ln2_b; /* [C] */
+    const float *fc_b;          /* [4C] */
+    const float *fcproj_b;      /* [C] */
+    kb_mat attn_w;              /* [C, 3C]: q, k, v */
+    kb_mat proj_w;              /* [C, C] */
+    kb_mat fc_w;                /* [C, 4C] */
+    kb_mat fcproj_w;            /* [4C, C] */
 } gpt2_layer;
 
 typedef struct {
     gpt2_config cfg;
-    dtype wtype;                 /* dtype of the big matrices as used for compute */
-    dtype file_type;             /* dtype in the checkpoint (of wte) */
-    const char *file;            /* the checkpoint's name in its directory (model/checkpoint.h) */
-    kb_mat wte;                  /* [V, C], also the LM head */
-    kb_mat wpe;                  /* [P, C] */
-    const float *lnf_g, *lnf_b;  /* [C] */
-    gpt2_layer *layers;          /* [n_layer] */
+    dtype wtype;                /* dtype of the big matrices as used for compute */
+    dtype file_type;            /* dtype in the checkpoint (of wte) */
+    const char *file;           /* the checkpoint's name in its directory (model/checkpoint.h) */
+    kb_mat wte;                 /* [V, C], also the LM head */
+    kb_mat wpe;                 /* [P, C] */
+    const float *lnf_g, *lnf_b; /* [C] */
+    gpt2_layer *layers;         /* [n_layer] */
     st_file st;
-    void **owned;                /* buffers the loader allocated (converted weights) */
+    void **owned; /* buffers the loader allocated (converted weights) */
     size_t n_owned, cap_owned;
-    kb_backend *placed;          /* weights copied into this backend's memory, or NULL (host) */
+    kb_backend *placed; /* weights copied into this backend's memory, or NULL (host) */
     void **placed_bufs;
     int n_placed;
     /* activations for the largest batch seen so far, in the backend's memory */
     kb_backend *work_backend;
-    float *x;                    /* [T, C] the residual stream */
-    float *h;                    /* [T, C] a layernorm's output, or a projection's before it is added */
-    float *qkv;                  /* [T, 3C] */
-    float *att;                  /* [T, C] attention's output, heads side by side */
-    float *fc;                   /* [T, 4C] after GELU */
-    float *logits;               /* [V] the last token's */
+    float *x;      /* [T, C] the residual stream */
+    float *h;      /* [T, C] a layernorm's output, or a projection's before it is added */
+    float *qkv;    /* [T, 3C] */
+    float *att;    /* [T, C] attention's output, heads side by side */
+    float *fc;     /* [T, 4C] after GELU */
+    float *logits; /* [V] the last token's */
     int work_tokens;
-    const atomic_int *yield;     /* gpt2_forward_yielding's flag: set, a pass stops between layers */
+    const atomic_int *yield; /* gpt2_forward_yielding's flag: set, a pass stops between layers */
 } gpt2_model;
 
 /* Told how far a long load has come: stage names the work, fraction is 0..1. */
@@ -57,12 +57,15 @@ typedef struct {
     void *ctx;
 } gpt2_progress;
 
-/* Loads DIR/config.json and DIR's weights (model/checkpoint.h), keeping weights in `wtype` (converted when the
- * file holds another dtype; mapped in place when it matches). progress may be NULL. */
+/* Loads DIR/config.json and DIR's weights (model/checkpoint.h), keeping weights in `wtype`
+ * (converted when the file holds another dtype; mapped in place when it matches). progress may be
+ * NULL. */
 int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *progress);
-/* Before the backend it ran on is destroyed: its activations and placed weights are that backend's. */
+/* Before the backend it ran on is destroyed: its activations and placed weights are that backend's.
+ */
 void gpt2_free(gpt2_model *m);
-/* Copies the weights into the backend's memory when it is not host memory (a GPU); a no-op on the CPU. */
+/* Copies the weights into the backend's memory when it is not host memory (a GPU); a no-op on the
+ * CPU. */
 int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
@@ -70,17 +73,18 @@ uint64_t gpt2_bytes_per_token(const gpt2_model *m);
 /* Activation memory for a batch of n tokens (what the forward pass allocates). */
 size_t gpt2_workspace_bytes(const gpt2_config *c, int n);
 
-/* Runs n tokens at positions kv_len(cache).. through the model, appends their keys and values to the
- * cache (reserving room first), and writes the last token's logits (vocab_size floats) to logits
- * (if not NULL). On failure the cache keeps its previous length. */
+/* Runs n tokens at positions kv_len(cache).. through the model, appends their keys and values to
+ * the cache (reserving room first), and writes the last token's logits (vocab_size floats) to
+ * logits (if not NULL). On failure the cache keeps its previous length. */
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
 /* gpt2_forward without logits for work in the background: when *stop becomes nonzero it gives way
  * before the next layer, returning 1 with the cache as it was. 0 done, -1 failed. */
-int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const atomic_int *stop);
+int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+                          const atomic_int *stop);
 /* gpt2_forward, and when pick is given the next token chosen on the backend from those logits into
  * *next (only its id leaves the device). */
-int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, const kb_sample *pick, int *next,
-              float *logits);
+int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+              const kb_sample *pick, int *next, float *logits);
 /* The logits of the last pass that computed them (vocab_size floats), into host memory. */
 int gpt2_last_logits(gpt2_model *m, float *out);
 

@@ -14,10 +14,10 @@ struct kv_pool {
     kv_opts o;
     ev_bus *bus;
     int L, H, hd;
-    size_t tok_bytes;            /* one position across all layers, K and V (and int8 scales) */
-    size_t used, peak;           /* bytes of the pool that sequences hold, now and at most */
-    char *mem;                   /* paged: the pool */
-    int *dev_zero;               /* GPU backends: {0} in device memory, every contiguous cache's table */
+    size_t tok_bytes;  /* one position across all layers, K and V (and int8 scales) */
+    size_t used, peak; /* bytes of the pool that sequences hold, now and at most */
+    char *mem;         /* paged: the pool */
+    int *dev_zero;     /* GPU backends: {0} in device memory, every contiguous cache's table */
     size_t block_bytes;
     int n_blocks, n_free, *free_list, *refs;
     kv_seq **seqs;
@@ -29,21 +29,25 @@ struct kv_pool {
 struct kv_seq {
     kv_pool *p;
     int conv, len, busy, grows;
-    int background;              /* kv_fork_background's: spare memory only, no events, never offloaded */
-    int *table, n_table;         /* paged: the block table */
-    int *dev_table, *sent;       /* its copy in device memory, and what that copy holds */
+    int background;        /* kv_fork_background's: spare memory only, no events, never offloaded */
+    int *table, n_table;   /* paged: the block table */
+    int *dev_table, *sent; /* its copy in device memory, and what that copy holds */
     int n_sent;
-    char *buf;                   /* contiguous: the buffer ... */
-    int cap;                     /* ... and its capacity in positions */
-    char *host;                  /* offloaded rows: one block of host_tokens positions (a later */
-    int host_tokens, offloaded;  /* truncation only lowers len) */
+    char *buf;                  /* contiguous: the buffer ... */
+    int cap;                    /* ... and its capacity in positions */
+    char *host;                 /* offloaded rows: one block of host_tokens positions (a later */
+    int host_tokens, offloaded; /* truncation only lowers len) */
     unsigned long last_used;
     kb_kv view;
 };
 
 static kb_kv base_view(const kv_pool *p)
 {
-    return (kb_kv){.type = p->o.type, .n_layer = p->L, .n_head = p->H, .head_dim = p->hd, .max_tokens = p->o.window};
+    return (kb_kv){.type = p->o.type,
+                   .n_layer = p->L,
+                   .n_head = p->H,
+                   .head_dim = p->hd,
+                   .max_tokens = p->o.window};
 }
 
 /* A single block of `tokens` positions at mem: the contiguous buffer and the host copy. */
@@ -62,21 +66,27 @@ static size_t flat_bytes(const kv_pool *p, int tokens)
     return kvl_block_bytes(p->o.type, p->L, p->H, p->hd, tokens > 0 ? tokens : 1);
 }
 
-/* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks: each run is
- * one strided copy over every (layer, K/V, head) row, plus one for int8 scales. Safe for dst == src
- * when dp <= sp. */
+/* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks: each run
+ * is one strided copy over every (layer, K/V, head) row, plus one for int8 scales. Safe for dst ==
+ * src when dp <= sp. */
 static int copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
 {
-    size_t row = (size_t)src->head_dim * dt_size(src->type), rows = (size_t)src->n_layer * 2 * src->n_head;
+    size_t row = (size_t)src->head_dim * dt_size(src->type),
+           rows = (size_t)src->n_layer * 2 * src->n_head;
     while (n > 0) {
         int run = n;
-        run = src->block_tokens - sp % src->block_tokens < run ? src->block_tokens - sp % src->block_tokens : run;
-        run = dst->block_tokens - dp % dst->block_tokens < run ? dst->block_tokens - dp % dst->block_tokens : run;
-        if (b->copy2d(b, kvl_row(dst, 0, 0, 0, dp), row * dst->block_tokens, kvl_row(src, 0, 0, 0, sp),
-                      row * src->block_tokens, row * run, rows) ||
+        run = src->block_tokens - sp % src->block_tokens < run
+                  ? src->block_tokens - sp % src->block_tokens
+                  : run;
+        run = dst->block_tokens - dp % dst->block_tokens < run
+                  ? dst->block_tokens - dp % dst->block_tokens
+                  : run;
+        if (b->copy2d(b, kvl_row(dst, 0, 0, 0, dp), row * dst->block_tokens,
+                      kvl_row(src, 0, 0, 0, sp), row * src->block_tokens, row * run, rows) ||
             (src->type == DT_I8 &&
-             b->copy2d(b, kvl_scale(dst, 0, 0, 0, dp), sizeof(float) * dst->block_tokens, kvl_scale(src, 0, 0, 0, sp),
-                       sizeof(float) * src->block_tokens, sizeof(float) * run, rows)))
+             b->copy2d(b, kvl_scale(dst, 0, 0, 0, dp), sizeof(float) * dst->block_tokens,
+                       kvl_scale(src, 0, 0, 0, sp), sizeof(float) * src->block_tokens,
+                       sizeof(float) * run, rows)))
             return err_wrap("copying %d cached positions", run);
         dp += run;
         sp += run;
@@ -95,7 +105,8 @@ static void refresh_view(kv_seq *s)
         s->view.block_tokens = p->o.block_tokens;
         s->view.block_bytes = p->block_bytes;
         /* a GPU reads the table from its own memory: send it only when it changed */
-        if (s->dev_table && (s->n_sent != s->n_table || memcmp(s->sent, s->table, sizeof(int) * (size_t)s->n_table))) {
+        if (s->dev_table && (s->n_sent != s->n_table ||
+                             memcmp(s->sent, s->table, sizeof(int) * (size_t)s->n_table))) {
             int ok = !p->b->copy(p->b, s->dev_table, s->table, sizeof(int) * (size_t)s->n_table);
             if (ok)
                 memcpy(s->sent, s->table, sizeof(int) * (size_t)s->n_table);
@@ -110,15 +121,21 @@ static void refresh_view(kv_seq *s)
 
 void kv_opts_default(kv_opts *o, const gpt2_config *cfg)
 {
-    *o = (kv_opts){.block_tokens = 16, .layout = KV_PAGED, .grow_factor = 2.0f, .type = DT_F32, .window = cfg ? cfg->n_ctx : 0};
+    *o = (kv_opts){.block_tokens = 16,
+                   .layout = KV_PAGED,
+                   .grow_factor = 2.0f,
+                   .type = DT_F32,
+                   .window = cfg ? cfg->n_ctx : 0};
 }
 
 kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o, ev_bus *bus)
 {
     if (o->block_tokens < 1 || o->block_tokens > KV_MAX_BLOCK_TOKENS)
-        return err_set("--block-tokens %d is not in 1..%d", o->block_tokens, KV_MAX_BLOCK_TOKENS), NULL;
+        return err_set("--block-tokens %d is not in 1..%d", o->block_tokens, KV_MAX_BLOCK_TOKENS),
+               NULL;
     if (o->window < 1 || o->window > cfg->n_ctx)
-        return err_set("--ctx %d is not in 1..%d (the model's context)", o->window, cfg->n_ctx), NULL;
+        return err_set("--ctx %d is not in 1..%d (the model's context)", o->window, cfg->n_ctx),
+               NULL;
     if (o->grow_factor < 1.01f || o->grow_factor > 16)
         return err_set("--grow-factor %g is not in 1.01..16", o->grow_factor), NULL;
     kv_pool *p = err_calloc(1, sizeof *p, "the KV pool");
@@ -130,18 +147,20 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
     p->L = cfg->n_layer;
     p->H = cfg->n_head;
     p->hd = cfg->n_embd / cfg->n_head;
-    p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) + (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
+    p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) +
+                   (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
     if (!p->o.pool_bytes) { /* four full windows, at most half of the backend's free memory */
         /* in whole blocks: a window shorter than a block still needs one */
         int bt = o->layout == KV_PAGED ? o->block_tokens : 1;
-        size_t want = 4 * (size_t)((o->window + bt - 1) / bt * bt) * p->tok_bytes, free_b = 0, total = 0;
+        size_t want = 4 * (size_t)((o->window + bt - 1) / bt * bt) * p->tok_bytes, free_b = 0,
+               total = 0;
         if (b->mem_info(b, &free_b, &total) || !free_b)
             free_b = 2 * want;
         p->o.pool_bytes = want < free_b / 2 ? want : free_b / 2;
     }
     static const int zero = 0;
-    if (b->device_memory &&
-        (!(p->dev_zero = b->alloc(b, sizeof zero, "a block table")) || b->copy(b, p->dev_zero, &zero, sizeof zero))) {
+    if (b->device_memory && (!(p->dev_zero = b->alloc(b, sizeof zero, "a block table")) ||
+                             b->copy(b, p->dev_zero, &zero, sizeof zero))) {
         kv_pool_free(p);
         return NULL;
     }
@@ -151,10 +170,13 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
         if (blocks < 1 || blocks > INT_MAX) { /* block numbers are ints */
             size_t bb = p->block_bytes;
             if (blocks < 1)
-                err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)", p->o.pool_bytes, bb);
+                err_set("--cache-mem %zu bytes is smaller than one block (%zu bytes)",
+                        p->o.pool_bytes, bb);
             else
-                err_set("--cache-mem %zu bytes is more than the largest pool, %d blocks of %zu bytes (%zu "
-                        "bytes)", p->o.pool_bytes, INT_MAX, bb, (size_t)INT_MAX * bb);
+                err_set("--cache-mem %zu bytes is more than the largest pool, %d blocks of %zu "
+                        "bytes (%zu "
+                        "bytes)",
+                        p->o.pool_bytes, INT_MAX, bb, (size_t)INT_MAX * bb);
             kv_pool_free(p);
             return NULL;
         }
@@ -195,9 +217,12 @@ const kv_opts *kv_pool_opts(const kv_pool *p) { return &p->o; }
 
 void kv_pool_get_stats(const kv_pool *p, kv_pool_stats *st)
 {
-    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes, .used_bytes = p->used, .peak_bytes = p->peak,
+    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes,
+                          .used_bytes = p->used,
+                          .peak_bytes = p->peak,
                           .blocks_total = p->n_blocks,
-                          .blocks_used = p->n_blocks - p->n_free, .sequences = p->n_seqs};
+                          .blocks_used = p->n_blocks - p->n_free,
+                          .sequences = p->n_seqs};
     for (int i = 0; i < p->n_seqs; i++)
         st->offloaded += p->seqs[i]->offloaded;
 }
@@ -210,13 +235,16 @@ kv_seq *kv_seq_new(kv_pool *p, int conv)
     s->p = p;
     s->conv = conv;
     size_t table_bytes = sizeof(int) * (size_t)(p->o.window / p->o.block_tokens + 2);
-    if (p->o.layout == KV_PAGED && (!(s->table = err_malloc(table_bytes, "a block table")) ||
-                                    !(s->sent = err_malloc(table_bytes, "a block table")) ||
-                                    (p->b->device_memory && !(s->dev_table = p->b->alloc(p->b, table_bytes, "a block table"))))) {
+    if (p->o.layout == KV_PAGED &&
+        (!(s->table = err_malloc(table_bytes, "a block table")) ||
+         !(s->sent = err_malloc(table_bytes, "a block table")) ||
+         (p->b->device_memory &&
+          !(s->dev_table = p->b->alloc(p->b, table_bytes, "a block table"))))) {
         kv_seq_free(s); /* not yet in the pool's list: frees what was made */
         return NULL;
     }
-    if (err_grow(&p->seqs, &p->cap_seqs, (size_t)p->n_seqs + 1, sizeof *p->seqs, "the KV pool's sequences")) {
+    if (err_grow(&p->seqs, &p->cap_seqs, (size_t)p->n_seqs + 1, sizeof *p->seqs,
+                 "the KV pool's sequences")) {
         kv_seq_free(s);
         return NULL;
     }
@@ -317,17 +345,20 @@ static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
 {
     while (free_bytes(p) < bytes) {
         if (requester->background)
-            return err_set("the KV pool cannot spare %zu more bytes for work in the background", bytes - free_bytes(p));
+            return err_set("the KV pool cannot spare %zu more bytes for work in the background",
+                           bytes - free_bytes(p));
         kv_seq *victim = NULL;
         for (int i = 0; i < p->n_seqs; i++) {
             kv_seq *c = p->seqs[i];
-            if (c == requester || c->busy || c->offloaded || c->background || (c->n_table == 0 && !c->buf))
+            if (c == requester || c->busy || c->offloaded || c->background ||
+                (c->n_table == 0 && !c->buf))
                 continue;
             if (!victim || c->last_used < victim->last_used)
                 victim = c;
         }
         if (!victim)
-            return err_set("the KV pool (%zu bytes) is full: %zu more bytes are needed and no idle conversation "
+            return err_set("the KV pool (%zu bytes) is full: %zu more bytes are needed and no idle "
+                           "conversation "
                            "is left to move to host memory; raise --cache-mem or shorten --ctx",
                            p->o.pool_bytes, bytes - free_bytes(p));
         if (kv_offload(victim))
@@ -370,7 +401,9 @@ static int unshare(kv_seq *s, int i, int rows, size_t *copied)
 static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
 {
     kv_pool *p = s->p;
-    int cap = p->o.prealloc ? p->o.window : s->cap ? (int)ceilf(s->cap * p->o.grow_factor) : p->o.block_tokens;
+    int cap = p->o.prealloc ? p->o.window
+              : s->cap      ? (int)ceilf(s->cap * p->o.grow_factor)
+                            : p->o.block_tokens;
     cap = cap < need ? need : cap;
     cap = cap > p->o.window ? p->o.window : cap;
     size_t old = s->buf ? flat_bytes(p, s->cap) : 0, bytes = flat_bytes(p, cap);
@@ -380,7 +413,8 @@ static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
     if (!buf)
         return -1;
     kb_kv to = flat_view(p, buf, cap);
-    p->peak = p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
+    p->peak =
+        p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
     if (s->len && copy_rows(p->b, &to, 0, &s->view, 0, s->len)) {
         p->b->release(p->b, buf);
         return -1;
@@ -426,18 +460,18 @@ int kv_reserve(kv_seq *s, int n)
     if (added && !s->background) {
         s->grows++;
         ev_emit(p->bus, s->conv, EV_GROW,
-                json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes", (json_int_t)added, "copied",
-                          (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+                json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes",
+                          (json_int_t)added, "copied", (json_int_t)copied, "ms",
+                          (ev_clock() - t0) * 1e3));
     } else if (copied && !s->background) {
-        ev_emit(p->bus, s->conv, EV_COW, json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+        ev_emit(
+            p->bus, s->conv, EV_COW,
+            json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
     }
     return 0;
 }
 
-const kb_kv *kv_view(kv_seq *s)
-{
-    return &s->view;
-}
+const kb_kv *kv_view(kv_seq *s) { return &s->view; }
 
 int kv_truncate(kv_seq *s, int len)
 {
@@ -512,35 +546,21 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
     c->last_used = ++p->tick;
     if (!background)
         ev_emit(p->bus, conv, EV_FORK,
-                json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", len, "shared_blocks", shared,
-                          "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+                json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", len,
+                          "shared_blocks", shared, "copied", (json_int_t)copied, "ms",
+                          (ev_clock() - t0) * 1e3));
     return c;
 }
 
-kv_seq *kv_fork(kv_seq *s, int conv)
-{
-    return fork_at(s, conv, s->len, 0);
-}
+kv_seq *kv_fork(kv_seq *s, int conv) { return fork_at(s, conv, s->len, 0); }
 
-kv_seq *kv_fork_background(kv_seq *s, int len)
-{
-    return fork_at(s, s->conv, len, 1);
-}
+kv_seq *kv_fork_background(kv_seq *s, int len) { return fork_at(s, s->conv, len, 1); }
 
-void kv_adopt(kv_seq *s)
-{
-    s->background = 0;
-}
+void kv_adopt(kv_seq *s) { s->background = 0; }
 
-size_t kv_export_bytes(const kv_seq *s)
-{
-    return flat_bytes(s->p, s->len);
-}
+size_t kv_export_bytes(const kv_seq *s) { return flat_bytes(s->p, s->len); }
 
-size_t kv_rows_bytes(const kv_seq *s, int len)
-{
-    return flat_bytes(s->p, len);
-}
+size_t kv_rows_bytes(const kv_seq *s, int len) { return flat_bytes(s->p, len); }
 
 int kv_export(kv_seq *s, void *out)
 {
@@ -564,7 +584,8 @@ static int finite_rows(const kv_pool *p, const unsigned char *in, int len)
             memcpy(&f, in + (t == DT_I8 ? n : 0) + 4 * i, 4);
         else
             memcpy(&h, in + 2 * i, 2);
-        int all_ones = (t == DT_F16 && (h & 0x7c00) == 0x7c00) || (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
+        int all_ones =
+            (t == DT_F16 && (h & 0x7c00) == 0x7c00) || (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
         if (!isfinite(f) || all_ones)
             return err_set("cached position %zu holds a NaN or an infinity",
                            (t == DT_I8 ? i : i / p->hd) % len);
@@ -594,7 +615,8 @@ int kv_offload(kv_seq *s)
         return 0;
     double t0 = ev_clock();
     size_t bytes = flat_bytes(p, s->len);
-    char *host = p->b->host_alloc(p->b, bytes, "an offloaded KV cache"); /* pinned on a GPU: full-speed copies */
+    char *host = p->b->host_alloc(p->b, bytes,
+                                  "an offloaded KV cache"); /* pinned on a GPU: full-speed copies */
     if (!host)
         return -1;
     kb_kv to = flat_view(p, host, s->len);
@@ -607,7 +629,8 @@ int kv_offload(kv_seq *s)
     s->host_tokens = s->len;
     s->offloaded = 1;
     ev_emit(p->bus, s->conv, EV_OFFLOAD,
-            json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms", (ev_clock() - t0) * 1e3));
+            json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms",
+                      (ev_clock() - t0) * 1e3));
     return 0;
 }
 
@@ -649,7 +672,7 @@ int kv_restore(kv_seq *s)
     s->len = len;
     s->last_used = ++p->tick;
     ev_emit(p->bus, s->conv, EV_RESTORE,
-            json_pack("{s:i, s:I, s:f}", "tokens", len, "bytes", (json_int_t)flat_bytes(p, len), "ms",
-                      (ev_clock() - t0) * 1e3));
+            json_pack("{s:i, s:I, s:f}", "tokens", len, "bytes", (json_int_t)flat_bytes(p, len),
+                      "ms", (ev_clock() - t0) * 1e3));
     return 0;
 }

@@ -2,8 +2,8 @@
  * (kv_seq) whose keys and values live either in fixed blocks of the pool reached through a block
  * table (paged, the default: forks share blocks and copy on write) or in one buffer that grows by
  * a factor with a copy (contiguous). When the pool is full, the least recently used inactive
- * sequence moves to host memory and comes back when it is used again. What it does is an event on the
- * bus (grow, cow, fork, offload, restore); truncation is the caller's to report, since only the
+ * sequence moves to host memory and comes back when it is used again. What it does is an event on
+ * the bus (grow, cow, fork, offload, restore); truncation is the caller's to report, since only the
  * caller knows whether it is a rollback or a step of an eviction. */
 #ifndef KVCHAT_KVCACHE_H
 #define KVCHAT_KVCACHE_H
@@ -20,26 +20,27 @@
 typedef enum { KV_PAGED, KV_CONTIGUOUS } kv_layout;
 
 typedef struct {
-    size_t pool_bytes;    /* the whole pool; 0: a few full windows, bounded by free memory */
-    int block_tokens;     /* paged block size in positions (default 16); contiguous start size */
+    size_t pool_bytes; /* the whole pool; 0: a few full windows, bounded by free memory */
+    int block_tokens;  /* paged block size in positions (default 16); contiguous start size */
     kv_layout layout;
-    float grow_factor;    /* contiguous growth (default 2) */
-    int prealloc;         /* contiguous: the whole window at once */
-    dtype type;           /* f32, f16, bf16, int8 */
-    int window;           /* positions a sequence may hold (the model's context, or --ctx) */
+    float grow_factor; /* contiguous growth (default 2) */
+    int prealloc;      /* contiguous: the whole window at once */
+    dtype type;        /* f32, f16, bf16, int8 */
+    int window;        /* positions a sequence may hold (the model's context, or --ctx) */
 } kv_opts;
 
 typedef struct {
-    int len, capacity;              /* positions used and allocated */
+    int len, capacity; /* positions used and allocated */
     size_t used_bytes, reserved_bytes;
-    int blocks, shared_blocks;      /* paged: blocks in the table, of which shared with another sequence */
+    int blocks,
+        shared_blocks; /* paged: blocks in the table, of which shared with another sequence */
     int grows, offloaded;
-    size_t host_bytes;              /* held in host memory while offloaded */
+    size_t host_bytes; /* held in host memory while offloaded */
 } kv_seq_stats;
 
 typedef struct {
-    size_t pool_bytes, used_bytes, peak_bytes;  /* peak counts a contiguous growth's two buffers */
-    int blocks_total, blocks_used;  /* paged only */
+    size_t pool_bytes, used_bytes, peak_bytes; /* peak counts a contiguous growth's two buffers */
+    int blocks_total, blocks_used;             /* paged only */
     int sequences, offloaded;
 } kv_pool_stats;
 
@@ -60,8 +61,8 @@ void kv_seq_free(kv_seq *s);
 int kv_len(const kv_seq *s);
 void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);
 
-/* Makes room for n more positions that this sequence alone owns (allocating, growing, copying shared
- * blocks, restoring it if offloaded, offloading others if the pool is full). */
+/* Makes room for n more positions that this sequence alone owns (allocating, growing, copying
+ * shared blocks, restoring it if offloaded, offloading others if the pool is full). */
 int kv_reserve(kv_seq *s, int n);
 /* Where attention finds this sequence's rows; valid until the next call that changes it. */
 const kb_kv *kv_view(kv_seq *s);
@@ -69,8 +70,8 @@ const kb_kv *kv_view(kv_seq *s);
 void kv_advance(kv_seq *s, int n);
 /* Keeps the first len positions (rolling back a reply costs nothing to recompute). */
 int kv_truncate(kv_seq *s, int len);
-/* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the approximate
- * "shift" eviction, whose moved keys keep the positions they were computed at. */
+/* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the
+ * approximate "shift" eviction, whose moved keys keep the positions they were computed at. */
 int kv_shift(kv_seq *s, int dst, int src, int n);
 /* A new sequence with the same positions, sharing blocks (paged) or copied (contiguous). */
 kv_seq *kv_fork(kv_seq *s, int conv);
@@ -80,10 +81,10 @@ kv_seq *kv_fork(kv_seq *s, int conv);
  * it an ordinary sequence (of s's conversation). */
 kv_seq *kv_fork_background(kv_seq *s, int len);
 void kv_adopt(kv_seq *s);
-/* The first len positions as one flat block (the layout of an offloaded copy): its size, a copy out,
- * and a copy into an empty sequence. For KV snapshots on disk. */
+/* The first len positions as one flat block (the layout of an offloaded copy): its size, a copy
+ * out, and a copy into an empty sequence. For KV snapshots on disk. */
 size_t kv_export_bytes(const kv_seq *s);
-size_t kv_rows_bytes(const kv_seq *s, int len);    /* the export size of len positions */
+size_t kv_rows_bytes(const kv_seq *s, int len); /* the export size of len positions */
 int kv_export(kv_seq *s, void *out);
 int kv_import(kv_seq *s, const void *in, int len);
 int kv_offload(kv_seq *s);

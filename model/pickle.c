@@ -34,7 +34,8 @@ static pk_value *new_value(vm *m, pk_kind kind)
         return NULL;
     }
     if (a->n_values % BLOCK == 0) {
-        if (err_grow(&a->blocks, &a->cap_blocks, a->n_blocks + 1, sizeof *a->blocks, "the pickle's values"))
+        if (err_grow(&a->blocks, &a->cap_blocks, a->n_blocks + 1, sizeof *a->blocks,
+                     "the pickle's values"))
             return NULL;
         if (!(a->blocks[a->n_blocks] = err_calloc(BLOCK, sizeof(pk_value), "the pickle's values")))
             return NULL;
@@ -131,7 +132,8 @@ static int push_int(vm *m, int64_t i)
 static int push_text(vm *m, pk_kind kind, uint64_t n)
 {
     if (n > m->len - m->pos)
-        return err_set("pickle string of %llu bytes runs past the end at byte %zu", (unsigned long long)n, m->pos);
+        return err_set("pickle string of %llu bytes runs past the end at byte %zu",
+                       (unsigned long long)n, m->pos);
     pk_value *v = new_value(m, kind);
     if (!v)
         return -1;
@@ -140,11 +142,13 @@ static int push_text(vm *m, pk_kind kind, uint64_t n)
     return push(m, v);
 }
 
-/* LONG1/LONG4: little-endian two's complement; an int when it fits in 64 bits, else kept as bytes. */
+/* LONG1/LONG4: little-endian two's complement; an int when it fits in 64 bits, else kept as bytes.
+ */
 static int push_long(vm *m, uint64_t n)
 {
     if (n > MAX_BIGINT)
-        return err_set("pickled integer of %llu bytes at byte %zu (absurd)", (unsigned long long)n, m->pos);
+        return err_set("pickled integer of %llu bytes at byte %zu (absurd)", (unsigned long long)n,
+                       m->pos);
     const uint8_t *p = take(m, (size_t)n);
     if (!p)
         return -1;
@@ -165,7 +169,8 @@ static int push_long(vm *m, uint64_t n)
 static int push_global(vm *m, const char *mod, size_t mlen, const char *name, size_t nlen)
 {
     for (const char *const *g = m->allowed; *g; g++)
-        if (strlen(*g) == mlen + 1 + nlen && !memcmp(*g, mod, mlen) && (*g)[mlen] == '.' && !memcmp(*g + mlen + 1, name, nlen)) {
+        if (strlen(*g) == mlen + 1 + nlen && !memcmp(*g, mod, mlen) && (*g)[mlen] == '.' &&
+            !memcmp(*g + mlen + 1, name, nlen)) {
             pk_value *v = new_value(m, PK_GLOBAL);
             char *s = v ? err_malloc(mlen + nlen + 2, "a pickled global's name") : NULL;
             if (!s)
@@ -182,8 +187,10 @@ static int push_global(vm *m, const char *mod, size_t mlen, const char *name, si
         shown[k++] = c >= 0x20 && c < 0x7f ? c : '?';
     }
     shown[k] = 0;
-    return err_set("refusing global '%s': a checkpoint may only name tensors, storages and OrderedDict (nothing "
-                   "was run)", shown);
+    return err_set("refusing global '%s': a checkpoint may only name tensors, storages and "
+                   "OrderedDict (nothing "
+                   "was run)",
+                   shown);
 }
 
 /* GLOBAL's argument: "module\nname\n" */
@@ -195,7 +202,8 @@ static int op_global(vm *m)
     if (!nl2 || nl1 - s > 200 || nl2 - nl1 > 200)
         return err_set("pickle GLOBAL at byte %zu has no module and name lines", m->pos);
     m->pos = (size_t)(nl2 + 1 - m->buf);
-    return push_global(m, (const char *)s, (size_t)(nl1 - s), (const char *)nl1 + 1, (size_t)(nl2 - nl1 - 1));
+    return push_global(m, (const char *)s, (size_t)(nl1 - s), (const char *)nl1 + 1,
+                       (size_t)(nl2 - nl1 - 1));
 }
 
 static int op_stack_global(vm *m)
@@ -214,7 +222,8 @@ static int memo_put(vm *m, uint64_t idx)
     if (!v)
         return -1;
     if (idx >= MAX_MEMO)
-        return err_set("pickle memo index %llu at byte %zu is absurd", (unsigned long long)idx, m->pos);
+        return err_set("pickle memo index %llu at byte %zu is absurd", (unsigned long long)idx,
+                       m->pos);
     size_t old = m->cap_memo;
     if (err_grow(&m->memo, &m->cap_memo, (size_t)idx + 1, sizeof *m->memo, "the pickle memo"))
         return -1;
@@ -227,7 +236,8 @@ static int memo_put(vm *m, uint64_t idx)
 static int memo_get(vm *m, uint64_t idx)
 {
     if (idx >= m->cap_memo || !m->memo[idx])
-        return err_set("pickle refers to memo entry %llu at byte %zu, never stored", (unsigned long long)idx, m->pos);
+        return err_set("pickle refers to memo entry %llu at byte %zu, never stored",
+                       (unsigned long long)idx, m->pos);
     return push(m, m->memo[idx]);
 }
 
@@ -243,10 +253,7 @@ static int make_tuple(vm *m, size_t first)
     return push(m, t);
 }
 
-static int tuple_n(vm *m, size_t n)
-{
-    return need(m, n) ? -1 : make_tuple(m, m->sp - n);
-}
+static int tuple_n(vm *m, size_t n) { return need(m, n) ? -1 : make_tuple(m, m->sp - n); }
 
 /* Pairs are kept in order, a repeated key too (a lookup takes the last, as Python's dict would):
  * replacing in place would cost a hostile pickle's million keys a quadratic search. */
@@ -260,7 +267,8 @@ static int dict_set(pk_value *d, pk_value *k, pk_value *v)
     return 0;
 }
 
-/* SETITEM(S), APPEND(S): the target sits just below the items (below the MARK for the plural forms). */
+/* SETITEM(S), APPEND(S): the target sits just below the items (below the MARK for the plural
+ * forms). */
 static int fill(vm *m, size_t first, int pairs)
 {
     if (first <= floor_of(m) || (m->sp - first) % (pairs ? 2 : 1))
@@ -281,8 +289,8 @@ static int op_reduce(vm *m)
     if (!fn)
         return -1;
     if (fn->kind != PK_GLOBAL || args->kind != PK_TUPLE)
-        return err_set("pickle REDUCE at byte %zu calls a %s with a %s", m->pos, pk_kind_name(fn->kind),
-                       pk_kind_name(args->kind));
+        return err_set("pickle REDUCE at byte %zu calls a %s with a %s", m->pos,
+                       pk_kind_name(fn->kind), pk_kind_name(args->kind));
     if (!strcmp(fn->s, "collections.OrderedDict")) {
         if (args->n)
             return err_set("pickle builds an OrderedDict from arguments at byte %zu", m->pos);
@@ -301,86 +309,98 @@ static int step(vm *m, int *stop)
     size_t first = 0;
     pk_value *v;
     switch (op) {
-    case 0x80: /* PROTO */
-        if (take_uint(m, 1, &u))
-            return -1;
-        return u > 5 ? err_set("pickle protocol %llu is newer than any known", (unsigned long long)u) : 0;
-    case 0x95: /* FRAME: a size hint */
-        return take_uint(m, 8, &u);
-    case '.': *stop = 1; return 0;
-    case '(':
-        if (err_grow(&m->marks, &m->cap_marks, m->n_marks + 1, sizeof *m->marks, "the pickle's marks"))
-            return -1;
-        m->marks[m->n_marks++] = m->sp;
-        return 0;
-    case '0': return pop(m) ? 0 : -1;
-    case '1': return pop_mark(m, &first) ? -1 : (m->sp = first, 0);
-    case '2': return (v = top(m)) ? push(m, v) : -1;
-    case 'N': return push(m, new_value(m, PK_NONE));
-    case 0x88: case 0x89:
-        if (!(v = new_value(m, PK_BOOL)))
-            return -1;
-        v->i = op == 0x88;
-        return push(m, v);
-    case 'J': return take_uint(m, 4, &u) ? -1 : push_int(m, (int32_t)(uint32_t)u);
-    case 'K': return take_uint(m, 1, &u) ? -1 : push_int(m, (int64_t)u);
-    case 'M': return take_uint(m, 2, &u) ? -1 : push_int(m, (int64_t)u);
-    case 0x8a: return take_uint(m, 1, &u) ? -1 : push_long(m, u);
-    case 0x8b: return take_uint(m, 4, &u) ? -1 : push_long(m, u);
-    case 'G': {
-        if (take_uint(m, 8, &u)) /* big-endian on the wire: take_uint read it little-endian */
-            return -1;
-        uint64_t be = __builtin_bswap64(u);
-        if (!(v = new_value(m, PK_FLOAT)))
-            return -1;
-        memcpy(&v->f, &be, sizeof v->f);
-        return push(m, v);
-    }
-    case 'X': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_STR, u);
-    case 0x8c: return take_uint(m, 1, &u) ? -1 : push_text(m, PK_STR, u);
-    case 0x8d: return take_uint(m, 8, &u) ? -1 : push_text(m, PK_STR, u);
-    case 'T': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_STR, u);
-    case 'U': return take_uint(m, 1, &u) ? -1 : push_text(m, PK_STR, u);
-    case 'B': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_BYTES, u);
-    case 'C': return take_uint(m, 1, &u) ? -1 : push_text(m, PK_BYTES, u);
-    case ')': return push(m, new_value(m, PK_TUPLE));
-    case 't': return pop_mark(m, &first) ? -1 : make_tuple(m, first);
-    case 0x85: case 0x86: case 0x87: return tuple_n(m, (size_t)(op - 0x84));
-    case ']': return push(m, new_value(m, PK_LIST));
-    case '}': return push(m, new_value(m, PK_DICT));
-    case 'l': case 'd':
-        if (pop_mark(m, &first) || !(v = new_value(m, op == 'l' ? PK_LIST : PK_DICT)) || push(m, v))
-            return -1;
-        /* the new container sits where the items began: move it below them */
-        memmove(m->stack + first + 1, m->stack + first, (m->sp - 1 - first) * sizeof *m->stack);
-        m->stack[first] = v;
-        return fill(m, first + 1, op == 'd');
-    case 'a': return need(m, 2) ? -1 : fill(m, m->sp - 1, 0);
-    case 's': return need(m, 3) ? -1 : fill(m, m->sp - 2, 1);
-    case 'e': case 'u': return pop_mark(m, &first) ? -1 : fill(m, first, op == 'u');
-    case 'c': return op_global(m);
-    case 0x93: return op_stack_global(m);
-    case 'R': return op_reduce(m);
-    case 'b': { /* BUILD: an OrderedDict's attributes (a state dict's _metadata) are not needed */
-        pk_value *state = pop(m), *target = state ? top(m) : NULL;
-        if (!target)
-            return -1;
-        return target->kind == PK_DICT ? 0 : err_set("pickle BUILD at byte %zu sets the state of a %s", m->pos,
-                                                       pk_kind_name(target->kind));
-    }
-    case 'q': return take_uint(m, 1, &u) ? -1 : memo_put(m, u);
-    case 'r': return take_uint(m, 4, &u) ? -1 : memo_put(m, u);
-    case 0x94: return memo_put(m, m->n_memo);
-    case 'h': return take_uint(m, 1, &u) ? -1 : memo_get(m, u);
-    case 'j': return take_uint(m, 4, &u) ? -1 : memo_get(m, u);
-    case 'Q': {
-        pk_value *id = pop(m), *p = id ? new_value(m, PK_PID) : NULL;
-        if (!p || add_item(p, id))
-            return -1;
-        return push(m, p);
-    }
-    default:
-        return err_set("pickle opcode 0x%02x at byte %zu is not one a state dict uses", op, m->pos - 1);
+        case 0x80: /* PROTO */
+            if (take_uint(m, 1, &u))
+                return -1;
+            return u > 5 ? err_set("pickle protocol %llu is newer than any known",
+                                   (unsigned long long)u)
+                         : 0;
+        case 0x95: /* FRAME: a size hint */ return take_uint(m, 8, &u);
+        case '.': *stop = 1; return 0;
+        case '(':
+            if (err_grow(&m->marks, &m->cap_marks, m->n_marks + 1, sizeof *m->marks,
+                         "the pickle's marks"))
+                return -1;
+            m->marks[m->n_marks++] = m->sp;
+            return 0;
+        case '0': return pop(m) ? 0 : -1;
+        case '1': return pop_mark(m, &first) ? -1 : (m->sp = first, 0);
+        case '2': return (v = top(m)) ? push(m, v) : -1;
+        case 'N': return push(m, new_value(m, PK_NONE));
+        case 0x88:
+        case 0x89:
+            if (!(v = new_value(m, PK_BOOL)))
+                return -1;
+            v->i = op == 0x88;
+            return push(m, v);
+        case 'J': return take_uint(m, 4, &u) ? -1 : push_int(m, (int32_t)(uint32_t)u);
+        case 'K': return take_uint(m, 1, &u) ? -1 : push_int(m, (int64_t)u);
+        case 'M': return take_uint(m, 2, &u) ? -1 : push_int(m, (int64_t)u);
+        case 0x8a: return take_uint(m, 1, &u) ? -1 : push_long(m, u);
+        case 0x8b: return take_uint(m, 4, &u) ? -1 : push_long(m, u);
+        case 'G': {
+            if (take_uint(m, 8, &u)) /* big-endian on the wire: take_uint read it little-endian */
+                return -1;
+            uint64_t be = __builtin_bswap64(u);
+            if (!(v = new_value(m, PK_FLOAT)))
+                return -1;
+            memcpy(&v->f, &be, sizeof v->f);
+            return push(m, v);
+        }
+        case 'X': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_STR, u);
+        case 0x8c: return take_uint(m, 1, &u) ? -1 : push_text(m, PK_STR, u);
+        case 0x8d: return take_uint(m, 8, &u) ? -1 : push_text(m, PK_STR, u);
+        case 'T': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_STR, u);
+        case 'U': return take_uint(m, 1, &u) ? -1 : push_text(m, PK_STR, u);
+        case 'B': return take_uint(m, 4, &u) ? -1 : push_text(m, PK_BYTES, u);
+        case 'C': return take_uint(m, 1, &u) ? -1 : push_text(m, PK_BYTES, u);
+        case ')': return push(m, new_value(m, PK_TUPLE));
+        case 't': return pop_mark(m, &first) ? -1 : make_tuple(m, first);
+        case 0x85:
+        case 0x86:
+        case 0x87: return tuple_n(m, (size_t)(op - 0x84));
+        case ']': return push(m, new_value(m, PK_LIST));
+        case '}': return push(m, new_value(m, PK_DICT));
+        case 'l':
+        case 'd':
+            if (pop_mark(m, &first) || !(v = new_value(m, op == 'l' ? PK_LIST : PK_DICT)) ||
+                push(m, v))
+                return -1;
+            /* the new container sits where the items began: move it below them */
+            memmove(m->stack + first + 1, m->stack + first, (m->sp - 1 - first) * sizeof *m->stack);
+            m->stack[first] = v;
+            return fill(m, first + 1, op == 'd');
+        case 'a': return need(m, 2) ? -1 : fill(m, m->sp - 1, 0);
+        case 's': return need(m, 3) ? -1 : fill(m, m->sp - 2, 1);
+        case 'e':
+        case 'u': return pop_mark(m, &first) ? -1 : fill(m, first, op == 'u');
+        case 'c': return op_global(m);
+        case 0x93: return op_stack_global(m);
+        case 'R': return op_reduce(m);
+        case 'b': { /* BUILD: an OrderedDict's attributes (a state dict's _metadata) are not needed
+                     */
+            pk_value *state = pop(m), *target = state ? top(m) : NULL;
+            if (!target)
+                return -1;
+            return target->kind == PK_DICT
+                       ? 0
+                       : err_set("pickle BUILD at byte %zu sets the state of a %s", m->pos,
+                                 pk_kind_name(target->kind));
+        }
+        case 'q': return take_uint(m, 1, &u) ? -1 : memo_put(m, u);
+        case 'r': return take_uint(m, 4, &u) ? -1 : memo_put(m, u);
+        case 0x94: return memo_put(m, m->n_memo);
+        case 'h': return take_uint(m, 1, &u) ? -1 : memo_get(m, u);
+        case 'j': return take_uint(m, 4, &u) ? -1 : memo_get(m, u);
+        case 'Q': {
+            pk_value *id = pop(m), *p = id ? new_value(m, PK_PID) : NULL;
+            if (!p || add_item(p, id))
+                return -1;
+            return push(m, p);
+        }
+        default:
+            return err_set("pickle opcode 0x%02x at byte %zu is not one a state dict uses", op,
+                           m->pos - 1);
     }
 }
 
@@ -400,7 +420,8 @@ int pk_load(pk_arena **a, const uint8_t *buf, size_t len, size_t *used, const ch
         rc = step(&m, &stop);
     }
     if (!rc && (m.sp != 1 || m.n_marks))
-        rc = err_set("pickle stops with %zu values and %zu marks left, not one value", m.sp, m.n_marks);
+        rc = err_set("pickle stops with %zu values and %zu marks left, not one value", m.sp,
+                     m.n_marks);
     if (!rc) {
         *root = m.stack[0];
         *used = m.pos;
@@ -431,7 +452,8 @@ int pk_str_is(const pk_value *v, const char *s)
 
 const char *pk_kind_name(pk_kind k)
 {
-    static const char *const names[] = {"None", "bool", "int", "big int", "float", "str", "bytes",
-                                        "tuple", "list", "dict", "global", "call", "persistent id"};
+    static const char *const names[] = {"None",   "bool",  "int",          "big int", "float",
+                                        "str",    "bytes", "tuple",        "list",    "dict",
+                                        "global", "call",  "persistent id"};
     return names[k];
 }

@@ -1,7 +1,7 @@
-/* A restricted pickle reader: the opcodes a PyTorch state dict is written with, globals only from the
- * caller's allowlist, and nothing ever imported or called. A REDUCE becomes a PK_CALL node that the
- * caller interprets (collections.OrderedDict() alone becomes a dict), a persistent id a PK_PID node;
- * the result is a tree of plain values that lives until pk_free. */
+/* A restricted pickle reader: the opcodes a PyTorch state dict is written with, globals only from
+ * the caller's allowlist, and nothing ever imported or called. A REDUCE becomes a PK_CALL node that
+ * the caller interprets (collections.OrderedDict() alone becomes a dict), a persistent id a PK_PID
+ * node; the result is a tree of plain values that lives until pk_free. */
 #ifndef KVCHAT_PICKLE_H
 #define KVCHAT_PICKLE_H
 
@@ -9,19 +9,30 @@
 #include <stdint.h>
 
 typedef enum {
-    PK_NONE, PK_BOOL, PK_INT, PK_BIGINT, PK_FLOAT, PK_STR, PK_BYTES,
-    PK_TUPLE, PK_LIST, PK_DICT, PK_GLOBAL, PK_CALL, PK_PID,
+    PK_NONE,
+    PK_BOOL,
+    PK_INT,
+    PK_BIGINT,
+    PK_FLOAT,
+    PK_STR,
+    PK_BYTES,
+    PK_TUPLE,
+    PK_LIST,
+    PK_DICT,
+    PK_GLOBAL,
+    PK_CALL,
+    PK_PID,
 } pk_kind;
 
 typedef struct pk_value pk_value;
 struct pk_value {
     pk_kind kind;
-    int64_t i;            /* BOOL, INT */
-    double f;             /* FLOAT */
-    const char *s;        /* STR, BYTES, GLOBAL ("module.name"), BIGINT (little-endian two's complement) */
+    int64_t i;     /* BOOL, INT */
+    double f;      /* FLOAT */
+    const char *s; /* STR, BYTES, GLOBAL ("module.name"), BIGINT (little-endian two's complement) */
     size_t len;
-    pk_value **items;     /* TUPLE, LIST: n items; DICT: n (key, value) pairs, 2n items; CALL: the
-                           * global and its arguments' tuple; PID: the id */
+    pk_value **items; /* TUPLE, LIST: n items; DICT: n (key, value) pairs, 2n items; CALL: the
+                       * global and its arguments' tuple; PID: the id */
     size_t n, cap;
 };
 

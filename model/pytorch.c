@@ -14,34 +14,49 @@ enum { MAX_TENSORS = 100000, MAX_NAME = 255 };
 enum { MAX_EXPANSION = 100 };
 #define MAX_PICKLE (1ull << 30)
 
-/* Everything a state dict may name: PyTorch's own safe loader (weights_only) allows about as much. */
+/* Everything a state dict may name: PyTorch's own safe loader (weights_only) allows about as much.
+ */
 static const char *const ALLOWED[] = {
-    "collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
-    "torch.FloatStorage", "torch.HalfStorage", "torch.BFloat16Storage", "torch.DoubleStorage",
-    "torch.LongStorage", "torch.IntStorage", "torch.ShortStorage", "torch.CharStorage",
-    "torch.ByteStorage", "torch.BoolStorage", NULL,
+    "collections.OrderedDict",
+    "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_parameter",
+    "torch.FloatStorage",
+    "torch.HalfStorage",
+    "torch.BFloat16Storage",
+    "torch.DoubleStorage",
+    "torch.LongStorage",
+    "torch.IntStorage",
+    "torch.ShortStorage",
+    "torch.CharStorage",
+    "torch.ByteStorage",
+    "torch.BoolStorage",
+    NULL,
 };
 
-static const struct { const char *storage, *dtype; int bytes; } TYPES[] = {
-    {"torch.FloatStorage", "F32", 4}, {"torch.HalfStorage", "F16", 2}, {"torch.BFloat16Storage", "BF16", 2},
-    {"torch.DoubleStorage", "F64", 8}, {"torch.LongStorage", "I64", 8}, {"torch.IntStorage", "I32", 4},
-    {"torch.ShortStorage", "I16", 2}, {"torch.CharStorage", "I8", 1}, {"torch.ByteStorage", "U8", 1},
-    {"torch.BoolStorage", "BOOL", 1},
+static const struct {
+    const char *storage, *dtype;
+    int bytes;
+} TYPES[] = {
+    {"torch.FloatStorage", "F32", 4},     {"torch.HalfStorage", "F16", 2},
+    {"torch.BFloat16Storage", "BF16", 2}, {"torch.DoubleStorage", "F64", 8},
+    {"torch.LongStorage", "I64", 8},      {"torch.IntStorage", "I32", 4},
+    {"torch.ShortStorage", "I16", 2},     {"torch.CharStorage", "I8", 1},
+    {"torch.ByteStorage", "U8", 1},       {"torch.BoolStorage", "BOOL", 1},
 };
 
 typedef struct {
-    const char *key;           /* in the pickle's bytes */
+    const char *key; /* in the pickle's bytes */
     size_t key_len;
-    int type;                  /* index in TYPES */
+    int type; /* index in TYPES */
     int64_t numel;
-    const uint8_t *data;       /* numel elements, once read */
-    size_t pid;                /* the persistent id's order, while merging */
+    const uint8_t *data; /* numel elements, once read */
+    size_t pid;          /* the persistent id's order, while merging */
 } storage;
 
 typedef struct {
-    const char *name;          /* in the pickle's bytes */
+    const char *name; /* in the pickle's bytes */
     size_t name_len;
-    size_t storage;            /* index in the storage table (the pid's index until they are merged) */
+    size_t storage; /* index in the storage table (the pid's index until they are merged) */
     int64_t offset;
     int ndim;
     int64_t shape[ST_MAX_DIMS], stride[ST_MAX_DIMS];
@@ -73,10 +88,12 @@ static int read_storage(state *st, const pk_value *pid, size_t *index)
     if (id->kind != PK_TUPLE || id->n < 5 || id->n > 6 || !pk_str_is(id->items[0], "storage"))
         return err_set("a persistent id is not a ('storage', type, key, location, size) tuple");
     const pk_value *type = id->items[1], *key = id->items[2], *numel = id->items[4];
-    if (type->kind != PK_GLOBAL || key->kind != PK_STR || !printable(key->s, key->len) || !is_int(numel) || numel->i < 0)
+    if (type->kind != PK_GLOBAL || key->kind != PK_STR || !printable(key->s, key->len) ||
+        !is_int(numel) || numel->i < 0)
         return err_set("a storage's persistent id has the wrong types");
     if (id->n == 6 && id->items[5]->kind != PK_NONE)
-        return err_set("storage '%.*s' is a view of another (torch < 0.4): not supported", (int)key->len, key->s);
+        return err_set("storage '%.*s' is a view of another (torch < 0.4): not supported",
+                       (int)key->len, key->s);
     int t = -1;
     for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
         if (!strcmp(type->s, TYPES[i].storage))
@@ -84,7 +101,8 @@ static int read_storage(state *st, const pk_value *pid, size_t *index)
     if (t < 0)
         return err_set("'%s' is not a storage type", type->s);
     if (numel->i > INT64_MAX / 8)
-        return err_set("storage '%.*s' claims %lld elements (absurd)", (int)key->len, key->s, (long long)numel->i);
+        return err_set("storage '%.*s' claims %lld elements (absurd)", (int)key->len, key->s,
+                       (long long)numel->i);
     if (err_grow(&st->s, &st->cap_s, st->n_s + 1, sizeof *st->s, "the checkpoint's storages"))
         return -1;
     st->s[st->n_s] = (storage){.key = key->s, .key_len = key->len, .type = t, .numel = numel->i};
@@ -105,26 +123,31 @@ static int ints(const pk_value *tuple, int64_t *out, int *n)
     return 0;
 }
 
-/* _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata]),
- * possibly inside _rebuild_parameter(tensor, requires_grad, backward_hooks) */
+/* _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[,
+ * metadata]), possibly inside _rebuild_parameter(tensor, requires_grad, backward_hooks) */
 static int read_tensor(state *st, const pk_value *name, const pk_value *v)
 {
     char shown[64];
     snprintf(shown, sizeof shown, "%.*s", (int)(name->len < 60 ? name->len : 60), name->s);
-    if (v->kind == PK_CALL && !strcmp(v->items[0]->s, "torch._utils._rebuild_parameter") && v->items[1]->n >= 1)
+    if (v->kind == PK_CALL && !strcmp(v->items[0]->s, "torch._utils._rebuild_parameter") &&
+        v->items[1]->n >= 1)
         v = v->items[1]->items[0];
     if (v->kind != PK_CALL || strcmp(v->items[0]->s, "torch._utils._rebuild_tensor_v2"))
         return err_set("entry '%s' is a %s, not a tensor", shown, pk_kind_name(v->kind));
     const pk_value *args = v->items[1];
-    if (args->n < 6 || args->n > 7 || args->items[0]->kind != PK_PID || !is_int(args->items[1]) || args->items[1]->i < 0)
+    if (args->n < 6 || args->n > 7 || args->items[0]->kind != PK_PID || !is_int(args->items[1]) ||
+        args->items[1]->i < 0)
         return err_set("tensor '%s': _rebuild_tensor_v2 has the wrong arguments", shown);
     if (err_grow(&st->t, &st->cap, st->n + 1, sizeof *st->t, "the checkpoint's tensors"))
         return -1;
     tensor *t = &st->t[st->n];
     *t = (tensor){.name = name->s, .name_len = name->len, .offset = args->items[1]->i};
     int nstride;
-    if (ints(args->items[2], t->shape, &t->ndim) || ints(args->items[3], t->stride, &nstride) || nstride != t->ndim)
-        return err_set("tensor '%s': its size and stride are not matching tuples of at most %d sizes", shown, ST_MAX_DIMS);
+    if (ints(args->items[2], t->shape, &t->ndim) || ints(args->items[3], t->stride, &nstride) ||
+        nstride != t->ndim)
+        return err_set(
+            "tensor '%s': its size and stride are not matching tuples of at most %d sizes", shown,
+            ST_MAX_DIMS);
     if (read_storage(st, args->items[0], &t->storage))
         return err_wrap("tensor '%s'", shown);
     st->n++;
@@ -161,8 +184,8 @@ static int by_key(const void *a, const void *b)
     return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* One storage per key, sorted by key: tensors that share one (a tied LM head, views into one buffer)
- * point to the same entry, which must say the same type and size each time. */
+/* One storage per key, sorted by key: tensors that share one (a tied LM head, views into one
+ * buffer) point to the same entry, which must say the same type and size each time. */
 static int merge_storages(state *st)
 {
     size_t n = st->n_s, m = 0, *to = err_malloc((n ? n : 1) * sizeof *to, "the storage table");
@@ -177,7 +200,8 @@ static int merge_storages(state *st)
         storage s = st->s[i];
         if (m && !cmp_key(&st->s[m - 1], &s)) {
             if (st->s[m - 1].type != s.type || st->s[m - 1].numel != s.numel)
-                rc = err_set("storage '%.*s' is named with two different types or sizes", (int)s.key_len, s.key);
+                rc = err_set("storage '%.*s' is named with two different types or sizes",
+                             (int)s.key_len, s.key);
         } else {
             st->s[m++] = s;
         }
@@ -211,14 +235,12 @@ static size_t storage_bytes(const storage *s) { return (size_t)s->numel * TYPES[
 
 /* ---- the zip archive (torch >= 1.6) ---- */
 
-static int zip_fail(zip_t *z, const char *what)
-{
-    return err_set("%s: %s", what, zip_strerror(z));
-}
+static int zip_fail(zip_t *z, const char *what) { return err_set("%s: %s", what, zip_strerror(z)); }
 
 /* Reads entry `index`, which must expand to exactly `want` bytes (SIZE_MAX: whatever it says, up to
  * MAX_PICKLE), into a buffer f owns. */
-static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, size_t want, uint8_t **out, size_t *len)
+static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, size_t want,
+                    uint8_t **out, size_t *len)
 {
     zip_stat_t zs;
     if (zip_stat_index(z, index, 0, &zs))
@@ -226,10 +248,11 @@ static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, 
     if (!(zs.valid & ZIP_STAT_SIZE) || !(zs.valid & ZIP_STAT_COMP_SIZE))
         return err_set("%s: the archive does not say its size", name);
     if (want == SIZE_MAX ? zs.size > MAX_PICKLE : zs.size != want)
-        return err_set("%s: holds %llu bytes where %zu are needed", name, (unsigned long long)zs.size, want);
+        return err_set("%s: holds %llu bytes where %zu are needed", name,
+                       (unsigned long long)zs.size, want);
     if (zs.comp_method != ZIP_CM_STORE && zs.size > MAX_EXPANSION * zs.comp_size + 65536)
-        return err_set("%s: %llu bytes compressed to %llu (a zip bomb?)", name, (unsigned long long)zs.size,
-                       (unsigned long long)zs.comp_size);
+        return err_set("%s: %llu bytes compressed to %llu (a zip bomb?)", name,
+                       (unsigned long long)zs.size, (unsigned long long)zs.comp_size);
     uint8_t *buf = err_malloc(zs.size ? zs.size : 1, name);
     if (!buf || st_own(f, buf))
         return -1;
@@ -243,8 +266,9 @@ static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, 
     uint8_t extra;
     if (r >= 0 && got == zs.size)
         r = zip_fread(zf, &extra, 1); /* reaching the end is when libzip checks the CRC */
-    int rc = r < 0 ? err_set("%s: %s", name, zip_file_strerror(zf)) :
-             got != zs.size || r ? err_set("%s: the archive ends early (truncated?)", name) : 0;
+    int rc = r < 0                 ? err_set("%s: %s", name, zip_file_strerror(zf))
+             : got != zs.size || r ? err_set("%s: the archive ends early (truncated?)", name)
+                                   : 0;
     zip_fclose(zf);
     *out = buf;
     *len = (size_t)zs.size;
@@ -269,7 +293,8 @@ static int parse_zip(st_file *f, state *st, const uint8_t *buf, size_t len, pk_a
     char root[MAX_NAME + 1] = "", name[2 * MAX_NAME + 16];
     zip_int64_t n = zip_get_num_entries(z, 0), pkl = -1;
     for (zip_int64_t i = 0; i < n; i++) {
-        const char *e = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW), *slash = e ? strchr(e, '/') : NULL;
+        const char *e = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW),
+                   *slash = e ? strchr(e, '/') : NULL;
         if (slash && !strcmp(slash, "/data.pkl") && (size_t)(slash - e) <= MAX_NAME) {
             snprintf(root, sizeof root, "%.*s", (int)(slash - e), e);
             pkl = i;
@@ -284,7 +309,8 @@ static int parse_zip(st_file *f, state *st, const uint8_t *buf, size_t len, pk_a
         goto out;
     }
     snprintf(name, sizeof name, "%s/data.pkl", root);
-    if (zip_read(f, z, (zip_uint64_t)pkl, name, SIZE_MAX, &p, &plen) || pk_load(arena, p, plen, &used, ALLOWED, &rootv))
+    if (zip_read(f, z, (zip_uint64_t)pkl, name, SIZE_MAX, &p, &plen) ||
+        pk_load(arena, p, plen, &used, ALLOWED, &rootv))
         goto out;
     if (read_state_dict(st, rootv) || merge_storages(st))
         goto out;
@@ -311,7 +337,8 @@ out:
 static const uint8_t MAGIC[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 /* The next pickle of the stream at *pos, which moves past it. */
-static int next_pickle(const uint8_t *buf, size_t len, size_t *pos, pk_arena **a, const pk_value **v, const char *what)
+static int next_pickle(const uint8_t *buf, size_t len, size_t *pos, pk_arena **a,
+                       const pk_value **v, const char *what)
 {
     size_t used;
     if (pk_load(a, buf + *pos, len - *pos, &used, ALLOWED, v))
@@ -320,20 +347,24 @@ static int next_pickle(const uint8_t *buf, size_t len, size_t *pos, pk_arena **a
     return 0;
 }
 
-/* The magic number (i 0), the protocol version (1) and the system info (2) before the state dict. */
+/* The magic number (i 0), the protocol version (1) and the system info (2) before the state dict.
+ */
 static int header_ok(int i, const pk_value *v)
 {
     const pk_value *le = pk_dict_get(v, "little_endian");
-    return i == 0 ? v->kind == PK_BIGINT && v->len == sizeof MAGIC && !memcmp(v->s, MAGIC, sizeof MAGIC) :
-           i == 1 ? is_int(v) && v->i == 1001 :
-                    v->kind == PK_DICT && (!le || (le->kind == PK_BOOL && le->i));
+    return i == 0 ? v->kind == PK_BIGINT && v->len == sizeof MAGIC &&
+                        !memcmp(v->s, MAGIC, sizeof MAGIC)
+           : i == 1 ? is_int(v) && v->i == 1001
+                    : v->kind == PK_DICT && (!le || (le->kind == PK_BOOL && le->i));
 }
 
 static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, pk_arena **arena)
 {
-    static const char *const what[] = {"the magic number", "the protocol version", "the system info"};
-    static const char *const bad[] = {"not a PyTorch checkpoint (no magic number)", "legacy protocol version is not 1001",
-                                      "the checkpoint was written big-endian or without system info"};
+    static const char *const what[] = {"the magic number", "the protocol version",
+                                       "the system info"};
+    static const char *const bad[] = {
+        "not a PyTorch checkpoint (no magic number)", "legacy protocol version is not 1001",
+        "the checkpoint was written big-endian or without system info"};
     size_t pos = 0;
     const pk_value *v, *keys = NULL;
     pk_arena *tmp = NULL;
@@ -347,8 +378,8 @@ static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, p
         if (!ok)
             return err_set("%s", bad[i]);
     }
-    if (next_pickle(buf, len, &pos, arena, &v, "the state dict") || read_state_dict(st, v) || merge_storages(st) ||
-        next_pickle(buf, len, &pos, &tmp, &keys, "the storage keys"))
+    if (next_pickle(buf, len, &pos, arena, &v, "the state dict") || read_state_dict(st, v) ||
+        merge_storages(st) || next_pickle(buf, len, &pos, &tmp, &keys, "the storage keys"))
         return -1;
     if (keys->kind != PK_LIST) {
         err_set("the storage keys are not a list");
@@ -372,12 +403,13 @@ static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, p
         pos += 8;
         size_t bytes = storage_bytes(s);
         if (count != (uint64_t)s->numel) {
-            err_set("storage '%.*s' holds %llu elements where the tensors' table says %lld", (int)s->key_len, s->key,
-                    (unsigned long long)count, (long long)s->numel);
+            err_set("storage '%.*s' holds %llu elements where the tensors' table says %lld",
+                    (int)s->key_len, s->key, (unsigned long long)count, (long long)s->numel);
             goto out;
         }
         if (bytes > len - pos) {
-            err_set("storage '%.*s' runs past the end of the file (truncated?)", (int)s->key_len, s->key);
+            err_set("storage '%.*s' runs past the end of the file (truncated?)", (int)s->key_len,
+                    s->key);
             goto out;
         }
         s->data = buf + pos;
@@ -402,7 +434,8 @@ out:
 
 /* ---- tensors out of storages ---- */
 
-/* The tensor's elements in row-major order: in place when its strides already are, else gathered. */
+/* The tensor's elements in row-major order: in place when its strides already are, else gathered.
+ */
 static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor *out)
 {
     const storage *s = &st->s[t->storage];
@@ -427,11 +460,14 @@ static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor 
             last += reach * (uint64_t)t->stride[d];
     }
     if (count && (count == UINT64_MAX || last >= (uint64_t)s->numel))
-        return err_set("tensor '%.*s' reaches element %llu of storage '%.*s', which holds %lld", (int)t->name_len,
-                       t->name, (unsigned long long)last, (int)s->key_len, s->key, (long long)s->numel);
-    if (count > (uint64_t)s->numel) /* strides that overlap (an expanded view): gathering would multiply it */
-        return err_set("tensor '%.*s' has %llu elements in a storage of %lld (overlapping strides)", (int)t->name_len,
-                       t->name, (unsigned long long)count, (long long)s->numel);
+        return err_set("tensor '%.*s' reaches element %llu of storage '%.*s', which holds %lld",
+                       (int)t->name_len, t->name, (unsigned long long)last, (int)s->key_len, s->key,
+                       (long long)s->numel);
+    if (count >
+        (uint64_t)
+            s->numel) /* strides that overlap (an expanded view): gathering would multiply it */
+        return err_set("tensor '%.*s' has %llu elements in a storage of %lld (overlapping strides)",
+                       (int)t->name_len, t->name, (unsigned long long)count, (long long)s->numel);
     *out = (st_tensor){.ndim = t->ndim, .end = count * es};
     snprintf(out->dtype, sizeof out->dtype, "%s", TYPES[s->type].dtype);
     memcpy(out->shape, t->shape, sizeof t->shape);

@@ -9,8 +9,8 @@
 
 #include "safetensors.h"
 
-/* Indexes a whole file image held in memory (the fuzz target's entry); tensors point into buf, or into
- * buffers f owns when a storage had to be unpacked or a tensor gathered from its strides. */
+/* Indexes a whole file image held in memory (the fuzz target's entry); tensors point into buf, or
+ * into buffers f owns when a storage had to be unpacked or a tensor gathered from its strides. */
 int pt_parse(st_file *f, const uint8_t *buf, size_t len);
 /* mmap()s PATH and parses it; errors name the file. */
 int pt_open(st_file *f, const char *path);

@@ -15,10 +15,13 @@
 
 static int dtype_bytes(const char *s)
 {
-    static const struct { const char *name; int bytes; } known[] = {
-        {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-        {"U16", 2}, {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},
-        {"F64", 8}, {"I64", 8}, {"U64", 8},
+    static const struct {
+        const char *name;
+        int bytes;
+    } known[] = {
+        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+        {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+        {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(s, known[i].name))
@@ -33,7 +36,8 @@ static int parse_entry(st_tensor *t, const char *name, json_t *v)
     json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape"),
            *offs = json_object_get(v, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
-        return err_set("tensor '%s': needs string 'dtype', array 'shape' and array 'data_offsets'", name);
+        return err_set("tensor '%s': needs string 'dtype', array 'shape' and array 'data_offsets'",
+                       name);
     int bytes = dtype_bytes(json_string_value(dt));
     if (!bytes)
         return err_set("tensor '%s': unknown dtype '%.12s'", name, json_string_value(dt));
@@ -53,7 +57,8 @@ static int parse_entry(st_tensor *t, const char *name, json_t *v)
         count *= (uint64_t)t->shape[i];
     }
     if (json_array_size(offs) != 2 || !json_is_integer(json_array_get(offs, 0)) ||
-        !json_is_integer(json_array_get(offs, 1)) || json_integer_value(json_array_get(offs, 0)) < 0 ||
+        !json_is_integer(json_array_get(offs, 1)) ||
+        json_integer_value(json_array_get(offs, 0)) < 0 ||
         json_integer_value(json_array_get(offs, 1)) < 0)
         return err_set("tensor '%s': data_offsets must be two non-negative integers", name);
     t->begin = (uint64_t)json_integer_value(json_array_get(offs, 0));
@@ -62,7 +67,8 @@ static int parse_entry(st_tensor *t, const char *name, json_t *v)
         return err_set("tensor '%s': data_offsets end before they begin", name);
     if (count > UINT64_MAX / (uint64_t)bytes || count * (uint64_t)bytes != t->end - t->begin)
         return err_set("tensor '%s': %llu bytes of data but shape x dtype needs %llu", name,
-                       (unsigned long long)(t->end - t->begin), (unsigned long long)(count * bytes));
+                       (unsigned long long)(t->end - t->begin),
+                       (unsigned long long)(count * bytes));
     t->name = strdup(name);
     if (!t->name)
         return err_set("out of memory");
@@ -72,7 +78,9 @@ static int parse_entry(st_tensor *t, const char *name, json_t *v)
 static int by_offset(const void *a, const void *b)
 {
     const st_tensor *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+    return x->begin < y->begin   ? -1
+           : x->begin > y->begin ? 1
+                                 : (x->end > y->end) - (x->end < y->end);
 }
 
 static int check_metadata(json_t *meta)
@@ -81,7 +89,8 @@ static int check_metadata(json_t *meta)
         return err_set("__metadata__ is not an object");
     const char *k;
     json_t *v;
-    json_object_foreach(meta, k, v) {
+    json_object_foreach(meta, k, v)
+    {
         if (!json_is_string(v))
             return err_set("__metadata__ value for '%s' is not a string", k);
     }
@@ -97,13 +106,16 @@ int st_parse(st_file *f, const uint8_t *buf, size_t len)
     for (int i = 7; i >= 0; i--)
         n = n << 8 | buf[i];
     if (n > ST_MAX_HEADER)
-        return err_set("header length %llu exceeds the limit of %llu bytes", (unsigned long long)n, ST_MAX_HEADER);
+        return err_set("header length %llu exceeds the limit of %llu bytes", (unsigned long long)n,
+                       ST_MAX_HEADER);
     if (n > len - 8)
-        return err_set("header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)n, len);
+        return err_set("header length %llu runs past the end of the file (%zu bytes)",
+                       (unsigned long long)n, len);
     if (n < 2 || buf[8] != '{')
         return err_set("header is not a JSON object");
     json_error_t je;
-    json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &je);
+    json_t *root = json_loadb((const char *)buf + 8, (size_t)n,
+                              JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &je);
     if (!root)
         return err_set("header JSON is invalid at byte %d: %s", je.position, je.text);
     int rc = -1;
@@ -125,7 +137,8 @@ int st_parse(st_file *f, const uint8_t *buf, size_t len)
     }
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         if (!strcmp(key, "__metadata__")) {
             if (check_metadata(val))
                 goto out;
@@ -140,21 +153,22 @@ int st_parse(st_file *f, const uint8_t *buf, size_t len)
     for (int i = 0; i < f->n_tensors; i++) {
         st_tensor *t = &f->tensors[i];
         if (t->begin != expect) {
-            err_set("tensor '%s': data_offsets [%llu, %llu] %s", t->name, (unsigned long long)t->begin,
-                    (unsigned long long)t->end, t->begin < expect ? "overlap the previous tensor" : "leave a hole");
+            err_set("tensor '%s': data_offsets [%llu, %llu] %s", t->name,
+                    (unsigned long long)t->begin, (unsigned long long)t->end,
+                    t->begin < expect ? "overlap the previous tensor" : "leave a hole");
             goto out;
         }
         if (t->end > data_len) {
-            err_set("tensor '%s': data_offsets end %llu past the end of the data (%llu bytes)", t->name,
-                    (unsigned long long)t->end, (unsigned long long)data_len);
+            err_set("tensor '%s': data_offsets end %llu past the end of the data (%llu bytes)",
+                    t->name, (unsigned long long)t->end, (unsigned long long)data_len);
             goto out;
         }
         t->data = buf + 8 + n + t->begin;
         expect = t->end;
     }
     if (expect != data_len) {
-        err_set("data buffer is %llu bytes but the tensors cover %llu", (unsigned long long)data_len,
-                (unsigned long long)expect);
+        err_set("data buffer is %llu bytes but the tensors cover %llu",
+                (unsigned long long)data_len, (unsigned long long)expect);
         goto out;
     }
     rc = 0;
@@ -182,7 +196,8 @@ int st_map(st_file *f, const char *path, int (*parse)(st_file *, const uint8_t *
     }
     size_t len = (size_t)sb.st_size;
     static const uint8_t none[1];
-    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)none; /* mmap refuses 0 bytes */
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)
+                    : (void *)none; /* mmap refuses 0 bytes */
     close(fd);
     if (map == MAP_FAILED)
         return err_set("%s: mmap: %s", path, strerror(errno));
@@ -213,7 +228,8 @@ void st_close(st_file *f)
 
 int st_own(st_file *f, void *buf)
 {
-    if (err_grow(&f->bufs, &f->cap_bufs, f->n_bufs + 1, sizeof *f->bufs, "a checkpoint's buffers")) {
+    if (err_grow(&f->bufs, &f->cap_bufs, f->n_bufs + 1, sizeof *f->bufs,
+                 "a checkpoint's buffers")) {
         free(buf);
         return -1;
     }
@@ -229,7 +245,8 @@ const st_tensor *st_find(const st_file *f, const char *name)
     return NULL;
 }
 
-int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx), void *ctx)
+int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx),
+             void *ctx)
 {
     json_t *root = json_object();
     uint64_t off = 0;
@@ -238,13 +255,15 @@ int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void
         /* what the reader would refuse is never written: a tensor it would take for the metadata,
          * a name JSON cannot hold (not UTF-8), a name twice */
         const char *why = !strcmp(e[i].name, "__metadata__") ? "is the name of the metadata entry"
-                        : json_object_get(root, e[i].name) ? "is there twice" : NULL;
+                          : json_object_get(root, e[i].name) ? "is there twice"
+                                                             : NULL;
         if (!why) {
             json_t *shape = json_array();
             for (int d = 0; d < e[i].ndim; d++)
                 json_array_append_new(shape, json_integer(e[i].shape[d]));
-            json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", e[i].dtype, "shape", shape,
-                                      "data_offsets", (json_int_t)off, (json_int_t)(off + e[i].bytes));
+            json_t *entry =
+                json_pack("{s:s, s:o, s:[I, I]}", "dtype", e[i].dtype, "shape", shape,
+                          "data_offsets", (json_int_t)off, (json_int_t)(off + e[i].bytes));
             if (json_object_set_new(root, e[i].name, entry))
                 why = "is not UTF-8 (or memory ran out)";
         }

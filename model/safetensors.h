@@ -10,19 +10,19 @@
 
 typedef struct {
     char *name;
-    char dtype[12];         /* as written: "F32", "BF16", ... */
+    char dtype[12]; /* as written: "F32", "BF16", ... */
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    uint64_t begin, end;    /* byte offsets inside the data buffer */
-    const void *data;       /* points into the mapping */
+    uint64_t begin, end; /* byte offsets inside the data buffer */
+    const void *data;    /* points into the mapping */
 } st_tensor;
 
 typedef struct {
     st_tensor *tensors;
     int n_tensors;
-    const uint8_t *map;     /* whole file; NULL when parsed from a caller's buffer */
+    const uint8_t *map; /* whole file; NULL when parsed from a caller's buffer */
     size_t map_len;
-    void **bufs;            /* memory another format's reader filled (model/pytorch.h) */
+    void **bufs; /* memory another format's reader filled (model/pytorch.h) */
     size_t n_bufs, cap_bufs;
 } st_file;
 
@@ -38,8 +38,8 @@ void st_close(st_file *f);
 int st_own(st_file *f, void *buf);
 const st_tensor *st_find(const st_file *f, const char *name);
 
-/* Writing: entries in file order; fill(i, buf, ctx) provides entry i's bytes when its turn comes, so
- * a large checkpoint never has to be whole in memory. Written to PATH.part, then renamed. */
+/* Writing: entries in file order; fill(i, buf, ctx) provides entry i's bytes when its turn comes,
+ * so a large checkpoint never has to be whole in memory. Written to PATH.part, then renamed. */
 typedef struct {
     const char *name;
     const char *dtype;
@@ -48,6 +48,7 @@ typedef struct {
     size_t bytes;
 } st_entry;
 
-int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx), void *ctx);
+int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx),
+             void *ctx);
 
 #endif

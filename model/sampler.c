@@ -2,7 +2,8 @@
 
 sampler_params sampler_defaults(void)
 {
-    return (sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 0};
+    return (sampler_params){
+        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 0};
 }
 
 int sampler_params_equal(const sampler_params *a, const sampler_params *b)
@@ -30,6 +31,11 @@ static double next_uniform(uint64_t *state)
 kb_sample sampler_draw(sampler *s, const int *history, int n_history)
 {
     const sampler_params *p = &s->p;
-    return (kb_sample){.temp = p->temp, .top_p = p->top_p, .repeat_penalty = p->repeat_penalty, .top_k = p->top_k,
-                       .u = p->temp > 0 ? next_uniform(&s->rng) : 0, .history = history, .n_history = n_history};
+    return (kb_sample){.temp = p->temp,
+                       .top_p = p->top_p,
+                       .repeat_penalty = p->repeat_penalty,
+                       .top_k = p->top_k,
+                       .u = p->temp > 0 ? next_uniform(&s->rng) : 0,
+                       .history = history,
+                       .n_history = n_history};
 }

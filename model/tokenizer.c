@@ -17,14 +17,15 @@ static const char PRETOKEN_RE[] =
 static const char EOS_TEXT[] = "<|endoftext|>";
 
 typedef struct {
-    uint64_t key;   /* left id << 32 | right id; 0 marks an empty slot (pair 0,0 is stored as key+1) */
+    uint64_t
+        key; /* left id << 32 | right id; 0 marks an empty slot (pair 0,0 is stored as key+1) */
     int rank, id;
 } merge_slot;
 
 struct tokenizer {
     int n_vocab, eos;
-    char *bytes;            /* every token's bytes, back to back */
-    uint32_t *off;          /* token i is bytes[off[i] .. off[i+1]) */
+    char *bytes;   /* every token's bytes, back to back */
+    uint32_t *off; /* token i is bytes[off[i] .. off[i+1]) */
     int byte_id[256];
     merge_slot *merges;
     uint32_t merge_mask;
@@ -106,7 +107,8 @@ static int utf8_put(char *p, int cp)
     return 3;
 }
 
-/* vocab.json key (code points of the byte alphabet) -> raw bytes; -1 if a code point is outside it. */
+/* vocab.json key (code points of the byte alphabet) -> raw bytes; -1 if a code point is outside it.
+ */
 static int key_to_bytes(const char *key, const int *byte_of_cp, char *out)
 {
     const unsigned char *s = (const unsigned char *)key;
@@ -149,8 +151,10 @@ static int load_vocab(tokenizer *t, const char *path, json_t **vocab_out)
     json_t *val;
     size_t total = 0;
     int max_id = -1;
-    json_object_foreach(v, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1 << 24)) {
+    json_object_foreach(v, key, val)
+    {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= (1 << 24)) {
             err_set("%s: id of token '%.40s' is not an integer in 0..16777215", path, key);
             json_decref(v);
             return -1;
@@ -175,7 +179,8 @@ static int load_vocab(tokenizer *t, const char *path, json_t **vocab_out)
     /* first pass: lengths (ids may come in any order) */
     size_t pos = 0;
     int rc = 0;
-    json_object_foreach(v, key, val) {
+    json_object_foreach(v, key, val)
+    {
         int id = (int)json_integer_value(val), n = key_to_bytes(key, byte_of_cp, tmp);
         if (n < 0 || n == 0) {
             rc = err_set("%s: token '%.40s' is not written in GPT-2's byte alphabet", path, key);
@@ -193,7 +198,8 @@ static int load_vocab(tokenizer *t, const char *path, json_t **vocab_out)
     }
     t->off[t->n_vocab] = (uint32_t)pos;
     if (!rc)
-        json_object_foreach(v, key, val) {
+        json_object_foreach(v, key, val)
+        {
             int id = (int)json_integer_value(val);
             key_to_bytes(key, byte_of_cp, t->bytes + t->off[id]);
             if (len[id] == 1)
@@ -303,7 +309,8 @@ tokenizer *tok_load(const char *vocab_path, const char *merges_path)
     json_decref(vocab);
     int ec;
     PCRE2_SIZE eo;
-    t->re = pcre2_compile((PCRE2_SPTR)PRETOKEN_RE, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    t->re = pcre2_compile((PCRE2_SPTR)PRETOKEN_RE, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                          &ec, &eo, NULL);
     if (!t->re) {
         err_set("cannot compile the pre-tokenizer regex (PCRE2 error %d)", ec);
         tok_free(t);
@@ -346,8 +353,10 @@ const char *tok_piece(const tokenizer *t, int id, size_t *len)
 /* ---- encoding ---- */
 
 typedef struct {
-    int *ids, *prev, *next;          /* one allocation: ids, prev and next, len each */
-    struct hent { int rank, pos; } *heap;
+    int *ids, *prev, *next; /* one allocation: ids, prev and next, len each */
+    struct hent {
+        int rank, pos;
+    } * heap;
     size_t cap_ids, cap_heap;
     int n_heap;
 } bpe_work;
@@ -364,7 +373,10 @@ static int push_out(int **ids, int *n, int *cap, int id)
     return 0;
 }
 
-static int hless(struct hent a, struct hent b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+static int hless(struct hent a, struct hent b)
+{
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
 
 static void heap_push(bpe_work *w, int rank, int pos)
 {
@@ -407,11 +419,15 @@ static void try_pair(const tokenizer *t, bpe_work *w, int i)
         heap_push(w, m->rank, i);
 }
 
-/* Lowest-rank pair first (leftmost among equals), with a heap so long pre-tokens stay O(n log n). */
-static int bpe(const tokenizer *t, bpe_work *w, const unsigned char *s, int len, int **ids, int *n, int *cap)
+/* Lowest-rank pair first (leftmost among equals), with a heap so long pre-tokens stay O(n log n).
+ */
+static int bpe(const tokenizer *t, bpe_work *w, const unsigned char *s, int len, int **ids, int *n,
+               int *cap)
 {
-    if (err_grow(&w->ids, &w->cap_ids, 3 * (size_t)len, sizeof *w->ids, "the tokenizer's work space") ||
-        err_grow(&w->heap, &w->cap_heap, 3 * (size_t)len, sizeof *w->heap, "the tokenizer's work space"))
+    if (err_grow(&w->ids, &w->cap_ids, 3 * (size_t)len, sizeof *w->ids,
+                 "the tokenizer's work space") ||
+        err_grow(&w->heap, &w->cap_heap, 3 * (size_t)len, sizeof *w->heap,
+                 "the tokenizer's work space"))
         return -1;
     w->prev = w->ids + len;
     w->next = w->prev + len;
@@ -445,8 +461,8 @@ static int bpe(const tokenizer *t, bpe_work *w, const unsigned char *s, int len,
     return 0;
 }
 
-static int encode_segment(const tokenizer *t, bpe_work *w, pcre2_match_data *md, const char *s, size_t len,
-                          int **ids, int *n, int *cap)
+static int encode_segment(const tokenizer *t, bpe_work *w, pcre2_match_data *md, const char *s,
+                          size_t len, int **ids, int *n, int *cap)
 {
     size_t pos = 0;
     while (pos < len) {
@@ -493,7 +509,8 @@ static char *sanitize(const char *text, size_t len, size_t *out_len)
     return out;
 }
 
-int tok_encode(const tokenizer *t, const char *text, size_t len, int allow_special, int **ids, int *n, int *cap)
+int tok_encode(const tokenizer *t, const char *text, size_t len, int allow_special, int **ids,
+               int *n, int *cap)
 {
     size_t clen;
     char *clean = sanitize(text, len, &clen);
@@ -504,7 +521,9 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int allow_speci
     int rc = md ? 0 : err_set("out of memory while tokenizing");
     size_t start = 0;
     while (!rc && start <= clen) {
-        char *sp = allow_special && t->eos >= 0 ? memmem(clean + start, clen - start, EOS_TEXT, sizeof EOS_TEXT - 1) : NULL;
+        char *sp = allow_special && t->eos >= 0
+                       ? memmem(clean + start, clen - start, EOS_TEXT, sizeof EOS_TEXT - 1)
+                       : NULL;
         size_t end = sp ? (size_t)(sp - clean) : clen;
         rc = encode_segment(t, &w, md, clean + start, end - start, ids, n, cap);
         if (!rc && sp)
@@ -534,7 +553,8 @@ void tok_stream_free(tok_stream *s)
     memset(s, 0, sizeof *s);
 }
 
-static const char *stream_feed(tok_stream *s, const char *piece, size_t plen, int final, size_t *len)
+static const char *stream_feed(tok_stream *s, const char *piece, size_t plen, int final,
+                               size_t *len)
 {
     size_t need = (s->n_pending + plen) * 3 + 4;
     if (err_grow(&s->out, &s->out_cap, need, 1, "the decoded text")) {
@@ -573,7 +593,4 @@ const char *tok_stream_push(tok_stream *s, int id, size_t *len)
     return stream_feed(s, p ? p : "", p ? plen : 0, 0, len);
 }
 
-const char *tok_stream_flush(tok_stream *s, size_t *len)
-{
-    return stream_feed(s, "", 0, 1, len);
-}
+const char *tok_stream_flush(tok_stream *s, size_t *len) { return stream_feed(s, "", 0, 1, len); }

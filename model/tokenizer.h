@@ -1,6 +1,6 @@
-/* GPT-2's byte-level BPE: the pre-tokenizer regex (PCRE2), the byte-to-unicode alphabet of vocab.json,
- * merges by rank. Invalid UTF-8 in the input is replaced by U+FFFD, one per maximal invalid subpart
- * (what Python's bytes.decode(errors="replace") does), before tokenizing. */
+/* GPT-2's byte-level BPE: the pre-tokenizer regex (PCRE2), the byte-to-unicode alphabet of
+ * vocab.json, merges by rank. Invalid UTF-8 in the input is replaced by U+FFFD, one per maximal
+ * invalid subpart (what Python's bytes.decode(errors="replace") does), before tokenizing. */
 #ifndef KVCHAT_TOKENIZER_H
 #define KVCHAT_TOKENIZER_H
 
@@ -12,12 +12,13 @@ tokenizer *tok_load(const char *vocab_path, const char *merges_path);
 /* DIR/vocab.json and DIR/merges.txt */
 tokenizer *tok_load_dir(const char *dir);
 void tok_free(tokenizer *t);
-int tok_vocab_size(const tokenizer *t);   /* highest id + 1 */
-int tok_eos(const tokenizer *t);          /* <|endoftext|>, or -1 */
+int tok_vocab_size(const tokenizer *t); /* highest id + 1 */
+int tok_eos(const tokenizer *t);        /* <|endoftext|>, or -1 */
 
 /* Appends the ids of text[0..len) to *ids (realloc'd; *n and *cap track it). With allow_special,
  * the literal text "<|endoftext|>" becomes the EOS id; otherwise it is ordinary text. */
-int tok_encode(const tokenizer *t, const char *text, size_t len, int allow_special, int **ids, int *n, int *cap);
+int tok_encode(const tokenizer *t, const char *text, size_t len, int allow_special, int **ids,
+               int *n, int *cap);
 /* The raw bytes of one token (possibly part of a UTF-8 character); NULL for an unknown id. */
 const char *tok_piece(const tokenizer *t, int id, size_t *len);
 
@@ -32,7 +33,8 @@ typedef struct {
 } tok_stream;
 
 void tok_stream_init(tok_stream *s, const tokenizer *t);
-/* Returns the complete text this id finishes (valid until the next call); *len receives its length. */
+/* Returns the complete text this id finishes (valid until the next call); *len receives its length.
+ */
 const char *tok_stream_push(tok_stream *s, int id, size_t *len);
 /* What is left at the end: an incomplete character becomes U+FFFD. */
 const char *tok_stream_flush(tok_stream *s, size_t *len);

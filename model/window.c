@@ -12,8 +12,8 @@ static int fixed(const win_turn *turns, int n_turns, int keep, int i)
     return 0;
 }
 
-int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target, int open_last,
-             unsigned char *drop)
+int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
+             int open_last, unsigned char *drop)
 {
     memset(drop, 0, (size_t)n);
     target = target < need ? need : target;

@@ -11,10 +11,10 @@ typedef struct {
 } win_turn;
 
 /* Marks in drop[0..n) what an eviction removes from a window of n tokens: whole unpinned turns from
- * the oldest (never the kept prefix, the preamble or a pinned turn) until `target` tokens; a last turn
- * still in progress (open_last) only loses its oldest part, as much as still lacks to reach `target`.
- * Returns the number dropped, or -1 (with drop cleared) when fewer than `need` can go. */
-int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target, int open_last,
-             unsigned char *drop);
+ * the oldest (never the kept prefix, the preamble or a pinned turn) until `target` tokens; a last
+ * turn still in progress (open_last) only loses its oldest part, as much as still lacks to reach
+ * `target`. Returns the number dropped, or -1 (with drop cleared) when fewer than `need` can go. */
+int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
+             int open_last, unsigned char *drop);
 
 #endif

@@ -1,6 +1,7 @@
-/* What the cache panel shows, built only from the event stream (live or replayed): per conversation,
- * the window as cells by turn and role, the numbers of the last stats event, the speed of the last
- * turn, fidelity; for the whole pool, a size history with grow and evict marks and an event log. */
+/* What the cache panel shows, built only from the event stream (live or replayed): per
+ * conversation, the window as cells by turn and role, the numbers of the last stats event, the
+ * speed of the last turn, fidelity; for the whole pool, a size history with grow and evict marks
+ * and an event log. */
 #ifndef KVCHAT_UI_CACHE_MODEL_H
 #define KVCHAT_UI_CACHE_MODEL_H
 
@@ -10,8 +11,8 @@
 #include "graph.h"
 
 #define CM_LOG_LINES 256
-/* The most cells a conversation's window can have (the largest context a model may declare): numbers
- * from a file beyond it are clamped, so a hostile replay cannot size the panel's arrays. */
+/* The most cells a conversation's window can have (the largest context a model may declare):
+ * numbers from a file beyond it are clamped, so a hostile replay cannot size the panel's arrays. */
 #define CM_MAX_CELLS 65536
 
 typedef struct {
@@ -25,11 +26,11 @@ typedef struct {
     char dtype[8], layout[16];
     /* the last turn */
     double prefill_tok_s, decode_tok_s, ttft_ms, decode_ms;
-    double evict_ms;          /* evictions in the last turn (in its TTFT when they made room for it) */
-    double pending_evict_ms;  /* evictions that made room for a prefill still to come */
-    int turn_dropped, turn_recomputed;  /* the last turn's evictions: tokens dropped, re-prefilled */
-    double last_t;            /* its newest event's time (s), for "last used" */
-    graph history;            /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
+    double evict_ms; /* evictions in the last turn (in its TTFT when they made room for it) */
+    double pending_evict_ms;           /* evictions that made room for a prefill still to come */
+    int turn_dropped, turn_recomputed; /* the last turn's evictions: tokens dropped, re-prefilled */
+    double last_t;                     /* its newest event's time (s), for "last used" */
+    graph history; /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */
@@ -37,9 +38,9 @@ typedef struct {
     int turns_seen;
     int has_fidelity, fid_top1;
     double fid_kl, fid_rate;
-    int prepared;             /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
-    int evictions_prepared;   /* evictions swapped in prepared (of `evictions`) */
-    double stall_ms;          /* replies' time waiting for evictions, all told */
+    int prepared; /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
+    int evictions_prepared; /* evictions swapped in prepared (of `evictions`) */
+    double stall_ms;        /* replies' time waiting for evictions, all told */
 } cm_conv;
 
 typedef struct {
@@ -47,14 +48,14 @@ typedef struct {
     int n_convs;
     size_t cap_convs;
     double pool_bytes, pool_used;
-    double now;               /* the newest event's time (s) */
+    double now; /* the newest event's time (s) */
     int blocks_used, blocks_total, offloaded_convs;
 
     char log[CM_LOG_LINES][96];
-    int log_conv[CM_LOG_LINES];   /* whose line it is */
-    char log_kind[CM_LOG_LINES];  /* 'e' an eviction, 'g' a run of grows, 0 the rest */
+    int log_conv[CM_LOG_LINES];  /* whose line it is */
+    char log_kind[CM_LOG_LINES]; /* 'e' an eviction, 'g' a run of grows, 0 the rest */
     int log_head, log_n;
-    int run_from, run_n;          /* the newest line's run of grows: first size, how many */
+    int run_from, run_n; /* the newest line's run of grows: first size, how many */
     double run_bytes;
     /* the model event */
     char model[160], backend[64];
@@ -65,18 +66,20 @@ typedef struct {
 void cm_init(cache_model *m);
 void cm_free(cache_model *m);
 void cm_apply(cache_model *m, const json_t *ev);
-cm_conv *cm_conv_get(cache_model *m, int id);   /* NULL if unknown */
+cm_conv *cm_conv_get(cache_model *m, int id); /* NULL if unknown */
 /* What the next eviction of conversation c would drop (drop[0..n_cells)), and the forecast: tokens
  * left before it, and at the average turn size, turns left. Returns the tokens it would drop. */
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left);
-/* A turn's statistics as ollama --verbose gives them (prompt tokens and time, reply tokens and rate,
- * TTFT, the turn's evictions), when ev is a turn_end that did not fail: 1 and buf filled, else 0. */
+/* A turn's statistics as ollama --verbose gives them (prompt tokens and time, reply tokens and
+ * rate, TTFT, the turn's evictions), when ev is a turn_end that did not fail: 1 and buf filled,
+ * else 0. */
 int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n);
 /* The i-th newest log line (0 = newest), NULL past the end. */
 const char *cm_log_line(const cache_model *m, int i);
 /* Which log lines a view shows: all, evictions only, or one conversation's. */
 typedef enum { LOG_ALL, LOG_EVICTIONS, LOG_CONV } cm_log_filter;
-/* The i-th newest line the filter keeps (conv: the conversation LOG_CONV keeps), NULL past the end. */
+/* The i-th newest line the filter keeps (conv: the conversation LOG_CONV keeps), NULL past the end.
+ */
 const char *cm_log_find(const cache_model *m, int i, cm_log_filter f, int conv);
 
 #endif

@@ -14,7 +14,8 @@ static void bar(WINDOW *w, const screen *s, int y, int x, int width, double frac
     if (len > width)
         len = 0;
     for (int i = 0; i < width; i++) {
-        int on = i < fill, attr = on ? screen_attr(s, CP_BAR) | (int)A_REVERSE : screen_attr(s, CP_DIM);
+        int on = i < fill,
+            attr = on ? screen_attr(s, CP_BAR) | (int)A_REVERSE : screen_attr(s, CP_DIM);
         chtype ch = on ? ' ' : '.';
         if (i >= at && i < at + len)
             ch = (unsigned char)label[i - at];
@@ -76,17 +77,25 @@ static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, i
 {
     char a[32], ago[32];
     wattron(w, A_BOLD);
-    ui_drawf(w, y++, 1, iw, " %4s %6s %9s %4s  %-8s %5s", "conv", "tokens", "bytes", "shrd", "state", "used");
+    ui_drawf(w, y++, 1, iw, " %4s %6s %9s %4s  %-8s %5s", "conv", "tokens", "bytes", "shrd",
+             "state", "used");
     wattroff(w, A_BOLD);
     for (int i = 0; i < m->n_convs && y < h - 1; i++) {
         const cm_conv *c = &m->convs[i];
         double since = m->now - c->last_t;
-        snprintf(ago, sizeof ago, since < 1 ? "now" : since < 60 ? "%.0fs" : since < 3600 ? "%.0fm" : "%.0fh",
-                 since < 60 ? since : since < 3600 ? since / 60 : since / 3600);
+        snprintf(ago, sizeof ago,
+                 since < 1      ? "now"
+                 : since < 60   ? "%.0fs"
+                 : since < 3600 ? "%.0fm"
+                                : "%.0fh",
+                 since < 60     ? since
+                 : since < 3600 ? since / 60
+                                : since / 3600);
         if (c->id == conv)
             wattron(w, A_REVERSE);
-        ui_drawf(w, y++, 1, iw, "%c%4d %6d %9s %4d  %-8s %5s", c->id == conv ? '>' : ' ', c->id, c->n_cells,
-                 fmt_bytes(a, sizeof a, c->bytes_reserved), c->shared_blocks, c->offloaded ? "offload" : "resident", ago);
+        ui_drawf(w, y++, 1, iw, "%c%4d %6d %9s %4d  %-8s %5s", c->id == conv ? '>' : ' ', c->id,
+                 c->n_cells, fmt_bytes(a, sizeof a, c->bytes_reserved), c->shared_blocks,
+                 c->offloaded ? "offload" : "resident", ago);
         if (c->id == conv)
             wattroff(w, A_REVERSE);
     }
@@ -105,9 +114,9 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     cm_conv *c = cm_conv_get(m, conv);
     char a[32], b[32], d[32];
     wattron(w, A_BOLD);
-    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s%s %s%s ", conv, c && c->offloaded ? "OFFLOADED  " : "",
-             c && c->layout[0] ? c->layout : "", c && c->dtype[0] ? c->dtype : "",
-             c && c->approximate ? "  APPROXIMATE (shift)" : "");
+    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s%s %s%s ", conv,
+             c && c->offloaded ? "OFFLOADED  " : "", c && c->layout[0] ? c->layout : "",
+             c && c->dtype[0] ? c->dtype : "", c && c->approximate ? "  APPROXIMATE (shift)" : "");
     wattroff(w, A_BOLD);
     if (!c || !c->window) {
         ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
@@ -127,11 +136,13 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (m->blocks_total > 0)
         snprintf(blocks, sizeof blocks, "  blocks %d/%d", m->blocks_used, m->blocks_total);
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "pool %s / %s%s  this conv %.0f%%", fmt_bytes(a, sizeof a, m->pool_used),
-                 fmt_bytes(b, sizeof b, m->pool_bytes), blocks, m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
+        ui_drawf(w, y++, 1, iw, "pool %s / %s%s  this conv %.0f%%",
+                 fmt_bytes(a, sizeof a, m->pool_used), fmt_bytes(b, sizeof b, m->pool_bytes),
+                 blocks, m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
     if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d", c->shared_blocks,
-                 fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs, c->grows, c->evictions);
+        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d",
+                 c->shared_blocks, fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs,
+                 c->grows, c->evictions);
     if (s->conv_view) { /* one row per conversation, as htop lists processes */
         y = conv_table(m, conv, w, y, h, iw);
         goto log;
@@ -161,7 +172,8 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         if (n <= 0)
             ui_drawf(w, y++, 1, iw, "no eviction ahead: nothing evictable yet");
         else if (turns > 0)
-            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns%s)", n, left, turns, ready);
+            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns%s)", n, left,
+                     turns, ready);
         else
             ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok%s", n, left, ready);
     }
@@ -176,50 +188,62 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         double mx = graph_columns(&c->history, cols, graph_rows, heights, marks);
         static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
         ui_drawf(w, y, 1, 7, "%5.0f", mx);
-        if (graph_rows > 1 && c->n_cells > 0) { /* the same peak in bytes: the axis reads both ways */
+        if (graph_rows > 1 &&
+            c->n_cells > 0) { /* the same peak in bytes: the axis reads both ways */
             double peak = mx * c->bytes_used / c->n_cells;
-            const char *unit = peak >= 1 << 30 ? "G" : peak >= 1 << 20 ? "M" : "K"; /* 7 columns: 123.4M */
-            ui_drawf(w, y + 1, 1, 7, "%5.1f%s", peak / (peak >= 1 << 30 ? 1 << 30 : peak >= 1 << 20 ? 1 << 20 : 1024), unit);
+            const char *unit = peak >= 1 << 30   ? "G"
+                               : peak >= 1 << 20 ? "M"
+                                                 : "K"; /* 7 columns: 123.4M */
+            ui_drawf(w, y + 1, 1, 7, "%5.1f%s",
+                     peak / (peak >= 1 << 30   ? 1 << 30
+                             : peak >= 1 << 20 ? 1 << 20
+                                               : 1024),
+                     unit);
         }
         for (int r = 0; r < graph_rows; r++)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
                 filled = filled < 0 ? 0 : filled > 8 ? 8 : filled;
-                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow; F, O: fork, offload */
+                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow; F, O:
+                 * fork, offload */
                 int pair = marks[col] == 'E' ? CP_EVICT : marks[col] ? CP_PIN : CP_GRAPH;
                 wattron(w, screen_attr(s, pair));
                 if (s->color)
                     mvwaddstr(w, y + r, 8 + col, levels[filled]);
                 else
-                    mvwaddch(w, y + r, 8 + col, filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
+                    mvwaddch(w, y + r, 8 + col,
+                             filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
                 wattroff(w, screen_attr(s, pair));
             }
         ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
         y += graph_rows;
         if (y < h - 1) /* the legend: which mark is which, and how much history one column holds */
             ui_drawf(w, y++, 1, iw, "E:evict P:prepared G:grow F:fork O:offload (%d ev/col)",
-                     (c->history.step > 0 ? c->history.step : 1) * (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
+                     (c->history.step > 0 ? c->history.step : 1) *
+                         (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
     }
     /* speed and memory */
     if (y < h - 1)
         ui_drawf(w, y++, 1, iw, "prefill %s  decode %s", fmt_rate(a, sizeof a, c->prefill_tok_s),
                  fmt_rate(b, sizeof b, c->decode_tok_s));
-    if (y < h - 1)
-    {
+    if (y < h - 1) {
         char ev_ms[48] = ""; /* the turn's evictions, apart from the prefill they made room for */
         if (c->evict_ms > 0)
             snprintf(ev_ms, sizeof ev_ms, "  eviction %s", fmt_ms(a, sizeof a, c->evict_ms));
-        ui_drawf(w, y++, 1, iw, "TTFT %s%s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms), ev_ms, c->hit_rate * 100);
+        ui_drawf(w, y++, 1, iw, "TTFT %s%s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms),
+                 ev_ms, c->hit_rate * 100);
     }
     if (y < h - 1 && c->has_fidelity)
-        ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%", c->fid_top1 ? "same" : "DIFFERS", c->fid_kl,
-                 c->fid_rate * 100);
+        ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%",
+                 c->fid_top1 ? "same" : "DIFFERS", c->fid_kl, c->fid_rate * 100);
     char total[32], avail[32];
     if (y < h - 1)
         ui_drawf(w, y++, 1, iw, "%s %s (%s free): weights %s  pool %s  work %s",
-                 strcmp(m->backend, "cpu") ? m->backend : "host", fmt_bytes(total, sizeof total, m->memory_total),
-                 fmt_bytes(avail, sizeof avail, m->memory_free), fmt_bytes(a, sizeof a, m->weights_bytes),
-                 fmt_bytes(b, sizeof b, m->pool_bytes), fmt_bytes(d, sizeof d, m->workspace_bytes));
+                 strcmp(m->backend, "cpu") ? m->backend : "host",
+                 fmt_bytes(total, sizeof total, m->memory_total),
+                 fmt_bytes(avail, sizeof avail, m->memory_free),
+                 fmt_bytes(a, sizeof a, m->weights_bytes), fmt_bytes(b, sizeof b, m->pool_bytes),
+                 fmt_bytes(d, sizeof d, m->workspace_bytes));
 log:;
     /* event log, newest at the bottom: filtered and scrolled back as the view asks */
     int log_rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;

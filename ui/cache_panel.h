@@ -1,5 +1,6 @@
 /* The live cache panel: occupancy, pool, cache map with the eviction preview and forecast, history
- * graph, event log, speed and memory, drawn from a cache_model (so replay draws it the same way). */
+ * graph, event log, speed and memory, drawn from a cache_model (so replay draws it the same way).
+ */
 #ifndef KVCHAT_UI_CACHE_PANEL_H
 #define KVCHAT_UI_CACHE_PANEL_H
 

@@ -99,7 +99,8 @@ void chat_pane_scroll(chat_pane *p, int lines)
         p->scroll = 0;
 }
 
-static const char *const LABEL[] = {[ROLE_USER] = "you  ", [ROLE_ASSISTANT] = "gpt-2", [ROLE_NOTICE] = "  ·  "};
+static const char *const LABEL[] = {
+    [ROLE_USER] = "you  ", [ROLE_ASSISTANT] = "gpt-2", [ROLE_NOTICE] = "  ·  "};
 
 /* lines of message i at width w (label column included) */
 static int msg_lines(const chat_msg *m, int w)
@@ -135,7 +136,9 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     for (int i = 0; i < p->n && line - first < h; i++) {
         const chat_msg *m = &p->msgs[i];
         int n = ui_wrap(m->text ? m->text : "", m->len, text_w, lines, 512);
-        int pair = m->role == ROLE_USER ? CP_USER : m->role == ROLE_ASSISTANT ? CP_ASSISTANT : CP_NOTICE;
+        int pair = m->role == ROLE_USER        ? CP_USER
+                   : m->role == ROLE_ASSISTANT ? CP_ASSISTANT
+                                               : CP_NOTICE;
         for (int k = 0; k < n; k++, line++) {
             if (line < first || line - first >= h || k >= 512)
                 continue;
@@ -168,7 +171,8 @@ void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
 
 void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
 {
-    const char *type = json_string_value(json_object_get(ev, "ev")), *text = json_string_value(json_object_get(ev, "text"));
+    const char *type = json_string_value(json_object_get(ev, "ev")),
+               *text = json_string_value(json_object_get(ev, "text"));
     if (!type)
         return;
     if (!strcmp(type, EV_USER) && text) {
@@ -178,7 +182,8 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
         chat_pane_append(p, text, strlen(text));
     } else if (!strcmp(type, EV_TURN_END)) {
         const char *reply = json_string_value(json_object_get(ev, "reply"));
-        if (json_is_true(json_object_get(ev, "failed")) && !json_integer_value(json_object_get(ev, "tokens")))
+        if (json_is_true(json_object_get(ev, "failed")) &&
+            !json_integer_value(json_object_get(ev, "tokens")))
             chat_pane_drop_turn(p); /* the message never went in */
         else if (reply)
             chat_pane_set_reply(p, reply, strlen(reply));

@@ -10,8 +10,8 @@
 #include "cache_model.h"
 #include "screen.h"
 
-
-/* conversations 1..CHAT_PANES get a pane of their own (the full-screen chat and replay); others share one */
+/* conversations 1..CHAT_PANES get a pane of their own (the full-screen chat and replay); others
+ * share one */
 enum { CHAT_PANES = 64 };
 
 typedef struct {
@@ -24,7 +24,7 @@ typedef struct {
     chat_msg *msgs;
     int n;
     size_t cap;
-    int scroll;      /* lines above the bottom; 0 follows the end */
+    int scroll; /* lines above the bottom; 0 follows the end */
 } chat_pane;
 
 void chat_pane_free(chat_pane *p);
@@ -46,7 +46,8 @@ void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);
 void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner);
 
-/* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev already. */
+/* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev
+ * already. */
 void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev);
 /* A session event's mark on its conversation's pane (user, token, turn_end, retry, notice; others
  * leave it as it is): one mapping for the live chat's history and for replay. With m (which has

@@ -10,13 +10,14 @@
 typedef struct {
     double v[GRAPH_SAMPLES];
     char mark[GRAPH_SAMPLES];
-    int n;           /* samples held */
-    int step;        /* events per sample (a power of two; 0 read as 1) */
-    int filled;      /* events in the newest sample */
+    int n;      /* samples held */
+    int step;   /* events per sample (a power of two; 0 read as 1) */
+    int filled; /* events in the newest sample */
 } graph;
 
 void graph_push(graph *g, double v, char mark);
-/* Marks the newest sample (an event after the value was taken), unless it holds a weightier mark. */
+/* Marks the newest sample (an event after the value was taken), unless it holds a weightier mark.
+ */
 void graph_mark(graph *g, char mark);
 /* The whole history as `cols` column heights in 0..rows (the highest value fills all rows), oldest
  * first from the left (a new sample draws one new column, nothing shifts: the redraw stays small);

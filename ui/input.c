@@ -23,10 +23,10 @@ static char history_file[PATH_MAX];
 
 enum { HISTORY_MAX = 1000 };
 
-/* Every chat shares the one history file: each entry is appended as it is entered (a closed terminal
- * loses nothing) and the file cut to its last HISTORY_MAX entries, under a lock on FILE.lock, a file
- * never renamed (readline may replace the history file itself when it cuts it). Returns the lock's
- * fd, or -1 when there is no history file. */
+/* Every chat shares the one history file: each entry is appended as it is entered (a closed
+ * terminal loses nothing) and the file cut to its last HISTORY_MAX entries, under a lock on
+ * FILE.lock, a file never renamed (readline may replace the history file itself when it cuts it).
+ * Returns the lock's fd, or -1 when there is no history file. */
 static int history_lock(void)
 {
     if (!history_file[0])
@@ -68,19 +68,11 @@ static int getc_hook(FILE *f)
     return c < 0 ? EOF : c;
 }
 
-static int avail_hook(void)
-{
-    return pending_byte >= 0;
-}
+static int avail_hook(void) { return pending_byte >= 0; }
 
-static void noop_prep(int meta)
-{
-    (void)meta;
-}
+static void noop_prep(int meta) { (void)meta; }
 
-static void noop_deprep(void)
-{
-}
+static void noop_deprep(void) {}
 
 static void on_line(char *line)
 {
@@ -127,7 +119,6 @@ void input_redraw(void)
     doupdate();
 }
 
-
 int input_open(WINDOW *w, const char *prompt, const char *history_path)
 {
     win = w;
@@ -168,10 +159,7 @@ void input_close(void)
     win = NULL;
 }
 
-void input_set_window(WINDOW *w)
-{
-    win = w;
-}
+void input_set_window(WINDOW *w) { win = w; }
 
 static void feed(int byte)
 {
@@ -243,7 +231,8 @@ static int read_sequence(unsigned char *buf, int max)
         buf[n++] = (unsigned char)c;
         if (n >= 2 && buf[0] == '[' && buf[1] == 'M' && n < 5)
             continue; /* a mouse report: three bytes follow */
-        if (n >= 2 && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '~') && buf[0] == '[' && !(n == 2 && c == 'M'))
+        if (n >= 2 && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '~') &&
+            buf[0] == '[' && !(n == 2 && c == 'M'))
             break;
         if (n == 2 && buf[0] == 'O')
             break;
@@ -278,10 +267,12 @@ int input_poll(int feed_keys)
         struct {
             const char *s;
             int key;
-        } known[] = {{"[5~", IN_PAGE_UP}, {"[6~", IN_PAGE_DOWN}, {"[1;5D", IN_PREV_CONV}, {"[1;5C", IN_NEXT_CONV},
-                     {"OP", IN_HELP},     {"[11~", IN_HELP},     {"OQ", IN_PANEL},      {"[12~", IN_PANEL},
-                     {"OR", IN_WIDEN},    {"[13~", IN_WIDEN},    {"OS", IN_MOUSE},      {"[14~", IN_MOUSE},
-                     {"[15~", IN_LOG_FILTER}, {"[1;2A", IN_LOG_UP}, {"[1;2B", IN_LOG_DOWN}, {"[17~", IN_CONV_VIEW}};
+        } known[] = {{"[5~", IN_PAGE_UP},     {"[6~", IN_PAGE_DOWN}, {"[1;5D", IN_PREV_CONV},
+                     {"[1;5C", IN_NEXT_CONV}, {"OP", IN_HELP},       {"[11~", IN_HELP},
+                     {"OQ", IN_PANEL},        {"[12~", IN_PANEL},    {"OR", IN_WIDEN},
+                     {"[13~", IN_WIDEN},      {"OS", IN_MOUSE},      {"[14~", IN_MOUSE},
+                     {"[15~", IN_LOG_FILTER}, {"[1;2A", IN_LOG_UP},  {"[1;2B", IN_LOG_DOWN},
+                     {"[17~", IN_CONV_VIEW}};
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             if ((int)strlen(known[k].s) == n && !memcmp(seq, known[k].s, (size_t)n))
                 return known[k].key;

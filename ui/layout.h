@@ -1,5 +1,5 @@
-/* Where each part of the screen goes: the cache panel beside the chat on wide terminals, below it on
- * narrow ones; the input line and the status line at the bottom. */
+/* Where each part of the screen goes: the cache panel beside the chat on wide terminals, below it
+ * on narrow ones; the input line and the status line at the bottom. */
 #ifndef KVCHAT_UI_LAYOUT_H
 #define KVCHAT_UI_LAYOUT_H
 
@@ -9,7 +9,7 @@ typedef struct {
 
 typedef struct {
     ui_rect chat, panel, input, status;
-    int side;        /* panel beside (1) or below (0) the chat */
+    int side; /* panel beside (1) or below (0) the chat */
 } ui_layout;
 
 /* How much of the screen the panel takes (F2 hides and shows it, F3 widens it). */

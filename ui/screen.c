@@ -29,7 +29,8 @@ static const struct {
 
 int screen_attr(const screen *s, int pair)
 {
-    return s->color ? (int)(COLOR_PAIR(pair) | (pair == CP_USER || pair == CP_WARN ? A_BOLD : 0)) : PAIRS[pair].mono;
+    return s->color ? (int)(COLOR_PAIR(pair) | (pair == CP_USER || pair == CP_WARN ? A_BOLD : 0))
+                    : PAIRS[pair].mono;
 }
 
 static void make_windows(screen *s)
@@ -55,8 +56,8 @@ static void free_windows(screen *s)
         }
 }
 
-/* mouse reports (for the wheel) and bracketed paste (a paste arrives as one piece, its control bytes
- * as text) */
+/* mouse reports (for the wheel) and bracketed paste (a paste arrives as one piece, its control
+ * bytes as text) */
 static const char MODES_ON[] = "\033[?1000h\033[?2004h", MODES_OFF[] = "\033[?1000l\033[?2004l",
                   MOUSE_ON[] = "\033[?1000h", MOUSE_OFF[] = "\033[?1000l",
                   PASTE_ON[] = "\033[?2004h";
@@ -67,7 +68,8 @@ static const int FATAL[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, S
 static void on_fatal(int sig)
 {
     if (!isendwin()) {
-        /* not through stdio, whose buffer dies with the process; a failed write leaves nothing to do */
+        /* not through stdio, whose buffer dies with the process; a failed write leaves nothing to
+         * do */
         ssize_t w = write(STDOUT_FILENO, MODES_OFF, sizeof MODES_OFF - 1);
         (void)w;
         endwin();
@@ -210,5 +212,6 @@ int ui_drawf(WINDOW *w, int y, int x, int max_cols, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return ui_draw(w, y, x, buf, n < (int)sizeof buf ? (size_t)(n < 0 ? 0 : n) : sizeof buf - 1, max_cols);
+    return ui_draw(w, y, x, buf, n < (int)sizeof buf ? (size_t)(n < 0 ? 0 : n) : sizeof buf - 1,
+                   max_cols);
 }

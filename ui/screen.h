@@ -9,19 +9,30 @@
 #include "layout.h"
 
 enum {
-    CP_NONE, CP_USER, CP_ASSISTANT, CP_NOTICE, CP_KEEP, CP_PIN, CP_EVICT, CP_DIM, CP_BAR, CP_STATUS, CP_WARN, CP_GRAPH,
+    CP_NONE,
+    CP_USER,
+    CP_ASSISTANT,
+    CP_NOTICE,
+    CP_KEEP,
+    CP_PIN,
+    CP_EVICT,
+    CP_DIM,
+    CP_BAR,
+    CP_STATUS,
+    CP_WARN,
+    CP_GRAPH,
     CP_COUNT
 };
 
 typedef struct {
     WINDOW *chat, *panel, *input, *status;
     ui_layout layout;
-    panel_mode panel_mode;  /* PANEL_NORMAL once opened */
+    panel_mode panel_mode; /* PANEL_NORMAL once opened */
     int color;
-    int mouse;         /* reporting the wheel (on): the terminal's own selection needs it off */
-    int log_filter;    /* the panel's event log: a cm_log_filter (F5 cycles it) */
-    int log_scroll;    /* lines of it scrolled back (Shift-Up/Down) */
-    int conv_view;     /* the panel lists the conversations (F6) instead of one's map and graph */
+    int mouse;      /* reporting the wheel (on): the terminal's own selection needs it off */
+    int log_filter; /* the panel's event log: a cm_log_filter (F5 cycles it) */
+    int log_scroll; /* lines of it scrolled back (Shift-Up/Down) */
+    int conv_view;  /* the panel lists the conversations (F6) instead of one's map and graph */
 } screen;
 
 /* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal
@@ -41,8 +52,10 @@ void screen_help(const char *const *lines, int n);
 void screen_mouse(screen *s, int on);
 /* Attribute for a colour pair, or the monochrome stand-in. */
 int screen_attr(const screen *s, int pair);
-/* Draws s[0..n) at (y, x) within max_cols columns, control characters as ^X; returns columns used. */
+/* Draws s[0..n) at (y, x) within max_cols columns, control characters as ^X; returns columns used.
+ */
 int ui_draw(WINDOW *w, int y, int x, const char *s, size_t n, int max_cols);
-int ui_drawf(WINDOW *w, int y, int x, int max_cols, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int ui_drawf(WINDOW *w, int y, int x, int max_cols, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

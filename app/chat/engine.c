@@ -15,28 +15,28 @@ struct engine {
     loaded_model *lm;
     model_opts mo;
     engine_opts o;
-    evict_rule rule;                 /* rule.window: the tokens a conversation's cache holds at most */
+    evict_rule rule; /* rule.window: the tokens a conversation's cache holds at most */
     conv **convs;
     int n_convs, next_id;
     size_t cap_convs;
     float *logits;
-    int next;                    /* the token the last forward pass chose */
+    int next; /* the token the last forward pass chose */
     fidelity fid;
     engine_text_fn on_text;
     void *text_ctx;
     atomic_int cancel, done;
     pthread_t worker;
     int running, job_conv, job_rc;
-    const int *forced;               /* engine_force_reply: the next reply's tokens */
+    const int *forced; /* engine_force_reply: the next reply's tokens */
     int n_forced;
     engine_logits_fn on_logits;
     void *logits_ctx;
-    int have_pending;                /* a /set during a reply: applied when the reply ends */
-    model_opts pending;              /* mo as it will be then */
+    int have_pending;   /* a /set during a reply: applied when the reply ends */
+    model_opts pending; /* mo as it will be then */
     char *job_text, *job_reply;
-    char *system;            /* the system preamble of conversations still to start, or NULL */
+    char *system; /* the system preamble of conversations still to start, or NULL */
     char job_err[1024];
-    pthread_t prep_thread;           /* a prepared eviction being made between turns */
+    pthread_t prep_thread; /* a prepared eviction being made between turns */
     int preparing;
     atomic_int prep_stop;
     conv *prep_conv;
@@ -55,7 +55,8 @@ static conv *find(const engine *e, int id)
 
 static int push_ids(conv *c, const int *ids, int n)
 {
-    if (err_grow(&c->ids, &c->cap_ids, (size_t)(c->n_ids + n), sizeof *c->ids, "a conversation's tokens"))
+    if (err_grow(&c->ids, &c->cap_ids, (size_t)(c->n_ids + n), sizeof *c->ids,
+                 "a conversation's tokens"))
         return -1;
     if (n > 0) /* a conversation whose first turn failed has no tokens, and no array */
         memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
@@ -65,7 +66,8 @@ static int push_ids(conv *c, const int *ids, int n)
 
 static int push_turn(conv *c, int role, int start)
 {
-    if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns, "a conversation's turns"))
+    if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns,
+                 "a conversation's turns"))
         return -1;
     c->turns[c->n_turns++] = (win_turn){.start = start, .role = role};
     return 0;
@@ -85,12 +87,14 @@ static void free_conv(conv *c)
  * exception: engine_set_sampling queues them for the reply's end). -1 with the error, or 0. */
 static int refuse_while_running(const engine *e)
 {
-    return e->running ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)") : 0;
+    return e->running
+               ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)")
+               : 0;
 }
 
 /* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
- * model, the pool and its conversation's cache, so every call that uses them first makes it give way
- * (within one layer's work) and waits for it. */
+ * model, the pool and its conversation's cache, so every call that uses them first makes it give
+ * way (within one layer's work) and waits for it. */
 void engine_settle(engine *e)
 {
     if (e->preparing) {
@@ -113,7 +117,8 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
-/* after a turn of c: its next eviction prepared in the background, when the next turn may need one */
+/* after a turn of c: its next eviction prepared in the background, when the next turn may need one
+ */
 static void prep_begin(engine *e, conv *c)
 {
     if (!e->o.prepare || e->preparing || !c)
@@ -123,8 +128,8 @@ static void prep_begin(engine *e, conv *c)
     e->preparing = pthread_create(&e->prep_thread, NULL, prep_main, e) == 0;
 }
 
-/* conversation `id`, for a call that changes it: NULL with the error while a reply runs, or when there
- * is no such conversation */
+/* conversation `id`, for a call that changes it: NULL with the error while a reply runs, or when
+ * there is no such conversation */
 static conv *find_idle(engine *e, int id)
 {
     prep_halt(e);
@@ -148,7 +153,8 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     int window = kv_pool_opts(lm->pool)->window;
     e->next_id = 1;
     int V = lm->model.cfg.vocab_size;
-    e->rule = (evict_rule){.window = window, .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
+    e->rule = (evict_rule){.window = window,
+                           .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
                            .mode = eo->evict};
     e->logits = err_malloc(sizeof(float) * V, "logits");
     if (!e->logits || fid_init(&e->fid, V)) {
@@ -196,7 +202,8 @@ static conv *add_conv(engine *e, kv_seq *seq)
     c->id = e->next_id;
     c->seq = seq ? seq : kv_seq_new(e->lm->pool, c->id);
     sampler_init(&c->smp, &e->mo.sp);
-    if (!c->seq || err_grow(&e->convs, &e->cap_convs, (size_t)e->n_convs + 1, sizeof *e->convs, "the conversations")) {
+    if (!c->seq || err_grow(&e->convs, &e->cap_convs, (size_t)e->n_convs + 1, sizeof *e->convs,
+                            "the conversations")) {
         free_conv(c);
         return NULL;
     }
@@ -252,8 +259,9 @@ int engine_fork(engine *e, int id)
     return c->id;
 }
 
-int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
-                   const sampler_params *sp, uint64_t rng, int approximate, int turns_done)
+int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns,
+                   int keep, const sampler_params *sp, uint64_t rng, int approximate,
+                   int turns_done)
 {
     prep_halt(e);
     if (refuse_while_running(e))
@@ -261,10 +269,12 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
     if (id < 1 || find(e, id))
         return err_set("conversation %d cannot be restored twice", id);
     if (n > e->rule.window)
-        return err_set("conversation %d holds %d tokens, more than the window of %d", id, n, e->rule.window);
+        return err_set("conversation %d holds %d tokens, more than the window of %d", id, n,
+                       e->rule.window);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= e->lm->model.cfg.vocab_size)
-            return err_set("conversation %d: token id %d is outside this model's vocabulary", id, ids[i]);
+            return err_set("conversation %d: token id %d is outside this model's vocabulary", id,
+                           ids[i]);
     int next = e->next_id;
     e->next_id = id;
     conv *c = add_conv(e, NULL);
@@ -272,7 +282,8 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
     if (!c || push_ids(c, ids, n))
         return -1;
     for (int t = 0; t < n_turns; t++) {
-        if (turns[t].start < 0 || turns[t].len < 0 || turns[t].start + turns[t].len > n || push_turn(c, turns[t].role, 0))
+        if (turns[t].start < 0 || turns[t].len < 0 || turns[t].start + turns[t].len > n ||
+            push_turn(c, turns[t].role, 0))
             return err_set("conversation %d: a recorded turn lies outside its window", id);
         c->turns[t] = turns[t];
     }
@@ -285,7 +296,8 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
     return 0;
 }
 
-int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx)
+int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total),
+                          void *ctx)
 {
     conv *c = find_idle(e, id);
     if (!c)
@@ -353,17 +365,18 @@ static void stats(engine *e, const conv *c)
     kv_seq_get_stats(c->seq, &s);
     kv_pool_get_stats(e->lm->pool, &p);
     const kv_opts *ko = kv_pool_opts(e->lm->pool);
-    json_t *f = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:I}",
-                          "tokens", s.len, "capacity", s.capacity, "window", e->rule.window, "bytes_used",
-                          (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
-                          (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
-                          (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
-                          "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
-                          "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
-                          "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep, "evict_min",
-                          e->rule.target,
-                          "cache_dtype", dt_name(ko->type), "layout", ko->layout == KV_PAGED ? "paged" : "contiguous",
-                          "host_bytes", (json_int_t)s.host_bytes);
+    json_t *f = json_pack(
+        "{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
+        "s:s, s:s, s:I}",
+        "tokens", s.len, "capacity", s.capacity, "window", e->rule.window, "bytes_used",
+        (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
+        (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
+        (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
+        "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
+        "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
+        "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep,
+        "evict_min", e->rule.target, "cache_dtype", dt_name(ko->type), "layout",
+        ko->layout == KV_PAGED ? "paged" : "contiguous", "host_bytes", (json_int_t)s.host_bytes);
     if (f && c->approximate)
         json_object_set_new(f, "approximate", json_true());
     size_t mem_free = 0, mem_total = 0;
@@ -415,12 +428,13 @@ static int last_turn(const conv *c, int role)
     return -1;
 }
 
-
-/* runs new tokens through the model; pick: also chooses the token that follows them (into e->next) */
+/* runs new tokens through the model; pick: also chooses the token that follows them (into e->next)
+ */
 static int forward(engine *e, conv *c, const int *ids, int n, int pick)
 {
     kb_sample s = pick ? sampler_draw(&c->smp, c->ids, c->n_ids) : (kb_sample){0};
-    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, pick ? &s : NULL, &e->next, NULL);
+    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, pick ? &s : NULL, &e->next,
+                     NULL);
 }
 
 static void offload_idle(engine *e, const conv *active)
@@ -430,14 +444,15 @@ static void offload_idle(engine *e, const conv *active)
     double now = ev_clock();
     for (int i = 0; i < e->n_convs; i++) {
         conv *c = e->convs[i];
-        if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) && now - c->last_used > e->o.idle_offload)
+        if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) &&
+            now - c->last_used > e->o.idle_offload)
             kv_offload(c->seq);
     }
 }
 
-/* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may need
- * it. Another conversation's plan always (a switch), and c's own when the pool could not hold c's
- * cache growing to the window beside it, which is all the turn can add before the eviction that
+/* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may
+ * need it. Another conversation's plan always (a switch), and c's own when the pool could not hold
+ * c's cache growing to the window beside it, which is all the turn can add before the eviction that
  * swaps the plan in: a plan only ever uses memory the pool can spare, then as now. */
 static void turn_room(engine *e, conv *c)
 {
@@ -450,9 +465,10 @@ static void turn_room(engine *e, conv *c)
     kv_pool_stats ps;
     kv_pool_get_stats(e->lm->pool, &ps);
     size_t per = kv_bytes_per_token(e->lm->pool), left = ps.pool_bytes - ps.used_bytes;
-    size_t need = o->layout == KV_PAGED ? (size_t)(e->rule.window - c->n_ids + o->block_tokens) * per
-                  : o->prealloc       ? 0
-                                      : (size_t)e->rule.window * per; /* a growth copies into a new buffer */
+    size_t need =
+        o->layout == KV_PAGED ? (size_t)(e->rule.window - c->n_ids + o->block_tokens) * per
+        : o->prealloc         ? 0
+                      : (size_t)e->rule.window * per; /* a growth copies into a new buffer */
     if (left < need)
         evict_discard(c);
 }
@@ -472,21 +488,25 @@ static int user_turn(engine *e, conv *c, const char *text)
     if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
         goto out;
     /* a message may take what the kept prefix leaves, less room for the reply (n), but never less
-     * than a quarter of it: a message cut to the whole window would be evicted by its first reply token */
-    int free_ = e->rule.window - (c->keep > np ? c->keep : np), room = free_ - e->mo.n_predict, *m = msg;
+     * than a quarter of it: a message cut to the whole window would be evicted by its first reply
+     * token */
+    int free_ = e->rule.window - (c->keep > np ? c->keep : np), room = free_ - e->mo.n_predict,
+        *m = msg;
     if (room < free_ / 4)
         room = free_ / 4;
     if (room > free_ - 1)
         room = free_ - 1;
     if (room < 1) {
-        err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a message; raise --ctx",
+        err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a "
+                "message; raise --ctx",
                 e->rule.window, tpl_name(e->o.tpl), np);
         goto out;
     }
     if (nm > room) { /* longer than the window: keep its end, and say so */
         ev_emit(e->lm->bus, c->id, EV_NOTICE,
-                json_pack("{s:s, s:i, s:i}", "text", "message longer than the window: its beginning was cut", "tokens",
-                          nm, "kept", room));
+                json_pack("{s:s, s:i, s:i}", "text",
+                          "message longer than the window: its beginning was cut", "tokens", nm,
+                          "kept", room));
         m += nm - room;
         nm = room;
     }
@@ -500,7 +520,8 @@ static int user_turn(engine *e, conv *c, const char *text)
     if (ok && (ok = !push_turn(c, ROLE_USER, c->n_ids) && !push_ids(c, m, nm)))
         c->turns[c->n_turns - 1].len = nm;
     if (!ok || forward(e, c, c->ids + cached, c->n_ids - cached, 1)) {
-        /* the message leaves no trace: the cache kept its length, the conversation drops it again */
+        /* the message leaves no trace: the cache kept its length, the conversation drops it again
+         */
         c->n_turns = turns_before;
         c->n_ids = ids_before;
         goto out;
@@ -511,7 +532,8 @@ static int user_turn(engine *e, conv *c, const char *text)
     for (int i = cached; i < c->n_ids; i++)
         json_array_append_new(arr, json_integer(c->ids[i]));
     ev_emit(e->lm->bus, c->id, EV_PREFILL,
-            json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms", (ev_clock() - t0) * 1e3));
+            json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms",
+                      (ev_clock() - t0) * 1e3));
     rc = 0;
 out:
     free(pre);
@@ -522,7 +544,7 @@ out:
 typedef struct {
     char *buf;
     size_t len, cap;
-    int *tok_end;     /* reply text length after each token */
+    int *tok_end; /* reply text length after each token */
     int n_tok;
 } reply_text;
 
@@ -574,7 +596,8 @@ static int reply(engine *e, conv *c, char **out, int *n_tok)
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
         ev_emit(lm->bus, c->id, EV_TOKEN,
-                json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text", piece, len));
+                json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text",
+                          piece, len));
         if (end)
             break;
         if ((rc = reply_add(&r, piece, len)))
@@ -632,10 +655,19 @@ static int reply(engine *e, conv *c, char **out, int *n_tok)
 static int turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
 {
     stats(e, c);
-    rec_turn_end t = {.reply = text, .tokens = n_tok,
-                      .cancelled = atomic_load(&e->cancel) != 0, .failed = rc != 0, .ids = c->ids, .n_ids = c->n_ids,
-                      .turns = c->turns, .n_turns = c->n_turns, .keep = c->keep, .rng = c->smp.rng, .sp = c->smp.p,
-                      .n_predict = e->mo.n_predict, .approximate = c->approximate};
+    rec_turn_end t = {.reply = text,
+                      .tokens = n_tok,
+                      .cancelled = atomic_load(&e->cancel) != 0,
+                      .failed = rc != 0,
+                      .ids = c->ids,
+                      .n_ids = c->n_ids,
+                      .turns = c->turns,
+                      .n_turns = c->n_turns,
+                      .keep = c->keep,
+                      .rng = c->smp.rng,
+                      .sp = c->smp.p,
+                      .n_predict = e->mo.n_predict,
+                      .approximate = c->approximate};
     ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
     c->turns_done++;
     c->settled = c->n_ids;
@@ -655,8 +687,8 @@ static int run_turn(engine *e, int id, const char *text, char **out)
     if (out)
         *out = NULL;
     if (strlen(text) > ENGINE_MAX_MESSAGE)
-        return err_set("a message of %zu bytes is longer than a message can be (%d KiB)", strlen(text),
-                       ENGINE_MAX_MESSAGE / 1024);
+        return err_set("a message of %zu bytes is longer than a message can be (%d KiB)",
+                       strlen(text), ENGINE_MAX_MESSAGE / 1024);
     ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
     turn_room(e, c);
     offload_idle(e, c);
@@ -764,15 +796,9 @@ int engine_turn_wait(engine *e, char **reply_out)
     return 0;
 }
 
-void engine_cancel(engine *e)
-{
-    atomic_store(&e->cancel, 1);
-}
+void engine_cancel(engine *e) { atomic_store(&e->cancel, 1); }
 
-int engine_turn_done(const engine *e)
-{
-    return !e->running || atomic_load(&e->done);
-}
+int engine_turn_done(const engine *e) { return !e->running || atomic_load(&e->done); }
 
 int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
 {
@@ -802,7 +828,8 @@ static int retry_turn(const conv *c)
     /* a reply is drawn from the logits of the position before it: with nothing before it (evicted
      * by the reply itself), there is nothing to draw it from again */
     if (c->turns[t].start < 1)
-        return err_set("cannot retry: the reply fills the window and what it answered was evicted (raise --ctx)");
+        return err_set("cannot retry: the reply fills the window and what it answered was evicted "
+                       "(raise --ctx)");
     return t;
 }
 
@@ -832,8 +859,8 @@ static int run_retry(engine *e, int id, char **out)
     int n_tok = 0;
     if (!rc) {
         ev_emit(e->lm->bus, c->id, EV_PREFILL,
-                json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1, "preamble", 0, "ms",
-                          (ev_clock() - t0) * 1e3));
+                json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1,
+                          "preamble", 0, "ms", (ev_clock() - t0) * 1e3));
         rc = reply(e, c, &r, &n_tok);
     }
     return turn_end(e, c, r, n_tok, rc, out);

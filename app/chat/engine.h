@@ -11,20 +11,22 @@
 #include "runtime.h"
 #include "template.h"
 
-/* The longest message a turn takes, in bytes: far past any window, and well inside a session line. */
+/* The longest message a turn takes, in bytes: far past any window, and well inside a session line.
+ */
 #define ENGINE_MAX_MESSAGE (256 * 1024)
 
 typedef struct {
     template_kind tpl;
-    const char *tpl_why;   /* why this template (for /show); NULL until chosen: then the model's */
-    const char *system;    /* --system: the preamble of new conversations instead of the template's */
-    int keep;              /* tokens never evicted; -1: the template's preamble */
-    int evict_min;         /* at least this many per eviction; 0: a quarter of the window */
+    const char *tpl_why; /* why this template (for /show); NULL until chosen: then the model's */
+    const char *system;  /* --system: the preamble of new conversations instead of the template's */
+    int keep;            /* tokens never evicted; -1: the template's preamble */
+    int evict_min;       /* at least this many per eviction; 0: a quarter of the window */
     evict_mode evict;
-    int fidelity;          /* check every N generated tokens; 0: off */
-    double idle_offload;   /* offload conversations idle this many seconds; 0: only when the pool is full */
-    int prepare;           /* prepare the next exact eviction between turns (--prepare-evict) */
-    int max_convs;         /* /new and /fork refuse a conversation numbered past it; 0: no limit */
+    int fidelity;        /* check every N generated tokens; 0: off */
+    double idle_offload; /* offload conversations idle this many seconds; 0: only when the pool is
+                            full */
+    int prepare;         /* prepare the next exact eviction between turns (--prepare-evict) */
+    int max_convs;       /* /new and /fork refuse a conversation numbered past it; 0: no limit */
 } engine_opts;
 
 typedef struct engine engine;
@@ -35,9 +37,9 @@ typedef void (*engine_text_fn)(void *ctx, int conv, const char *text, size_t len
 engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 void engine_free(engine *e);
 void engine_on_text(engine *e, engine_text_fn fn, void *ctx);
-/* Teacher forcing, for comparing backends: the next reply appends ids[0..n) in order in place of the
- * tokens it draws (then draws, should it go on), and fn gets the logits (vocab floats) each of its
- * tokens is taken from, before the token goes in. ids must stay valid until that reply ends. */
+/* Teacher forcing, for comparing backends: the next reply appends ids[0..n) in order in place of
+ * the tokens it draws (then draws, should it go on), and fn gets the logits (vocab floats) each of
+ * its tokens is taken from, before the token goes in. ids must stay valid until that reply ends. */
 typedef void (*engine_logits_fn)(void *ctx, const float *logits, int vocab);
 void engine_force_reply(engine *e, const int *ids, int n, engine_logits_fn fn, void *ctx);
 
@@ -54,23 +56,25 @@ int engine_turn(engine *e, int conv, const char *text, char **reply);
 int engine_turn_start(engine *e, int conv, const char *text);
 int engine_turn_wait(engine *e, char **reply);
 void engine_cancel(engine *e);
-/* Waits for the eviction being prepared since the last turn (--prepare-evict) to be ready, instead of
- * making it give way as every other call does: for tests and benchmarks that want it in place. */
+/* Waits for the eviction being prepared since the last turn (--prepare-evict) to be ready, instead
+ * of making it give way as every other call does: for tests and benchmarks that want it in place.
+ */
 void engine_settle(engine *e);
 /* Whether a started turn has finished (engine_turn_wait will not block). */
 int engine_turn_done(const engine *e);
-/* New sampling settings for every conversation's next reply (a new seed restarts its stream). While a
- * started turn runs they wait for its end (engine_turn_wait applies them and emits the set event then);
- * returns 1 when they wait, else 0. */
+/* New sampling settings for every conversation's next reply (a new seed restarts its stream). While
+ * a started turn runs they wait for its end (engine_turn_wait applies them and emits the set event
+ * then); returns 1 when they wait, else 0. */
 int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict);
 /* The settings the next reply will use. */
 const model_opts *engine_model_opts(const engine *e);
 /* Generates the last reply again, rolling the cache back to before it. */
 int engine_retry(engine *e, int conv, char **reply);
-/* 0 when engine_retry can run, else -1 with the reason (no reply last; it evicted what it answered). */
+/* 0 when engine_retry can run, else -1 with the reason (no reply last; it evicted what it
+ * answered). */
 int engine_can_retry(const engine *e, int conv);
-/* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to before
- * it, and replies. */
+/* Replaces the last user message (and the reply to it) with `text`, rolling the cache back to
+ * before it, and replies. */
 int engine_edit(engine *e, int conv, const char *text, char **reply);
 /* engine_edit with the reply generated on the worker thread, as engine_turn_start does it. */
 int engine_edit_start(engine *e, int conv, const char *text);
@@ -87,13 +91,15 @@ int engine_set_rng(engine *e, int conv, uint64_t rng);
 /* The system preamble now, or NULL. */
 const char *engine_system(const engine *e);
 
-/* A conversation as a session recorded it (its last turn_end, the turn_end records it has), under its
- * recorded id, with an empty cache: the caller loads a KV snapshot into engine_conv_cache or calls
- * engine_prefill_window. */
-int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns, int keep,
-                   const sampler_params *sp, uint64_t rng, int approximate, int turns_done);
+/* A conversation as a session recorded it (its last turn_end, the turn_end records it has), under
+ * its recorded id, with an empty cache: the caller loads a KV snapshot into engine_conv_cache or
+ * calls engine_prefill_window. */
+int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *turns, int n_turns,
+                   int keep, const sampler_params *sp, uint64_t rng, int approximate,
+                   int turns_done);
 /* Recomputes the cache of the whole window (in chunks, reporting progress when given). */
-int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total), void *ctx);
+int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int done, int total),
+                          void *ctx);
 kv_seq *engine_conv_cache(engine *e, int id);
 int engine_window_len(const engine *e, int id);
 /* The turn_end records the conversation has (restored ones included). */
@@ -103,7 +109,8 @@ int engine_turns_done(const engine *e, int id);
  * turns are refused while a reply is generated (*n = -1, the error set). */
 const int *engine_window(const engine *e, int conv, int *n);
 const win_turn *engine_turns(const engine *e, int conv, int *n);
-/* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass. */
+/* The cached logits of the last position (vocab floats); the tests compare them with a fresh pass.
+ */
 const float *engine_logits(engine *e);
 /* Writes the conversation's stats event now. */
 void engine_stats(engine *e, int conv);

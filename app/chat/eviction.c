@@ -7,15 +7,16 @@
 
 /* A prepared eviction: what evict() would compute, done while the user typed. */
 struct prep {
-    kv_seq *seq;          /* the window after it: the kept prefix shared, the rest recomputed */
-    unsigned char *drop;  /* its plan over the settled window */
-    int n, kept;          /* the settled window's length, and the positions it keeps */
+    kv_seq *seq;         /* the window after it: the kept prefix shared, the rest recomputed */
+    unsigned char *drop; /* its plan over the settled window */
+    int n, kept;         /* the settled window's length, and the positions it keeps */
 };
 
-/* The rule's plan for `need` more tokens in c's window: drop[0..n) marks what goes, newpos[i] is where
- * position i goes (newpos[n]: the positions kept), *first the first dropped one. Dropped, or -1. */
-static int plan(const conv *c, const evict_rule *r, int need, int open_last, unsigned char *drop, int *newpos,
-                int *first)
+/* The rule's plan for `need` more tokens in c's window: drop[0..n) marks what goes, newpos[i] is
+ * where position i goes (newpos[n]: the positions kept), *first the first dropped one. Dropped, or
+ * -1. */
+static int plan(const conv *c, const evict_rule *r, int need, int open_last, unsigned char *drop,
+                int *newpos, int *first)
 {
     int n = c->n_ids, w = 0;
     int dropped = win_plan(c->turns, c->n_turns, n, c->keep, need, r->target, open_last, drop);
@@ -46,9 +47,9 @@ void evict_discard(conv *c)
     c->plan = NULL;
 }
 
-/* the plan c holds, taken when it is the one just made for its window (made from the window as it is
- * settled now, the same drops over it, none after it), else discarded: NULL. Whatever else changes
- * the window drops the plan (a rollback) or the drops (a pin). */
+/* the plan c holds, taken when it is the one just made for its window (made from the window as it
+ * is settled now, the same drops over it, none after it), else discarded: NULL. Whatever else
+ * changes the window drops the plan (a rollback) or the drops (a pin). */
 static struct prep *take_plan(conv *c, const unsigned char *drop, int n)
 {
     struct prep *p = c->plan;
@@ -64,9 +65,9 @@ static struct prep *take_plan(conv *c, const unsigned char *drop, int n)
 /* Evicts by the window rule (model/window.c). Exact mode recomputes everything after the first
  * dropped position at its new position, in two passes: what survives of the settled window (as it
  * was when the last turn ended), then what came after it. A prepared eviction (evict_prepare) made
- * the first pass already, so it swaps in and makes the second: the same passes on the same rows, the
- * same bits either way, whether or not the user left time to prepare (so a replay verifies). Shift
- * mode moves the cached rows down without recomputing (approximate). */
+ * the first pass already, so it swaps in and makes the second: the same passes on the same rows,
+ * the same bits either way, whether or not the user left time to prepare (so a replay verifies).
+ * Shift mode moves the cached rows down without recomputing (approximate). */
 static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int open_last)
 {
     double t0 = ev_clock();
@@ -81,7 +82,8 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     if (dropped < 0) {
         free(drop);
         free(newpos);
-        return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill it (/unpin some)",
+        return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill "
+                       "it (/unpin some)",
                        r->window);
     }
     int nt = 0, w = newpos[n], split = newpos[c->settled < n ? c->settled : n];
@@ -126,12 +128,14 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
         } else {
             rc = kv_truncate(c->seq, first);
             if (!rc && from > first)
-                rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + first, from - first, NULL);
+                rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + first, from - first,
+                                  NULL);
         }
         if (!rc && w > from)
             rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + from, w - from, NULL);
     } else {
-        for (int i = first; i < n && !rc;) { /* every surviving run after `first` moves down, in order */
+        for (int i = first;
+             i < n && !rc;) { /* every surviving run after `first` moves down, in order */
             if (drop[i]) {
                 i++;
                 continue;
@@ -155,9 +159,10 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     c->evictions++;
     double ms = (ev_clock() - t0) * 1e3;
     ev_emit(lm->bus, c->id, EV_EVICT,
-            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f}", "keep", first, "dropped", dropped, "recomputed",
-                      recomputed, "ms", ms, "mode", r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges",
-                      ranges, "prepared", swapped, "stall_ms", ms));
+            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f}", "keep", first, "dropped", dropped,
+                      "recomputed", recomputed, "ms", ms, "mode",
+                      r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges", ranges,
+                      "prepared", swapped, "stall_ms", ms));
     return 0;
 }
 
@@ -180,7 +185,8 @@ static int expected_message(const conv *c)
     return seen ? most : 64;
 }
 
-int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict, const atomic_int *stop)
+int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
+                  const atomic_int *stop)
 {
     evict_discard(c);
     int n = c->n_ids, expect = expected_message(c) + n_predict, first = 0;
@@ -195,7 +201,8 @@ int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
     int *ids = err_malloc(sizeof(int) * (size_t)(n + 1), "a prepared eviction");
     int rc = -1;
     if (p && newpos && ids && (p->drop = err_malloc((size_t)n + 1, "a prepared eviction"))) {
-        if (plan(c, r, need, 0, p->drop, newpos, &first) < 0) { /* the turn will say what is pinned */
+        if (plan(c, r, need, 0, p->drop, newpos, &first) <
+            0) { /* the turn will say what is pinned */
             free_prep(p);
             free(newpos);
             free(ids);
@@ -207,12 +214,13 @@ int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
             if (!p->drop[i])
                 ids[newpos[i]] = c->ids[i];
         p->seq = kv_fork_background(c->seq, first);
-        rc = !p->seq ? -1 : p->kept > first ? gpt2_forward_yielding(&lm->model, lm->backend, p->seq, ids + first,
-                                                                       p->kept - first, stop)
-                                            : 0;
+        rc = !p->seq           ? -1
+             : p->kept > first ? gpt2_forward_yielding(&lm->model, lm->backend, p->seq, ids + first,
+                                                       p->kept - first, stop)
+                               : 0;
     }
-    json_t *ev = json_pack("{s:i, s:f, s:b}", "tokens", p && p->kept > first ? p->kept - first : 0, "ms",
-                           (ev_clock() - t0) * 1e3, "ready", rc == 0);
+    json_t *ev = json_pack("{s:i, s:f, s:b}", "tokens", p && p->kept > first ? p->kept - first : 0,
+                           "ms", (ev_clock() - t0) * 1e3, "ready", rc == 0);
     if (rc && ev)
         json_object_set_new(ev, "why", json_string(rc > 0 ? "a message came first" : err_msg()));
     ev_emit(lm->bus, c->id, EV_PREPARE, ev);

@@ -10,7 +10,8 @@ int fid_init(fidelity *f, int vocab)
 {
     *f = (fidelity){0};
     f->cached = err_malloc(sizeof(float) * (size_t)vocab, "the fidelity check's logits");
-    f->fresh = f->cached ? err_malloc(sizeof(float) * (size_t)vocab, "the fidelity check's logits") : NULL;
+    f->fresh =
+        f->cached ? err_malloc(sizeof(float) * (size_t)vocab, "the fidelity check's logits") : NULL;
     if (!f->fresh) {
         fid_free(f);
         return -1;
@@ -34,7 +35,9 @@ void fid_check(fidelity *f, loaded_model *lm, conv *c, int window)
         o.window = window;
         o.layout = KV_CONTIGUOUS;
         o.prealloc = 1;
-        o.pool_bytes = 2 * (size_t)lm->model.cfg.n_layer * lm->model.cfg.n_embd * 4 * (size_t)(window + 16) + (1 << 20);
+        o.pool_bytes =
+            2 * (size_t)lm->model.cfg.n_layer * lm->model.cfg.n_embd * 4 * (size_t)(window + 16) +
+            (1 << 20);
         if (!(f->pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, NULL)))
             return;
     }
@@ -65,6 +68,7 @@ void fid_check(fidelity *f, loaded_model *lm, conv *c, int window)
     c->fid_checks++;
     c->fid_agree += a == b;
     ev_emit(lm->bus, c->id, EV_FIDELITY,
-            json_pack("{s:b, s:f, s:i, s:f, s:b}", "top1", a == b, "kl", kl > 0 ? kl : 0.0, "tokens", c->n_ids, "agree_rate",
-                      (double)c->fid_agree / c->fid_checks, "approximate", c->approximate));
+            json_pack("{s:b, s:f, s:i, s:f, s:b}", "top1", a == b, "kl", kl > 0 ? kl : 0.0,
+                      "tokens", c->n_ids, "agree_rate", (double)c->fid_agree / c->fid_checks,
+                      "approximate", c->approximate));
 }

@@ -59,7 +59,8 @@ static void show_progress(void *ctx, const char *stage, double fraction)
         return;
     enum { W = 30 };
     int k = (int)(fraction * W + 0.5);
-    fprintf(stderr, "\r%-30s [%.*s%*s] %3.0f%%", stage, k, "##############################", W - k, "", fraction * 100);
+    fprintf(stderr, "\r%-30s [%.*s%*s] %3.0f%%", stage, k, "##############################", W - k,
+            "", fraction * 100);
     fflush(stderr);
     b->shown = 1;
 }
@@ -72,13 +73,16 @@ int load_model(loaded_model *lm, const model_opts *o)
     struct stat sb;
     char cfg[4200];
     if (stat(lm->dir, &sb) || !S_ISDIR(sb.st_mode))
-        return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2`, pass -m DIR, or try "
+        return err_set("model directory %s %s; download GPT-2 with `kvchat get-model gpt2`, pass "
+                       "-m DIR, or try "
                        "the offline demo: make demo",
                        lm->dir, stat(lm->dir, &sb) ? "does not exist" : "is not a directory");
     snprintf(cfg, sizeof cfg, "%s/config.json", lm->dir);
     if (stat(cfg, &sb))
-        return err_set("%s has no config.json: not a Hugging Face model directory (`kvchat get-model NAME` downloads "
-                       "one, `kvchat make-tiny-model DIR` makes a test one)", lm->dir);
+        return err_set("%s has no config.json: not a Hugging Face model directory (`kvchat "
+                       "get-model NAME` downloads "
+                       "one, `kvchat make-tiny-model DIR` makes a test one)",
+                       lm->dir);
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
     static int said; /* once per process, where the device matters */
@@ -104,11 +108,13 @@ int load_model(loaded_model *lm, const model_opts *o)
         return -1;
     }
     kv_opts kv = o->kv;
-    if (!o->kv_type_set) /* half the cache bytes read per token, except on the exact f32 path of the CPU */
+    if (!o->kv_type_set) /* half the cache bytes read per token, except on the exact f32 path of the
+                            CPU */
         kv.type = lm->backend->device_memory ? DT_BF16 : wt == DT_F32 ? DT_F32 : DT_F16;
     if (!kv.window)
         kv.window = lm->model.cfg.n_ctx;
-    if (!(lm->bus = ev_bus_create()) || !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {
+    if (!(lm->bus = ev_bus_create()) ||
+        !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {
         unload_model(lm);
         return -1;
     }
@@ -128,10 +134,7 @@ void use_kernels(loaded_model *lm, kb_kernels k)
     lm->kernels = k;
 }
 
-const char *kernels_name(kb_kernels k)
-{
-    return k == KB_KERNELS_BASIC ? "basic" : "fast";
-}
+const char *kernels_name(kb_kernels k) { return k == KB_KERNELS_BASIC ? "basic" : "fast"; }
 
 void unload_model(loaded_model *lm)
 {

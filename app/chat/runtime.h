@@ -14,22 +14,24 @@
 #include "../../model/tokenizer.h"
 
 typedef struct {
-    const char *model_dir;   /* NULL: $KVCHAT_MODEL, else the download cache */
+    const char *model_dir; /* NULL: $KVCHAT_MODEL, else the download cache */
     const char *device;
     dtype wtype;
-    int wtype_set;         /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
-    int kv_type_set;       /* --cache-dtype given (else bf16 on a GPU; on the CPU f32 with f32 weights, else f16) */
-    kb_kernels kernels;    /* --gpu-kernels */
-    int kernels_set;       /* given: the self-test tries that set alone (else fast, then basic) */
+    int wtype_set;      /* --dtype given (else bf16 on a GPU, the CPU's fastest on the CPU) */
+    int kv_type_set;    /* --cache-dtype given (else bf16 on a GPU; on the CPU f32 with f32 weights,
+                           else f16) */
+    kb_kernels kernels; /* --gpu-kernels */
+    int kernels_set;    /* given: the self-test tries that set alone (else fast, then basic) */
     int threads;
     int n_predict;
     sampler_params sp;
-    kv_opts kv;              /* kv.window 0: the model's context */
-    int skip_selftest;       /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
-    int quiet;               /* no notice that there is no GPU (generate -q, info) */
+    kv_opts kv;        /* kv.window 0: the model's context */
+    int skip_selftest; /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
+    int quiet;         /* no notice that there is no GPU (generate -q, info) */
 } model_opts;
 
-/* The defaults: $KVCHAT_DEVICE, the CPU's fastest weights, the sampler's and the cache's defaults. */
+/* The defaults: $KVCHAT_DEVICE, the CPU's fastest weights, the sampler's and the cache's defaults.
+ */
 void model_opts_init(model_opts *o);
 
 /* ${XDG_CACHE_HOME:-~/.cache}/kvchat/models/NAME */
@@ -42,7 +44,7 @@ typedef struct {
     kb_backend *backend;
     ev_bus *bus;
     kv_pool *pool;
-    kb_kernels kernels;      /* the backend's kernel set in use (a GPU's) */
+    kb_kernels kernels; /* the backend's kernel set in use (a GPU's) */
     char dir[4096];
 } loaded_model;
 

@@ -7,7 +7,8 @@
 #include "../../kernels/err.h"
 
 static const char *const NAMES[] = {"gpt2", "dialogpt", "none"};
-static const char GPT2_PREAMBLE[] = "A conversation between a curious user and a helpful assistant.\n";
+static const char GPT2_PREAMBLE[] =
+    "A conversation between a curious user and a helpful assistant.\n";
 
 int tpl_parse(const char *s, template_kind *out)
 {
@@ -37,7 +38,8 @@ template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **
     return TPL_GPT2;
 }
 
-int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n, int *cap)
+int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n,
+                 int *cap)
 {
     if (system && *system) {
         if (tok_encode(tok, system, strlen(system), 0, ids, n, cap))
@@ -53,7 +55,8 @@ int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int 
     return tok_encode(tok, GPT2_PREAMBLE, strlen(GPT2_PREAMBLE), 0, ids, n, cap);
 }
 
-int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first, int **ids, int *n, int *cap)
+int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first,
+             int **ids, int *n, int *cap)
 {
     if (t == TPL_NONE)
         return tok_encode(tok, text, len, 0, ids, n, cap);

@@ -17,9 +17,11 @@ const char *tpl_name(template_kind t);
 template_kind tpl_for_model(const gpt2_config *c, const char *dir, const char **why);
 /* Tokens before the first turn (appended to *ids): the system text when there is one (--system,
  * /system), written as the template writes a turn's start, else the template's own preamble. */
-int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n, int *cap);
+int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int **ids, int *n,
+                 int *cap);
 /* The tokens of a user message; `first` when no turn precedes it. */
-int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first, int **ids, int *n, int *cap);
+int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first,
+             int **ids, int *n, int *cap);
 /* Text that ends a reply (NULL: only <|endoftext|> and the token limit do). */
 const char *tpl_stop(template_kind t);
 /* Whether a reply's <|endoftext|> belongs in the conversation (DialoGPT's turn separator). */

@@ -1,5 +1,5 @@
-/* kvchat bench: prefill and decode speed of this machine, as medians, with the weight bandwidth that
- * decode implies (decode at batch 1 streams every weight once per token). */
+/* kvchat bench: prefill and decode speed of this machine, as medians, with the weight bandwidth
+ * that decode implies (decode at batch 1 streams every weight once per token). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +16,17 @@ const char BENCH_HELP[] =
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
-    "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU also\n"
-    "the nodes of the decode step's graph and each decode figure beside its floor (the rate at which\n"
+    "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU "
+    "also\n"
+    "the nodes of the decode step's graph and each decode figure beside its floor (the rate at "
+    "which\n"
     "a step only reads its weights and cache at the memory's peak bandwidth).\n"
     "On a random 124M-shaped model: kvchat make-tiny-model /tmp/m124 --layers 12 --heads 12\n"
     "  --embd 768 --ctx 1024 && kvchat bench -m /tmp/m124\n"
     "\n"
     "--turns measures what the persistent cache buys instead: time to first token per turn of a\n"
-    "conversation growing to the full window (kept cache vs re-prefilling the history), one eviction\n"
+    "conversation growing to the full window (kept cache vs re-prefilling the history), one "
+    "eviction\n"
     "per cache layout (copies, peak memory, fragmentation, time), a chat sliding four times with\n"
     "pauses between messages with evictions prepared ahead and not (longest token gap against the\n"
     "median, time to first token, stall time), and 1000 tokens with and without a KV cache.\n"
@@ -33,7 +36,8 @@ const char BENCH_HELP[] =
     "      --prefill LIST prompt lengths to time (default 128,512)\n"
     "      --context LIST contexts to time decoding at (default 0,512)\n"
     "      --device D     auto | cpu | cuda\n"
-    "      --cache-dtype T the KV cache's dtype (default: f32 with f32 weights on the CPU, else f16;\n"
+    "      --cache-dtype T the KV cache's dtype (default: f32 with f32 weights on the CPU, else "
+    "f16;\n"
     "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
     "      --json FILE    also write the figures as JSON\n"
@@ -46,16 +50,18 @@ typedef struct {
 } bench_plan;
 
 typedef struct {
-    double prefill[MAX_POINTS], decode[MAX_POINTS]; /* median seconds: per prefill, per decoded token */
-    double decode_wall[MAX_POINTS];                  /* the same by the wall clock, host overheads included */
-    double decode_step[MAX_POINTS];                  /* the median single step: the steady state */
-    int nodes;                                       /* of a recorded decode step (0: none recorded) */
+    double prefill[MAX_POINTS],
+        decode[MAX_POINTS];         /* median seconds: per prefill, per decoded token */
+    double decode_wall[MAX_POINTS]; /* the same by the wall clock, host overheads included */
+    double decode_step[MAX_POINTS]; /* the median single step: the steady state */
+    int nodes;                      /* of a recorded decode step (0: none recorded) */
 } figures;
 
 /* One step of n tokens choosing the next as chat does (history: the first `seen` ids), and its
  * seconds: the device's own clock where the backend keeps one (CUDA events), else the wall clock;
  * wall: the wall clock always. */
-static int timed_step(loaded_model *lm, kv_seq *c, const int *ids, int n, int seen, sampler *smp, double *secs, double *wall)
+static int timed_step(loaded_model *lm, kv_seq *c, const int *ids, int n, int seen, sampler *smp,
+                      double *secs, double *wall)
 {
     kb_backend *b = lm->backend;
     kb_sample pick = sampler_draw(smp, ids - (seen - n), seen);
@@ -69,7 +75,8 @@ static int timed_step(loaded_model *lm, kv_seq *c, const int *ids, int n, int se
 }
 
 /* median seconds for a prefill of n tokens into an empty cache */
-static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, sampler *smp, int runs, double *out)
+static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, sampler *smp, int runs,
+                        double *out)
 {
     double t[65], wall;
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
@@ -81,12 +88,12 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, samp
     return 0;
 }
 
-/* seconds per decoded token after a context of `ctx` tokens: each run's 16 steps timed together (every
- * slow step counts, the first after the context's prefill too, as in llama-bench's tg figure), the
- * median of the runs; and the median single step (*out_step), what decoding settles to. The tokens fed
- * are the fixed prompt's, so every dtype and backend runs the same positions. */
-static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs, double *out,
-                       double *out_wall, double *out_step)
+/* seconds per decoded token after a context of `ctx` tokens: each run's 16 steps timed together
+ * (every slow step counts, the first after the context's prefill too, as in llama-bench's tg
+ * figure), the median of the runs; and the median single step (*out_step), what decoding settles
+ * to. The tokens fed are the fixed prompt's, so every dtype and backend runs the same positions. */
+static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs,
+                       double *out, double *out_wall, double *out_step)
 {
     enum { STEPS = 16 };
     double t[65], w[65], step[64 * STEPS], dt, wall;
@@ -111,7 +118,8 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sam
     return 0;
 }
 
-static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_params *sp, int runs, figures *f)
+static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_params *sp, int runs,
+                     figures *f)
 {
     const gpt2_config *cfg = &lm->model.cfg;
     int need = 16;
@@ -120,7 +128,8 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_par
     for (int i = 0; i < plan->n_ctx; i++)
         need = plan->ctx[i] + 16 > need ? plan->ctx[i] + 16 : need;
     if (need > kv_pool_opts(lm->pool)->window)
-        return err_set("bench needs a context of %d tokens; this model has %d", need, kv_pool_opts(lm->pool)->window);
+        return err_set("bench needs a context of %d tokens; this model has %d", need,
+                       kv_pool_opts(lm->pool)->window);
     int *ids = malloc(sizeof *ids * (size_t)need);
     kv_seq *c = kv_seq_new(lm->pool, 0);
     sampler smp;
@@ -137,7 +146,8 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_par
         if (time_prefill(lm, c, ids, plan->prefill[i], &smp, runs, &f->prefill[i]))
             goto out;
     for (int i = 0; i < plan->n_ctx; i++)
-        if (time_decode(lm, c, ids, plan->ctx[i], &smp, runs, &f->decode[i], &f->decode_wall[i], &f->decode_step[i]))
+        if (time_decode(lm, c, ids, plan->ctx[i], &smp, runs, &f->decode[i], &f->decode_wall[i],
+                        &f->decode_step[i]))
             goto out;
     f->nodes = lm->backend->step_nodes ? lm->backend->step_nodes(lm->backend) : 0;
     rc = 0;
@@ -147,10 +157,11 @@ out:
     return rc;
 }
 
-/* Where the device names its memory's peak bandwidth: the decode rate at which a step would only read
- * its bytes (every weight, and the cached keys and values of every earlier position), beside each
- * decode figure, and the graph's nodes per step. */
-static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_bytes, const figures *f, json_t *row)
+/* Where the device names its memory's peak bandwidth: the decode rate at which a step would only
+ * read its bytes (every weight, and the cached keys and values of every earlier position), beside
+ * each decode figure, and the graph's nodes per step. */
+static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_bytes,
+                      const figures *f, json_t *row)
 {
     double peak = lm->backend->peak_bandwidth;
     if (f->nodes)
@@ -171,10 +182,11 @@ static void floor_row(loaded_model *lm, const bench_plan *plan, double weight_by
     }
     printf("  (at the peak %.0f GB/s)\n", peak / 1e9);
     if (f->nodes)
-        printf("%-13s  a decode step is one graph of %d nodes (kernels and copies)\n", "", f->nodes);
+        printf("%-13s  a decode step is one graph of %d nodes (kernels and copies)\n", "",
+               f->nodes);
     for (int i = 0; i < plan->n_ctx; i++)
-        printf("%-13s  decode@%d: %.1f us a token, %.0f%% of the floor's rate\n", "", plan->ctx[i], f->decode[i] * 1e6,
-               100 / f->decode[i] / floor[i]);
+        printf("%-13s  decode@%d: %.1f us a token, %.0f%% of the floor's rate\n", "", plan->ctx[i],
+               f->decode[i] * 1e6, 100 / f->decode[i] / floor[i]);
 }
 
 static int parse_list(const char *flag, const char *v, int *out, int *n, int lo)
@@ -184,7 +196,8 @@ static int parse_list(const char *flag, const char *v, int *out, int *n, int lo)
     *n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (*n == MAX_POINTS || opt_int(flag, t, lo, 65536, &out[*n]))
-            return err_set("%s: expected up to %d numbers separated by commas, got '%s'", flag, MAX_POINTS, v);
+            return err_set("%s: expected up to %d numbers separated by commas, got '%s'", flag,
+                           MAX_POINTS, v);
         (*n)++;
     }
     return *n ? 0 : err_set("%s: empty list", flag);
@@ -234,8 +247,8 @@ int cmd_bench(int argc, char **argv)
             return err_set("--dtype: with --turns, one of f32, bf16, f16, q8"), EXIT_USAGE;
         if (load_model(&lm, &mo))
             return EXIT_RUNTIME;
-        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir, dt_name(lm.model.wtype),
-               dt_name(kv_pool_opts(lm.pool)->type), lm.backend->threads);
+        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir,
+               dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->threads);
         int rc = bench_turns(&lm, &mo, json_path) ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;
@@ -244,9 +257,11 @@ int cmd_bench(int argc, char **argv)
     int n_types = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", dtypes);
-    for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn; tokn = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn;
+         tokn = strtok_r(NULL, ",", &save)) {
         if (n_types == 8 || dt_parse(tokn, &list[n_types]) || list[n_types] == DT_I8)
-            return err_set("--dtype: expected a list of f32, bf16, f16, q8, got '%s'", dtypes), EXIT_USAGE;
+            return err_set("--dtype: expected a list of f32, bf16, f16, q8, got '%s'", dtypes),
+                   EXIT_USAGE;
         n_types++;
     }
     if (!n_types)
@@ -261,8 +276,10 @@ int cmd_bench(int argc, char **argv)
             return json_decref(results), EXIT_RUNTIME;
         if (k == 0) {
             const gpt2_config *c = &lm.model.cfg;
-            printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d threads, median of %d, %s\n\n",
-                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs,
+            printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d "
+                   "threads, median of %d, %s\n\n",
+                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name,
+                   lm.backend->threads, runs,
                    lm.backend->step_seconds ? "device time (CUDA events)" : "wall clock");
             printf("weights cache ");
             for (int i = 0; i < plan.n_prefill; i++)
@@ -282,13 +299,13 @@ int cmd_bench(int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             double bytes = (double)gpt2_bytes_per_token(&lm.model);
-            json_t *row = json_pack("{s:s, s:s, s:s, s:i, s:s, s:f, s:I, s:f}", "dtype",
-                                    dt_name(list[k]), "cache_dtype",
-                                    dt_name(kv_pool_opts(lm.pool)->type), "backend", lm.backend->name,
-                                    "layers", lm.model.cfg.n_layer,
-                                    "timing", lm.backend->step_seconds ? "cuda-events" : "wall-clock",
-                                    "weight_bytes_per_token", bytes, "cache_bytes_per_position",
-                                    (json_int_t)kv_bytes_per_token(lm.pool), "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
+            json_t *row = json_pack(
+                "{s:s, s:s, s:s, s:i, s:s, s:f, s:I, s:f}", "dtype", dt_name(list[k]),
+                "cache_dtype", dt_name(kv_pool_opts(lm.pool)->type), "backend", lm.backend->name,
+                "layers", lm.model.cfg.n_layer, "timing",
+                lm.backend->step_seconds ? "cuda-events" : "wall-clock", "weight_bytes_per_token",
+                bytes, "cache_bytes_per_position", (json_int_t)kv_bytes_per_token(lm.pool),
+                "bandwidth_gb_s", bytes / f.decode[0] / 1e9);
             printf("%-7s %-5s ", dt_name(list[k]), dt_name(kv_pool_opts(lm.pool)->type));
             for (int i = 0; i < plan.n_prefill; i++) {
                 char key[48];
@@ -314,7 +331,8 @@ int cmd_bench(int argc, char **argv)
         unload_model(&lm);
     }
     if (!rc && json_path) {
-        json_t *doc = json_pack("{s:s, s:i, s:o}", "model", mo.model_dir ? mo.model_dir : "", "runs", runs, "results", results);
+        json_t *doc = json_pack("{s:s, s:i, s:o}", "model", mo.model_dir ? mo.model_dir : "",
+                                "runs", runs, "results", results);
         if (json_dump_file(doc, json_path, JSON_INDENT(2))) {
             err_set("--json %s: cannot write", json_path);
             rc = EXIT_RUNTIME;

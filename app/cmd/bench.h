@@ -1,5 +1,5 @@
-/* What kvchat bench (app/cmd/bench.c) takes from its --turns mode (app/cmd/bench_turns.c): the mode, and the
- * median it also uses. One way: bench_turns.c calls nothing in bench.c. */
+/* What kvchat bench (app/cmd/bench.c) takes from its --turns mode (app/cmd/bench_turns.c): the
+ * mode, and the median it also uses. One way: bench_turns.c calls nothing in bench.c. */
 #ifndef KVCHAT_BENCH_H
 #define KVCHAT_BENCH_H
 

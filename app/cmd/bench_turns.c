@@ -39,15 +39,16 @@ static void count_copies(void *ctx, json_t *ev)
         ((copy_count *)ctx)->copied += (size_t)json_integer_value(json_object_get(ev, "copied"));
 }
 
-/* n tokens through the model, and the greedy choice of the next, made on the backend as chat makes it;
- * logits (may be NULL) also receives the last position's logits */
+/* n tokens through the model, and the greedy choice of the next, made on the backend as chat makes
+ * it; logits (may be NULL) also receives the last position's logits */
 static int greedy(loaded_model *lm, kv_seq *s, const int *ids, int n, int *next, float *logits)
 {
     const kb_sample pick = {.temp = 0, .top_p = 1, .repeat_penalty = 1};
     return gpt2_step(&lm->model, lm->backend, s, ids, n, &pick, next, logits);
 }
 
-/* a conversation of turns (48 user tokens + a 16-token greedy reply) until the window is nearly full */
+/* a conversation of turns (48 user tokens + a 16-token greedy reply) until the window is nearly
+ * full */
 static int ttft_table(loaded_model *lm, int window, json_t *out)
 {
     const gpt2_config *c = &lm->model.cfg;
@@ -55,7 +56,8 @@ static int ttft_table(loaded_model *lm, int window, json_t *out)
     kv_seq *live = kv_seq_new(lm->pool, 1), *fresh = kv_seq_new(lm->pool, 2);
     if (!hist || !live || !fresh)
         goto out;
-    printf("Time to first token per turn (%d-token messages, %d-token replies)\n", USER_TOKENS, REPLY_TOKENS);
+    printf("Time to first token per turn (%d-token messages, %d-token replies)\n", USER_TOKENS,
+           REPLY_TOKENS);
     printf("turn  history  persistent ms  x turn 1  stateless ms  x turn 1\n");
     double first_live = 0, first_fresh = 0;
     for (int turn = 1; n + USER_TOKENS + REPLY_TOKENS <= window; turn++) {
@@ -80,11 +82,12 @@ static int ttft_table(loaded_model *lm, int window, json_t *out)
         }
         if (turn == 1)
             first_live = t_live, first_fresh = t_fresh;
-        printf("%4d  %7d  %13.1f  %8.2f  %12.1f  %8.2f\n", turn, history, t_live * 1e3, t_live / first_live,
-               t_fresh * 1e3, t_fresh / first_fresh);
+        printf("%4d  %7d  %13.1f  %8.2f  %12.1f  %8.2f\n", turn, history, t_live * 1e3,
+               t_live / first_live, t_fresh * 1e3, t_fresh / first_fresh);
         fflush(stdout);
-        json_array_append_new(out, json_pack("{s:i, s:i, s:f, s:f}", "turn", turn, "history", history,
-                                             "ttft_persistent_ms", t_live * 1e3, "ttft_stateless_ms", t_fresh * 1e3));
+        json_array_append_new(out, json_pack("{s:i, s:i, s:f, s:f}", "turn", turn, "history",
+                                             history, "ttft_persistent_ms", t_live * 1e3,
+                                             "ttft_stateless_ms", t_fresh * 1e3));
     }
     rc = 0;
 out:
@@ -99,9 +102,10 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
     const gpt2_config *c = &lm->model.cfg;
     const char *names[3] = {"paged", "contiguous", "contiguous --prealloc"};
     int keep = 32, drop = window / 4, rc = 0, next;
-    printf("\nOne eviction at a full window of %d (keep %d, drop %d, re-prefill %d), by layout\n", window, keep, drop,
-           window - keep - drop);
-    printf("layout                  grows  copied MB  peak MB  frag KB  evict ms  decode tok/s after\n");
+    printf("\nOne eviction at a full window of %d (keep %d, drop %d, re-prefill %d), by layout\n",
+           window, keep, drop, window - keep - drop);
+    printf("layout                  grows  copied MB  peak MB  frag KB  evict ms  decode tok/s "
+           "after\n");
     int *ids = malloc(sizeof(int) * (size_t)window);
     if (!ids)
         return err_set("out of memory");
@@ -122,7 +126,8 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
             rc = -1;
             break;
         }
-        for (int n = 0; n < window - 1 && !rc; n += 64) { /* fill as a conversation would: in turns */
+        for (int n = 0; n < window - 1 && !rc;
+             n += 64) { /* fill as a conversation would: in turns */
             int k = window - 1 - n < 64 ? window - 1 - n : 64;
             rc = gpt2_forward(&lm->model, lm->backend, s, ids + n, k, NULL);
         }
@@ -133,7 +138,8 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
         kv_seq_get_stats(s, &st);
         double t0 = ev_clock();
         if (!rc)
-            rc = kv_truncate(s, keep) || greedy(lm, s, ids + keep + drop, window - 1 - keep - drop, &next, NULL);
+            rc = kv_truncate(s, keep) ||
+                 greedy(lm, s, ids + keep + drop, window - 1 - keep - drop, &next, NULL);
         double t_evict = ev_clock() - t0, steps[16];
         for (int i = 0; i < 16 && !rc; i++) {
             t0 = ev_clock();
@@ -142,13 +148,15 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
         }
         if (!rc) {
             double med = bench_median(steps, 16);
-            printf("%-22s  %5d  %9.1f  %7.1f  %7.1f  %8.1f  %18.1f\n", names[l], st.grows, cc.copied / 1e6, peak / 1e6,
-                   (st.reserved_bytes - st.used_bytes) / 1024.0, t_evict * 1e3, 1 / med);
-            json_array_append_new(out, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f}", "layout", names[l], "grows",
-                                                 st.grows, "copied_bytes", (json_int_t)cc.copied, "peak_bytes",
-                                                 (json_int_t)peak, "fragmentation_bytes",
-                                                 (json_int_t)(st.reserved_bytes - st.used_bytes), "evict_ms",
-                                                 t_evict * 1e3, "decode_tok_s", 1 / med));
+            printf("%-22s  %5d  %9.1f  %7.1f  %7.1f  %8.1f  %18.1f\n", names[l], st.grows,
+                   cc.copied / 1e6, peak / 1e6, (st.reserved_bytes - st.used_bytes) / 1024.0,
+                   t_evict * 1e3, 1 / med);
+            json_array_append_new(
+                out, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f}", "layout", names[l], "grows",
+                               st.grows, "copied_bytes", (json_int_t)cc.copied, "peak_bytes",
+                               (json_int_t)peak, "fragmentation_bytes",
+                               (json_int_t)(st.reserved_bytes - st.used_bytes), "evict_ms",
+                               t_evict * 1e3, "decode_tok_s", 1 / med));
         }
         kv_pool_free(pool);
         ev_bus_free(bus);
@@ -196,7 +204,8 @@ static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json
 {
     enum { SLIDE_USER = 48, SLIDE_REPLY = 16, SLIDES = 4 };
     const gpt2_config *c = &lm->model.cfg;
-    int target = window / 4, turns = window / (SLIDE_USER + SLIDE_REPLY) + SLIDES * (target / (SLIDE_USER + SLIDE_REPLY) + 1);
+    int target = window / 4, turns = window / (SLIDE_USER + SLIDE_REPLY) +
+                                     SLIDES * (target / (SLIDE_USER + SLIDE_REPLY) + 1);
     int recompute = window - target - SLIDE_USER, rc = 0, V = c->vocab_size;
     int *ids = malloc(sizeof(int) * (size_t)window);
     float *last = malloc(sizeof(float) * (size_t)V * 2);
@@ -215,10 +224,13 @@ static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json
     double reprefill = ev_clock() - t0, pause = 1.25 * reprefill;
     kv_seq_free(s);
     s = NULL;
-    printf("\nA chat sliding %d times: %d turns of %d-token messages and %d-token replies in a window of %d, a\n"
-           "pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is half full\n",
+    printf("\nA chat sliding %d times: %d turns of %d-token messages and %d-token replies in a "
+           "window of %d, a\n"
+           "pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is "
+           "half full\n",
            SLIDES, turns, SLIDE_USER, SLIDE_REPLY, window, pause * 1e3, recompute);
-    printf("prepare  evictions  prepared  stall ms  longest gap ms  median token ms  gap / median  longest TTFT ms\n");
+    printf("prepare  evictions  prepared  stall ms  longest gap ms  median token ms  gap / median  "
+           "longest TTFT ms\n");
     for (int on = 1; on >= 0 && !rc; on--) {
         model_opts m = *mo;
         m.n_predict = SLIDE_REPLY;
@@ -237,12 +249,14 @@ static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json
         for (int t = 0; t < turns && !rc; t++) {
             char text[SLIDE_USER * 8 + 1] = "";
             for (int k = 0; k < SLIDE_USER; k++) /* " w<digits>" is about one token a word */
-                snprintf(text + strlen(text), sizeof text - strlen(text), " %c%d", 'a' + (t + k) % 26, (t * 7 + k) % 10);
+                snprintf(text + strlen(text), sizeof text - strlen(text), " %c%d",
+                         'a' + (t + k) % 26, (t * 7 + k) % 10);
             char *reply = NULL;
             rc = engine_turn(e, conv, text, &reply);
             free(reply);
             if (!rc && engine_window_len(e, conv) > window / 2)
-                nanosleep(&(struct timespec){.tv_sec = (time_t)pause, .tv_nsec = (long)((pause - (time_t)pause) * 1e9)},
+                nanosleep(&(struct timespec){.tv_sec = (time_t)pause,
+                                             .tv_nsec = (long)((pause - (time_t)pause) * 1e9)},
                           NULL);
         }
         ev_unsubscribe(lm->bus, on_slide, &l);
@@ -254,16 +268,19 @@ static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json
             break;
         double longest = largest(l.token_ms, l.tokens), ttft = largest(l.ttft_ms, l.turns);
         double median = bench_median(l.token_ms, l.tokens);
-        printf("%-7s  %9d  %8d  %8.1f  %14.1f  %15.2f  %12.1f  %15.1f\n", on ? "on" : "off", l.evictions, l.prepared,
-               l.stall_ms, longest, median, longest / median, ttft);
-        json_array_append_new(out, json_pack("{s:b, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "prepare", on,
-                                             "evictions", l.evictions, "prepared", l.prepared, "stall_ms", l.stall_ms,
-                                             "longest_gap_ms", longest, "median_token_ms", median, "longest_ttft_ms",
-                                             ttft, "pause_ms", pause * 1e3, "reprefill_ms", reprefill * 1e3));
+        printf("%-7s  %9d  %8d  %8.1f  %14.1f  %15.2f  %12.1f  %15.1f\n", on ? "on" : "off",
+               l.evictions, l.prepared, l.stall_ms, longest, median, longest / median, ttft);
+        json_array_append_new(
+            out, json_pack("{s:b, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "prepare", on,
+                           "evictions", l.evictions, "prepared", l.prepared, "stall_ms", l.stall_ms,
+                           "longest_gap_ms", longest, "median_token_ms", median, "longest_ttft_ms",
+                           ttft, "pause_ms", pause * 1e3, "reprefill_ms", reprefill * 1e3));
     }
     if (!rc)
         printf("the two chats end on the same logits: %s\n",
-               memcmp(last, last + V, sizeof(float) * (size_t)V) ? "NO (a prepared eviction changed them)" : "yes, bit for bit");
+               memcmp(last, last + V, sizeof(float) * (size_t)V)
+                   ? "NO (a prepared eviction changed them)"
+                   : "yes, bit for bit");
 out:
     kv_seq_free(s);
     free(ids);
@@ -273,8 +290,8 @@ out:
     return rc;
 }
 
-/* 1000 tokens: decoded with the cache, versus recomputing the whole prefix for each (integrated from
- * measured prefix lengths, since running it in full takes minutes) */
+/* 1000 tokens: decoded with the cache, versus recomputing the whole prefix for each (integrated
+ * from measured prefix lengths, since running it in full takes minutes) */
 static int thousand_tokens(loaded_model *lm, int window, json_t *out)
 {
     const gpt2_config *c = &lm->model.cfg;
@@ -306,7 +323,8 @@ static int thousand_tokens(loaded_model *lm, int window, json_t *out)
     free(ids);
     if (rc)
         return -1;
-    printf("\n%d tokens generated: %.2f s with the KV cache, about %.1f s without it (%.0fx; estimated from 10\n"
+    printf("\n%d tokens generated: %.2f s with the KV cache, about %.1f s without it (%.0fx; "
+           "estimated from 10\n"
            "measured prefix lengths). nanoGPT, as reported: 12.85 s vs 49.37 s (3.8x).\n",
            total, with_cache, without, without / with_cache);
     json_object_set_new(out, "tokens", json_integer(total));
@@ -332,7 +350,8 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, json_t *out)
     }
     for (int i = 0; i < PROMPT; i++)
         ids[i] = (int)((unsigned)i * 2654435761u % (unsigned)V);
-    printf("\nCache dtype vs f32 cache: logits after a %d-token prompt, and %d greedy tokens\n", PROMPT, GEN);
+    printf("\nCache dtype vs f32 cache: logits after a %d-token prompt, and %d greedy tokens\n",
+           PROMPT, GEN);
     printf("cache   bytes/token  rel L2 error  greedy tokens equal  first divergence\n");
     for (int t = 0; t < 4 && !rc; t++) {
         kv_opts o = mo->kv;
@@ -356,17 +375,19 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, json_t *out)
             same += id == ref_ids[g];
             if (id != ref_ids[g] && diverge < 0)
                 diverge = g;
-            ids[PROMPT + g] = ref_ids[g]; /* teacher-forced on the f32 tokens, so every position compares */
+            ids[PROMPT + g] =
+                ref_ids[g]; /* teacher-forced on the f32 tokens, so every position compares */
             rc = greedy(lm, s, ids + PROMPT + g, 1, &id, NULL);
         }
         if (!rc) {
             char where[16] = "none";
             if (diverge >= 0)
                 snprintf(where, sizeof where, "token %d", diverge + 1);
-            printf("%-6s  %11zu  %12.2e  %13d / %d  %16s\n", dt_name(types[t]), kv_bytes_per_token(pool),
-                   sqrt(num / den), same, GEN, where);
-            json_array_append_new(out, json_pack("{s:s, s:I, s:f, s:i, s:i}", "cache_dtype", dt_name(types[t]),
-                                                 "bytes_per_token", (json_int_t)kv_bytes_per_token(pool), "rel_l2",
+            printf("%-6s  %11zu  %12.2e  %13d / %d  %16s\n", dt_name(types[t]),
+                   kv_bytes_per_token(pool), sqrt(num / den), same, GEN, where);
+            json_array_append_new(out, json_pack("{s:s, s:I, s:f, s:i, s:i}", "cache_dtype",
+                                                 dt_name(types[t]), "bytes_per_token",
+                                                 (json_int_t)kv_bytes_per_token(pool), "rel_l2",
                                                  sqrt(num / den), "greedy_equal", same, "of", GEN));
         }
         kv_pool_free(pool);
@@ -380,13 +401,15 @@ static int cache_dtypes(loaded_model *lm, const model_opts *mo, json_t *out)
 int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path)
 {
     int window = kv_pool_opts(lm->pool)->window;
-    json_t *ttft = json_array(), *evict = json_array(), *gen = json_object(), *dtypes = json_array();
+    json_t *ttft = json_array(), *evict = json_array(), *gen = json_object(),
+           *dtypes = json_array();
     json_t *slide = json_array();
     int rc = ttft_table(lm, window, ttft) || eviction_costs(lm, mo, window, evict) ||
-             sliding_chat(lm, mo, window, slide) || thousand_tokens(lm, window, gen) || cache_dtypes(lm, mo, dtypes);
+             sliding_chat(lm, mo, window, slide) || thousand_tokens(lm, window, gen) ||
+             cache_dtypes(lm, mo, dtypes);
     if (!rc && json_path) {
-        json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict, "sliding_chat", slide,
-                                "generate", gen, "cache_dtypes", dtypes);
+        json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o}", "ttft", ttft, "eviction", evict,
+                                "sliding_chat", slide, "generate", gen, "cache_dtypes", dtypes);
         if (json_dump_file(doc, json_path, JSON_INDENT(2)))
             rc = err_set("--json %s: cannot write", json_path);
         json_decref(doc);

@@ -1,5 +1,5 @@
-/* kvchat chat: the full-screen chat, or --no-tui line mode (one user message per line on stdin, each
- * reply on one line of stdout). Both save the session as it happens and can resume one. */
+/* kvchat chat: the full-screen chat, or --no-tui line mode (one user message per line on stdin,
+ * each reply on one line of stdout). Both save the session as it happens and can resume one. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,52 +27,59 @@
 #include "../session/restore.h"
 #include "sessions.h"
 
-#define CHAT_OPTS_HELP                                                                           \
+#define CHAT_OPTS_HELP                                                                             \
     "      --system TEXT      a system preamble opening each conversation in place of the\n"       \
-    "                         template's (kept from eviction, as the preamble is: --keep)\n"   \
-    "      --template T       gpt2 | dialogpt | none (default: dialogpt for a model whose\n"    \
-    "                         config.json marks it conversational or whose name says DialoGPT,\n" \
-    "                         else gpt2)\n"                                                     \
-    "      --keep K           tokens at the start never evicted (default: the template's preamble)\n" \
-    "      --evict-min N      evict at least N tokens at a time (default: a quarter of --ctx)\n" \
-    "      --evict M          exact (default: re-prefill what remains) | shift (approximate, what\n" \
-    "                         llama.cpp does to GPT-2: old keys keep their old positions)\n"     \
-    "      --fidelity N       every N tokens, recompute the logits from scratch and report top-1\n" \
-    "                         agreement and KL divergence as a fidelity event\n"                 \
-    "      --idle-offload S   move conversations idle S seconds to host memory\n"                \
-    "      --prepare-evict on|off  make the next exact eviction while you type, so a reply never\n" \
-    "                         stops for it (default on)\n"                                        \
+    "                         template's (kept from eviction, as the preamble is: --keep)\n"       \
+    "      --template T       gpt2 | dialogpt | none (default: dialogpt for a model whose\n"       \
+    "                         config.json marks it conversational or whose name says DialoGPT,\n"  \
+    "                         else gpt2)\n"                                                        \
+    "      --keep K           tokens at the start never evicted (default: the template's "         \
+    "preamble)\n"                                                                                  \
+    "      --evict-min N      evict at least N tokens at a time (default: a quarter of --ctx)\n"   \
+    "      --evict M          exact (default: re-prefill what remains) | shift (approximate, "     \
+    "what\n"                                                                                       \
+    "                         llama.cpp does to GPT-2: old keys keep their old positions)\n"       \
+    "      --fidelity N       every N tokens, recompute the logits from scratch and report "       \
+    "top-1\n"                                                                                      \
+    "                         agreement and KL divergence as a fidelity event\n"                   \
+    "      --idle-offload S   move conversations idle S seconds to host memory\n"                  \
+    "      --prepare-evict on|off  make the next exact eviction while you type, so a reply "       \
+    "never\n"                                                                                      \
+    "                         stops for it (default on)\n"                                         \
     "      --events FILE      write every cache and chat event to FILE, one JSON object a line;\n" \
-    "                         a file that is not empty is refused (see --force); never a\n"     \
-    "                         session, nor a file another kvchat is writing\n"                  \
-    "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"       \
+    "                         a file that is not empty is refused (see --force); never a\n"        \
+    "                         session, nor a file another kvchat is writing\n"                     \
+    "      --session FILE     save the session to FILE as it happens (the TUI saves to\n"          \
     "                         ~/.local/share/kvchat/sessions/ by default); a session already in\n" \
-    "                         FILE is continued, any other file is left alone (see --force)\n"  \
-    "      --no-save          do not save the session\n"                                         \
+    "                         FILE is continued, any other file is left alone (see --force)\n"     \
+    "      --no-save          do not save the session\n"                                           \
     "      --save-cache       also keep the KV cache beside it (FILE.kv), so resuming is a read\n" \
-    "      --resume FILE      continue a saved session (with its settings) and append to it;\n" \
-    "                         last: the newest one (kvchat sessions lists them)\n"             \
+    "      --resume FILE      continue a saved session (with its settings) and append to it;\n"    \
+    "                         last: the newest one (kvchat sessions lists them)\n"                 \
     "      --force            resume even with a different model (its history is re-prefilled);\n" \
-    "                         overwrite a --session FILE that is not a session, or an --events\n" \
+    "                         overwrite a --session FILE that is not a session, or an --events\n"  \
     "                         FILE that exists\n"
 
 const char CHAT_HELP[] =
     "usage: kvchat [chat] [-m DIR] [options]               the full-screen chat\n"
     "       kvchat chat --no-tui [-m DIR] [options] < messages\n"
     "\n"
-    "Chat with GPT-2 and watch its KV cache: the cache lives across turns (each turn processes only\n"
-    "its new tokens); when the window fills, the oldest turns after the kept prefix are evicted and\n"
+    "Chat with GPT-2 and watch its KV cache: the cache lives across turns (each turn processes "
+    "only\n"
+    "its new tokens); when the window fills, the oldest turns after the kept prefix are evicted "
+    "and\n"
     "what remains is re-prefilled at its new positions, exactly. F1 in the chat lists keys and\n"
     "commands. Ctrl-C stops the reply being generated (what was generated stays).\n"
     "\n"
-    "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line and\n"
+    "With --no-tui, or when stdin or stdout is not a terminal: reads one user message per line "
+    "and\n"
     "writes each reply as one line (newlines inside it become spaces). Typed at a terminal, it\n"
     "prompts (you> on stderr). A line starting with / is a command, as in the full-screen chat\n"
     "(/help lists them; what they say goes to stderr); /quit ends the chat.\n"
     "\n"
     "      --no-tui           line mode\n"
-    "      --commands         print the chat's commands as a Markdown table and exit\n"
-    CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
+    "      --commands         print the chat's commands as a Markdown table and "
+    "exit\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static engine *running_engine;
 static volatile sig_atomic_t interrupted;
@@ -105,7 +112,7 @@ typedef struct {
     engine_opts eo;
     const char *events, *session, *resume;
     int no_tui, no_save, save_cache, force, commands;
-    char last[4096];      /* --resume last: the newest saved session */
+    char last[4096]; /* --resume last: the newest saved session */
 } chat_args;
 
 static int chat_opt(chat_args *a, int argc, char **argv, int *i)
@@ -179,7 +186,8 @@ static void progress(void *ctx, int done, int total)
 {
     int id = *(int *)ctx;
     if (isatty(STDERR_FILENO) || done == total)
-        fprintf(stderr, "\rre-prefilling conversation %d: %d / %d tokens%s", id, done, total, done == total ? "\n" : "");
+        fprintf(stderr, "\rre-prefilling conversation %d: %d / %d tokens%s", id, done, total,
+                done == total ? "\n" : "");
 }
 
 /* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
@@ -192,7 +200,8 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
     if (!rc && !force && !access(kv_path, F_OK)) {
         loaded = !snapshot_load(kv_path, e, lm, fp);
         if (!loaded)
-            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n", err_msg());
+            fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n",
+                    err_msg());
     }
     for (int k = 0; k < n && !rc; k++)
         if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
@@ -247,7 +256,8 @@ int cmd_chat(int argc, char **argv)
     char kv_path[4200] = "", save_kv[4200] = "", fp[17] = "", dir[4096];
     int append = 0, overwrite = 0;
     if (a.session && (a.resume ? !same_file(a.session, a.resume) : 1) && file_size(a.session) > 0) {
-        /* an existing file is never replaced without --force: a session in it is continued instead */
+        /* an existing file is never replaced without --force: a session in it is continued instead
+         */
         char why[512] = "";
         int turns = 0, read = !a.resume && !session_read(&hist, a.session);
         for (int i = 0; read && i < hist.n_events; i++)
@@ -256,14 +266,18 @@ int cmd_chat(int argc, char **argv)
             session_free(&hist);
         if (turns) {
             a.resume = a.session;
-            fprintf(stderr, "kvchat: %s holds a session: continuing it (as --resume does)\n", a.session);
+            fprintf(stderr, "kvchat: %s holds a session: continuing it (as --resume does)\n",
+                    a.session);
         } else if (a.force) {
             overwrite = 1;
         } else {
             if (!a.resume)
-                snprintf(why, sizeof why, " (%s)", read ? "a session with no completed turn" : err_msg());
-            return err_set("--session %s already exists%s; choose another file, or --force to overwrite it", a.session,
-                           why), EXIT_RUNTIME;
+                snprintf(why, sizeof why, " (%s)",
+                         read ? "a session with no completed turn" : err_msg());
+            return err_set("--session %s already exists%s; choose another file, or --force to "
+                           "overwrite it",
+                           a.session, why),
+                   EXIT_RUNTIME;
         }
     }
     if (a.resume) {
@@ -271,8 +285,12 @@ int cmd_chat(int argc, char **argv)
         if (!hist.header && session_read(&hist, a.resume))
             return EXIT_RUNTIME;
         if (hist.truncated && !append)
-            fprintf(stderr, "kvchat: %s ends in a cut line (a crash mid-turn); resuming from the last complete turn\n", a.resume);
-        const char *recorded = json_string_value(json_object_get(json_object_get(hist.header, "model"), "dir"));
+            fprintf(stderr,
+                    "kvchat: %s ends in a cut line (a crash mid-turn); resuming from the last "
+                    "complete turn\n",
+                    a.resume);
+        const char *recorded =
+            json_string_value(json_object_get(json_object_get(hist.header, "model"), "dir"));
         if (!mo.model_dir && !getenv("KVCHAT_MODEL") && recorded)
             mo.model_dir = recorded;
         if (session_settings_at(&hist, hist.n_events, &mo, &a.eo)) {
@@ -322,11 +340,13 @@ int cmd_chat(int argc, char **argv)
     if (a.resume) {
         const json_t *m = json_object_get(hist.header, "model");
         char tfp[17];
-        const char *want = json_string_value(json_object_get(m, "fingerprint")), *wantt = json_string_value(json_object_get(m, "tokenizer"));
+        const char *want = json_string_value(json_object_get(m, "fingerprint")),
+                   *wantt = json_string_value(json_object_get(m, "tokenizer"));
         if (fp_tokenizer(lm.dir, tfp))
             goto out;
         if ((!want || strcmp(want, fp) || !wantt || strcmp(wantt, tfp)) && !a.force) {
-            err_set("%s was recorded with another model or tokenizer than %s; --force re-prefills it with this one",
+            err_set("%s was recorded with another model or tokenizer than %s; --force re-prefills "
+                    "it with this one",
                     a.resume, lm.dir);
             goto out;
         }
@@ -342,7 +362,8 @@ int cmd_chat(int argc, char **argv)
         save_to = NULL;
     if (save_to) {
         session_mode mode = append ? SESSION_APPEND : overwrite ? SESSION_OVERWRITE : SESSION_NEW;
-        if (!(header = session_header(&lm, &mo, &a.eo)) || session_open(&sw, save_to, mode, header, lm.bus))
+        if (!(header = session_header(&lm, &mo, &a.eo)) ||
+            session_open(&sw, save_to, mode, header, lm.bus))
             goto out;
         snprintf(save_kv, sizeof save_kv, "%s.kv", save_to);
         snapshot_remove_part(save_kv);
@@ -355,13 +376,13 @@ int cmd_chat(int argc, char **argv)
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {
-        /* first: the re-prefill's events belong to this run (the reader takes its window from here) */
+        /* first: the re-prefill's events belong to this run (the reader takes its window from here)
+         */
         json_t *ev = session_settings_json(&lm, &mo, &a.eo);
         json_object_del(ev, "sampling"); /* a change of it is a set event, after the restore */
-        json_object_update_new(ev,
-                               json_pack("{s:s, s:i, s:i}", "from", a.resume, "window",
-                                         kv_pool_opts(lm.pool)->window, "vocab_size",
-                                         lm.model.cfg.vocab_size));
+        json_object_update_new(ev, json_pack("{s:s, s:i, s:i}", "from", a.resume, "window",
+                                             kv_pool_opts(lm.pool)->window, "vocab_size",
+                                             lm.model.cfg.vocab_size));
         ev_emit(lm.bus, 0, EV_RESUME, ev);
         if (restore(e, &lm, &hist, kv_path, fp, a.force))
             goto out;
@@ -369,12 +390,18 @@ int cmd_chat(int argc, char **argv)
             engine_set_sampling(e, &want_sp, want_n);
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
     } /* else the front end makes the first conversation once it listens: /save keeps its event */
-    chat_persist persist = {.kv_path = save_to ? save_kv : NULL, .save_cache = a.save_cache, .fingerprint = fp,
-                            .header = header, .history = a.resume ? &hist : NULL, .session_path = save_to};
+    chat_persist persist = {.kv_path = save_to ? save_kv : NULL,
+                            .save_cache = a.save_cache,
+                            .fingerprint = fp,
+                            .header = header,
+                            .history = a.resume ? &hist : NULL,
+                            .session_path = save_to};
     if (tui) {
         rc = tui_run(&lm, e, &a.eo, &persist);
         if (!rc && save_to)
-            fprintf(stderr, "kvchat: session saved in %s (kvchat replay plays it back, chat --resume continues it)\n",
+            fprintf(stderr,
+                    "kvchat: session saved in %s (kvchat replay plays it back, chat --resume "
+                    "continues it)\n",
                     save_to);
         goto out;
     }
@@ -386,8 +413,15 @@ int cmd_chat(int argc, char **argv)
             json_array_append(col.all, hist.events[i]);
     if (conv < 0 && (conv = engine_new_conv(e)) < 0)
         goto out;
-    act_host host = {.e = e, .lm = &lm, .eo = &a.eo, .persist = &persist, .events = col.all,
-                     .events_lock = &col.lock, .conv = conv, .say = line_say, .note = line_say};
+    act_host host = {.e = e,
+                     .lm = &lm,
+                     .eo = &a.eo,
+                     .persist = &persist,
+                     .events = col.all,
+                     .events_lock = &col.lock,
+                     .conv = conv,
+                     .say = line_say,
+                     .note = line_say};
     session_emit_model(&lm);
     engine_on_text(e, print_text, &raw);
     running_engine = e;
@@ -476,7 +510,8 @@ out:
     session_close(&sw, lm.bus);
     json_decref(header);
     int log_err = events_log_close(&log);
-    if (log_err && !rc) { /* the first error wins the one line; this one is reported when it is the only one */
+    if (log_err &&
+        !rc) { /* the first error wins the one line; this one is reported when it is the only one */
         err_set("--events %s: writing failed: %s", a.events, strerror(log_err));
         rc = EXIT_RUNTIME;
     }

@@ -3,8 +3,9 @@
 #define KVCHAT_COMMANDS_H
 
 /* `kvchat CMD --help` prints CMD's text; main.c handles it for every command. */
-extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[], BENCH_HELP[], GET_MODEL_HELP[],
-    CHAT_HELP[], REPLAY_HELP[], SELFTEST_HELP[], CONVERT_HELP[], SESSIONS_HELP[];
+extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[],
+    BENCH_HELP[], GET_MODEL_HELP[], CHAT_HELP[], REPLAY_HELP[], SELFTEST_HELP[], CONVERT_HELP[],
+    SESSIONS_HELP[];
 
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

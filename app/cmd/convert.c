@@ -17,16 +17,20 @@
 const char CONVERT_HELP[] =
     "usage: kvchat convert DIR [--force]\n"
     "\n"
-    "Writes DIR/model.safetensors from DIR/pytorch_model.bin, which is read without running pickle\n"
-    "(only tensors, storages and OrderedDict may be named in it). Tensors keep their names, shapes and\n"
-    "dtypes. An lm_head.weight that holds the token embedding's values is left out, as Hugging Face\n"
+    "Writes DIR/model.safetensors from DIR/pytorch_model.bin, which is read without running "
+    "pickle\n"
+    "(only tensors, storages and OrderedDict may be named in it). Tensors keep their names, shapes "
+    "and\n"
+    "dtypes. An lm_head.weight that holds the token embedding's values is left out, as Hugging "
+    "Face\n"
     "leaves out tied weights: GPT-2 ties its head to wte. The file is written to\n"
-    "model.safetensors.part and renamed when complete; an existing model.safetensors is kept unless\n"
+    "model.safetensors.part and renamed when complete; an existing model.safetensors is kept "
+    "unless\n"
     "--force. Loading a pytorch_model.bin without converting works too, only slower.\n";
 
 typedef struct {
     const st_file *pt;
-    const int *from;       /* entry i is tensor from[i] */
+    const int *from; /* entry i is tensor from[i] */
     int n;
     size_t total, done;
 } job;
@@ -38,15 +42,16 @@ static int fill(int i, void *buf, void *ctx)
     memcpy(buf, t->data, t->end - t->begin);
     j->done += t->end - t->begin;
     if (isatty(STDERR_FILENO))
-        fprintf(stderr, "\rwriting model.safetensors: %3d%%%s", (int)(100.0 * j->done / (j->total ? j->total : 1)),
-                i == j->n - 1 ? "\n" : "");
+        fprintf(stderr, "\rwriting model.safetensors: %3d%%%s",
+                (int)(100.0 * j->done / (j->total ? j->total : 1)), i == j->n - 1 ? "\n" : "");
     return 0;
 }
 
 static int same_values(const st_tensor *a, const st_tensor *b)
 {
-    return a && b && !strcmp(a->dtype, b->dtype) && a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof a->shape) &&
-           a->end - a->begin == b->end - b->begin && !memcmp(a->data, b->data, a->end - a->begin);
+    return a && b && !strcmp(a->dtype, b->dtype) && a->ndim == b->ndim &&
+           !memcmp(a->shape, b->shape, sizeof a->shape) && a->end - a->begin == b->end - b->begin &&
+           !memcmp(a->data, b->data, a->end - a->begin);
 }
 
 int cmd_convert(int argc, char **argv)
@@ -64,14 +69,17 @@ int cmd_convert(int argc, char **argv)
             dir = argv[i];
     }
     if (!dir)
-        return err_set("which directory? kvchat convert DIR (it must hold pytorch_model.bin)"), EXIT_USAGE;
+        return err_set("which directory? kvchat convert DIR (it must hold pytorch_model.bin)"),
+               EXIT_USAGE;
     char src[PATH_MAX], dst[PATH_MAX];
     snprintf(src, sizeof src, "%s/pytorch_model.bin", dir);
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     if (file_size(src) < 0)
         return err_set("%s: no such file (convert reads a PyTorch checkpoint)", src), EXIT_RUNTIME;
     if (file_size(dst) >= 0 && !force)
-        return err_set("%s already exists (kvchat loads it before pytorch_model.bin; --force replaces it)", dst),
+        return err_set("%s already exists (kvchat loads it before pytorch_model.bin; --force "
+                       "replaces it)",
+                       dst),
                EXIT_RUNTIME;
     st_file pt;
     if (pt_open(&pt, src))
@@ -88,7 +96,8 @@ int cmd_convert(int argc, char **argv)
         const st_tensor *t = &pt.tensors[i];
         if (tied && t == head)
             continue;
-        e[j.n] = (st_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .bytes = t->end - t->begin};
+        e[j.n] = (st_entry){
+            .name = t->name, .dtype = t->dtype, .ndim = t->ndim, .bytes = t->end - t->begin};
         memcpy(e[j.n].shape, t->shape, sizeof t->shape);
         from[j.n++] = i;
         j.total += t->end - t->begin;

@@ -24,14 +24,19 @@ const char GENERATE_HELP[] =
     "      --dump-logits FILE write the vocab-size little-endian float32 logits from which the\n"
     "                         first new token was chosen (with --force-ids, then those after each\n"
     "                         forced id: one row per step)\n"
-    "      --force-ids LIST   teacher forcing: feed these ids one per step after the prompt, in place\n"
+    "      --force-ids LIST   teacher forcing: feed these ids one per step after the prompt, in "
+    "place\n"
     "                         of the chosen ones (as many steps as ids; for comparing backends)\n"
     "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
     "  -q, --quiet            no timing summary on stderr\n"
     "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
 
 static int parse_ids(const char *flag, const char *s, int **ids, int *n, int *cap)
 {
@@ -44,7 +49,8 @@ static int parse_ids(const char *flag, const char *s, int **ids, int *n, int *ca
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > (1L << 24) || (*end && *end != ',' && *end != ' '))
-            return err_set("%s: expected non-negative integers separated by commas, got '%s'", flag, s);
+            return err_set("%s: expected non-negative integers separated by commas, got '%s'", flag,
+                           s);
         size_t c = (size_t)*cap;
         if (err_grow(ids, &c, (size_t)*n + 1, sizeof **ids, flag))
             return -1;
@@ -108,10 +114,12 @@ static int parse_args(gen_args *a, int argc, char **argv)
 }
 
 /* force: the ids to feed after the prompt (teacher forcing), n_force of them, or NULL */
-static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt, const int *force, int n_force)
+static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt, const int *force,
+                    int n_force)
 {
     gpt2_model *m = &lm->model;
-    int V = m->cfg.vocab_size, n_ctx = kv_pool_opts(lm->pool)->window, eos = tok_eos(lm->tok), rc = -1;
+    int V = m->cfg.vocab_size, n_ctx = kv_pool_opts(lm->pool)->window, eos = tok_eos(lm->tok),
+        rc = -1;
     if (n_prompt > n_ctx)
         return err_set("prompt is %d tokens; the context holds %d", n_prompt, n_ctx);
     for (int i = 0; i < n_prompt; i++)
@@ -119,7 +127,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
             return err_set("prompt token id %d is outside the vocabulary (0..%d)", ids[i], V - 1);
     for (int i = 0; i < n_force; i++)
         if (force[i] >= V)
-            return err_set("--force-ids: token id %d is outside the vocabulary (0..%d)", force[i], V - 1);
+            return err_set("--force-ids: token id %d is outside the vocabulary (0..%d)", force[i],
+                           V - 1);
     part_file dump = {0};
     if (a->dump_logits && part_open(&dump, a->dump_logits))
         return err_wrap("--dump-logits");
@@ -134,7 +143,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
     int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0, next = -1;
     double t0 = ev_clock();
     kb_sample pick = sampler_draw(&smp, ids, n);
-    if (gpt2_step(m, lm->backend, cache, ids, n_prompt, a->mo.n_predict > 0 ? &pick : NULL, &next, logits))
+    if (gpt2_step(m, lm->backend, cache, ids, n_prompt, a->mo.n_predict > 0 ? &pick : NULL, &next,
+                  logits))
         goto out;
     double t_prefill = ev_clock() - t0;
     /* x86-64 and arm64 are little-endian: the floats go out as they are */
@@ -165,8 +175,11 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
         }
         pick = sampler_draw(&smp, ids, n);
         float *step_logits = force && dump.f ? logits : NULL;
-        int fail = a->no_cache ? (kv_truncate(cache, 0) || gpt2_step(m, lm->backend, cache, ids, n, &pick, &next, step_logits))
-                               : gpt2_step(m, lm->backend, cache, ids + n - 1, 1, &pick, &next, step_logits);
+        int fail =
+            a->no_cache
+                ? (kv_truncate(cache, 0) ||
+                   gpt2_step(m, lm->backend, cache, ids, n, &pick, &next, step_logits))
+                : gpt2_step(m, lm->backend, cache, ids + n - 1, 1, &pick, &next, step_logits);
         if (fail || (step_logits && fwrite(logits, sizeof(float), (size_t)V, dump.f) != (size_t)V))
             goto out;
     }
@@ -179,9 +192,10 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
     putchar('\n');
     fflush(stdout);
     if (!a->quiet)
-        fprintf(stderr, "[prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens at %.1f tok/s%s]\n",
-                n_prompt, t_prefill * 1e3, n_prompt / t_prefill, made, made > 0 ? made / t_decode : 0.0,
-                a->no_cache ? ", no cache" : "");
+        fprintf(stderr,
+                "[prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens at %.1f tok/s%s]\n",
+                n_prompt, t_prefill * 1e3, n_prompt / t_prefill, made,
+                made > 0 ? made / t_decode : 0.0, a->no_cache ? ", no cache" : "");
     rc = interrupted ? 130 : 0;
 out:
     if (dump.f && part_commit(&dump, rc == 0) && rc == 0)

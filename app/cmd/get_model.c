@@ -1,7 +1,7 @@
 /* kvchat get-model: a GPT-2 checkpoint from Hugging Face (or the mirror HF_ENDPOINT names): the
- * config and tokenizer, then model.safetensors, or pytorch_model.bin where a repository has only that
- * (DialoGPT and most 2019-2020 fine-tunes). Large files are checked against the size and SHA-256 the
- * hub reports before they are renamed into place. */
+ * config and tokenizer, then model.safetensors, or pytorch_model.bin where a repository has only
+ * that (DialoGPT and most 2019-2020 fine-tunes). Large files are checked against the size and
+ * SHA-256 the hub reports before they are renamed into place. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +47,9 @@ const char GET_MODEL_HELP[] =
     "  HF_TOKEN             an access token, for gated or private repositories\n"
     "  KVCHAT_HTTP_TIMEOUT  the time limit above, in seconds (default 60)\n";
 
-static const struct { const char *name, *repo; } SHORTCUTS[] = {
+static const struct {
+    const char *name, *repo;
+} SHORTCUTS[] = {
     {"gpt2", "openai-community/gpt2"},
     {"gpt2-medium", "openai-community/gpt2-medium"},
     {"gpt2-large", "openai-community/gpt2-large"},
@@ -119,8 +121,10 @@ static int valid_repo(const char *name)
 {
     const char *slash = strchr(name, '/');
     size_t len = strlen(name);
-    return slash && slash != name && slash[1] && !strchr(slash + 1, '/') && len < 200 && !strstr(name, "..") &&
-           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./") == len;
+    return slash && slash != name && slash[1] && !strchr(slash + 1, '/') && len < 200 &&
+           !strstr(name, "..") &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./") ==
+               len;
 }
 
 /* a complete file from an earlier run: kept when it passes its check, else fetched again (a page a
@@ -174,7 +178,8 @@ int cmd_get_model(int argc, char **argv)
                 return EXIT_USAGE;
             dir_opt = v;
         } else if (argv[i][0] == '-') {
-            return err_set("unknown option '%s' (see kvchat get-model --help)", argv[i]), EXIT_USAGE;
+            return err_set("unknown option '%s' (see kvchat get-model --help)", argv[i]),
+                   EXIT_USAGE;
         } else if (name) {
             return err_set("one model at a time (got '%s' and '%s')", name, argv[i]), EXIT_USAGE;
         } else {
@@ -182,18 +187,24 @@ int cmd_get_model(int argc, char **argv)
         }
     }
     if (!name)
-        return err_set("which model? gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, dialogpt-small|medium|large "
-                       "or OWNER/REPO"), EXIT_USAGE;
+        return err_set("which model? gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, "
+                       "dialogpt-small|medium|large "
+                       "or OWNER/REPO"),
+               EXIT_USAGE;
     const char *repo = NULL, *local = name;
     for (size_t i = 0; i < sizeof SHORTCUTS / sizeof SHORTCUTS[0]; i++)
         if (!strcmp(name, SHORTCUTS[i].name))
             repo = SHORTCUTS[i].repo;
     if (!repo && !strchr(name, '/'))
-        return err_set("unknown model '%s': use gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, "
-                       "dialogpt-small|medium|large or OWNER/REPO", name), EXIT_USAGE;
+        return err_set(
+                   "unknown model '%s': use gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, "
+                   "dialogpt-small|medium|large or OWNER/REPO",
+                   name),
+               EXIT_USAGE;
     if (!repo) {
         if (!valid_repo(name))
-            return err_set("'%s' is not a Hugging Face repository name (OWNER/REPO)", name), EXIT_USAGE;
+            return err_set("'%s' is not a Hugging Face repository name (OWNER/REPO)", name),
+                   EXIT_USAGE;
         repo = name;
         local = strchr(name, '/') + 1;
     }
@@ -201,14 +212,15 @@ int cmd_get_model(int argc, char **argv)
     if (!endpoint || !*endpoint)
         endpoint = "https://huggingface.co";
     if (strncmp(endpoint, "https://", 8) && strncmp(endpoint, "http://", 7))
-        return err_set("HF_ENDPOINT '%s' is not an http:// or https:// address", endpoint), EXIT_USAGE;
+        return err_set("HF_ENDPOINT '%s' is not an http:// or https:// address", endpoint),
+               EXIT_USAGE;
     char dir[PATH_MAX], base[1024];
     if (dir_opt)
         snprintf(dir, sizeof dir, "%s", dir_opt);
     else if (model_cache_dir(dir, sizeof dir, local))
         return EXIT_RUNTIME;
-    snprintf(base, sizeof base, "%.*s/%s/resolve/main", (int)(strlen(endpoint) - (endpoint[strlen(endpoint) - 1] == '/')),
-             endpoint, repo);
+    snprintf(base, sizeof base, "%.*s/%s/resolve/main",
+             (int)(strlen(endpoint) - (endpoint[strlen(endpoint) - 1] == '/')), endpoint, repo);
     if (make_dirs(dir) || dl_init())
         return EXIT_RUNTIME;
     int rc = 0;

@@ -39,13 +39,13 @@ int cmd_info(int argc, char **argv)
     int64_t params = gpt2_param_count(c);
     char a[32], b[32];
     printf("model       %s\n", lm.dir);
-    printf("shape       %d layers x %d embd x %d heads (head dim %d), context %d, vocabulary %d\n", c->n_layer,
-           c->n_embd, c->n_head, c->n_embd / c->n_head, c->n_ctx, c->vocab_size);
+    printf("shape       %d layers x %d embd x %d heads (head dim %d), context %d, vocabulary %d\n",
+           c->n_layer, c->n_embd, c->n_head, c->n_embd / c->n_head, c->n_ctx, c->vocab_size);
     printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);
     human(a, sizeof a, (double)lm.model.st.map_len);
     human(b, sizeof b, (double)params * dt_size(lm.model.wtype));
-    printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file, dt_name(lm.model.file_type), b,
-           dt_name(lm.model.wtype));
+    printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file,
+           dt_name(lm.model.file_type), b, dt_name(lm.model.wtype));
     printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));
     const char *why;
     template_kind tpl = tpl_for_model(c, lm.dir, &why);
@@ -59,7 +59,8 @@ int cmd_info(int argc, char **argv)
         human(b, sizeof b, per * c->n_ctx);
         printf("  %-8s  %11s  %12s\n", names[i], a, b);
     }
-    printf("(int8 adds a float scale per token and head: %d bytes per token)\n", 2 * c->n_layer * c->n_head * 4);
+    printf("(int8 adds a float scale per token and head: %d bytes per token)\n",
+           2 * c->n_layer * c->n_head * 4);
     unload_model(&lm);
     return 0;
 }

@@ -1,5 +1,5 @@
-/* kvchat make-tiny-model: a deterministic random-weight GPT-2 in the exact Hugging Face layout, with
- * the real tokenizer files, for tests, benchmarks and the offline demo. */
+/* kvchat make-tiny-model: a deterministic random-weight GPT-2 in the exact Hugging Face layout,
+ * with the real tokenizer files, for tests, benchmarks and the offline demo. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +14,6 @@
 #include "../files.h"
 #include "../options.h"
 
-
 const char MAKE_TINY_MODEL_HELP[] =
     "usage: kvchat make-tiny-model DIR [options]\n"
     "\n"
@@ -22,7 +21,8 @@ const char MAKE_TINY_MODEL_HELP[] =
     "random weights (its text is noise) in the real Hugging Face layout.\n"
     "\n"
     "  --layers L   (default 2)     --heads H   (default 2)     --embd E   (default 64)\n"
-    "  --ctx C      (default 128)   --seed S    (default 1)     --dtype f32|f16|bf16 (default f32)\n"
+    "  --ctx C      (default 128)   --seed S    (default 1)     --dtype f32|f16|bf16 (default "
+    "f32)\n"
     "  --prefix     name tensors 'transformer.*', as some exports do\n"
     "  --no-mask    leave out the h.N.attn.bias causal-mask buffers\n"
     "The 124M shape: --layers 12 --heads 12 --embd 768 --ctx 1024\n";
@@ -40,7 +40,7 @@ typedef struct {
     const st_entry *e;
     const init *how;
     int n;
-    size_t total, done;   /* bytes, for the progress line of large models */
+    size_t total, done; /* bytes, for the progress line of large models */
 } tiny;
 
 static uint64_t mix(uint64_t z)
@@ -53,7 +53,8 @@ static uint64_t mix(uint64_t z)
 /* Counter-based normal deviates: element k of tensor i is the same whatever the thread count. */
 static float gauss(uint64_t seed, int tensor, size_t k)
 {
-    uint64_t a = mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)tensor * 0x632be59bd9b4e019ull + k * 2 + 1);
+    uint64_t a =
+        mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)tensor * 0x632be59bd9b4e019ull + k * 2 + 1);
     uint64_t b = mix(a + 0x9e3779b97f4a7c15ull);
     double u1 = (double)((a >> 11) + 1) * 0x1.0p-53, u2 = (double)(b >> 11) * 0x1.0p-53;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
@@ -64,7 +65,8 @@ static int fill(int i, void *buf, void *ctx)
     tiny *t = ctx;
     t->done += t->e[i].bytes;
     if (t->total > (256u << 20) && isatty(STDERR_FILENO))
-        fprintf(stderr, "\rwriting model.safetensors: %3d%%%s", (int)(100 * t->done / t->total), i == t->n - 1 ? "\n" : "");
+        fprintf(stderr, "\rwriting model.safetensors: %3d%%%s", (int)(100 * t->done / t->total),
+                i == t->n - 1 ? "\n" : "");
     const init *h = &t->how[i];
     if (h->mask) { /* lower-triangular float32, as transformers saves attn.bias */
         int n = t->cfg->n_ctx;
@@ -87,12 +89,13 @@ static int fill(int i, void *buf, void *ctx)
     return 0;
 }
 
-static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64_t seed, int prefix, int mask)
+static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64_t seed, int prefix,
+                       int mask)
 {
     int per_layer = 12 + (mask ? 1 : 0), n = 4 + c->n_layer * per_layer, k = 0;
     st_entry *e = calloc((size_t)n, sizeof *e);
     init *how = calloc((size_t)n, sizeof *how);
-    char (*names)[96] = calloc((size_t)n, sizeof *names);
+    char(*names)[96] = calloc((size_t)n, sizeof *names);
     if (!e || !how || !names) {
         free(e);
         free(how);
@@ -102,18 +105,20 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
     const char *pre = prefix ? "transformer." : "";
     const char *dt = type == DT_F32 ? "F32" : type == DT_F16 ? "F16" : "BF16";
     int64_t C = c->n_embd;
-#define ADD(std_, mean_, r, cols, ...)                                                         \
-    do {                                                                                       \
-        snprintf(names[k], sizeof names[k], __VA_ARGS__);                                      \
-        e[k] = (st_entry){.name = names[k], .dtype = dt, .ndim = (r) != 0 ? 2 : 1,                  \
-                          .shape = {(r) != 0 ? (r) : (cols), (cols)}};                              \
-        e[k].bytes = (size_t)((r) != 0 ? (r) : 1) * (size_t)(cols) * dt_size(type);                 \
-        how[k] = (init){.mean = (mean_), .std = (std_)};                                       \
-        k++;                                                                                   \
+#define ADD(std_, mean_, r, cols, ...)                                            \
+    do {                                                                          \
+        snprintf(names[k], sizeof names[k], __VA_ARGS__);                         \
+        e[k] = (st_entry){.name = names[k],                                       \
+                          .dtype = dt,                                            \
+                          .ndim = (r) != 0 ? 2 : 1,                               \
+                          .shape = {(r) != 0 ? (r) : (cols), (cols)}};            \
+        e[k].bytes = (size_t)((r) != 0 ? (r) : 1) * (size_t)(cols)*dt_size(type); \
+        how[k] = (init){.mean = (mean_), .std = (std_)};                          \
+        k++;                                                                      \
     } while (0)
-    /* Unit-gain initialisation (std 1/sqrt(fan_in)) rather than GPT-2's 0.02: every layer then moves
-     * the residual stream, so the random model's outputs depend on the whole context and its logits
-     * are far from flat, which makes tests against the reference meaningful. */
+    /* Unit-gain initialisation (std 1/sqrt(fan_in)) rather than GPT-2's 0.02: every layer then
+     * moves the residual stream, so the random model's outputs depend on the whole context and its
+     * logits are far from flat, which makes tests against the reference meaningful. */
     float s1 = 1.0f / sqrtf((float)C), s4 = 1.0f / sqrtf(4.0f * (float)C);
     ADD(0.3f, 0, c->vocab_size, C, "%swte.weight", pre);
     ADD(0.3f, 0, c->n_ctx, C, "%swpe.weight", pre);
@@ -122,7 +127,10 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
         ADD(0.02f, 0, 0, C, "%sh.%d.ln_1.bias", pre, l);
         if (mask) {
             snprintf(names[k], sizeof names[k], "%sh.%d.attn.bias", pre, l);
-            e[k] = (st_entry){.name = names[k], .dtype = "F32", .ndim = 4, .shape = {1, 1, c->n_ctx, c->n_ctx},
+            e[k] = (st_entry){.name = names[k],
+                              .dtype = "F32",
+                              .ndim = 4,
+                              .shape = {1, 1, c->n_ctx, c->n_ctx},
                               .bytes = (size_t)c->n_ctx * c->n_ctx * 4};
             how[k++] = (init){.mask = 1};
         }
@@ -154,8 +162,14 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
 
 int cmd_make_tiny_model(int argc, char **argv)
 {
-    gpt2_config c = {.n_layer = 2, .n_head = 2, .n_embd = 64, .n_ctx = 128, .vocab_size = 50257,
-                     .ln_eps = 1e-5f, .eos_id = 50256, .random_weights = 1};
+    gpt2_config c = {.n_layer = 2,
+                     .n_head = 2,
+                     .n_embd = 64,
+                     .n_ctx = 128,
+                     .vocab_size = 50257,
+                     .ln_eps = 1e-5f,
+                     .eos_id = 50256,
+                     .random_weights = 1};
     dtype type = DT_F32;
     unsigned long long seed = 1;
     int prefix = 0, mask = 1;
@@ -163,11 +177,11 @@ int cmd_make_tiny_model(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-#define INTOPT(name, field, lo, hi)                                                            \
-    if ((r = opt_match(argc, argv, &i, NULL, name, &v)) != 0) {                               \
-        if (r < 0 || opt_int(name, v, lo, hi, &field))                                        \
-            return EXIT_USAGE;                                                                 \
-        continue;                                                                              \
+#define INTOPT(name, field, lo, hi)                             \
+    if ((r = opt_match(argc, argv, &i, NULL, name, &v)) != 0) { \
+        if (r < 0 || opt_int(name, v, lo, hi, &field))          \
+            return EXIT_USAGE;                                  \
+        continue;                                               \
     }
         INTOPT("--layers", c.n_layer, 1, 1024)
         INTOPT("--heads", c.n_head, 1, 4096)
@@ -187,15 +201,18 @@ int cmd_make_tiny_model(int argc, char **argv)
         } else if (opt_match(argc, argv, &i, NULL, "--no-mask", NULL)) {
             mask = 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return err_set("unknown option '%s' (see kvchat make-tiny-model --help)", argv[i]), EXIT_USAGE;
+            return err_set("unknown option '%s' (see kvchat make-tiny-model --help)", argv[i]),
+                   EXIT_USAGE;
         } else if (dir) {
-            return err_set("one output directory, please (got '%s' and '%s')", dir, argv[i]), EXIT_USAGE;
+            return err_set("one output directory, please (got '%s' and '%s')", dir, argv[i]),
+                   EXIT_USAGE;
         } else {
             dir = argv[i];
         }
     }
     if (!dir)
-        return err_set("missing the output directory (see kvchat make-tiny-model --help)"), EXIT_USAGE;
+        return err_set("missing the output directory (see kvchat make-tiny-model --help)"),
+               EXIT_USAGE;
     if (cfg_validate(&c))
         return EXIT_USAGE;
     if (make_dirs(dir))

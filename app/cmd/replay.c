@@ -33,9 +33,11 @@ const char REPLAY_HELP[] =
     "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
     "] / [ next / previous turn, 1-9 show that conversation, F1 help, q quit.\n"
     "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
-    "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token and\n"
+    "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token "
+    "and\n"
     "position). The model is the one the session names, or -m DIR (--force: another model).\n"
-    "--dump-logits OUT is teacher forcing: every reply is fed its recorded tokens, and OUT gets the\n"
+    "--dump-logits OUT is teacher forcing: every reply is fed its recorded tokens, and OUT gets "
+    "the\n"
     "logits each was taken from (vocab little-endian float32s a token), evictions and offloads\n"
     "included: run on two devices, the files compare them at every step.\n";
 
@@ -49,7 +51,9 @@ static int transcript(const session *s, const char *path)
         const char *type = json_string_value(json_object_get(ev, "ev"));
         int conv = (int)json_integer_value(json_object_get(ev, "conv"));
         const char *text = !strcmp(type, EV_USER) ? json_string_value(json_object_get(ev, "text"))
-                         : !strcmp(type, EV_TURN_END) ? json_string_value(json_object_get(ev, "reply")) : NULL;
+                           : !strcmp(type, EV_TURN_END)
+                               ? json_string_value(json_object_get(ev, "reply"))
+                               : NULL;
         if (!text)
             continue;
         printf("[conv %d] %s: ", conv, type[0] == 'u' ? "you" : "gpt-2");
@@ -58,8 +62,10 @@ static int transcript(const session *s, const char *path)
         n += type[0] == 't';
     }
     if (s->truncated)
-        fprintf(stderr, "kvchat replay: %s was cut after line %d (a crash mid-turn): %d complete turns shown\n", path,
-                s->lines - 1, n);
+        fprintf(
+            stderr,
+            "kvchat replay: %s was cut after line %d (a crash mid-turn): %d complete turns shown\n",
+            path, s->lines - 1, n);
     return 0;
 }
 
@@ -94,9 +100,12 @@ static int apply_action(engine *e, json_t *ev, const char *path)
     const char *type = json_string_value(json_object_get(ev, "ev"));
     int conv = (int)json_integer_value(json_object_get(ev, "conv"));
     if (!strcmp(type, EV_NEW) || (!strcmp(type, EV_FORK) && json_object_get(ev, "parent"))) {
-        int made = type[0] == 'n' ? engine_new_conv(e) : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
+        int made = type[0] == 'n'
+                       ? engine_new_conv(e)
+                       : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
         if (made != conv)
-            return err_set("%s: conversation %d cannot be recreated in the recorded order", path, conv);
+            return err_set("%s: conversation %d cannot be recreated in the recorded order", path,
+                           conv);
         return 1;
     }
     if (!strcmp(type, EV_SET)) {
@@ -107,7 +116,8 @@ static int apply_action(engine *e, json_t *ev, const char *path)
         return 1;
     }
     if (!strcmp(type, EV_PIN)) {
-        engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")), json_is_true(json_object_get(ev, "pinned")));
+        engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")),
+                   json_is_true(json_object_get(ev, "pinned")));
         return 1;
     }
     if (!strcmp(type, EV_CLEAR)) {
@@ -127,7 +137,7 @@ typedef struct {
     const char *path;
     int force, argc;
     char **argv;
-    model_opts base;  /* the command line's */
+    model_opts base; /* the command line's */
     model_opts mo;
     engine_opts eo;
     loaded_model lm;
@@ -184,7 +194,7 @@ static int verify_resume(verifier *v, int i)
     cur.sp =
         engine_model_opts(v->e)->sp; /* the sampling is the set events', applied as they came */
     cur.n_predict = engine_model_opts(v->e)->n_predict;
-    v->eo.system = eo.system;             /* and so is the system text */
+    v->eo.system = eo.system; /* and so is the system text */
     if (!session_settings_diff(&cur, &v->eo, &mo, &eo, names, sizeof names))
         return 0;
     printf("resumed with other settings (%s): the turns after it run with them\n", names);
@@ -256,9 +266,9 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     if (dump)
         engine_force_reply(v->e, want_ids, n_want, dump_row, dump);
     char *reply = NULL;
-    int r = !strcmp(type, EV_USER) ? engine_turn(v->e, conv, text, &reply)
-          : !strcmp(type, EV_RETRY) ? engine_retry(v->e, conv, &reply)
-          : engine_edit(v->e, conv, text ? text : "", &reply);
+    int r = !strcmp(type, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
+            : !strcmp(type, EV_RETRY) ? engine_retry(v->e, conv, &reply)
+                                      : engine_edit(v->e, conv, text ? text : "", &reply);
     free(reply);
     char err[200];
     snprintf(err, sizeof err, "%s", r ? err_msg() : "");
@@ -315,8 +325,11 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
                 "note: verifying with %s from the command line instead of the recorded settings\n",
                 names);
     if (json_integer_value(json_object_get(s->header, "kvchat_session")) < 2)
-        fprintf(stderr, "note: %s was recorded with the sampling rule of an earlier kvchat (session format 1): "
-                        "sampled turns may differ, greedy ones must match\n", path);
+        fprintf(
+            stderr,
+            "note: %s was recorded with the sampling rule of an earlier kvchat (session format 1): "
+            "sampled turns may differ, greedy ones must match\n",
+            path);
     part_file dump = {0};
     int *want_ids = malloc(sizeof(int) * MAX_IDS);
     v.got.cap = MAX_IDS;
@@ -366,19 +379,23 @@ typedef struct {
     screen scr;
     cache_model cm;
     chat_pane panes[CHAT_PANES + 1];
-    int conv, next;        /* next event to apply */
-    double speed, clock;   /* session time shown */
+    int conv, next;      /* next event to apply */
+    double speed, clock; /* session time shown */
     int paused, quit, help;
 } player;
 
-static chat_pane *pane(player *p, int conv) { return conv >= 1 && conv <= CHAT_PANES ? &p->panes[conv] : &p->panes[0]; }
+static chat_pane *pane(player *p, int conv)
+{
+    return conv >= 1 && conv <= CHAT_PANES ? &p->panes[conv] : &p->panes[0];
+}
 
 static void apply(player *p, const json_t *ev)
 {
     const char *type = json_string_value(json_object_get(ev, "ev"));
     int conv = (int)json_integer_value(json_object_get(ev, "conv"));
     cm_apply(&p->cm, ev);
-    if (conv > 0 && (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
+    if (conv > 0 &&
+        (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
         p->conv = conv; /* follow the conversation being talked in */
     chat_pane_apply(pane(p, conv), ev, &p->cm);
 }
@@ -423,15 +440,19 @@ static void draw(player *p, const char *path)
         snprintf(sp, sizeof sp, "%gx", p->speed);
     /* the recorded time of what is on screen, not the playback clock (which races ahead at max) */
     double recorded = p->next ? event_time(p, p->next - 1) : 0;
-    ui_drawf(st, 0, 0, getmaxx(st), " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  F1 help  q quit",
+    ui_drawf(st, 0, 0, getmaxx(st),
+             " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  "
+             "F1 help  q quit",
              path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
              p->s->truncated ? "  (file cut: the rest is lost)" : "");
     if (p->help) {
         static const char *const lines[] = {
-            "Replay keys", "  space  pause / play          + / -  faster / slower (0.25x to 64x, then max)",
+            "Replay keys",
+            "  space  pause / play          + / -  faster / slower (0.25x to 64x, then max)",
             "  .      one token               ] / [  next / previous turn",
             "  1-9    show that conversation  F1     this help          q  quit",
-            "The panel is rebuilt from the recorded events: it shows what the live chat showed.", "",
+            "The panel is rebuilt from the recorded events: it shows what the live chat showed.",
+            "",
             "any key closes this help"};
         screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
     }
@@ -544,14 +565,14 @@ int cmd_replay(int argc, char **argv)
         else if ((r = opt_match(argc, argv, &i, NULL, "--dump-logits", &dump)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
-        }
-        else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
+        } else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1])
             return err_set("unknown option '%s' (see kvchat replay --help)", argv[i]), EXIT_USAGE;
         else if (path)
-            return err_set("one session file at a time (got '%s' and '%s')", path, argv[i]), EXIT_USAGE;
+            return err_set("one session file at a time (got '%s' and '%s')", path, argv[i]),
+                   EXIT_USAGE;
         else
             path = argv[i];
     }
@@ -561,7 +582,8 @@ int cmd_replay(int argc, char **argv)
         return sessions_print(20) ? EXIT_RUNTIME : 0;
     }
     if (dump && !check)
-        return err_set("--dump-logits goes with --verify (it records the verifying run)"), EXIT_USAGE;
+        return err_set("--dump-logits goes with --verify (it records the verifying run)"),
+               EXIT_USAGE;
     session s;
     if (session_read(&s, path))
         return EXIT_RUNTIME;

@@ -1,5 +1,6 @@
-/* kvchat sessions: the saved sessions, newest first, and the newest one for --resume last. Each file
- * is read as far as its header and counted by its turn_end lines, so a long list stays quick. */
+/* kvchat sessions: the saved sessions, newest first, and the newest one for --resume last. Each
+ * file is read as far as its header and counted by its turn_end lines, so a long list stays quick.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -22,7 +23,8 @@ const char SESSIONS_HELP[] =
     "usage: kvchat sessions [-n N]\n"
     "\n"
     "Lists the sessions the chat saved (${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions), newest\n"
-    "first: when each began, its completed turns, its model and its size; at most N of them (default\n"
+    "first: when each began, its completed turns, its model and its size; at most N of them "
+    "(default\n"
     "20). kvchat replay FILE plays one back; kvchat chat --resume last continues the newest.\n";
 
 typedef struct {
@@ -83,7 +85,8 @@ int sessions_latest(char *buf, size_t n)
         return -1;
     if (!count) {
         free(e);
-        return session_dir(dir, sizeof dir) ? -1 : err_set("--resume last: no saved session in %s", dir);
+        return session_dir(dir, sizeof dir) ? -1
+                                            : err_set("--resume last: no saved session in %s", dir);
     }
     snprintf(buf, n, "%s", e[0].path);
     free(e);
@@ -136,8 +139,13 @@ int sessions_print(int max)
         int turns;
         describe(e[i].path, when, sizeof when, model, sizeof model, &turns);
         double b = (double)e[i].size;
-        snprintf(size, sizeof size, b >= 1 << 20 ? "%.1f MiB" : b >= 1024 ? "%.1f KiB" : "%.0f B",
-                 b >= 1 << 20 ? b / (1 << 20) : b >= 1024 ? b / 1024 : b);
+        snprintf(size, sizeof size,
+                 b >= 1 << 20 ? "%.1f MiB"
+                 : b >= 1024  ? "%.1f KiB"
+                              : "%.0f B",
+                 b >= 1 << 20 ? b / (1 << 20)
+                 : b >= 1024  ? b / 1024
+                              : b);
         char path[PATH_MAX];
         printf("%-19s  %5d  %-24.24s  %9s  %s\n", when, turns, model, size,
                safe_copy(path, sizeof path, e[i].path));

@@ -99,7 +99,8 @@ int cmd_tokenize(int argc, char **argv)
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return err_set("unknown option '%s' (see kvchat tokenize --help)", argv[i]), EXIT_USAGE;
         } else if (text) {
-            return err_set("give the text as one argument (quote it), or on standard input"), EXIT_USAGE;
+            return err_set("give the text as one argument (quote it), or on standard input"),
+                   EXIT_USAGE;
         } else {
             text = argv[i];
         }
@@ -123,7 +124,8 @@ int cmd_tokenize(int argc, char **argv)
         size_t len = 0;
         char *input = text ? NULL : read_all(stdin, &len);
         int *out = NULL, n = 0, cap = 0;
-        if ((!text && !input) || tok_encode(t, text ? text : input, text ? strlen(text) : len, special, &out, &n, &cap))
+        if ((!text && !input) ||
+            tok_encode(t, text ? text : input, text ? strlen(text) : len, special, &out, &n, &cap))
             rc = EXIT_RUNTIME;
         for (int i = 0; !rc && i < n; i++)
             printf(i ? " %d" : "%d", out[i]);

@@ -19,7 +19,8 @@
 
 enum { RETRIES = 3, MAX_HOPS = 5 };
 
-static struct curl_slist *headers; /* Authorization from HF_TOKEN, for gated or private repositories */
+static struct curl_slist
+    *headers; /* Authorization from HF_TOKEN, for gated or private repositories */
 
 int dl_init(void)
 {
@@ -60,7 +61,8 @@ static double now(void)
 
 static void mib(char *buf, size_t n, double bytes)
 {
-    snprintf(buf, n, bytes >= 1 << 30 ? "%.2f GiB" : "%.1f MiB", bytes / (bytes >= 1 << 30 ? 1 << 30 : 1 << 20));
+    snprintf(buf, n, bytes >= 1 << 30 ? "%.2f GiB" : "%.1f MiB",
+             bytes / (bytes >= 1 << 30 ? 1 << 30 : 1 << 20));
 }
 
 /* A transfer's options; errors collected, so one check covers them all. The token is sent to the
@@ -96,24 +98,33 @@ static int fail(CURL *c, CURLcode r, const char *errbuf, const char *url)
 {
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    const char *offline = "; without a network, pass -m DIR with a local checkpoint, or try the offline demo: make demo";
+    const char *offline = "; without a network, pass -m DIR with a local checkpoint, or try the "
+                          "offline demo: make demo";
     switch (r) {
-    case CURLE_COULDNT_RESOLVE_HOST: case CURLE_COULDNT_RESOLVE_PROXY:
-        return err_set("downloading %s: could not resolve the host (no network or DNS?)%s", url, offline);
-    case CURLE_COULDNT_CONNECT:
-        return err_set("downloading %s: could not connect (no network, or a firewall?)%s", url, offline);
-    case CURLE_OPERATION_TIMEDOUT:
-        return err_set("downloading %s: the connection timed out", url);
-    case CURLE_PEER_FAILED_VERIFICATION: case CURLE_SSL_CONNECT_ERROR: case CURLE_SSL_CACERT_BADFILE:
-        return err_set("downloading %s: TLS failed (%s; check the system's CA certificates)", url, errbuf[0] ? errbuf : curl_easy_strerror(r));
-    case CURLE_HTTP_RETURNED_ERROR:
-        return err_set("downloading %s: HTTP %ld%s", url, code,
-                       code == 401 || code == 403 ? " (a gated or private repository: set HF_TOKEN to an access token)" :
-                       code == 404 ? " (no such repository or file)" :
-                       code == 429 ? " (too many requests: try again later)" :
-                       code >= 500 ? " (the server failed: try again later)" : "");
-    default:
-        return err_set("downloading %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(r));
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            return err_set("downloading %s: could not resolve the host (no network or DNS?)%s", url,
+                           offline);
+        case CURLE_COULDNT_CONNECT:
+            return err_set("downloading %s: could not connect (no network, or a firewall?)%s", url,
+                           offline);
+        case CURLE_OPERATION_TIMEDOUT:
+            return err_set("downloading %s: the connection timed out", url);
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_SSL_CACERT_BADFILE:
+            return err_set("downloading %s: TLS failed (%s; check the system's CA certificates)",
+                           url, errbuf[0] ? errbuf : curl_easy_strerror(r));
+        case CURLE_HTTP_RETURNED_ERROR:
+            return err_set("downloading %s: HTTP %ld%s", url, code,
+                           code == 401 || code == 403
+                               ? " (a gated or private repository: set HF_TOKEN to an access token)"
+                           : code == 404 ? " (no such repository or file)"
+                           : code == 429 ? " (too many requests: try again later)"
+                           : code >= 500 ? " (the server failed: try again later)"
+                                         : "");
+        default:
+            return err_set("downloading %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(r));
     }
 }
 
@@ -144,7 +155,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx)
         long long s = strtoll(v, &e, 10);
         h->info->size = *v && !*e && s >= 0 ? s : -1;
     } else if (k == 13 && !strncasecmp(line, "X-Linked-Etag", k)) {
-        const char *q = v + (v[0] == 'W' && v[1] == '/') * 2; /* the hub quotes it, a proxy may weaken it */
+        const char *q =
+            v + (v[0] == 'W' && v[1] == '/') * 2; /* the hub quotes it, a proxy may weaken it */
         q += *q == '"';
         size_t hex = strspn(q, "0123456789abcdef");
         if (hex == 64)
@@ -184,7 +196,9 @@ int dl_head(const char *url, dl_info *out)
         }
         if (code >= 400)
             return err_set("asking %s: HTTP %ld%s", cur, code,
-                           code == 401 || code == 403 ? " (a gated or private repository: set HF_TOKEN to an access token)" : "");
+                           code == 401 || code == 403
+                               ? " (a gated or private repository: set HF_TOKEN to an access token)"
+                               : "");
         out->found = 1;
         /* the hub's own relative redirect (a renamed repository) is followed; one to the content
          * server carries the metadata already */
@@ -205,10 +219,10 @@ int dl_head(const char *url, dl_info *out)
 typedef struct {
     int fd;
     CURL *c;
-    int64_t offset;       /* bytes the .part held when this transfer began */
-    int64_t total;        /* what must arrive, when known */
-    int64_t limit; /* the most the file may have: announced, or a small file's cap (0: any) */
-    int64_t got;          /* bytes of this transfer */
+    int64_t offset; /* bytes the .part held when this transfer began */
+    int64_t total;  /* what must arrive, when known */
+    int64_t limit;  /* the most the file may have: announced, or a small file's cap (0: any) */
+    int64_t got;    /* bytes of this transfer */
     const char *label;
     int tty;
     double start, drawn;
@@ -224,7 +238,8 @@ static void draw(transfer *t, int64_t have, int64_t total, const char *verb, int
         return;
     t->drawn = el;
     char a[32], b[32], rate[32] = "", left[32] = "", bar[21];
-    double frac = total > 0 ? (double)have / total : 0, speed = el > 0.2 ? (have - t->offset) / el : 0;
+    double frac = total > 0 ? (double)have / total : 0,
+           speed = el > 0.2 ? (have - t->offset) / el : 0;
     for (int i = 0; i < 20; i++)
         bar[i] = i < (int)(frac * 20 + 1e-9) ? '#' : '.';
     bar[20] = 0;
@@ -237,11 +252,12 @@ static void draw(transfer *t, int64_t have, int64_t total, const char *verb, int
             snprintf(left, sizeof left, "  %ld:%02ld left", s / 60, s % 60);
         }
     }
-    fprintf(stderr, "\r\033[K%s %-20s [%s] %3d%%  %s / %s%s%s%s", verb, t->label, bar, (int)(frac * 100), a,
-            total > 0 ? b : "?", rate, left, done ? "\n" : "");
+    fprintf(stderr, "\r\033[K%s %-20s [%s] %3d%%  %s / %s%s%s%s", verb, t->label, bar,
+            (int)(frac * 100), a, total > 0 ? b : "?", rate, left, done ? "\n" : "");
 }
 
-static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ut, curl_off_t un)
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ut,
+                       curl_off_t un)
 {
     (void)ut, (void)un;
     transfer *t = ctx;
@@ -249,7 +265,11 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
         t->stalled = "given up: no data within the time limit for headers (KVCHAT_HTTP_TIMEOUT)";
         return 1;
     }
-    draw(t, t->offset + dlnow, t->total >= 0 ? t->total : dltotal ? t->offset + dltotal : -1, "fetching ", 0);
+    draw(t, t->offset + dlnow,
+         t->total >= 0 ? t->total
+         : dltotal     ? t->offset + dltotal
+                       : -1,
+         "fetching ", 0);
     return 0;
 }
 
@@ -330,11 +350,13 @@ static int get_once(const char *url, const char *part, transfer *t, int *missing
         rc = err_set("downloading %s: %s", url, t->refused ? t->refused : t->stalled);
     else if (t->failed_errno)
         rc = err_set("%s: %s", part, strerror(t->failed_errno));
-    else if (t->offset && (r == CURLE_RANGE_ERROR || (r == CURLE_HTTP_RETURNED_ERROR && code == 416)))
+    else if (t->offset &&
+             (r == CURLE_RANGE_ERROR || (r == CURLE_HTTP_RETURNED_ERROR && code == 416)))
         /* a server that cannot resume, or a part that is not a prefix of this file: start over */
-        rc = ftruncate(t->fd, 0) ? err_set("%s: %s", part, strerror(errno)) : (err_set("%s: cannot resume", url), 1);
-    else if (r == CURLE_PARTIAL_FILE || r == CURLE_RECV_ERROR || r == CURLE_GOT_NOTHING || r == CURLE_OPERATION_TIMEDOUT ||
-             r == CURLE_SEND_ERROR)
+        rc = ftruncate(t->fd, 0) ? err_set("%s: %s", part, strerror(errno))
+                                 : (err_set("%s: cannot resume", url), 1);
+    else if (r == CURLE_PARTIAL_FILE || r == CURLE_RECV_ERROR || r == CURLE_GOT_NOTHING ||
+             r == CURLE_OPERATION_TIMEDOUT || r == CURLE_SEND_ERROR)
         rc = (fail(c, r, errbuf, url), 1);
     else if (r) {
         if (missing)
@@ -407,8 +429,12 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
     char part[PATH_MAX + 8];
     snprintf(part, sizeof part, "%s.part", dst);
     int64_t want = info ? info->size : -1;
-    transfer t = {.label = label, .total = want, .tty = isatty(STDERR_FILENO),
-                  .limit = want >= 0 ? want : info ? info->max : 0};
+    transfer t = {.label = label,
+                  .total = want,
+                  .tty = isatty(STDERR_FILENO),
+                  .limit = want >= 0 ? want
+                           : info    ? info->max
+                                     : 0};
     if (missing)
         *missing = 0;
     if (want >= 0 && room_for(dst, want - (file_size(part) > 0 ? file_size(part) : 0)))
@@ -431,14 +457,15 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
         if (!r && (want < 0 || got == want))
             break;
         if (!r) /* curl saw the whole reply, shorter or longer than the hub's size */
-            r = 1, err_set("downloading %s: %lld bytes arrived where the hub says %lld", url, got, (long long)want);
+            r = 1, err_set("downloading %s: %lld bytes arrived where the hub says %lld", url, got,
+                           (long long)want);
         if (attempt + 1 >= RETRIES) {
             char a[32], b[32], why[1024];
             mib(a, sizeof a, (double)(got < 0 ? 0 : got));
             mib(b, sizeof b, (double)want);
             snprintf(why, sizeof why, "%s", err_msg());
-            return err_set("%s; stopped at %s%s%s, kept in %s: run the same command to resume", why, a,
-                           want >= 0 ? " of " : "", want >= 0 ? b : "", part);
+            return err_set("%s; stopped at %s%s%s, kept in %s: run the same command to resume", why,
+                           a, want >= 0 ? " of " : "", want >= 0 ? b : "", part);
         }
         if (t.tty)
             fprintf(stderr, "\r\033[K%s broke off (%s); resuming\n", label, err_msg());
@@ -451,8 +478,10 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
             return -1;
         if (strcmp(got, info->sha256)) {
             unlink(part);
-            return err_set("%s: SHA-256 %s does not match the hub's %s; the download was removed (run again to "
-                           "fetch it anew)", label, got, info->sha256);
+            return err_set("%s: SHA-256 %s does not match the hub's %s; the download was removed "
+                           "(run again to "
+                           "fetch it anew)",
+                           label, got, info->sha256);
         }
     }
     if (info && info->check && info->check(part)) {

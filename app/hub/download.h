@@ -11,9 +11,9 @@
  * accepts of it. */
 typedef struct {
     int found;
-    int64_t size;        /* -1: not said */
-    char sha256[65];     /* "": not said */
-    int64_t max; /* with no size said: the most bytes a file may have (a small file), 0: any */
+    int64_t size;    /* -1: not said */
+    char sha256[65]; /* "": not said */
+    int64_t max;     /* with no size said: the most bytes a file may have (a small file), 0: any */
     /* what arrived, at PATH, is the file it should be (0; else -1 with the error) before it is
      * renamed into place; NULL: no check */
     int (*check)(const char *path);
@@ -35,6 +35,7 @@ int dl_head(const char *url, dl_info *out);
  * file that fails info->check; and before anything is fetched, a size the disk has no room for.
  * Returns 0, or -1 with an error naming the URL or file; a 404 sets *missing when missing is not
  * NULL. */
-int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *label, int *missing);
+int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *label,
+             int *missing);
 
 #endif

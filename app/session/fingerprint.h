@@ -1,6 +1,7 @@
 /* Fingerprints that tie a session and a KV snapshot to the model that made them. The weights are
- * sampled, not read whole: config.json, the safetensors header, the file size and 64 chunks of 4 KiB
- * spread over the data (enough to tell checkpoints apart without reading gigabytes at start-up). */
+ * sampled, not read whole: config.json, the safetensors header, the file size and 64 chunks of 4
+ * KiB spread over the data (enough to tell checkpoints apart without reading gigabytes at
+ * start-up). */
 #ifndef KVCHAT_FINGERPRINT_H
 #define KVCHAT_FINGERPRINT_H
 

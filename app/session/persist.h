@@ -5,12 +5,12 @@
 #include "session.h"
 
 typedef struct {
-    const char *kv_path;        /* the snapshot beside the saved session (NULL: not saving) */
-    int save_cache;             /* --save-cache: write it after each turn; else remove it then */
-    const char *fingerprint;    /* the model's */
-    const json_t *header;       /* the session header (for /save) */
-    const session *history;     /* a resumed session, shown before the new turns; NULL */
-    const char *session_path;   /* where the session is being saved, or NULL */
+    const char *kv_path;      /* the snapshot beside the saved session (NULL: not saving) */
+    int save_cache;           /* --save-cache: write it after each turn; else remove it then */
+    const char *fingerprint;  /* the model's */
+    const json_t *header;     /* the session header (for /save) */
+    const session *history;   /* a resumed session, shown before the new turns; NULL */
+    const char *session_path; /* where the session is being saved, or NULL */
 } chat_persist;
 
 #endif

@@ -7,9 +7,9 @@
 
 json_t *rec_sampling(const sampler_params *sp, int n_predict)
 {
-    return json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k, "top_p",
-                     (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty, "seed", (json_int_t)sp->seed,
-                     "n_predict", n_predict);
+    return json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k,
+                     "top_p", (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty,
+                     "seed", (json_int_t)sp->seed, "n_predict", n_predict);
 }
 
 void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict)
@@ -30,8 +30,9 @@ json_t *rec_turn_end_fields(const rec_turn_end *t)
     for (int i = 0; i < t->n_ids && !failed; i++)
         failed = json_array_append_new(win, json_integer(t->ids[i]));
     for (int i = 0; i < t->n_turns && !failed; i++)
-        failed = json_array_append_new(turns, json_pack("[i, i, i, b]", t->turns[i].start, t->turns[i].len,
-                                                        t->turns[i].role, t->turns[i].pinned));
+        failed = json_array_append_new(turns,
+                                       json_pack("[i, i, i, b]", t->turns[i].start, t->turns[i].len,
+                                                 t->turns[i].role, t->turns[i].pinned));
     if (failed) {
         json_decref(win);
         json_decref(turns);
@@ -39,9 +40,11 @@ json_t *rec_turn_end_fields(const rec_turn_end *t)
     }
     char rng[24];
     snprintf(rng, sizeof rng, "%016llx", (unsigned long long)t->rng);
-    return json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:o, s:b}", "reply", t->reply ? t->reply : "", "tokens",
-                     t->tokens, "cancelled", t->cancelled, "failed", t->failed, "window", win, "turns", turns, "keep",
-                     t->keep, "rng", rng, "sampling", rec_sampling(&t->sp, t->n_predict), "approximate", t->approximate);
+    return json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:o, s:b}", "reply",
+                     t->reply ? t->reply : "", "tokens", t->tokens, "cancelled", t->cancelled,
+                     "failed", t->failed, "window", win, "turns", turns, "keep", t->keep, "rng",
+                     rng, "sampling", rec_sampling(&t->sp, t->n_predict), "approximate",
+                     t->approximate);
 }
 
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns)
@@ -65,8 +68,10 @@ int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **t
         (*ids)[i] = (int)json_integer_value(json_array_get(w, (size_t)i));
     for (int i = 0; i < t->n_turns; i++) {
         const json_t *x = json_array_get(tu, (size_t)i);
-        (*turns)[i] = (win_turn){(int)json_integer_value(json_array_get(x, 0)), (int)json_integer_value(json_array_get(x, 1)),
-                                 (int)json_integer_value(json_array_get(x, 2)), json_is_true(json_array_get(x, 3))};
+        (*turns)[i] = (win_turn){(int)json_integer_value(json_array_get(x, 0)),
+                                 (int)json_integer_value(json_array_get(x, 1)),
+                                 (int)json_integer_value(json_array_get(x, 2)),
+                                 json_is_true(json_array_get(x, 3))};
     }
     t->ids = *ids;
     t->turns = *turns;

@@ -1,7 +1,7 @@
-/* The session's records that more than one place writes or reads, each encoded and decoded here: the
- * sampling block (the header's "sampling", a "set" event's fields, a "turn_end"'s "sampling") and the
- * turn_end record (the engine writes it as a turn closes; resuming reads the last one of each
- * conversation). */
+/* The session's records that more than one place writes or reads, each encoded and decoded here:
+ * the sampling block (the header's "sampling", a "set" event's fields, a "turn_end"'s "sampling")
+ * and the turn_end record (the engine writes it as a turn closes; resuming reads the last one of
+ * each conversation). */
 #ifndef KVCHAT_RECORDS_H
 #define KVCHAT_RECORDS_H
 
@@ -12,29 +12,31 @@
 #include "../../model/sampler.h"
 #include "../../model/window.h"
 
-/* {"temp", "top_k", "top_p", "repeat_penalty", "seed", "n_predict"}; a new reference, NULL when out of memory */
+/* {"temp", "top_k", "top_p", "repeat_penalty", "seed", "n_predict"}; a new reference, NULL when out
+ * of memory */
 json_t *rec_sampling(const sampler_params *sp, int n_predict);
 /* The block's values (a validated block: session_file.c's reader checked its types and ranges);
  * n_predict may be NULL. */
 void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict);
 
-/* A turn_end: the reply and how it ended, and the conversation as it left it (window, turns, sampler). */
+/* A turn_end: the reply and how it ended, and the conversation as it left it (window, turns,
+ * sampler). */
 typedef struct {
-    const char *reply;     /* decoded: the record's own string */
+    const char *reply; /* decoded: the record's own string */
     int tokens, cancelled, failed;
-    const int *ids;        /* [n_ids] the window's token ids */
+    const int *ids; /* [n_ids] the window's token ids */
     int n_ids;
     const win_turn *turns; /* [n_turns] */
     int n_turns, keep;
-    uint64_t rng;          /* the sampler's state after the reply */
+    uint64_t rng; /* the sampler's state after the reply */
     sampler_params sp;
     int n_predict, approximate;
 } rec_turn_end;
 
 /* The record's fields (for ev_emit); a new reference, NULL when out of memory. */
 json_t *rec_turn_end_fields(const rec_turn_end *t);
-/* A validated record's values; ids and turns are allocated (the caller frees both, also on failure).
- * 0, or -1 with the error set. */
+/* A validated record's values; ids and turns are allocated (the caller frees both, also on
+ * failure). 0, or -1 with the error set. */
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns);
 
 #endif

@@ -50,9 +50,8 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     json_t *h = json_pack(
         "{s:i, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i, s:b}, s:s}", "kvchat_session", SESSION_FORMAT,
-        "kvchat", KVCHAT_VERSION, "created", when, "model", "name",
-        session_model_name(lm), "dir", dir,
-        "fingerprint", fpm, "tokenizer", fpt, "vocab_size", lm->model.cfg.vocab_size,
+        "kvchat", KVCHAT_VERSION, "created", when, "model", "name", session_model_name(lm), "dir",
+        dir, "fingerprint", fpm, "tokenizer", fpt, "vocab_size", lm->model.cfg.vocab_size,
         "random_weights", lm->model.cfg.random_weights, "backend", lm->backend->name);
     json_t *set = session_settings_json(lm, mo, eo);
     if (!h || !set || json_object_update(h, set)) {
@@ -65,7 +64,10 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
 
 static int write_line(FILE *f, const json_t *j)
 {
-    return json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) || fputc('\n', f) == EOF ? -1 : 0;
+    return json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) ||
+                   fputc('\n', f) == EOF
+               ? -1
+               : 0;
 }
 
 static void sink(void *ctx, json_t *ev)
@@ -84,8 +86,9 @@ static void sink(void *ctx, json_t *ev)
 }
 
 /* A write cut by a crash leaves a last line without its newline; appending after it would make that
- * line, and so the file, unreadable. A cut line that is still a whole JSON value only lost its newline;
- * anything else goes to PATH.damaged and the file is cut back to its last complete line. */
+ * line, and so the file, unreadable. A cut line that is still a whole JSON value only lost its
+ * newline; anything else goes to PATH.damaged and the file is cut back to its last complete line.
+ */
 static int repair_tail(int fd, const char *path, off_t size)
 {
     enum { CHUNK = 1 << 16 };
@@ -98,7 +101,8 @@ static int repair_tail(int fd, const char *path, off_t size)
         ssize_t got = pread(fd, buf, (size_t)(end - from), from);
         if (got != end - from) {
             free(buf);
-            return err_set("--session %s: cannot read: %s", path, got < 0 ? strerror(errno) : "short read");
+            return err_set("--session %s: cannot read: %s", path,
+                           got < 0 ? strerror(errno) : "short read");
         }
         for (off_t i = got - 1; i >= 0 && nl < 0; i--)
             if (buf[i] == '\n')
@@ -118,7 +122,9 @@ static int repair_tail(int fd, const char *path, off_t size)
     int whole = json_is_object(j), rc = 0;
     json_decref(j);
     if (whole) {
-        rc = pwrite(fd, "\n", 1, size) == 1 ? 0 : err_set("--session %s: cannot write: %s", path, strerror(errno));
+        rc = pwrite(fd, "\n", 1, size) == 1
+                 ? 0
+                 : err_set("--session %s: cannot write: %s", path, strerror(errno));
     } else {
         char damaged[4200];
         snprintf(damaged, sizeof damaged, "%s.damaged", path);
@@ -129,16 +135,21 @@ static int repair_tail(int fd, const char *path, off_t size)
             rc = part_commit(&out, 1);
         }
         if (!rc && (ftruncate(fd, nl + 1) || fsync(fd)))
-            rc = err_set("--session %s: cannot cut its damaged last line: %s", path, strerror(errno));
+            rc = err_set("--session %s: cannot cut its damaged last line: %s", path,
+                         strerror(errno));
         if (!rc)
-            fprintf(stderr, "kvchat: %s ended in a line cut by a crash (%zu bytes, kept in %s); appending after the "
-                            "last complete line\n", path, cut, damaged);
+            fprintf(stderr,
+                    "kvchat: %s ended in a line cut by a crash (%zu bytes, kept in %s); appending "
+                    "after the "
+                    "last complete line\n",
+                    path, cut, damaged);
     }
     free(tail);
     return rc;
 }
 
-int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header, ev_bus *bus)
+int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header,
+                 ev_bus *bus)
 {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
@@ -148,12 +159,17 @@ int session_open(session_writer *w, const char *path, session_mode mode, const j
     struct stat sb;
     if (fd < 0)
         return err_set("--session %s: %s", path, strerror(errno));
-    const char *why = fstat(fd, &sb) ? strerror(errno)
-                    : !S_ISREG(sb.st_mode) ? "not a regular file (a session is a file that is appended to and synced)"
-                    : flock(fd, LOCK_EX | LOCK_NB) ? errno == EWOULDBLOCK ? "another kvchat is writing to it" : strerror(errno)
-                    : mode == SESSION_NEW && sb.st_size > 0 ? "already exists (a new session never replaces a file)"
-                    : NULL;
-    int appending = !why && mode == SESSION_APPEND && sb.st_size > 0; /* else a new session: the header first */
+    const char *why =
+        fstat(fd, &sb) ? strerror(errno)
+        : !S_ISREG(sb.st_mode)
+            ? "not a regular file (a session is a file that is appended to and synced)"
+        : flock(fd, LOCK_EX | LOCK_NB)
+            ? errno == EWOULDBLOCK ? "another kvchat is writing to it" : strerror(errno)
+        : mode == SESSION_NEW && sb.st_size > 0
+            ? "already exists (a new session never replaces a file)"
+            : NULL;
+    int appending =
+        !why && mode == SESSION_APPEND && sb.st_size > 0; /* else a new session: the header first */
     if (appending && repair_tail(fd, path, sb.st_size)) {
         close(fd);
         return -1;
@@ -187,7 +203,8 @@ void session_close(session_writer *w, ev_bus *bus)
 
 int session_dir(char *buf, size_t n)
 {
-    return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", "sessions", "pass --session FILE or --no-save");
+    return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", "sessions",
+                    "pass --session FILE or --no-save");
 }
 
 int session_default_path(char *buf, size_t n)
@@ -198,7 +215,8 @@ int session_default_path(char *buf, size_t n)
     if (session_dir(buf, n))
         return -1;
     size_t len = strlen(buf);
-    return len + strlen(name) >= n ? err_set("%.64s...: path too long", buf) : (memcpy(buf + len, name, strlen(name) + 1), 0);
+    return len + strlen(name) >= n ? err_set("%.64s...: path too long", buf)
+                                   : (memcpy(buf + len, name, strlen(name) + 1), 0);
 }
 
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n)
@@ -223,9 +241,9 @@ void session_emit_model(loaded_model *lm)
             json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name",
                       session_model_name(lm), "backend", lm->backend->name, "params",
                       (json_int_t)gpt2_param_count(c), "weights_bytes",
-                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)), "pool_bytes",
-                      (json_int_t)kv_pool_opts(lm->pool)->pool_bytes, "workspace_bytes",
-                      (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx", c->n_ctx, "random_weights", c->random_weights,
-                      "weights_dtype", dt_name(lm->model.wtype), "memory_total_bytes",
-                      (json_int_t)total));
+                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)),
+                      "pool_bytes", (json_int_t)kv_pool_opts(lm->pool)->pool_bytes,
+                      "workspace_bytes", (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx",
+                      c->n_ctx, "random_weights", c->random_weights, "weights_dtype",
+                      dt_name(lm->model.wtype), "memory_total_bytes", (json_int_t)total));
 }

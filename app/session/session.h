@@ -11,7 +11,8 @@
 
 #include "../chat/engine.h"
 
-/* 2: tokens are chosen by the integer sampling rule (kernels/cpu/sample.c); format 1 files still read */
+/* 2: tokens are chosen by the integer sampling rule (kernels/cpu/sample.c); format 1 files still
+ * read */
 #define SESSION_FORMAT 2
 #define SESSION_MAX_LINE (16u << 20)
 /* the highest conversation id a session may hold (the reader refuses more) */
@@ -38,12 +39,13 @@ const char *session_model_name(const loaded_model *lm);
 void session_emit_model(loaded_model *lm);
 typedef enum { SESSION_NEW, SESSION_APPEND, SESSION_OVERWRITE } session_mode;
 
-/* Opens PATH for this run, locked against a second writer: SESSION_APPEND continues the session in it
- * (a last line cut by a crash is first cut away, its bytes kept in PATH.damaged); otherwise PATH
+/* Opens PATH for this run, locked against a second writer: SESSION_APPEND continues the session in
+ * it (a last line cut by a crash is first cut away, its bytes kept in PATH.damaged); otherwise PATH
  * becomes a new session with `header`, which SESSION_NEW refuses to do over a non-empty file. Then
  * subscribes to the bus: every event is written as it happens; each turn_end is flushed and fsync'd
  * before the turn returns. */
-int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header, ev_bus *bus);
+int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header,
+                 ev_bus *bus);
 void session_close(session_writer *w, ev_bus *bus);
 /* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions: where the chat saves sessions by default */
 int session_dir(char *buf, size_t n);
@@ -59,10 +61,10 @@ typedef struct {
     json_t **events;
     int n_events;
     size_t cap;
-    int truncated;        /* the last line was cut (a crash mid-write): everything before it is kept */
+    int truncated; /* the last line was cut (a crash mid-write): everything before it is kept */
     int lines;
-    int window, vocab;    /* the largest window and vocabulary of the header and resume events: every
-                           * position and token id in the file lies within them */
+    int window, vocab; /* the largest window and vocabulary of the header and resume events: every
+                        * position and token id in the file lies within them */
 } session;
 
 int session_parse(session *s, const char *buf, size_t len, const char *name);

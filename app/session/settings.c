@@ -76,26 +76,26 @@ int session_settings_diff(const model_opts *r, const engine_opts *re, const mode
         int differs;
         const char *name;
     } f[] = {
-        { r->n_predict != m->n_predict, "-n" },
-        { r->sp.temp != m->sp.temp, "--temp" },
-        { r->sp.top_k != m->sp.top_k, "--top-k" },
-        { r->sp.top_p != m->sp.top_p, "--top-p" },
-        { r->sp.repeat_penalty != m->sp.repeat_penalty, "--repeat-penalty" },
-        { r->sp.seed != m->sp.seed, "--seed" },
-        { r->kv.window != m->kv.window, "--ctx" },
-        { r->kv.pool_bytes != m->kv.pool_bytes, "--cache-mem" },
-        { r->kv.layout != m->kv.layout, "--cache-layout" },
-        { r->kv.type != m->kv.type, "--cache-dtype" },
-        { r->kv.block_tokens != m->kv.block_tokens, "--block-tokens" },
-        { r->kv.grow_factor != m->kv.grow_factor, "--grow-factor" },
-        { r->kv.prealloc != m->kv.prealloc, "--prealloc" },
-        { r->wtype != m->wtype, "--dtype" },
-        { re->tpl != e->tpl, "--template" },
-        { re->keep != e->keep, "--keep" },
-        { re->evict_min != e->evict_min, "--evict-min" },
-        { re->evict != e->evict, "--evict" },
-        { re->fidelity != e->fidelity, "--fidelity" },
-        { !re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system" },
+        {r->n_predict != m->n_predict, "-n"},
+        {r->sp.temp != m->sp.temp, "--temp"},
+        {r->sp.top_k != m->sp.top_k, "--top-k"},
+        {r->sp.top_p != m->sp.top_p, "--top-p"},
+        {r->sp.repeat_penalty != m->sp.repeat_penalty, "--repeat-penalty"},
+        {r->sp.seed != m->sp.seed, "--seed"},
+        {r->kv.window != m->kv.window, "--ctx"},
+        {r->kv.pool_bytes != m->kv.pool_bytes, "--cache-mem"},
+        {r->kv.layout != m->kv.layout, "--cache-layout"},
+        {r->kv.type != m->kv.type, "--cache-dtype"},
+        {r->kv.block_tokens != m->kv.block_tokens, "--block-tokens"},
+        {r->kv.grow_factor != m->kv.grow_factor, "--grow-factor"},
+        {r->kv.prealloc != m->kv.prealloc, "--prealloc"},
+        {r->wtype != m->wtype, "--dtype"},
+        {re->tpl != e->tpl, "--template"},
+        {re->keep != e->keep, "--keep"},
+        {re->evict_min != e->evict_min, "--evict-min"},
+        {re->evict != e->evict, "--evict"},
+        {re->fidelity != e->fidelity, "--fidelity"},
+        {!re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system"},
     };
     int k = 0;
     names[0] = 0;
@@ -104,4 +104,3 @@ int session_settings_diff(const model_opts *r, const engine_opts *re, const mode
             snprintf(names + strlen(names), n - strlen(names), "%s%s", k++ ? ", " : "", f[i].name);
     return k;
 }
-

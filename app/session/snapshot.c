@@ -13,7 +13,7 @@
 #include "fingerprint.h"
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'H', 'A', 'T', 'K', 'V'};
-enum { VERSION = 2 };   /* 2: records carry the completed turns and the window's hash */
+enum { VERSION = 2 }; /* 2: records carry the completed turns and the window's hash */
 
 typedef struct {
     char magic[8];
@@ -40,8 +40,11 @@ static snap_record describe(engine *e, int id)
     int n;
     const int *ids = engine_window(e, id, &n);
     kv_seq *s = engine_conv_cache(e, id);
-    return (snap_record){.id = id, .len = n, .turns = (uint32_t)engine_turns_done(e, id),
-                         .window_hash = fp_hash(0, ids, sizeof *ids * (size_t)n), .bytes = kv_rows_bytes(s, n)};
+    return (snap_record){.id = id,
+                         .len = n,
+                         .turns = (uint32_t)engine_turns_done(e, id),
+                         .window_hash = fp_hash(0, ids, sizeof *ids * (size_t)n),
+                         .bytes = kv_rows_bytes(s, n)};
 }
 
 int snapshot_save(const char *path, engine *e, const loaded_model *lm, const char *fingerprint)
@@ -54,8 +57,12 @@ int snapshot_save(const char *path, engine *e, const loaded_model *lm, const cha
     int n = 0;
     for (int i = 0; i < engine_conv_count(e); i++)
         n += engine_turns_done(e, engine_conv_id(e, i)) > 0;
-    snap_header h = {.version = VERSION, .n_convs = (uint32_t)n, .dtype = kv_pool_opts(lm->pool)->type,
-                     .n_layer = (uint32_t)c->n_layer, .n_head = (uint32_t)c->n_head, .head_dim = (uint32_t)(c->n_embd / c->n_head)};
+    snap_header h = {.version = VERSION,
+                     .n_convs = (uint32_t)n,
+                     .dtype = kv_pool_opts(lm->pool)->type,
+                     .n_layer = (uint32_t)c->n_layer,
+                     .n_head = (uint32_t)c->n_head,
+                     .head_dim = (uint32_t)(c->n_embd / c->n_head)};
     memcpy(h.magic, MAGIC, 8);
     memcpy(h.fingerprint, fingerprint, 16);
     uint64_t sum = 0;
@@ -68,11 +75,13 @@ int snapshot_save(const char *path, engine *e, const loaded_model *lm, const cha
         kv_seq *s = engine_conv_cache(e, id);
         snap_record r = describe(e, id);
         if (kv_len(s) != r.len || kv_export_bytes(s) != r.bytes) {
-            rc = err_set("--save-cache %s: conversation %d's cache does not hold its window", path, id);
+            rc = err_set("--save-cache %s: conversation %d's cache does not hold its window", path,
+                         id);
             break;
         }
         void *rows = malloc(r.bytes ? r.bytes : 1);
-        rc = !rows || kv_export(s, rows) || put(f, &sum, &r, sizeof r) || put(f, &sum, rows, r.bytes);
+        rc = !rows || kv_export(s, rows) || put(f, &sum, &r, sizeof r) ||
+             put(f, &sum, rows, r.bytes);
         free(rows);
     }
     if (!rc)
@@ -83,18 +92,21 @@ int snapshot_save(const char *path, engine *e, const loaded_model *lm, const cha
 }
 
 /* header checks that need no more than the header: what made it, and for which model and cache */
-static int check_header(const snap_header *h, const char *path, const loaded_model *lm, const char *fingerprint)
+static int check_header(const snap_header *h, const char *path, const loaded_model *lm,
+                        const char *fingerprint)
 {
     const gpt2_config *c = &lm->model.cfg;
     if (memcmp(h->magic, MAGIC, 8))
         return err_set("%s: not a kvchat KV snapshot", path);
     if (h->version != VERSION)
-        return err_set("%s: KV snapshot version %u, this kvchat reads version %d", path, h->version, VERSION);
-    if (memcmp(h->fingerprint, fingerprint, 16) || h->n_layer != (uint32_t)c->n_layer || h->n_head != (uint32_t)c->n_head ||
-        h->head_dim != (uint32_t)(c->n_embd / c->n_head))
+        return err_set("%s: KV snapshot version %u, this kvchat reads version %d", path, h->version,
+                       VERSION);
+    if (memcmp(h->fingerprint, fingerprint, 16) || h->n_layer != (uint32_t)c->n_layer ||
+        h->n_head != (uint32_t)c->n_head || h->head_dim != (uint32_t)(c->n_embd / c->n_head))
         return err_set("%s: made by another model", path);
     if (h->dtype != (uint32_t)kv_pool_opts(lm->pool)->type)
-        return err_set("%s: holds a %s cache, this run uses %s", path, h->dtype <= DT_Q8 ? dt_name((dtype)h->dtype) : "unknown",
+        return err_set("%s: holds a %s cache, this run uses %s", path,
+                       h->dtype <= DT_Q8 ? dt_name((dtype)h->dtype) : "unknown",
                        dt_name(kv_pool_opts(lm->pool)->type));
     return 0;
 }
@@ -125,8 +137,10 @@ int snapshot_load(const char *path, engine *e, const loaded_model *lm, const cha
     for (int i = 0; i < n; i++)
         want_size += sizeof(snap_record) + describe(e, engine_conv_id(e, i)).bytes;
     if (h.n_convs != (uint32_t)n || (uint64_t)sb.st_size != want_size) {
-        err_set("%s: holds %u conversations in %lld bytes; the session has %d needing %llu bytes (a stale or damaged "
-                "snapshot)", path, h.n_convs, (long long)sb.st_size, n, (unsigned long long)want_size);
+        err_set("%s: holds %u conversations in %lld bytes; the session has %d needing %llu bytes "
+                "(a stale or damaged "
+                "snapshot)",
+                path, h.n_convs, (long long)sb.st_size, n, (unsigned long long)want_size);
         goto out;
     }
     size_t size = (size_t)sb.st_size, body = size - 8;
@@ -152,7 +166,9 @@ int snapshot_load(const char *path, engine *e, const loaded_model *lm, const cha
         want = describe(e, r.id);
         if (r.len != want.len || r.turns != want.turns || r.window_hash != want.window_hash ||
             r.bytes != want.bytes || r.bytes > body - pos) {
-            err_set("%s: conversation %d was taken at another point of the session (a stale snapshot)", path, r.id);
+            err_set(
+                "%s: conversation %d was taken at another point of the session (a stale snapshot)",
+                path, r.id);
             goto out;
         }
         kv_seq *s = engine_conv_cache(e, r.id);
@@ -169,7 +185,8 @@ out:
     return rc;
 }
 
-int snapshot_follow(const char *path, int save, engine *e, const loaded_model *lm, const char *fingerprint)
+int snapshot_follow(const char *path, int save, engine *e, const loaded_model *lm,
+                    const char *fingerprint)
 {
     if (save)
         return snapshot_save(path, e, lm, fingerprint);

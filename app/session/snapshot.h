@@ -1,8 +1,8 @@
-/* KV snapshots (FILE.kv beside a session): every conversation's cached rows, so resuming costs a file
- * read instead of a prefill. Binary: a header (magic, version, model fingerprint, cache shape), one
- * record per conversation (its id, length, completed turns, a hash of its window's token ids, its
- * rows), and a checksum over all of it. Written to a temp file and renamed. A snapshot is only used
- * for the exact point of the session it was taken at. */
+/* KV snapshots (FILE.kv beside a session): every conversation's cached rows, so resuming costs a
+ * file read instead of a prefill. Binary: a header (magic, version, model fingerprint, cache
+ * shape), one record per conversation (its id, length, completed turns, a hash of its window's
+ * token ids, its rows), and a checksum over all of it. Written to a temp file and renamed. A
+ * snapshot is only used for the exact point of the session it was taken at. */
 #ifndef KVCHAT_SNAPSHOT_H
 #define KVCHAT_SNAPSHOT_H
 
@@ -13,10 +13,12 @@ int snapshot_save(const char *path, engine *e, const loaded_model *lm, const cha
  * 0 when loaded; -1 with the reason (missing, other model, damaged, another point of the session)
  * when the caller must re-prefill. */
 int snapshot_load(const char *path, engine *e, const loaded_model *lm, const char *fingerprint);
-/* After each completed turn: the snapshot at PATH follows the session (save), or is removed, since it
- * no longer matches the session's end. */
-int snapshot_follow(const char *path, int save, engine *e, const loaded_model *lm, const char *fingerprint);
-/* Removes PATH.part, left by a snapshot write that was killed (the caller holds the session's lock). */
+/* After each completed turn: the snapshot at PATH follows the session (save), or is removed, since
+ * it no longer matches the session's end. */
+int snapshot_follow(const char *path, int save, engine *e, const loaded_model *lm,
+                    const char *fingerprint);
+/* Removes PATH.part, left by a snapshot write that was killed (the caller holds the session's
+ * lock). */
 void snapshot_remove_part(const char *path);
 
 #endif

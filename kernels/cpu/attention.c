@@ -67,9 +67,10 @@ static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int he
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* Rows of one head are contiguous within a block: walk them run by run, not position by position. */
-INLINE void one_query_t(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s,
-                        dtype t)
+/* Rows of one head are contiguous within a block: walk them run by run, not position by position.
+ */
+INLINE void one_query_t(float *o, const float *q, const kb_kv *kv, int layer, int head, int len,
+                        float scale, float *s, dtype t)
 {
     int hd = kv->head_dim, bt = kv->block_tokens;
     for (int j = 0; j < len;) {
@@ -96,34 +97,36 @@ INLINE void one_query_t(float *o, const float *q, const kb_kv *kv, int layer, in
     }
 }
 
-static void one_query(float *o, const float *q, const kb_kv *kv, int layer, int head, int len, float scale, float *s)
+static void one_query(float *o, const float *q, const kb_kv *kv, int layer, int head, int len,
+                      float scale, float *s)
 {
     switch (kv->type) {
-    case DT_F32: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F32); break;
-    case DT_F16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F16); break;
-    case DT_BF16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_BF16); break;
-    case DT_I8: one_query_t(o, q, kv, layer, head, len, scale, s, DT_I8); break;
-    case DT_Q8: break; /* a weight type, never a cache's */
+        case DT_F32: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F32); break;
+        case DT_F16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_F16); break;
+        case DT_BF16: one_query_t(o, q, kv, layer, head, len, scale, s, DT_BF16); break;
+        case DT_I8: one_query_t(o, q, kv, layer, head, len, scale, s, DT_I8); break;
+        case DT_Q8: break; /* a weight type, never a cache's */
     }
 }
 
 /* rows [r0, r1) of one head: S = Q K^T over the keys they may see, softmax, O = P V */
-static void query_block(float *y, const float *q, const float *k, const float *v, int past, int r0, int r1, int hd,
-                        int C, float scale, float *s)
+static void query_block(float *y, const float *q, const float *k, const float *v, int past, int r0,
+                        int r1, int hd, int C, float scale, float *s)
 {
     int keys = past + r1, rows = r1 - r0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, hd,
-                0.0f, s, keys);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f,
+                q + (size_t)r0 * 3 * C, 3 * C, k, hd, 0.0f, s, keys);
     for (int t = 0; t < rows; t++) {
         int limit = past + r0 + t + 1;
         softmax_row(s + (size_t)t * keys, limit, scale);
         memset(s + (size_t)t * keys + limit, 0, sizeof(float) * (size_t)(keys - limit));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, s, keys, v, hd, 0.0f,
-                y + (size_t)r0 * C, C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, s, keys, v, hd,
+                0.0f, y + (size_t)r0 * C, C);
 }
 
-int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n)
+int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
+                  int n)
 {
     int H = kv->n_head, hd = kv->head_dim, C = H * hd, T = past + n, gemm = n >= GEMM_MIN_QUERIES;
     for (int t = 0; t < n; t++)
@@ -132,7 +135,8 @@ int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, in
             store_row(kv, layer, 0, h, past + t, src + C);
             store_row(kv, layer, 1, h, past + t, src + 2 * C);
         }
-    size_t per_thread = gemm ? (size_t)ROW_BLOCK * T : (size_t)T, widened = gemm ? 2 * (size_t)T * C : 0;
+    size_t per_thread = gemm ? (size_t)ROW_BLOCK * T : (size_t)T,
+           widened = gemm ? 2 * (size_t)T * C : 0;
     float *scratch = cpu_scratch(b, widened + per_thread * b->threads);
     if (!scratch)
         return -1;
@@ -151,10 +155,12 @@ int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, in
             if (gemm) {
                 int r1 = (blk + 1) * ROW_BLOCK < n ? (blk + 1) * ROW_BLOCK : n;
                 const float *k = wide + (size_t)h * T * hd, *v = wide + ((size_t)H + h) * T * hd;
-                query_block(y + (size_t)h * hd, qkv + (size_t)h * hd, k, v, past, blk * ROW_BLOCK, r1, hd, C, scale, s);
+                query_block(y + (size_t)h * hd, qkv + (size_t)h * hd, k, v, past, blk * ROW_BLOCK,
+                            r1, hd, C, scale, s);
             } else {
-                one_query(y + (size_t)blk * C + (size_t)h * hd, qkv + (size_t)blk * 3 * C + (size_t)h * hd, kv, layer,
-                          h, past + blk + 1, scale, s);
+                one_query(y + (size_t)blk * C + (size_t)h * hd,
+                          qkv + (size_t)blk * 3 * C + (size_t)h * hd, kv, layer, h, past + blk + 1,
+                          scale, s);
             }
         }
     return 0;

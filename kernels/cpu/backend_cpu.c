@@ -70,11 +70,12 @@ static int cpu_copy(kb_backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-static int cpu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
-                      size_t height)
+static int cpu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                      size_t width, size_t height)
 {
     (void)b;
-    for (size_t r = 0; r < height; r++) /* in ascending order: a lower dst never overwrites unread src */
+    for (size_t r = 0; r < height;
+         r++) /* in ascending order: a lower dst never overwrites unread src */
         memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
     return 0;
 }
@@ -82,16 +83,14 @@ static int cpu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *sr
 static int cpu_mem_info(kb_backend *b, size_t *free_bytes, size_t *total_bytes)
 {
     (void)b;
-    long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES),
+         total = sysconf(_SC_PHYS_PAGES);
     *free_bytes = avail > 0 && page > 0 ? (size_t)avail * (size_t)page : 0;
     *total_bytes = total > 0 && page > 0 ? (size_t)total * (size_t)page : 0;
     return 0;
 }
 
-int cpu_max_threads(kb_backend *b)
-{
-    return ((cpu_state *)b->ctx)->threads.count[0];
-}
+int cpu_max_threads(kb_backend *b) { return ((cpu_state *)b->ctx)->threads.count[0]; }
 
 static int cpu_step_begin(kb_backend *b, const kb_step *st, int *replayed)
 {
@@ -121,9 +120,11 @@ static void cpu_destroy(kb_backend *b)
 kb_backend *cpu_backend_create(int threads)
 {
     int adaptive = threads <= 0;
-    if (threads <= 0) { /* the cores this process may run on (taskset, cgroups' cpusets), not the machine's */
+    if (threads <=
+        0) { /* the cores this process may run on (taskset, cgroups' cpusets), not the machine's */
         cpu_set_t set;
-        long n = sched_getaffinity(0, sizeof set, &set) ? sysconf(_SC_NPROCESSORS_ONLN) : CPU_COUNT(&set);
+        long n = sched_getaffinity(0, sizeof set, &set) ? sysconf(_SC_NPROCESSORS_ONLN)
+                                                        : CPU_COUNT(&set);
         threads = n > 0 ? (int)n : 1;
     }
     kb_backend *b = err_calloc(1, sizeof *b, "the CPU backend");
@@ -137,12 +138,26 @@ kb_backend *cpu_backend_create(int threads)
     openblas_set_num_threads(1);
     cpu_threads_init(&s->threads, threads, adaptive);
     *b = (kb_backend){
-        .name = "cpu", .ctx = s, .threads = threads, .alloc = cpu_alloc, .release = cpu_release, .copy = cpu_copy, .copy2d = cpu_copy2d,
+        .name = "cpu",
+        .ctx = s,
+        .threads = threads,
+        .alloc = cpu_alloc,
+        .release = cpu_release,
+        .copy = cpu_copy,
+        .copy2d = cpu_copy2d,
         .mem_info = cpu_mem_info,
-        .matmul = cpu_matmul, .matmul_t = cpu_matmul_t, .embed = cpu_embed, .layernorm = cpu_layernorm,
-        .attention = cpu_attention, .add_layernorm = cpu_add_layernorm,
-        .sample = cpu_sample, .host_alloc = cpu_alloc, .host_release = cpu_release, .destroy = cpu_destroy,
-        .step_begin = cpu_step_begin, .step_end = cpu_step_end,
+        .matmul = cpu_matmul,
+        .matmul_t = cpu_matmul_t,
+        .embed = cpu_embed,
+        .layernorm = cpu_layernorm,
+        .attention = cpu_attention,
+        .add_layernorm = cpu_add_layernorm,
+        .sample = cpu_sample,
+        .host_alloc = cpu_alloc,
+        .host_release = cpu_release,
+        .destroy = cpu_destroy,
+        .step_begin = cpu_step_begin,
+        .step_end = cpu_step_end,
     };
     return b;
 }

@@ -4,7 +4,8 @@
 
 #include "../backend.h"
 
-/* threads <= 0: every core this process may run on, adapted per decode step (kernels/cpu/threads.c) */
+/* threads <= 0: every core this process may run on, adapted per decode step (kernels/cpu/threads.c)
+ */
 kb_backend *cpu_backend_create(int threads);
 
 /* the thread count of each step: two candidates (the most, and one fewer), the faster by the
@@ -26,50 +27,58 @@ float *cpu_scratch(kb_backend *b, size_t floats);
 /* A second such buffer, for ops built from other kernels (which use the scratch). */
 float *cpu_staging(kb_backend *b, size_t floats);
 
-int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act);
+int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
+               kb_act act);
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);
-int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe);
-int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps);
+int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte,
+              const kb_mat *wpe);
+int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n,
+                  int C, float eps);
 /* the tanh form of GELU, in place */
 int cpu_gelu(kb_backend *b, float *x, size_t n);
-int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
-                      float eps);
+int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g,
+                      const float *beta, int n, int C, float eps);
 int cpu_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
-/* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >= it
- * are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the same. */
+/* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >=
+ * it are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the
+ * same. */
 uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k, float top_p);
-/* The fused one-token products' contracts (backend.h) as the reference kernels in sequence: the twin
- * of kernels/cuda/matvec.cu. The CPU backend itself leaves linear NULL (the same kernels run either
- * way); the tests install these to run the forward pass's fused route on the CPU. */
-int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
-               kb_act act, int residual);
+/* The fused one-token products' contracts (backend.h) as the reference kernels in sequence: the
+ * twin of kernels/cuda/matvec.cu. The CPU backend itself leaves linear NULL (the same kernels run
+ * either way); the tests install these to run the forward pass's fused route on the CPU. */
+int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+               const kb_norm *norm, kb_act act, int residual);
 int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
 /* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
-/* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at a
- * time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL floats
- * per thread, and CPU_PANEL more), each panel multiplied in cache as soon as it is made: by 8x32 tiles
- * of AVX-512 FMAs (tile.h; OpenBLAS's GEMM repacked each panel once more: a 128-token prefill with f16
- * weights ran about 10% slower), by OpenBLAS without AVX-512. A column's result depends on its panel
- * only, not on the threads. */
+/* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at
+ * a time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL
+ * floats per thread, and CPU_PANEL more), each panel multiplied in cache as soon as it is made: by
+ * 8x32 tiles of AVX-512 FMAs (tile.h; OpenBLAS's GEMM repacked each panel once more: a 128-token
+ * prefill with f16 weights ran about 10% slower), by OpenBLAS without AVX-512. A column's result
+ * depends on its panel only, not on the threads. */
 enum { CPU_PANEL = 128 };
 typedef void (*cpu_panel_fn)(float *dst, const kb_mat *w, int K, int c0, int c1);
-int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
-                    cpu_panel_fn panel, float *panels);
+int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                    const float *bias, cpu_panel_fn panel, float *panels);
 /* dst = src rounded to bf16 (nearest even), as f32: what a product against bf16 weights multiplies
  * (kernels/cpu/matmul_bf16.c) */
 void cpu_round_bf16(float *dst, const float *src, size_t n);
 #ifdef __AVX512BF16__
-/* y[n, N] = x[n, K] rounded to bf16 . W[K, N] in bf16 (+ bias), by AVX-512 BF16 dot products, a panel
- * of CPU_PANEL columns at a time; where the CPU lacks them, OpenBLAS on widened panels computes the same */
+/* y[n, N] = x[n, K] rounded to bf16 . W[K, N] in bf16 (+ bias), by AVX-512 BF16 dot products, a
+ * panel of CPU_PANEL columns at a time; where the CPU lacks them, OpenBLAS on widened panels
+ * computes the same */
 #define CPU_BF16_GEMM 1
-int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias);
+int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                  const float *bias);
 #endif
-/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8-bit weights (DT_Q8,
- * stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
-int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
-                   kb_act act);
-int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n);
+/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8-bit weights
+ * (DT_Q8, stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N =
+ * rows) */
+int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                   const float *bias, kb_act act);
+int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
+                  int n);
 
 #endif

@@ -1,6 +1,7 @@
 #include "cpu.h"
 
-int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte,
+              const kb_mat *wpe)
 {
     int C = wte->cols;
     size_t es = dt_size(wte->type), ps = dt_size(wpe->type);
@@ -13,8 +14,9 @@ int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb
             int m = C - c < 256 ? C - c : 256;
             if (wte->type == DT_Q8) /* blocks of 32 along the row, an f16 scale each */
                 for (int j = 0; j < m; j++)
-                    row[c + j] = (float)((const int8_t *)te)[c + j] *
-                                 dt_f16_to_f32(wte->scales[((size_t)ids[i] * C + c + j) / DT_Q8_BLOCK]);
+                    row[c + j] =
+                        (float)((const int8_t *)te)[c + j] *
+                        dt_f16_to_f32(wte->scales[((size_t)ids[i] * C + c + j) / DT_Q8_BLOCK]);
             else
                 dt_to_f32(row + c, te + (size_t)c * es, wte->type, (size_t)m);
             dt_to_f32(tmp, pe + (size_t)c * ps, wpe->type, (size_t)m);

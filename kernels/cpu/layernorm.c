@@ -3,8 +3,8 @@
 #include "cpu.h"
 
 /* y = layernorm(x) * g + beta per row, after x += r when r is given (the fused residual add) */
-static int norm_rows(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
-                     float eps)
+static int norm_rows(kb_backend *b, float *y, float *x, const float *r, const float *g,
+                     const float *beta, int n, int C, float eps)
 {
 #pragma omp parallel for num_threads(b->threads) if (n > 4)
     for (int i = 0; i < n; i++) {
@@ -26,13 +26,15 @@ static int norm_rows(kb_backend *b, float *y, float *x, const float *r, const fl
     return 0;
 }
 
-int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
+int cpu_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n,
+                  int C, float eps)
 {
-    return norm_rows(b, y, (float *)x, NULL, g, beta, n, C, eps); /* x is only read when r is NULL */
+    return norm_rows(b, y, (float *)x, NULL, g, beta, n, C,
+                     eps); /* x is only read when r is NULL */
 }
 
-int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
-                      float eps)
+int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g,
+                      const float *beta, int n, int C, float eps)
 {
     return norm_rows(b, y, x, r, g, beta, n, C, eps);
 }

@@ -1,5 +1,6 @@
 /* The fused one-token products (backend.h's linear and linear_t) as the reference kernels in
- * sequence: layernorm, product, residual add, each the same arithmetic as the unfused forward pass. */
+ * sequence: layernorm, product, residual add, each the same arithmetic as the unfused forward pass.
+ */
 #include "cpu.h"
 
 /* x, or its normalised copy in staging[0..K) */
@@ -10,8 +11,8 @@ static const float *input(kb_backend *b, const float *x, int K, const kb_norm *n
     return cpu_layernorm(b, staging, x, norm->g, norm->b, 1, K, norm->eps) ? NULL : staging;
 }
 
-int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm,
-               kb_act act, int residual)
+int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+               const kb_norm *norm, kb_act act, int residual)
 {
     int K = w->rows, N = w->cols;
     float *staging = cpu_staging(b, (size_t)K + (size_t)N), *out = residual ? staging + K : y;

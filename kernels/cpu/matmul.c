@@ -2,9 +2,9 @@
  * inputs rounded to bf16 and prefill by their own GEMM: matmul_bf16.c).
  * Few tokens (decode): each thread streams its own contiguous band of weight rows once and keeps
  * partial sums in cache, so the product runs at memory bandwidth. Many tokens (prefill): OpenBLAS
- * does the GEMM on f32 weights; f16 weights are widened to f32 a panel of CPU_PANEL columns at a time,
- * in cache, just before its tiles (cpu_gemm_panels; widening the whole matrix first wrote and re-read
- * twice its bytes, a fifth of a 128-token prefill). */
+ * does the GEMM on f32 weights; f16 weights are widened to f32 a panel of CPU_PANEL columns at a
+ * time, in cache, just before its tiles (cpu_gemm_panels; widening the whole matrix first wrote and
+ * re-read twice its bytes, a fifth of a 128-token prefill). */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -17,8 +17,8 @@
 
 /* acc[0..N) += sum over r<4 of x[r] * W[row + r][0..N). The hardware prefetcher follows one stream
  * but not four rows that start afresh every group, so the next group's rows are asked for, a cache
- * line each, while this group's are summed (`ahead`: there is a next group): with two threads a band
- * of bf16 rows ran at 30 GB/s of the machine's 46, and at 51 with this. bf16 rows are widened
+ * line each, while this group's are summed (`ahead`: there is a next group): with two threads a
+ * band of bf16 rows ran at 30 GB/s of the machine's 46, and at 51 with this. bf16 rows are widened
  * split (simd.h), so acc keeps each block of 2 * VW columns below bf16_cut(N) as its even columns,
  * then its odd ones, until merge_bf16; each column takes the same operations in the same order. */
 INLINE size_t bf16_cut(size_t N)
@@ -60,7 +60,8 @@ INLINE void rows4_axpy_bf16(float *restrict acc, const uint16_t *w, size_t b0, s
 #endif
 }
 
-INLINE void rows4_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N, const float *x, int ahead)
+INLINE void rows4_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N,
+                       const float *x, int ahead)
 {
     size_t j = 0, b0 = row * N, b1 = b0 + N, b2 = b1 + N, b3 = b2 + N;
     if (t == DT_BF16) {
@@ -106,13 +107,15 @@ INLINE void row_axpy(float *restrict acc, const void *w, dtype t, size_t row, si
 }
 
 /* acc[tok][0..N) = sum over rows r0..r1 of x[tok][r] * W[r][0..N), for n tokens. */
-INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int K, int N, int r0, int r1)
+INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int K, int N, int r0,
+                 int r1)
 {
     memset(acc, 0, sizeof(float) * (size_t)n * N);
     int r = r0;
     for (; r + 4 <= r1; r += 4)
         for (int tok = 0; tok < n; tok++)
-            rows4_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x + (size_t)tok * K + r, r + 8 <= K);
+            rows4_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x + (size_t)tok * K + r,
+                       r + 8 <= K);
     for (int tok = 0; t == DT_BF16 && tok < n; tok++)
         merge_bf16(acc + (size_t)tok * N, (size_t)N);
     for (; r < r1; r++)
@@ -121,17 +124,20 @@ INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int 
 }
 
 /* The rows are cut into bands of whole 4-row groups, BANDS or the backend's most threads if more,
- * whatever the threads of this call, each thread streaming a contiguous run of bands, and the bands'
- * partial sums are added in band order: the result does not depend on how many threads this call
- * runs (the backend changes their number between steps), and a machine with more cores uses them. */
+ * whatever the threads of this call, each thread streaming a contiguous run of bands, and the
+ * bands' partial sums are added in band order: the result does not depend on how many threads this
+ * call runs (the backend changes their number between steps), and a machine with more cores uses
+ * them. */
 enum { BANDS = 8 };
 
 enum { STRIP = 64 };
 
 /* y[0..len) = bias + the bands' partial sums (part[bd * per + j]), added in band order (so the sum
- * does not depend on who adds it), a strip of columns at a time so each addition is a vector one: one
- * sum per column through all the bands was a chain of dependent scalar additions, 5% of a decode step */
-INLINE void add_bands(float *restrict y, const float *part, size_t per, int bands, const float *bias, int len, kb_act act)
+ * does not depend on who adds it), a strip of columns at a time so each addition is a vector one:
+ * one sum per column through all the bands was a chain of dependent scalar additions, 5% of a
+ * decode step */
+INLINE void add_bands(float *restrict y, const float *part, size_t per, int bands,
+                      const float *bias, int len, kb_act act)
 {
 #pragma omp simd
     for (int j = 0; j < len; j++)
@@ -148,11 +154,13 @@ INLINE void add_bands(float *restrict y, const float *part, size_t per, int band
             y[j] = vm_gelu(y[j]);
 }
 
-/* act: the GELU is applied as the bands' sums are added, by both threads, instead of by one thread in
- * a pass of its own after the product (5% of a decode step's time on its main thread) */
-static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
+/* act: the GELU is applied as the bands' sums are added, by both threads, instead of by one thread
+ * in a pass of its own after the product (5% of a decode step's time on its main thread) */
+static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                         const float *bias, kb_act act)
 {
-    int K = w->rows, N = w->cols, groups = (K + 3) / 4, most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
+    int K = w->rows, N = w->cols, groups = (K + 3) / 4,
+        most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
     int bands = groups < most ? groups : most;
     size_t per = (size_t)n * N;
     float *part = cpu_scratch(b, per * bands + (w->type == DT_BF16 ? (size_t)n * K : 0));
@@ -170,17 +178,19 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
             float *acc = part + per * bd;
             r1 = r1 < K ? r1 : K;
             switch (w->type) {
-            case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
-            case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
-            case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
-            case DT_I8: case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
+                case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
+                case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
+                case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
+                case DT_I8:
+                case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
             }
         }
         int strips = (N + STRIP - 1) / STRIP;
 #pragma omp for schedule(static)
         for (int i = 0; i < n * strips; i++) {
             int tok = i / strips, j0 = i % strips * STRIP, len = N - j0 < STRIP ? N - j0 : STRIP;
-            add_bands(y + (size_t)tok * N + j0, part + (size_t)tok * N + j0, per, bands, bias ? bias + j0 : NULL, len, act);
+            add_bands(y + (size_t)tok * N + j0, part + (size_t)tok * N + j0, per, bands,
+                      bias ? bias + j0 : NULL, len, act);
         }
     }
     return 0;
@@ -205,16 +215,18 @@ static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 #ifdef __AVX512F__
 enum { MR = 8, NR = TILE_NR };
 
-/* y[mr rows][the first `valid` of NR columns] = x rows [.][K] . p[K][ld]'s NR columns (+ bias); inlined
- * with a constant mr so the 16 accumulators stay in registers */
-INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int ld, int mr, const float *bias, int valid)
+/* y[mr rows][the first `valid` of NR columns] = x rows [.][K] . p[K][ld]'s NR columns (+ bias);
+ * inlined with a constant mr so the 16 accumulators stay in registers */
+INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int ld, int mr,
+                     const float *bias, int valid)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int k = 0; k < K; k++) {
-        __m512 b0 = _mm512_loadu_ps(p + (size_t)k * ld), b1 = _mm512_loadu_ps(p + (size_t)k * ld + 16);
+        __m512 b0 = _mm512_loadu_ps(p + (size_t)k * ld),
+               b1 = _mm512_loadu_ps(p + (size_t)k * ld + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < mr; r++) {
             __m512 a = _mm512_set1_ps(x[(size_t)r * K + k]);
@@ -226,8 +238,8 @@ INLINE void tile_f32(float *y, int N, const float *x, int K, const float *p, int
 }
 #endif
 
-int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias,
-                    cpu_panel_fn panel, float *panels)
+int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                    const float *bias, cpu_panel_fn panel, float *panels)
 {
     int chunks = (N + CPU_PANEL - 1) / CPU_PANEL;
 #pragma omp parallel num_threads(b->threads)
@@ -238,20 +250,23 @@ int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N
             int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL;
             panel(p, w, K, c0, c0 + nc);
 #ifdef __AVX512F__
-            /* a tile past the panel's last column reads up to NR - 1 floats beyond it (masked off) */
+            /* a tile past the panel's last column reads up to NR - 1 floats beyond it (masked off)
+             */
             for (int j = 0; j < nc; j += NR) {
                 const float *bj = bias ? bias + c0 + j : NULL;
                 int m = 0;
                 for (; m + MR <= n; m += MR)
-                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, MR, bj, nc - j);
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, MR, bj,
+                             nc - j);
                 if (m < n)
-                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, n - m, bj, nc - j);
+                    tile_f32(y + (size_t)m * N + c0 + j, N, x + (size_t)m * K, K, p + j, nc, n - m,
+                             bj, nc - j);
             }
 #else
             for (int i = 0; i < n && bias; i++)
                 memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)nc);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, nc, K, 1.0f, x, K, p, nc, bias ? 1.0f : 0.0f,
-                        y + c0, N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, nc, K, 1.0f, x, K, p, nc,
+                        bias ? 1.0f : 0.0f, y + c0, N);
 #endif
         }
     }
@@ -259,7 +274,8 @@ int cpu_gemm_panels(kb_backend *b, float *y, const float *x, int n, int K, int N
 }
 
 /* the GEMMs of a prefill */
-static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias)
+static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                   const float *bias)
 {
     int K = w->rows, N = w->cols;
 #ifdef CPU_BF16_GEMM
@@ -296,7 +312,8 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
     return 0;
 }
 
-int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias, kb_act act)
+int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
+               kb_act act)
 {
     if (w->type != DT_Q8 && n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias, act);
@@ -328,10 +345,11 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
     }
 #pragma omp parallel num_threads(b->threads)
     switch (w->type) {
-    case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;
-    case DT_BF16: dots(y, x, n, w->data, DT_BF16, w->rows, w->cols); break;
-    case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
-    case DT_I8: case DT_Q8: break;
+        case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;
+        case DT_BF16: dots(y, x, n, w->data, DT_BF16, w->rows, w->cols); break;
+        case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
+        case DT_I8:
+        case DT_Q8: break;
     }
     return 0;
 }

@@ -1,9 +1,10 @@
-/* Products against 8-bit weights (DT_Q8: int8 blocks of 32 along the reduction, an f16 scale each; the
- * layout is kb_mat's). The activations are quantised per block the same way, each block's integer dot
- * product is exact (VNNI's dpbusd where the CPU has it, else pairs of 16-bit products, else plain C),
- * and the blocks' products are scaled and summed in f32. Every output is one thread's dot product in
- * a fixed order, so results do not depend on the thread count. Up to CPU_STREAM_MAX_TOKENS tokens
- * (decode, the LM head) one loop streams the weight rows; more tokens take a GEMM (below). */
+/* Products against 8-bit weights (DT_Q8: int8 blocks of 32 along the reduction, an f16 scale each;
+ * the layout is kb_mat's). The activations are quantised per block the same way, each block's
+ * integer dot product is exact (VNNI's dpbusd where the CPU has it, else pairs of 16-bit products,
+ * else plain C), and the blocks' products are scaled and summed in f32. Every output is one
+ * thread's dot product in a fixed order, so results do not depend on the thread count. Up to
+ * CPU_STREAM_MAX_TOKENS tokens (decode, the LM head) one loop streams the weight rows; more tokens
+ * take a GEMM (below). */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -23,12 +24,16 @@ INLINE float half(uint16_t h)
 #endif
 }
 
-enum { ROWS = 2, TOKENS = 4 }; /* a tile: each weight block loaded once for TOKENS tokens, each input block once for ROWS rows */
+enum {
+    ROWS = 2,
+    TOKENS = 4
+}; /* a tile: each weight block loaded once for TOKENS tokens, each input block once for ROWS rows
+    */
 
 #if defined(__AVX2__) && defined(__FMA__)
 /* acc[t][r] += block b's scaled integer dot product of w's row r and x's token t */
-INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw, int nr, const int8_t *x, const float *dx,
-                     int nt, int K, int blocks, int b)
+INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw, int nr,
+                     const int8_t *x, const float *dx, int nt, int K, int blocks, int b)
 {
     __m256i wv[ROWS];
     for (int r = 0; r < nr; r++)
@@ -37,7 +42,8 @@ INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw,
         if (t >= nt)
             break;
         __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (size_t)t * K + DT_Q8_BLOCK * b));
-        /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <= 127) */
+        /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <=
+         * 127) */
         __m256i ax = _mm256_sign_epi8(xv, xv);
         for (int r = 0; r < nr; r++) {
             __m256i sw = _mm256_sign_epi8(wv[r], xv);
@@ -46,19 +52,21 @@ INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw,
 #elif defined(__AVXVNNI__)
             __m256i dot = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
 #else
-            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1)); /* pairs <= 32258 */
+            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw),
+                                            _mm256_set1_epi16(1)); /* pairs <= 32258 */
 #endif
-            acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r * blocks + b] * dx[(size_t)t * blocks + b]),
-                                        _mm256_cvtepi32_ps(dot), acc[t][r]);
+            acc[t][r] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dw[r * blocks + b] * dx[(size_t)t * blocks + b]),
+                                _mm256_cvtepi32_ps(dot), acc[t][r]);
         }
     }
 }
 #endif
 
-/* y[t][r] = sum over blocks of dw[r][b] * dx[t][b] * (w[r] . x[t] over the block), for nr <= ROWS rows
- * of w (stride K) and nt <= TOKENS tokens of x (stride K); dw already widened to float */
-INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int nr, const int8_t *x, const float *dx,
-                    int nt, int K)
+/* y[t][r] = sum over blocks of dw[r][b] * dx[t][b] * (w[r] . x[t] over the block), for nr <= ROWS
+ * rows of w (stride K) and nt <= TOKENS tokens of x (stride K); dw already widened to float */
+INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int nr,
+                    const int8_t *x, const float *dx, int nt, int K)
 {
     int blocks = K / DT_Q8_BLOCK;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -90,7 +98,8 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
             for (int b = 0; b < blocks; b++) {
                 int32_t d = 0;
                 for (int i = 0; i < DT_Q8_BLOCK; i++)
-                    d += (int32_t)w[(size_t)r * K + DT_Q8_BLOCK * b + i] * x[(size_t)t * K + DT_Q8_BLOCK * b + i];
+                    d += (int32_t)w[(size_t)r * K + DT_Q8_BLOCK * b + i] *
+                         x[(size_t)t * K + DT_Q8_BLOCK * b + i];
                 acc += dw[r * blocks + b] * dx[(size_t)t * blocks + b] * (float)d;
             }
             y[t][r] = acc;
@@ -101,30 +110,38 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
 #ifdef __AVX512BF16__
 /* Many tokens: the same integer dot products by AVX-512 BF16's dot product, as a GEMM. An int8 is
  * exact in bf16, and a block's 32 products of two and their sum (at most 32 * 127^2) are exact in
- * f32, so each block's dot is the definition's integer; it is then scaled and summed as decode does.
- * Two multiply-adds per lane per instruction where the f32 GEMM on dequantised values did one:
- * a 128-token prefill of the 124M shape ran at about 900 tok/s that way. */
-enum { MR = 4, NR = TILE_NR, PAIRS = DT_Q8_BLOCK / 2 }; /* a tile: 4 rows by 32 columns, 8 + 8 accumulators */
+ * f32, so each block's dot is the definition's integer; it is then scaled and summed as decode
+ * does. Two multiply-adds per lane per instruction where the f32 GEMM on dequantised values did
+ * one: a 128-token prefill of the 124M shape ran at about 900 tok/s that way. */
+enum {
+    MR = 4,
+    NR = TILE_NR,
+    PAIRS = DT_Q8_BLOCK / 2
+}; /* a tile: 4 rows by 32 columns, 8 + 8 accumulators */
 
 /* the bf16 of each lane's bytes (b0, b1) as one pair, and of (b2, b3) */
 INLINE __m512i pair(__m512i v, int hi)
 {
     __m512i a = _mm512_srai_epi32(_mm512_slli_epi32(v, hi ? 8 : 24), 24);
     __m512i b = _mm512_srai_epi32(_mm512_slli_epi32(v, hi ? 0 : 16), 24);
-    __m512i fa = _mm512_castps_si512(_mm512_cvtepi32_ps(a)), fb = _mm512_castps_si512(_mm512_cvtepi32_ps(b));
-    return _mm512_or_si512(_mm512_srli_epi32(fa, 16), _mm512_and_si512(fb, _mm512_set1_epi32((int)0xffff0000u)));
+    __m512i fa = _mm512_castps_si512(_mm512_cvtepi32_ps(a)),
+            fb = _mm512_castps_si512(_mm512_cvtepi32_ps(b));
+    return _mm512_or_si512(_mm512_srli_epi32(fa, 16),
+                           _mm512_and_si512(fb, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-/* stored rows [c0, c0 + nc) of w as bf16 pairs along the reduction, [K / 2][ncp] (zero past nc), and
- * their scales, [blocks][ncp] */
+/* stored rows [c0, c0 + nc) of w as bf16 pairs along the reduction, [K / 2][ncp] (zero past nc),
+ * and their scales, [blocks][ncp] */
 static void pack_panel_q8(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0, int nc, int ncp)
 {
     int blocks = K / DT_Q8_BLOCK;
     const int8_t *q = (const int8_t *)w->data + (size_t)c0 * K;
     for (int j = 0; j < ncp; j += 16) {
         __mmask16 m = tile_lanes(nc - j);
-        __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(j), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-                                         _mm512_set1_epi32(K));
+        __m512i idx = _mm512_mullo_epi32(
+            _mm512_add_epi32(_mm512_set1_epi32(j), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                                     10, 11, 12, 13, 14, 15)),
+            _mm512_set1_epi32(K));
         for (int k = 0; k < K; k += 4) {
             __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, q + k, 1);
             _mm512_storeu_si512(bp + (size_t)(k / 2) * ncp + j, pair(v, 0));
@@ -132,12 +149,14 @@ static void pack_panel_q8(uint32_t *bp, float *dwp, const kb_mat *w, int K, int 
         }
         for (int bl = 0; bl < blocks; bl++)
             for (int jj = j; jj < j + 16; jj++)
-                dwp[(size_t)bl * ncp + jj] = jj < nc ? half(w->scales[(size_t)(c0 + jj) * blocks + bl]) : 0.0f;
+                dwp[(size_t)bl * ncp + jj] =
+                    jj < nc ? half(w->scales[(size_t)(c0 + jj) * blocks + bl]) : 0.0f;
     }
 }
 
-INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *dx, int blocks, const uint32_t *bp,
-                      const float *dwp, int ncp, int mr, const float *bias, int valid)
+INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *dx, int blocks,
+                      const uint32_t *bp, const float *dwp, int ncp, int mr, const float *bias,
+                      int valid)
 {
     __m512 acc[MR][2];
 #pragma GCC unroll 4
@@ -148,8 +167,8 @@ INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *
 #pragma GCC unroll 4
         for (int r = 0; r < MR; r++)
             in[r][0] = in[r][1] = _mm512_setzero_ps();
-        /* matmul_bf16.c's tile loop, over one block: shared through one inline function, GCC 12 kept an
-         * accumulator of this loop on the stack (prefill ~1,540 -> ~1,230 tok/s) */
+        /* matmul_bf16.c's tile loop, over one block: shared through one inline function, GCC 12
+         * kept an accumulator of this loop on the stack (prefill ~1,540 -> ~1,230 tok/s) */
         for (int k2 = bl * PAIRS; k2 < (bl + 1) * PAIRS; k2++) {
             __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp);
             __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)k2 * ncp + 16);
@@ -160,7 +179,8 @@ INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *
                 in[r][1] = _mm512_dpbf16_ps(in[r][1], a, b1);
             }
         }
-        __m512 w0 = _mm512_loadu_ps(dwp + (size_t)bl * ncp), w1 = _mm512_loadu_ps(dwp + (size_t)bl * ncp + 16);
+        __m512 w0 = _mm512_loadu_ps(dwp + (size_t)bl * ncp),
+               w1 = _mm512_loadu_ps(dwp + (size_t)bl * ncp + 16);
 #pragma GCC unroll 4
         for (int r = 0; r < mr; r++) {
             __m512 d = _mm512_set1_ps(dx[(size_t)r * blocks + bl]);
@@ -172,8 +192,8 @@ INLINE void gemm_tile(float *y, int N, const uint32_t *xp, int kp, const float *
 }
 
 /* y[n, N] from the quantised activations xq [n][K] and their scales dx [n][blocks] */
-static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N, const kb_mat *w,
-                   const float *bias, uint32_t *xp)
+static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
+                   const kb_mat *w, const float *bias, uint32_t *xp)
 {
     int kp = K / 2, blocks = K / DT_Q8_BLOCK, chunks = (N + CPU_PANEL - 1) / CPU_PANEL;
     size_t panel = (size_t)kp * CPU_PANEL + (size_t)blocks * CPU_PANEL;
@@ -189,31 +209,35 @@ static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
         float *dwp = (float *)(bp + (size_t)kp * CPU_PANEL);
 #pragma omp for schedule(dynamic)
         for (int c = 0; c < chunks; c++) {
-            int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL, ncp = (nc + NR - 1) / NR * NR;
+            int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL,
+                ncp = (nc + NR - 1) / NR * NR;
             pack_panel_q8(bp, dwp, w, K, c0, nc, ncp);
             for (int j = 0; j < ncp; j += NR) {
                 const float *bj = bias ? bias + c0 + j : NULL;
                 int m = 0;
                 for (; m + MR <= n; m += MR)
-                    gemm_tile(y + (size_t)m * N + c0 + j, N, xp + (size_t)m * kp, kp, dx + (size_t)m * blocks, blocks,
-                              bp + j, dwp + j, ncp, MR, bj, nc - j);
+                    gemm_tile(y + (size_t)m * N + c0 + j, N, xp + (size_t)m * kp, kp,
+                              dx + (size_t)m * blocks, blocks, bp + j, dwp + j, ncp, MR, bj,
+                              nc - j);
                 if (m < n)
-                    gemm_tile(y + (size_t)m * N + c0 + j, N, xp + (size_t)m * kp, kp, dx + (size_t)m * blocks, blocks,
-                              bp + j, dwp + j, ncp, n - m, bj, nc - j);
+                    gemm_tile(y + (size_t)m * N + c0 + j, N, xp + (size_t)m * kp, kp,
+                              dx + (size_t)m * blocks, blocks, bp + j, dwp + j, ncp, n - m, bj,
+                              nc - j);
             }
         }
     }
     return 0;
 }
 #else
-/* Without AVX-512 BF16, many tokens take OpenBLAS's GEMM on the dequantised values instead: each product of a weight and an
- * activation, (q_w d_w)(q_x d_x), is the definition's term rounded once in f32, so the result stays
- * within 1e-6 of the definition while the GEMM runs at about twice the integer tiles' speed (about
- * 1000 against 540 tok/s for a 512-token prefill of the 124M shape on two Zen 4 cores). */
+/* Without AVX-512 BF16, many tokens take OpenBLAS's GEMM on the dequantised values instead: each
+ * product of a weight and an activation, (q_w d_w)(q_x d_x), is the definition's term rounded once
+ * in f32, so the result stays within 1e-6 of the definition while the GEMM runs at about twice the
+ * integer tiles' speed (about 1000 against 540 tok/s for a 512-token prefill of the 124M shape on
+ * two Zen 4 cores). */
 
 /* stored rows [c0, c1) of w, each K long (the reduction), as f32 columns: [K][c1 - c0]; 16 columns
- * at a time, so that each line written is one output row's 16 floats (a column at a time wrote a line
- * per value and made q8 prefill 40% slower) */
+ * at a time, so that each line written is one output row's 16 floats (a column at a time wrote a
+ * line per value and made q8 prefill 40% slower) */
 static void dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 {
     size_t nc = (size_t)(c1 - c0), blocks = (size_t)K / DT_Q8_BLOCK;
@@ -233,29 +257,36 @@ static void dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 
 #endif
 
-int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w, const float *bias, kb_act act)
+int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                   const float *bias, kb_act act)
 {
     if (K % DT_Q8_BLOCK || K > 256 * DT_Q8_BLOCK)
-        return err_set("a q8 product over %d values (the kernel takes multiples of %d up to 8,192)", K, DT_Q8_BLOCK);
+        return err_set("a q8 product over %d values (the kernel takes multiples of %d up to 8,192)",
+                       K, DT_Q8_BLOCK);
     int blocks = K / DT_Q8_BLOCK, gemm = n > CPU_STREAM_MAX_TOKENS;
     /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels */
     size_t iq = ((size_t)n * K + 3) / 4, nx = gemm ? (size_t)n * K : 0;
-    float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0));
+    float *scratch =
+        cpu_scratch(b, iq + (size_t)n * blocks + nx +
+                           (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0));
     if (!scratch)
         return -1;
     int8_t *xq = (int8_t *)scratch;
     float *dx = scratch + iq, *xf = dx + (size_t)n * blocks;
 #pragma omp parallel for num_threads(b->threads) if (n > 4)
     for (int t = 0; t < n; t++) {
-        dt_q8_quantize(xq + (size_t)t * K, NULL, dx + (size_t)t * blocks, x + (size_t)t * K, (size_t)K);
+        dt_q8_quantize(xq + (size_t)t * K, NULL, dx + (size_t)t * blocks, x + (size_t)t * K,
+                       (size_t)K);
 #ifndef __AVX512BF16__
         for (int k = 0; k < K && gemm; k++) /* the f32 GEMM's input: the quantised values */
-            xf[(size_t)t * K + k] = xq[(size_t)t * K + k] * dx[(size_t)t * blocks + k / DT_Q8_BLOCK];
+            xf[(size_t)t * K + k] =
+                xq[(size_t)t * K + k] * dx[(size_t)t * blocks + k / DT_Q8_BLOCK];
 #endif
     }
     if (gemm) {
 #ifdef __AVX512BF16__
-        /* xf's room holds the bf16 pairs (K / 2 a token), each thread's panel room its pairs and scales */
+        /* xf's room holds the bf16 pairs (K / 2 a token), each thread's panel room its pairs and
+         * scales */
         int rc = gemm_q8(b, y, xq, dx, n, K, N, w, bias, (uint32_t *)xf);
 #else
         int rc = cpu_gemm_panels(b, y, xf, n, K, N, w, bias, dequantize_panel, xf + nx);
@@ -263,8 +294,8 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
         return rc ? rc : act == KB_GELU ? cpu_gelu(b, y, (size_t)n * N) : 0;
     }
     const int8_t *q = w->data;
-    /* one token (decode) streams the rows one at a time: measured faster than pairs (183 against 114
-     * tok/s on the 124M shape), where for many tokens pairs are (660 against 568) */
+    /* one token (decode) streams the rows one at a time: measured faster than pairs (183 against
+     * 114 tok/s on the 124M shape), where for many tokens pairs are (660 against 568) */
     int per = n == 1 ? 1 : ROWS, tiles = (N + per - 1) / per;
 #pragma omp parallel for num_threads(b->threads) schedule(static)
     for (int tile = 0; tile < tiles; tile++) {
@@ -283,7 +314,8 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
             else
                 tile_q8(out, wt, dw, nr, xt, dx + (size_t)t0 * blocks, nt, K);
             for (int t = 0; t < nt; t++)
-                for (int r = 0; r < nr; r++) { /* the GELU here, by every thread, not in a pass on one */
+                for (int r = 0; r < nr;
+                     r++) { /* the GELU here, by every thread, not in a pass on one */
                     float v = (bias ? bias[j0 + r] : 0.0f) + out[t][r];
                     y[(size_t)(t0 + t) * N + j0 + r] = act == KB_GELU ? vm_gelu(v) : v;
                 }

@@ -1,12 +1,12 @@
-/* Choosing one token: the rule every backend follows, and its reference (kernels/cuda/sample.cu is the
- * twin, which finds the same thresholds by radix selection instead of sorting).
+/* Choosing one token: the rule every backend follows, and its reference (kernels/cuda/sample.cu is
+ * the twin, which finds the same thresholds by radix selection instead of sorting).
  *
  * Probabilities become integers, q = trunc(exp((l - max) / temp) * (2^32 - 256)), so that sums, the
  * top-k and top-p thresholds and the final walk are exact and give one answer on every backend:
  *   top-k keeps ids with q >= the k-th largest q (ties kept);
- *   top-p then keeps ids with q >= the largest t whose kept mass at or above t reaches top_p of the total;
- *   the draw takes r = floor(u * kept total) and walks kept ids in ascending order to the first whose
- *   running sum exceeds r. */
+ *   top-p then keeps ids with q >= the largest t whose kept mass at or above t reaches top_p of the
+ * total; the draw takes r = floor(u * kept total) and walks kept ids in ascending order to the
+ * first whose running sum exceeds r. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,7 +60,8 @@ static uint32_t kth_largest(uint32_t *v, int n, int k)
     return v[want];
 }
 
-static void penalize(float *logits, int vocab, const int *history, int n_history, float penalty, unsigned char *seen)
+static void penalize(float *logits, int vocab, const int *history, int n_history, float penalty,
+                     unsigned char *seen)
 {
     if (penalty == 1.0f)
         return;
@@ -106,14 +107,16 @@ uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k
 
 int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sample *s)
 {
-    /* scratch: the penalised logits, q, a copy of q to select in, and a flag per id for the penalty */
+    /* scratch: the penalised logits, q, a copy of q to select in, and a flag per id for the penalty
+     */
     float *logits = cpu_scratch(b, (size_t)vocab * 3 + ((size_t)vocab + 3) / 4);
     if (!logits)
         return -1;
     uint32_t *q = (uint32_t *)(logits + vocab), *sel = q + vocab;
     memcpy(logits, in, sizeof(float) * (size_t)vocab);
     memset(sel + vocab, 0, (size_t)vocab);
-    penalize(logits, vocab, s->history, s->n_history, s->repeat_penalty, (unsigned char *)(sel + vocab));
+    penalize(logits, vocab, s->history, s->n_history, s->repeat_penalty,
+             (unsigned char *)(sel + vocab));
     int best = argmax(logits, vocab);
     if (s->temp <= 0) {
         *out = best;

@@ -33,7 +33,8 @@ INLINE vf vld(const void *p, size_t i, dtype t)
     if (t == DT_F32)
         return _mm512_loadu_ps((const float *)p + i);
     if (t == DT_I8)
-        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)p + i))));
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)p + i))));
     __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
     if (t == DT_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -67,7 +68,8 @@ INLINE vf vld(const void *p, size_t i, dtype t)
     if (t == DT_F32)
         return _mm256_loadu_ps((const float *)p + i);
     if (t == DT_I8)
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)p + i))));
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)p + i))));
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
     if (t == DT_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -99,7 +101,6 @@ INLINE float vsum8(__m256 v)
 #define VZERO() _mm256_setzero_ps()
 #define VSUM(v) vsum8(v)
 #endif
-
 
 /* dot(x[0..n), w[off..off+n)) with w of type t */
 INLINE float dot_t(const float *x, const void *w, dtype t, size_t off, int n)

@@ -38,7 +38,8 @@ static inline float vm_tanhf(float x)
 /* the tanh form of GELU (GPT-2's): cpu_gelu and the products that apply it as they finish */
 static inline float vm_gelu(float v)
 {
-    return 0.5f * v * (1.0f + vm_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); /* sqrt(2 / pi) */
+    return 0.5f * v *
+           (1.0f + vm_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); /* sqrt(2 / pi) */
 }
 
 #endif

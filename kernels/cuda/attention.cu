@@ -2,19 +2,20 @@
  * bf16 or int8 rows, the block table read from the device copy the cache manager keeps, the length
  * from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
  *   prefill (many queries): tiles of queries against tiles of keys in shared memory with an online
- *   softmax (head dims 16, 32, 64), else one block per (query, head) with every score in shared memory;
- *   decode (one query): the context split into chunks, one block per (head, chunk) with its own max,
- *   sum and weighted values, reduced per head by the last of its blocks; the grid is sized by the
- *   most positions the cache can hold, so one recorded launch serves every length (chunks past the
- *   end only report that they are empty). The fast kernel set decodes in the flash-decoding layout
- *   (attend_flash_k); the basic set keeps the previous release's kernel (attend_decode_k). */
+ *   softmax (head dims 16, 32, 64), else one block per (query, head) with every score in shared
+ * memory; decode (one query): the context split into chunks, one block per (head, chunk) with its
+ * own max, sum and weighted values, reduced per head by the last of its blocks; the grid is sized
+ * by the most positions the cache can hold, so one recorded launch serves every length (chunks past
+ * the end only report that they are empty). The fast kernel set decodes in the flash-decoding
+ * layout (attend_flash_k); the basic set keeps the previous release's kernel (attend_decode_k). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "common.cuh"
 
-__device__ static void store(const kb_kv kv, int layer, int which, int head, int pos, const float *src, float *scale_tmp)
+__device__ static void store(const kb_kv kv, int layer, int which, int head, int pos,
+                             const float *src, float *scale_tmp)
 {
     int hd = kv.head_dim;
     void *dst = kvl_row(&kv, layer, which, head, pos);
@@ -87,8 +88,9 @@ __device__ static float value_of(const kb_kv &kv, int layer, int which, int h, i
 
 /* Scores of positions [from, to) for query q into s[0..), their max and sum of exponentials (s then
  * holds the exponentials), shared by both kernels. */
-__device__ static void softmax_part(float *s, float *red, const kb_kv &kv, const float *q, int layer, int h, int from, int to,
-                                    float scale, float *mx_out, float *sum_out)
+__device__ static void softmax_part(float *s, float *red, const kb_kv &kv, const float *q,
+                                    int layer, int h, int from, int to, float scale, float *mx_out,
+                                    float *sum_out)
 {
     float mx = -INFINITY;
     for (int j = from + threadIdx.x; j < to; j += blockDim.x) {
@@ -108,8 +110,8 @@ __device__ static void softmax_part(float *s, float *red, const kb_kv &kv, const
 }
 
 /* prefill for other head dims: grid (n, heads), dynamic shared memory for every visible key */
-__global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer, const cu_step *st, int C,
-                                float scale)
+__global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer,
+                                const cu_step *st, int C, float scale)
 {
     extern __shared__ float s[];
     __shared__ float red[32];
@@ -125,16 +127,17 @@ __global__ static void attend_k(float *y, cu_rounded y16, const float *qkv, kb_k
     }
 }
 
-/* prefill, tiled (head dims of 16, 32 or 64: GPT-2's is 64): grid (query tiles, heads). A block holds QT
- * queries and walks the keys they see in tiles of KT through shared memory, keeping per query a
- * running max, sum and weighted values (the online softmax), so each key and value is read once per
- * tile of queries instead of once per query. Four threads share a query: each scores every fourth
- * key of a tile and owns every fourth output column. */
+/* prefill, tiled (head dims of 16, 32 or 64: GPT-2's is 64): grid (query tiles, heads). A block
+ * holds QT queries and walks the keys they see in tiles of KT through shared memory, keeping per
+ * query a running max, sum and weighted values (the online softmax), so each key and value is read
+ * once per tile of queries instead of once per query. Four threads share a query: each scores every
+ * fourth key of a tile and owns every fourth output column. */
 enum { QT = 32, KT = 32, PREFILL_THREADS = QT * 4 };
 
 template <int HD>
 __global__ static void __launch_bounds__(PREFILL_THREADS)
-    attend_tiled_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer, const cu_step *st, int n, int C, float scale)
+    attend_tiled_k(float *y, cu_rounded y16, const float *qkv, kb_kv kv, int layer,
+                   const cu_step *st, int n, int C, float scale)
 {
     __shared__ float q[QT][HD + 1], k[KT][HD + 1], v[KT][HD + 1];
     int h = blockIdx.y, t0 = blockIdx.x * QT, rows = min(QT, n - t0), past = st->past;
@@ -173,7 +176,8 @@ __global__ static void __launch_bounds__(PREFILL_THREADS)
         }
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-        float m_new = fmaxf(m, top), base = m_new == -INFINITY ? 0.0f : m_new; /* nothing visible yet: all stay 0 */
+        float m_new = fmaxf(m, top),
+              base = m_new == -INFINITY ? 0.0f : m_new; /* nothing visible yet: all stay 0 */
         float corr = __expf(m - base), psum = 0;
 #pragma unroll
         for (int i = 0; i < KT / 4; i++) {
@@ -204,13 +208,14 @@ __global__ static void __launch_bounds__(PREFILL_THREADS)
 }
 
 /* the tiled kernel for this head dim, or NULL */
-static void (*tiled_for(int hd))(float *, cu_rounded, const float *, kb_kv, int, const cu_step *, int, int, float)
+static void (*tiled_for(int hd))(float *, cu_rounded, const float *, kb_kv, int, const cu_step *,
+                                 int, int, float)
 {
     switch (hd) {
-    case 16: return attend_tiled_k<16>;
-    case 32: return attend_tiled_k<32>;
-    case 64: return attend_tiled_k<64>;
-    default: return NULL;
+        case 16: return attend_tiled_k<16>;
+        case 32: return attend_tiled_k<32>;
+        case 64: return attend_tiled_k<64>;
+        default: return NULL;
     }
 }
 
@@ -218,8 +223,8 @@ enum { CHUNK = 128 };
 
 /* Leaves a chunk's max and sum of exponentials beside its weighted values: the head's partials, in
  * the block that arrives last (which reduces them), else NULL. */
-__device__ static const float *chunk_done(float *out, float mx, float sum, unsigned *done, int chunks, int *flag,
-                                          const float *head_parts)
+__device__ static const float *chunk_done(float *out, float mx, float sum, unsigned *done,
+                                          int chunks, int *flag, const float *head_parts)
 {
     if (threadIdx.x == 0) {
         out[0] = mx;
@@ -232,13 +237,15 @@ __device__ static const float *chunk_done(float *out, float mx, float sum, unsig
  * values as a partial; the last block of a head to finish (a counter per head, reset by that block
  * for the next step) rescales the partials to one max and writes the head's output. The block whose
  * chunk holds the new position stores its head's key and value first: no other block reads them. */
-__global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv, kb_kv kv,
-                                       int layer, const cu_step *st, int C, float scale)
+__global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, unsigned *done,
+                                       const float *qkv, kb_kv kv, int layer, const cu_step *st,
+                                       int C, float scale)
 {
     __shared__ float s[CHUNK];
     __shared__ float red[32];
     __shared__ int last;
-    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim, len = st->past + 1;
+    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim,
+        len = st->past + 1;
     int from = chunk * CHUNK, to = min(len, from + CHUNK);
     float *out = part + ((size_t)h * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
     if (from < len) {
@@ -256,7 +263,8 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             out[2 + c] = o;
         }
     }
-    const float *p = chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    const float *p =
+        chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
     if (!p)
         return;
     float m = -INFINITY;
@@ -279,23 +287,31 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
 
 /* Decode, flash-decoding layout (the fast kernels): grid (heads, chunks of FD_CHUNK positions), as
  * above, but each block first resolves its rows' addresses (and int8 scales) into shared memory, in
- * parallel, so no inner loop waits on the block table; L lanes read one key or value row with 16-byte
- * loads (L = the row's bytes / 16, a power of two up to 32), a warp taking 32 / L rows at a time;
- * the value rows are split across the warps; the last block of a head reduces the chunks' partials
- * with all its threads. The new position's key and value are stored first, as above. */
-enum { FD_CHUNK = 64, FD_THREADS = 128, FD_WARPS = FD_THREADS / 32, FD_MAX_HD = 256, FD_MAX_CHUNKS = 1024 };
+ * parallel, so no inner loop waits on the block table; L lanes read one key or value row with
+ * 16-byte loads (L = the row's bytes / 16, a power of two up to 32), a warp taking 32 / L rows at a
+ * time; the value rows are split across the warps; the last block of a head reduces the chunks'
+ * partials with all its threads. The new position's key and value are stored first, as above. */
+enum {
+    FD_CHUNK = 64,
+    FD_THREADS = 128,
+    FD_WARPS = FD_THREADS / 32,
+    FD_MAX_HD = 256,
+    FD_MAX_CHUNKS = 1024
+};
 
 template <dtype T>
 __global__ static void __launch_bounds__(FD_THREADS)
-    attend_flash_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv, kb_kv kv, int layer,
-                   const cu_step *st, int C, float scale)
+    attend_flash_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv,
+                   kb_kv kv, int layer, const cu_step *st, int C, float scale)
 {
     enum { E = cu_vec<T>::E };
     __shared__ const char *krow[FD_CHUNK], *vrow[FD_CHUNK];
-    __shared__ float kscale[FD_CHUNK], vscale[FD_CHUNK], s[FD_CHUNK], red[32], opart[FD_WARPS][FD_MAX_HD];
+    __shared__ float kscale[FD_CHUNK], vscale[FD_CHUNK], s[FD_CHUNK], red[32],
+        opart[FD_WARPS][FD_MAX_HD];
     __shared__ float wts[FD_MAX_CHUNKS];
     __shared__ int last;
-    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim, len = st->past + 1;
+    int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim,
+        len = st->past + 1;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int L = hd / E, G = 32 / L, piece = lane % L, group = lane / L;
     int from = chunk * FD_CHUNK, rows = max(0, min(len, from + FD_CHUNK) - from);
@@ -312,7 +328,8 @@ __global__ static void __launch_bounds__(FD_THREADS)
             kscale[r] = T == DT_I8 ? *kvl_scale(&kv, layer, 0, h, from + r) : 1.0f;
             vscale[r] = T == DT_I8 ? *kvl_scale(&kv, layer, 1, h, from + r) : 1.0f;
         }
-        __syncthreads(); /* also orders the new row's store before its reads (plain loads: it was written here) */
+        __syncthreads(); /* also orders the new row's store before its reads (plain loads: it was
+                            written here) */
         float q[E], o[E];
         const float *qh = qkv + (size_t)h * hd + piece * E;
 #pragma unroll
@@ -364,7 +381,8 @@ __global__ static void __launch_bounds__(FD_THREADS)
             out[2 + c] = t;
         }
     }
-    const float *p = chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    const float *p =
+        chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
     if (!p)
         return;
     float m = -INFINITY;
@@ -389,18 +407,20 @@ __global__ static void __launch_bounds__(FD_THREADS)
 
 /* the flash-decoding kernel for this cache, or NULL where its rows do not fit its lanes (the basic
  * kernel serves those) */
-static void (*flash_for(const kb_kv *kv, int chunks))(float *, cu_rounded, float *, unsigned *, const float *, kb_kv, int,
-                                                    const cu_step *, int, float)
+static void (*flash_for(const kb_kv *kv, int chunks))(float *, cu_rounded, float *, unsigned *,
+                                                      const float *, kb_kv, int, const cu_step *,
+                                                      int, float)
 {
     size_t bytes = (size_t)kv->head_dim * dt_size(kv->type);
     int lanes = (int)(bytes / 16);
-    if (bytes % 16 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)) || kv->head_dim > FD_MAX_HD || chunks > FD_MAX_CHUNKS)
+    if (bytes % 16 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)) ||
+        kv->head_dim > FD_MAX_HD || chunks > FD_MAX_CHUNKS)
         return NULL;
     switch (kv->type) {
-    case DT_F32: return attend_flash_k<DT_F32>;
-    case DT_F16: return attend_flash_k<DT_F16>;
-    case DT_BF16: return attend_flash_k<DT_BF16>;
-    default: return attend_flash_k<DT_I8>;
+        case DT_F32: return attend_flash_k<DT_F32>;
+        case DT_F16: return attend_flash_k<DT_F16>;
+        case DT_BF16: return attend_flash_k<DT_BF16>;
+        default: return attend_flash_k<DT_I8>;
     }
 }
 
@@ -408,7 +428,8 @@ enum { MAX_HEADS = 1024 };
 
 /* A counter per head (zero between steps: each step's last block resets its head's), then the
  * decode partials. */
-static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned **done, float **part)
+static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned **done,
+                          float **part)
 {
     cuda_state *st = cuda_of(b);
     if (heads > MAX_HEADS)
@@ -424,7 +445,8 @@ static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned 
     return 0;
 }
 
-int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past, int n)
+int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
+                   int n)
 {
     cuda_state *st = cuda_of(b);
     cudaStream_t stream = st->stream;
@@ -432,42 +454,48 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
     float scale = 1.0f / sqrtf((float)hd);
     const cu_step *step;
     cu_rounded y16;
-    if (cuda_step_args(b, NULL, 0, past, NULL, &step) || cuda_rounded_out(b, y, (size_t)n * C, &y16))
+    if (cuda_step_args(b, NULL, 0, past, NULL, &step) ||
+        cuda_rounded_out(b, y, (size_t)n * C, &y16))
         return -1;
     if (!kv->dev_table)
         return err_set("the cache's block table is not in GPU memory (sending it failed)");
     kb_kv dkv = *kv; /* the kernels read the device copy the cache manager keeps current */
     dkv.table = kv->dev_table;
     if (n == 1) {
-        int most = kv->max_tokens > T ? kv->max_tokens : T, fast_chunks = (most + FD_CHUNK - 1) / FD_CHUNK;
+        int most = kv->max_tokens > T ? kv->max_tokens : T,
+            fast_chunks = (most + FD_CHUNK - 1) / FD_CHUNK;
         auto flash = st->kernels == KB_KERNELS_FAST ? flash_for(kv, fast_chunks) : NULL;
         int chunk = flash ? (int)FD_CHUNK : (int)CHUNK, chunks = (most + chunk - 1) / chunk;
         unsigned *done = NULL;
         float *part = NULL;
-        if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2), &done, &part))
+        if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2),
+                           &done, &part))
             return -1;
         if (flash)
-            flash<<<dim3(kv->n_head, chunks), FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C, scale);
+            flash<<<dim3(kv->n_head, chunks), FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv,
+                                                                       layer, step, C, scale);
         else
-            attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C,
-                                                                           scale);
+            attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(
+                y, y16, part, done, qkv, dkv, layer, step, C, scale);
         CK_LAUNCH();
         return 0;
     }
     size_t shared = sizeof(float) * (size_t)T;
     if (shared > (size_t)st->prop.sharedMemPerBlockOptin)
-        return err_set("attention over %d positions needs %zu bytes of shared memory; this GPU has %zu", T, shared,
-                       (size_t)st->prop.sharedMemPerBlockOptin);
+        return err_set(
+            "attention over %d positions needs %zu bytes of shared memory; this GPU has %zu", T,
+            shared, (size_t)st->prop.sharedMemPerBlockOptin);
     store_k<<<dim3(n, kv->n_head), 64, 0, stream>>>(dkv, qkv, layer, step, C);
     CK_LAUNCH();
     if (tiled_for(hd)) {
-        tiled_for(hd)<<<dim3((n + QT - 1) / QT, kv->n_head), PREFILL_THREADS, 0, stream>>>(y, y16, qkv, dkv, layer, step, n, C,
-                                                                                          scale);
+        tiled_for(hd)<<<dim3((n + QT - 1) / QT, kv->n_head), PREFILL_THREADS, 0, stream>>>(
+            y, y16, qkv, dkv, layer, step, n, C, scale);
         CK_LAUNCH();
         return 0;
     }
     if (shared > 48 * 1024)
-        CK(cudaFuncSetAttribute(attend_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+        CK(cudaFuncSetAttribute(attend_k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)shared));
     attend_k<<<dim3(n, kv->n_head), 128, shared, stream>>>(y, y16, qkv, dkv, layer, step, C, scale);
     CK_LAUNCH();
     return 0;

@@ -1,5 +1,5 @@
-/* The CUDA backend object: device memory, one stream, cuBLAS and cuBLASLt handles, growing buffers and
- * the step's scalars (the recorded decode step is graph.cu). */
+/* The CUDA backend object: device memory, one stream, cuBLAS and cuBLASLt handles, growing buffers
+ * and the step's scalars (the recorded decode step is graph.cu). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +87,10 @@ int cuda_upload(cuda_state *s, int with_header)
     int from = 0, n = h->n_hist;
     while (from < n && from < s->n_hist_sent && s->hist_sent[from] == hist[from])
         from++;
-    if (from < n) { /* the pinned source stays put until the next stage, which waits for the stream */
-        CK(cudaMemcpyAsync(s->dstep->data + h->cap + from, hist + from, sizeof(int) * (size_t)(n - from),
-                           cudaMemcpyHostToDevice, s->stream));
+    if (from <
+        n) { /* the pinned source stays put until the next stage, which waits for the stream */
+        CK(cudaMemcpyAsync(s->dstep->data + h->cap + from, hist + from,
+                           sizeof(int) * (size_t)(n - from), cudaMemcpyHostToDevice, s->stream));
         memcpy(s->hist_sent + from, hist + from, sizeof(int) * (size_t)(n - from));
         s->n_hist_sent = n;
     }
@@ -98,7 +99,8 @@ int cuda_upload(cuda_state *s, int with_header)
     return 0;
 }
 
-int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick, const cu_step **dev)
+int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick,
+                   const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
     if (!s->in_step && (cuda_stage(s, ids, n, past, pick) || cuda_upload(s, 1)))
@@ -115,8 +117,8 @@ static void *cu_alloc(kb_backend *b, size_t bytes, const char *what)
     if (e != cudaSuccess) {
         size_t free_b = 0, total = 0;
         cudaMemGetInfo(&free_b, &total);
-        err_set("out of GPU memory allocating %zu bytes for %s (%zu of %zu bytes free): %s", bytes, what, free_b, total,
-                cudaGetErrorString(e));
+        err_set("out of GPU memory allocating %zu bytes for %s (%zu of %zu bytes free): %s", bytes,
+                what, free_b, total, cudaGetErrorString(e));
         return NULL;
     }
     return p;
@@ -137,7 +139,8 @@ static void *cu_host_alloc(kb_backend *b, size_t bytes, const char *what)
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
     if (e != cudaSuccess) {
-        err_set("cannot pin %zu bytes of host memory for %s: %s", bytes, what, cudaGetErrorString(e));
+        err_set("cannot pin %zu bytes of host memory for %s: %s", bytes, what,
+                cudaGetErrorString(e));
         return NULL;
     }
     return p;
@@ -151,10 +154,10 @@ static void cu_host_release(kb_backend *b, void *p)
     }
 }
 
-/* Unified addressing tells host from device. cudaMemcpy2D does not allow overlap: overlapping regions
- * (the cache sliding within one block) go through scratch. */
-static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
-                     size_t height)
+/* Unified addressing tells host from device. cudaMemcpy2D does not allow overlap: overlapping
+ * regions (the cache sliding within one block) go through scratch. */
+static int cu_copy2d(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                     size_t width, size_t height)
 {
     cudaStream_t st = cuda_stream(b);
     if (!height || !width)
@@ -188,13 +191,14 @@ static int cu_describe(kb_backend *b, char *buf, size_t n)
     cuda_state *s = cuda_of(b);
     int driver = 0;
     CK(cudaDriverGetVersion(&driver));
-    snprintf(buf, n, "%s, driver %d.%d, compute %d.%d", s->prop.name, driver / 1000, driver % 1000 / 10, s->prop.major,
-             s->prop.minor);
+    snprintf(buf, n, "%s, driver %d.%d, compute %d.%d", s->prop.name, driver / 1000,
+             driver % 1000 / 10, s->prop.major, s->prop.minor);
     return 0;
 }
 
 /* Recorded steps hold the kernels of the set they were recorded with: a switch records anew. The
- * fused products exist in the fast set only; without them the forward pass calls the basic kernels. */
+ * fused products exist in the fast set only; without them the forward pass calls the basic kernels.
+ */
 static int cu_use_kernels(kb_backend *b, kb_kernels k)
 {
     cuda_state *s = cuda_of(b);
@@ -205,10 +209,7 @@ static int cu_use_kernels(kb_backend *b, kb_kernels k)
     return 0;
 }
 
-static int cu_step_nodes(kb_backend *b)
-{
-    return cuda_of(b)->nodes;
-}
+static int cu_step_nodes(kb_backend *b) { return cuda_of(b)->nodes; }
 
 /* double data rate: two transfers a clock over the bus */
 static double peak_bandwidth(int device)
@@ -266,8 +267,9 @@ extern "C" int cuda_driver_problem(int driver, int runtime)
 {
     if (!driver)
         return err_set("no NVIDIA driver is loaded (no GPU, or its driver is not installed)");
-    return err_set("the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d: update the driver", driver / 1000,
-                   driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    return err_set(
+        "the NVIDIA driver supports CUDA %d.%d but this build needs %d.%d: update the driver",
+        driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
 }
 
 static int init(cuda_state *s)
@@ -286,8 +288,10 @@ static int init(cuda_state *s)
     CK(cudaGetDeviceProperties(&s->prop, 0));
     /* the oldest code built is sm_80: an older card would fail every launch ("no kernel image") */
     if (s->prop.major < 8)
-        return err_set("%s has compute capability %d.%d; kvchat's CUDA kernels need 8.0 or newer (RTX 30-series, A100, "
-                       "L4 or later)", s->prop.name, s->prop.major, s->prop.minor);
+        return err_set("%s has compute capability %d.%d; kvchat's CUDA kernels need 8.0 or newer "
+                       "(RTX 30-series, A100, "
+                       "L4 or later)",
+                       s->prop.name, s->prop.major, s->prop.minor);
     CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     CB(cublasCreate(&s->blas));
     CB(cublasSetStream(s->blas, s->stream));
@@ -298,8 +302,8 @@ static int init(cuda_state *s)
     CK(cudaEventCreate(&s->ended));
     if (cuda_plans_init(s))
         return -1;
-    /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match the
-     * CPU reference, and lets 16-bit GEMMs use the tensor cores */
+    /* the default math keeps FP32 GEMMs in FP32 (TF32 only when asked for), so f32 weights match
+     * the CPU reference, and lets 16-bit GEMMs use the tensor cores */
     CB(cublasSetMathMode(s->blas, CUBLAS_DEFAULT_MATH));
     return grow_step(s, 1024);
 }

@@ -1,12 +1,12 @@
-/* The decode step as one CUDA graph launch. Its scalars (token, position, sampling settings, the draw)
- * are read from device memory, so a recording serves every step while the buffers it names stay put;
- * the recording begins by copying them there from their pinned host twin (the scalars and the new id,
- * a few dozen bytes: the history's changed ids are sent before the launch), and ends by copying the
- * chosen id back into it.
- * A step's key (the caller's buffers and cache view) and the backend's buffer generation say which
- * recording fits: the first time a key is seen the step runs eagerly, so that every buffer grows to
- * size first; the second time it is recorded and launched; later it replays. A few recordings are
- * kept (a reply's last step, which chooses nothing, and each conversation have their own). */
+/* The decode step as one CUDA graph launch. Its scalars (token, position, sampling settings, the
+ * draw) are read from device memory, so a recording serves every step while the buffers it names
+ * stay put; the recording begins by copying them there from their pinned host twin (the scalars and
+ * the new id, a few dozen bytes: the history's changed ids are sent before the launch), and ends by
+ * copying the chosen id back into it. A step's key (the caller's buffers and cache view) and the
+ * backend's buffer generation say which recording fits: the first time a key is seen the step runs
+ * eagerly, so that every buffer grows to size first; the second time it is recorded and launched;
+ * later it replays. A few recordings are kept (a reply's last step, which chooses nothing, and each
+ * conversation have their own). */
 #include <string.h>
 
 #include "common.cuh"
@@ -30,7 +30,8 @@ static cu_graph *lookup(cuda_state *s, const kb_step *st, int *fresh)
     cu_graph *lru = &s->graphs[0];
     for (int i = 0; i < CUDA_GRAPHS; i++) {
         cu_graph *g = &s->graphs[i];
-        if (g->key_bytes == st->key_bytes && g->generation == s->generation && !memcmp(g->key, st->key, st->key_bytes)) {
+        if (g->key_bytes == st->key_bytes && g->generation == s->generation &&
+            !memcmp(g->key, st->key, st->key_bytes)) {
             *fresh = 0;
             return g;
         }
@@ -75,8 +76,10 @@ static int begin(cuda_state *s, const kb_step *st, int *replayed)
     }
     CK(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
     s->mode = CU_CAPTURE;
-    if (cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream) != cudaSuccess)
-        g->eager_only = 1; /* a broken recording: end_capture ends it and the step is issued again */
+    if (cudaMemcpyAsync(s->dstep, s->hstep, bytes, cudaMemcpyHostToDevice, s->stream) !=
+        cudaSuccess)
+        g->eager_only =
+            1; /* a broken recording: end_capture ends it and the step is issued again */
     return 0;
 }
 
@@ -98,7 +101,8 @@ int cuda_step_begin(kb_backend *b, const kb_step *st, int *replayed)
     return -1;
 }
 
-/* ends a recording; 1: it failed (nothing ran), the step must be issued again and will run eagerly */
+/* ends a recording; 1: it failed (nothing ran), the step must be issued again and will run eagerly
+ */
 static int end_capture(cuda_state *s, int ok)
 {
     cu_graph *g = s->cur;
@@ -106,7 +110,8 @@ static int end_capture(cuda_state *s, int ok)
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
     size_t nodes = 0;
-    if (e == cudaSuccess && ok && s->generation == g->generation && (e = cudaGraphGetNodes(graph, NULL, &nodes)) == cudaSuccess)
+    if (e == cudaSuccess && ok && s->generation == g->generation &&
+        (e = cudaGraphGetNodes(graph, NULL, &nodes)) == cudaSuccess)
         e = cudaGraphInstantiate(&exec, graph, 0);
     if (graph)
         cudaGraphDestroy(graph);
@@ -147,12 +152,6 @@ int cuda_step_end(kb_backend *b, int ok)
     return rc;
 }
 
-double cuda_step_seconds(kb_backend *b)
-{
-    return cuda_of(b)->step_seconds;
-}
+double cuda_step_seconds(kb_backend *b) { return cuda_of(b)->step_seconds; }
 
-extern "C" long cuda_graph_replays(kb_backend *b)
-{
-    return cuda_of(b)->replays;
-}
+extern "C" long cuda_graph_replays(kb_backend *b) { return cuda_of(b)->replays; }

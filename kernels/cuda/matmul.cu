@@ -79,10 +79,10 @@ void cuda_rounded_forget(kb_backend *b, const void *p)
         s->round_src = NULL;
 }
 
-/* q8 weights as the f32 matrix [rows, cols] they stand for (row-major), for the GEMMs of prefill and of
- * the basic kernels: by_column (matmul's storage) holds column j's rows contiguously */
-__global__ static void dequant_q8(float *dst, const signed char *q, const uint16_t *scales, int rows, int cols,
-                                  int by_column)
+/* q8 weights as the f32 matrix [rows, cols] they stand for (row-major), for the GEMMs of prefill
+ * and of the basic kernels: by_column (matmul's storage) holds column j's rows contiguously */
+__global__ static void dequant_q8(float *dst, const signed char *q, const uint16_t *scales,
+                                  int rows, int cols, int by_column)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * cols)
@@ -101,8 +101,8 @@ static int gemm_weights(kb_backend *b, const kb_mat *w, int by_column, kb_mat *o
     void *f;
     if (cuda_scratch(b, n * sizeof(float), &f))
         return -1;
-    dequant_q8<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>((float *)f, (const signed char *)w->data, w->scales,
-                                                                        w->rows, w->cols, by_column);
+    dequant_q8<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(
+        (float *)f, (const signed char *)w->data, w->scales, w->rows, w->cols, by_column);
     CK_LAUNCH();
     *out = (kb_mat){f, DT_F32, w->rows, w->cols, NULL};
     return 0;
@@ -130,7 +130,7 @@ static int operand(kb_backend *b, const kb_mat *w, const float *x, size_t elems,
 struct cu_lt_plan {
     int N, n, K, epi;
     dtype t;
-    int usable;             /* 0: cuBLASLt has no algorithm for it */
+    int usable; /* 0: cuBLASLt has no algorithm for it */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -164,13 +164,13 @@ void cuda_plans_free(cuda_state *s)
     s->plans = NULL;
 }
 
-#define CL(call)                                                                                   \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            rc = err_set("%s: %s (%s:%d)", #call, cublasGetStatusString(s_), __FILE__, __LINE__);  \
-            goto out;                                                                              \
-        }                                                                                          \
+#define CL(call)                                                                                  \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+            rc = err_set("%s: %s (%s:%d)", #call, cublasGetStatusString(s_), __FILE__, __LINE__); \
+            goto out;                                                                             \
+        }                                                                                         \
     } while (0)
 
 static int make_plan(cuda_state *s, cu_lt_plan *p)
@@ -187,9 +187,11 @@ static int make_plan(cuda_state *s, cu_lt_plan *p)
     CL(cublasLtMatrixLayoutCreate(&p->lb, t, p->K, p->n, p->K));
     CL(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, p->N, p->n, p->N));
     CL(cublasLtMatmulPreferenceCreate(&pref));
-    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                            sizeof ws));
     {
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &h, &found);
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s->lt, p->op, p->la, p->lb, p->ld, p->ld,
+                                                           pref, 1, &h, &found);
         if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
             CL(st);
     }
@@ -231,13 +233,15 @@ static int plan_for(cuda_state *s, int N, int n, int K, dtype t, int epi, cu_lt_
     return 0;
 }
 
-/* column-major y[N, n] = act(W[N, K] x[K, n] + bias) in one cuBLASLt call, the bias and GELU applied
- * by its epilogue. 1: no algorithm for this case (the caller does it in steps). */
-static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias, kb_act act)
+/* column-major y[N, n] = act(W[N, K] x[K, n] + bias) in one cuBLASLt call, the bias and GELU
+ * applied by its epilogue. 1: no algorithm for this case (the caller does it in steps). */
+static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias,
+                 kb_act act)
 {
     cuda_state *s = cuda_of(b);
-    cublasLtEpilogue_t epi = act == KB_GELU ? (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
-                                            : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtEpilogue_t epi = act == KB_GELU
+                                 ? (bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                                 : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     cu_lt_plan *p;
     if (plan_for(s, w->cols, n, w->rows, w->type, (int)epi, &p))
         return -1;
@@ -245,9 +249,11 @@ static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w,
         return 1;
     const float one = 1.0f, zero = 0.0f;
     if (bias)
-        CB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    cublasStatus_t st = cublasLtMatmul(s->lt, p->op, &one, w->data, p->la, x, p->lb, &zero, y, p->ld, y, p->ld, &p->algo,
-                                       s->blas_work, CUDA_BLAS_WORKSPACE, s->stream);
+        CB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias));
+    cublasStatus_t st =
+        cublasLtMatmul(s->lt, p->op, &one, w->data, p->la, x, p->lb, &zero, y, p->ld, y, p->ld,
+                       &p->algo, s->blas_work, CUDA_BLAS_WORKSPACE, s->stream);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
         p->usable = 0;
         return 1;
@@ -257,7 +263,8 @@ static int fused(kb_backend *b, float *y, const void *x, int n, const kb_mat *w,
 }
 
 /* the same in steps: bias rows, a cuBLAS GEMM accumulating onto them, then GELU */
-static int stepwise(kb_backend *b, float *y, const void *x, int n, const kb_mat *w, const float *bias, kb_act act)
+static int stepwise(kb_backend *b, float *y, const void *x, int n, const kb_mat *w,
+                    const float *bias, kb_act act)
 {
     cuda_state *s = cuda_of(b);
     int K = w->rows, N = w->cols;
@@ -265,12 +272,13 @@ static int stepwise(kb_backend *b, float *y, const void *x, int n, const kb_mat 
     if (bias && cuda_fill_rows(b, y, bias, n, N))
         return -1;
     cudaDataType_t t = cuda_type(w->type);
-    CB(cublasGemmEx(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, n, K, &one, w->data, t, N, x, t, K, &beta, y, CUDA_R_32F, N,
-                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CB(cublasGemmEx(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, n, K, &one, w->data, t, N, x, t, K, &beta,
+                    y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return act == KB_GELU ? cuda_gelu(b, y, (size_t)n * N) : 0;
 }
 
-int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *wq, const float *bias, kb_act act)
+int cuda_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *wq, const float *bias,
+                kb_act act)
 {
     /* row-major y[n, N] = x[n, K] W[K, N] is column-major y^T[N, n] = W^T[N, K] x^T[K, n], and the
      * row-major W is already a column-major [N, K] */
@@ -295,7 +303,7 @@ int cuda_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *
         return -1;
     cuda_rounded_forget(b, y);
     cudaDataType_t t = cuda_type(w->type);
-    CB(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, &one, w->data, t, C, xin, t, C, &zero, y, CUDA_R_32F, V,
-                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CB(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, &one, w->data, t, C, xin, t, C,
+                    &zero, y, CUDA_R_32F, V, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }

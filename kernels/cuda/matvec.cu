@@ -1,9 +1,9 @@
 /* The fused one-token products of a decode step (backend.h's linear and linear_t), in place of
  * cuBLASLt's one-row GEMMs and the small kernels around them. Each weight is read once with 16-byte
- * loads; the layernorm is applied on the way in (every block recomputes the row's mean and variance:
- * a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32 in shared memory
- * (rounded to bf16 there against bf16 weights, as the CPU twin defines that product), so no 16-bit
- * copy of it is made in device memory. The CPU twin is kernels/cpu/linear.c.
+ * loads; the layernorm is applied on the way in (every block recomputes the row's mean and
+ * variance: a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32 in
+ * shared memory (rounded to bf16 there against bf16 weights, as the CPU twin defines that product),
+ * so no 16-bit copy of it is made in device memory. The CPU twin is kernels/cpu/linear.c.
  *
  * linear, W [K, N] row-major (GPT-2's Conv1D layout): a block owns a tile of columns and a slice of
  * rows. Eight threads cover a 16-byte-wide strip of a row (one 128-byte line), 32 rows at a time.
@@ -16,9 +16,10 @@
 
 #include "common.cuh"
 
-/* E elements of a weight from one 16-byte load through the read-only cache (vec: aligned and whole),
- * widened to float; else element by element, the first `valid` of them */
-template <dtype T> __device__ __forceinline__ void load_w(const void *p, size_t i, int vec, int valid, float *o)
+/* E elements of a weight from one 16-byte load through the read-only cache (vec: aligned and
+ * whole), widened to float; else element by element, the first `valid` of them */
+template <dtype T>
+__device__ __forceinline__ void load_w(const void *p, size_t i, int vec, int valid, float *o)
 {
     if (vec) {
         cu_widen<T>(__ldg((const uint4 *)((const char *)p + i * cu_vec<T>::SIZE)), o);
@@ -29,7 +30,8 @@ template <dtype T> __device__ __forceinline__ void load_w(const void *p, size_t 
 }
 
 /* the layernorm's mean and 1/stddev of x[0..K) (two passes, as the CPU twin) */
-__device__ static void row_stats(const float *x, int K, float eps, float *red, float *mean, float *rstd)
+__device__ static void row_stats(const float *x, int K, float eps, float *red, float *mean,
+                                 float *rstd)
 {
     float s = 0, v = 0;
     for (int k = threadIdx.x; k < K; k += blockDim.x)
@@ -47,11 +49,17 @@ typedef struct {
     const void *w;
     float eps;
     int K, N, slice_rows, act, residual, vec;
-    float *part;      /* [slices, N] partial sums */
-    unsigned *count;  /* per tile: blocks arrived (the last resets it) */
+    float *part;     /* [slices, N] partial sums */
+    unsigned *count; /* per tile: blocks arrived (the last resets it) */
 } mv_args;
 
-enum { MV_THREADS = 256, MV_LANES = 8, MV_ROWS = MV_THREADS / MV_LANES, MV_MAX_SLICE = 8192, MV_COUNTERS = 4096 };
+enum {
+    MV_THREADS = 256,
+    MV_LANES = 8,
+    MV_ROWS = MV_THREADS / MV_LANES,
+    MV_MAX_SLICE = 8192,
+    MV_COUNTERS = 4096
+};
 
 __device__ static void finish(const mv_args &a, int j, float v)
 {
@@ -66,7 +74,8 @@ __device__ static void finish(const mv_args &a, int j, float v)
  * all K), and rounded to bf16 against bf16 weights (the CPU twin's definition of that product:
  * kernels/cpu/matmul_bf16.c); red: 32 floats of shared memory. Every thread calls it; xs is ready
  * when it returns. */
-template <dtype T> __device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
+template <dtype T>
+__device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
 {
     float mean = 0, rstd = 1;
     if (a.g)
@@ -80,7 +89,8 @@ template <dtype T> __device__ static void load_input(const mv_args &a, float *xs
 
 enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };
 
-/* each lane's partial sums of a warp's MT_ROWS outputs from v0, summed over the warp and finished */
+/* each lane's partial sums of a warp's MT_ROWS outputs from v0, summed over the warp and finished
+ */
 __device__ static void rows_out(const mv_args &a, const float *acc, int v0, int V)
 {
 #pragma unroll
@@ -102,7 +112,8 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
     __shared__ float sums[MV_ROWS * TN], red[32];
     __shared__ int last;
     int tid = threadIdx.x, lane = tid % MV_LANES, r = tid / MV_LANES, slices = gridDim.y;
-    int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows), col = blockIdx.x * TN + lane * E;
+    int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows),
+        col = blockIdx.x * TN + lane * E;
     load_input<T>(a, xs, k0, k1, red);
     float acc[E];
 #pragma unroll
@@ -189,11 +200,12 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
 }
 
 /* q8 weights (stored along the reduction: each output's K values are one row) through the same rows
- * as linear_t_k, as the CPU twin computes them: the input is quantised per block of 32 (d = max|x| /
- * 127, q = round(x / d), the same float operations), a lane takes 16 bytes of a row (half a block),
- * dp4a makes the integer dot exact, and each half's is scaled by both blocks' scales. The epilogue
- * of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
-__global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const uint16_t *scales, int V)
+ * as linear_t_k, as the CPU twin computes them: the input is quantised per block of 32 (d = max|x|
+ * / 127, q = round(x / d), the same float operations), a lane takes 16 bytes of a row (half a
+ * block), dp4a makes the integer dot exact, and each half's is scaled by both blocks' scales. The
+ * epilogue of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
+__global__ static void __launch_bounds__(MT_THREADS)
+    rows_q8_k(mv_args a, const uint16_t *scales, int V)
 {
     extern __shared__ float xs[]; /* K inputs, normalised; then K int8 and K / 32 scales */
     __shared__ float red[32];
@@ -237,9 +249,11 @@ __global__ static void __launch_bounds__(MT_THREADS) rows_q8_k(mv_args a, const 
 
 static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int V)
 {
-    size_t shared = sizeof(float) * (size_t)a.K + (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
+    size_t shared =
+        sizeof(float) * (size_t)a.K + (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
     if (a.K % DT_Q8_BLOCK || shared > 48 * 1024)
-        return err_set("a q8 product over %d values: the kernel takes multiples of %d up to 8,192", a.K, DT_Q8_BLOCK);
+        return err_set("a q8 product over %d values: the kernel takes multiples of %d up to 8,192",
+                       a.K, DT_Q8_BLOCK);
     unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
     rows_q8_k<<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(a, scales, V);
     CK_LAUNCH();
@@ -247,11 +261,24 @@ static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int 
 }
 
 /* the arguments of a product over K inputs to N outputs of w; 16-byte loads where its rows allow */
-static mv_args args_for(float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
-                        int residual, int K, int N)
+static mv_args args_for(float *y, const float *x, const kb_mat *w, const float *bias,
+                        const kb_norm *norm, kb_act act, int residual, int K, int N)
 {
-    mv_args a = {y, x, bias, norm ? norm->g : NULL, norm ? norm->b : NULL, w->data, norm ? norm->eps : 0.0f, K, N, 0, act,
-                 residual, 0, NULL, NULL};
+    mv_args a = {y,
+                 x,
+                 bias,
+                 norm ? norm->g : NULL,
+                 norm ? norm->b : NULL,
+                 w->data,
+                 norm ? norm->eps : 0.0f,
+                 K,
+                 N,
+                 0,
+                 act,
+                 residual,
+                 0,
+                 NULL,
+                 NULL};
     a.vec = ((size_t)w->data & 15) == 0 && (size_t)w->cols * dt_size(w->type) % 16 == 0;
     return a;
 }
@@ -277,14 +304,17 @@ static int launch_linear(kb_backend *b, mv_args a)
     cuda_state *s = cuda_of(b);
     int TN = MV_LANES * cu_vec<T>::E, tiles = (a.N + TN - 1) / TN;
     /* enough blocks for two per multiprocessor, each slice at least two rounds of MV_ROWS rows */
-    int want = (2 * s->prop.multiProcessorCount + tiles - 1) / tiles, most = (a.K + 2 * MV_ROWS - 1) / (2 * MV_ROWS);
-    int slices = want < most ? want : most, rows = (a.K + slices - 1) / slices; /* both at least 1 */
+    int want = (2 * s->prop.multiProcessorCount + tiles - 1) / tiles,
+        most = (a.K + 2 * MV_ROWS - 1) / (2 * MV_ROWS);
+    int slices = want < most ? want : most,
+        rows = (a.K + slices - 1) / slices; /* both at least 1 */
     rows = (rows + MV_ROWS - 1) / MV_ROWS * MV_ROWS;
     if (rows > MV_MAX_SLICE)
         rows = MV_MAX_SLICE;
     slices = (a.K + rows - 1) / rows;
     if (tiles > MV_COUNTERS)
-        return err_set("a one-token product of %d columns; the kernel counts at most %d tiles", a.N, MV_COUNTERS);
+        return err_set("a one-token product of %d columns; the kernel counts at most %d tiles", a.N,
+                       MV_COUNTERS);
     a.slice_rows = rows;
     if (slices > 1 && mv_buffers(b, (size_t)slices * a.N, &a.count, &a.part))
         return -1;
@@ -293,17 +323,17 @@ static int launch_linear(kb_backend *b, mv_args a)
     return 0;
 }
 
-int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias, const kb_norm *norm, kb_act act,
-                int residual)
+int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+                const kb_norm *norm, kb_act act, int residual)
 {
     mv_args a = args_for(y, x, w, bias, norm, act, residual, w->rows, w->cols);
     cuda_rounded_forget(b, y);
     switch (w->type) {
-    case DT_Q8: return launch_rows_q8(b, a, w->scales, w->cols);
-    case DT_F32: return launch_linear<DT_F32>(b, a);
-    case DT_BF16: return launch_linear<DT_BF16>(b, a);
-    case DT_F16: return launch_linear<DT_F16>(b, a);
-    default: return err_set("one-token product: weights of type %s", dt_name(w->type));
+        case DT_Q8: return launch_rows_q8(b, a, w->scales, w->cols);
+        case DT_F32: return launch_linear<DT_F32>(b, a);
+        case DT_BF16: return launch_linear<DT_BF16>(b, a);
+        case DT_F16: return launch_linear<DT_F16>(b, a);
+        default: return err_set("one-token product: weights of type %s", dt_name(w->type));
     }
 }
 
@@ -316,14 +346,21 @@ int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, cons
         return launch_rows_q8(b, a, w->scales, w->rows);
     size_t shared = sizeof(float) * (size_t)w->cols;
     if (shared > 48 * 1024)
-        return err_set("the LM head over %d features needs %zu bytes of shared memory; the kernel has 48 KB", w->cols,
-                       shared);
+        return err_set(
+            "the LM head over %d features needs %zu bytes of shared memory; the kernel has 48 KB",
+            w->cols, shared);
     unsigned blocks = (unsigned)((w->rows + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
     switch (w->type) {
-    case DT_F32: linear_t_k<DT_F32><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
-    case DT_BF16: linear_t_k<DT_BF16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
-    case DT_F16: linear_t_k<DT_F16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows); break;
-    default: return err_set("LM head: weights of type %s", dt_name(w->type));
+        case DT_F32:
+            linear_t_k<DT_F32><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
+            break;
+        case DT_BF16:
+            linear_t_k<DT_BF16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
+            break;
+        case DT_F16:
+            linear_t_k<DT_F16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
+            break;
+        default: return err_set("LM head: weights of type %s", dt_name(w->type));
     }
     CK_LAUNCH();
     return 0;

@@ -5,10 +5,10 @@
 
 #include "common.cuh"
 
-/* ids and the first position come from the step's scalars in device memory; q8 token rows carry an f16
- * scale per block of 32 */
-__global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt, const uint16_t *scales,
-                               const void *wpe, dtype pt, int C)
+/* ids and the first position come from the step's scalars in device memory; q8 token rows carry an
+ * f16 scale per block of 32 */
+__global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt,
+                               const uint16_t *scales, const void *wpe, dtype pt, int C)
 {
     int i = blockIdx.x;
     size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->past + i) * C;
@@ -20,21 +20,23 @@ __global__ static void embed_k(float *x, const cu_step *st, const void *wte, dty
     }
 }
 
-int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+int cuda_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte,
+               const kb_mat *wpe)
 {
     const cu_step *st;
     if (cuda_step_args(b, ids, n, pos0, NULL, &st))
         return -1;
     cuda_rounded_forget(b, x);
-    embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wte->scales, wpe->data, wpe->type, wte->cols);
+    embed_k<<<n, 256, 0, cuda_stream(b)>>>(x, st, wte->data, wte->type, wte->scales, wpe->data,
+                                           wpe->type, wte->cols);
     CK_LAUNCH();
     return 0;
 }
 
 /* one row per block; with r, x += r first (the residual add), and y may be r; y's 16-bit roundings
  * for the GEMM that reads it go to yr16 */
-__global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const float *r, const float *g, const float *beta, int C,
-                                   float eps)
+__global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const float *r,
+                                   const float *g, const float *beta, int C, float eps)
 {
     __shared__ float red[32];
     float *xr = x + (size_t)blockIdx.x * C;
@@ -54,8 +56,8 @@ __global__ static void layernorm_k(float *y, cu_rounded yr16, float *x, const fl
     }
 }
 
-int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g, const float *beta, int n, int C,
-                       float eps)
+int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g,
+                       const float *beta, int n, int C, float eps)
 {
     cu_rounded y16;
     if (r)
@@ -67,9 +69,11 @@ int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const 
     return 0;
 }
 
-int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta, int n, int C, float eps)
+int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, const float *beta,
+                   int n, int C, float eps)
 {
-    return cuda_add_layernorm(b, y, (float *)x, NULL, g, beta, n, C, eps); /* x is only read without r */
+    return cuda_add_layernorm(b, y, (float *)x, NULL, g, beta, n, C,
+                              eps); /* x is only read without r */
 }
 
 __global__ static void gelu_k(float *x, size_t n)

@@ -1,5 +1,5 @@
-/* Choosing the next token on the device, by the rule of kernels/cpu/sample.c (its twin): one block of
- * 1024 threads over the vocabulary. Where the CPU sorts, this finds the same thresholds by radix
+/* Choosing the next token on the device, by the rule of kernels/cpu/sample.c (its twin): one block
+ * of 1024 threads over the vocabulary. Where the CPU sorts, this finds the same thresholds by radix
  * selection on the integer probabilities, four passes of eight bits; sums are integers, so the
  * answer does not depend on the order threads add in. Only the id leaves the device. The basic
  * kernel (the previous release's) and the fast one differ in how, not in what they choose. */
@@ -49,10 +49,11 @@ __device__ static u64 exclusive_scan(u64 v, u64 *sh)
 }
 
 /* The largest t such that the weight of values q >= t (among q >= floor_q) reaches need, where the
- * weight is 1 per value or the value itself: the k-th largest value, or the top-p cut. WARP_SCAN: a warp
- * finds each pass's digit from the 256 bins (the fast kernels), else one thread walks them. */
+ * weight is 1 per value or the value itself: the k-th largest value, or the top-p cut. WARP_SCAN: a
+ * warp finds each pass's digit from the 256 bins (the fast kernels), else one thread walks them. */
 template <bool WARP_SCAN>
-__device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor_q, int by_mass, u64 need, u64 *hist)
+__device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor_q, int by_mass,
+                                        u64 need, u64 *hist)
 {
     __shared__ unsigned sh_prefix;
     __shared__ u64 sh_above;
@@ -62,8 +63,9 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
         for (int i = threadIdx.x; i < 256; i += blockDim.x)
             hist[i] = 0;
         __syncthreads();
-        /* most values share a digit (the small probabilities), so lanes with equal digits add theirs up
-         * first and one of them updates the bin: a warp makes one atomic per distinct digit */
+        /* most values share a digit (the small probabilities), so lanes with equal digits add
+         * theirs up first and one of them updates the bin: a warp makes one atomic per distinct
+         * digit */
         for (int base = 0; base < V; base += blockDim.x) {
             int i = base + threadIdx.x;
             unsigned v = i < V ? q[i] : 0u;
@@ -71,8 +73,10 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
             unsigned d = in ? (v >> shift) & 255u : 256u;
             unsigned peers = __match_any_sync(0xffffffffu, d);
             if (in) {
-                unsigned w = by_mass ? v : 1u; /* summed in two 16-bit halves: 32 of them cannot overflow */
-                unsigned lo = __reduce_add_sync(peers, w & 0xffffu), hi = __reduce_add_sync(peers, w >> 16);
+                unsigned w =
+                    by_mass ? v : 1u; /* summed in two 16-bit halves: 32 of them cannot overflow */
+                unsigned lo = __reduce_add_sync(peers, w & 0xffffu),
+                         hi = __reduce_add_sync(peers, w >> 16);
                 if (threadIdx.x % 32 == (unsigned)(__ffs(peers) - 1))
                     atomicAdd(&hist[d], (u64)lo + ((u64)hi << 16));
             }
@@ -80,7 +84,8 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
         __syncthreads();
         if constexpr (WARP_SCAN) {
             if (threadIdx.x < 32) {
-                /* lane l holds bins 255 - 8l down to 248 - 8l: the lanes' sums in that order, scanned */
+                /* lane l holds bins 255 - 8l down to 248 - 8l: the lanes' sums in that order,
+                 * scanned */
                 int lane = threadIdx.x;
                 u64 mine = 0;
                 for (int j = 0; j < 8; j++)
@@ -92,7 +97,8 @@ __device__ static unsigned radix_select(const unsigned *q, int V, unsigned floor
                         inc += up;
                 }
                 unsigned reach = __ballot_sync(0xffffffffu, above + inc >= need);
-                if (!reach && lane == 0) { /* no digit reaches it: as the walk over every bin leaves it */
+                if (!reach &&
+                    lane == 0) { /* no digit reaches it: as the walk over every bin leaves it */
                     sh_prefix = prefix;
                     sh_above = above;
                 } else if (reach && lane == __ffs(reach) - 1) {
@@ -164,7 +170,8 @@ __device__ static void argmax(F logit, int V, float *bv_out, int *bi_out)
 /* The kept set's threshold over vals[0..n) (every q, or only the nonzero ones: an id whose q is 0
  * moves neither threshold), by the rule of cpu_sample_floor: top-k, then top-p. */
 template <bool WARP_SCAN>
-__device__ static unsigned kept_floor(const cu_step *st, const unsigned *vals, int n, int V, u64 *hist, u64 *sh)
+__device__ static unsigned kept_floor(const cu_step *st, const unsigned *vals, int n, int V,
+                                      u64 *hist, u64 *sh)
 {
     unsigned floor_q = 0;
     if (st->top_k > 0 && st->top_k < V && st->top_k <= n) /* more than n: the k-th largest q is 0 */
@@ -205,8 +212,10 @@ __device__ static void draw(cu_step *st, const unsigned *q, int V, unsigned floo
     }
 }
 
-/* the basic kernel: the logits copied and penalised in work, which then holds the integer probabilities */
-__global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const float *logits, float *work, int V)
+/* the basic kernel: the logits copied and penalised in work, which then holds the integer
+ * probabilities */
+__global__ static void __launch_bounds__(THREADS)
+    sample_k(cu_step *st, const float *logits, float *work, int V)
 {
     __shared__ u64 hist[256], sh[WARPS];
     int tid = threadIdx.x;
@@ -243,13 +252,15 @@ __global__ static void __launch_bounds__(THREADS) sample_k(cu_step *st, const fl
     draw(st, q, V, kept_floor<false>(st, q, V, V, hist, sh), sh);
 }
 
-enum { SEEN_WORDS = 2048 }; /* the fast kernel's bitmap of penalised ids: vocabularies up to 65,536 */
+enum {
+    SEEN_WORDS = 2048
+}; /* the fast kernel's bitmap of penalised ids: vocabularies up to 65,536 */
 
 /* The fast kernel: the logits read in place, penalised on the fly by a bitmap of the history's ids;
  * the integer probabilities written to q, and the nonzero ones also to cand, where both selections
  * run (an id whose q is 0 can change neither threshold). */
-__global__ static void __launch_bounds__(THREADS) sample_fast_k(cu_step *st, const float *logits, unsigned *q,
-                                                                unsigned *cand, int V)
+__global__ static void __launch_bounds__(THREADS)
+    sample_fast_k(cu_step *st, const float *logits, unsigned *q, unsigned *cand, int V)
 {
     __shared__ u64 hist[256], sh[WARPS];
     __shared__ unsigned seen[SEEN_WORDS];
@@ -281,7 +292,8 @@ __global__ static void __launch_bounds__(THREADS) sample_fast_k(cu_step *st, con
         return;
     }
     float temp = st->temp;
-    for (int base = 0; base < V; base += blockDim.x) { /* warp-uniform: every lane joins the ballot */
+    for (int base = 0; base < V;
+         base += blockDim.x) { /* warp-uniform: every lane joins the ballot */
         int i = base + tid;
         unsigned v = i < V ? (unsigned)(expf((logit(i) - bv) / temp) * Q_SCALE) : 0u;
         if (i < V)
@@ -307,7 +319,8 @@ extern "C" int cuda_sample_kept(kb_backend *b, unsigned *q, int vocab, unsigned 
         return err_set("no sampling to read back");
     CK(cudaStreamSynchronize(st->stream));
     CK(cudaMemcpy(q, st->sample_work, sizeof(unsigned) * (size_t)vocab, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(floor_q, &((cu_step *)st->dstep)->floor_q, sizeof *floor_q, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(floor_q, &((cu_step *)st->dstep)->floor_q, sizeof *floor_q,
+                  cudaMemcpyDeviceToHost));
     return 0;
 }
 
@@ -317,15 +330,19 @@ int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const k
     const cu_step *dev;
     int fast = st->kernels == KB_KERNELS_FAST && vocab <= 32 * SEEN_WORDS;
     if (cuda_step_args(b, NULL, 0, 0, s, &dev) ||
-        cuda_grow(b, &st->sample_work, &st->sample_bytes, sizeof(float) * (size_t)vocab * (fast ? 2 : 1)))
+        cuda_grow(b, &st->sample_work, &st->sample_bytes,
+                  sizeof(float) * (size_t)vocab * (fast ? 2 : 1)))
         return -1;
     if (fast)
-        sample_fast_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (unsigned *)st->sample_work,
+        sample_fast_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits,
+                                                     (unsigned *)st->sample_work,
                                                      (unsigned *)st->sample_work + vocab, vocab);
     else
-        sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work, vocab);
+        sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work,
+                                                vocab);
     CK_LAUNCH();
-    CK(cudaMemcpyAsync(&st->hstep->out, &dev->out, sizeof(int), cudaMemcpyDeviceToHost, st->stream));
+    CK(cudaMemcpyAsync(&st->hstep->out, &dev->out, sizeof(int), cudaMemcpyDeviceToHost,
+                       st->stream));
     if (st->in_step)
         return 0; /* step_end delivers it */
     CK(cudaStreamSynchronize(st->stream));

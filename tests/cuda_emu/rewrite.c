@@ -1,10 +1,11 @@
-/* The emulated device's source rewriter (run by nvcc-emu on every .cu file, before the C++ compiler):
- * the three pieces of CUDA C++ that are not C++ become calls into the emulator, and nothing else in
- * the file changes (lines keep their numbers, so errors and __LINE__ point into the original).
- *   kernel<<<grid, block, shmem, stream>>>(args)  ->  ::cuemu::launch("kernel", __FILE__, __LINE__,
+/* The emulated device's source rewriter (run by nvcc-emu on every .cu file, before the C++
+ * compiler): the three pieces of CUDA C++ that are not C++ become calls into the emulator, and
+ * nothing else in the file changes (lines keep their numbers, so errors and __LINE__ point into the
+ * original). kernel<<<grid, block, shmem, stream>>>(args)  ->  ::cuemu::launch("kernel", __FILE__,
+ * __LINE__,
  *                                                   ::cuemu::config(grid, ...), kernel, args)
- *   __shared__ T a[N], *b;                        ->  auto &a = ::cuemu::shared_var<T[N]>("key"); ...
- *   extern __shared__ T s[];                      ->  T *s = (T *)::cuemu::dyn_shared();
+ *   __shared__ T a[N], *b;                        ->  auto &a = ::cuemu::shared_var<T[N]>("key");
+ * ... extern __shared__ T s[];                      ->  T *s = (T *)::cuemu::dyn_shared();
  *   __global__ ... f(...) __launch_bounds__(n) {  ->  ... { ::cuemu::kernel_entry(__func__, (n));
  * usage: rewrite IN.cu OUT.cpp */
 #include <ctype.h>
@@ -210,8 +211,8 @@ static void shared_declarator(char *d, char *base, int first, int is_extern, int
             die("extern __shared__ %s: expected an array of unknown size", name);
         emitf("%s %s*%s = (%s %s*)::cuemu::dyn_shared();", base, stars, name, base, stars);
     } else {
-        emitf("auto &%s = ::cuemu::shared_var<%s %s%s>(__FILE__ \":%d:%s\");", name, base, stars, dims_text, decl_line,
-              name);
+        emitf("auto &%s = ::cuemu::shared_var<%s %s%s>(__FILE__ \":%d:%s\");", name, base, stars,
+              dims_text, decl_line, name);
     }
 }
 
@@ -222,7 +223,8 @@ static size_t rewrite_shared(size_t i)
     size_t o = out_len;
     while (o > 0 && isspace((unsigned char)out[o - 1]))
         o--;
-    if (o >= 6 && !strncmp(out + o - 6, "extern", 6) && (o == 6 || !ident_char((unsigned char)out[o - 7]))) {
+    if (o >= 6 && !strncmp(out + o - 6, "extern", 6) &&
+        (o == 6 || !ident_char((unsigned char)out[o - 7]))) {
         is_extern = 1;
         out_len = o - 6;
     }
@@ -288,7 +290,8 @@ static size_t callee_start(size_t e)
             p -= 2;
         else if (p >= 1 && out[p - 1] == '.')
             p -= 1;
-        else if (!(ate_group && p > 0 && (ident_char((unsigned char)out[p - 1]) || strchr(")]>", out[p - 1]))))
+        else if (!(ate_group && p > 0 &&
+                   (ident_char((unsigned char)out[p - 1]) || strchr(")]>", out[p - 1]))))
             break;
     }
     if (p == e)
@@ -403,7 +406,8 @@ int main(int argc, char **argv)
             i = j;
             continue;
         }
-        if (ident_char((unsigned char)src[i]) && (i == 0 || !ident_char((unsigned char)src[i - 1]))) {
+        if (ident_char((unsigned char)src[i]) &&
+            (i == 0 || !ident_char((unsigned char)src[i - 1]))) {
             size_t k = i;
             while (k < len && ident_char((unsigned char)src[k]))
                 k++;

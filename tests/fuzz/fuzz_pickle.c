@@ -1,6 +1,6 @@
 /* libFuzzer target: any byte string as a pickle (the restricted reader alone, its allowlist the
- * checkpoint reader's) and as a whole pytorch_model.bin, zip or legacy. Both must accept or reject it
- * with an error, never crash, hang, run anything or read outside the buffer. */
+ * checkpoint reader's) and as a whole pytorch_model.bin, zip or legacy. Both must accept or reject
+ * it with an error, never crash, hang, run anything or read outside the buffer. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -8,7 +8,8 @@
 #include "../../model/pytorch.h"
 #include "touch.h"
 
-static const char *const ALLOWED[] = {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage", NULL};
+static const char *const ALLOWED[] = {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
+                                      "torch.FloatStorage", NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

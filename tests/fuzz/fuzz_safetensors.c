@@ -1,5 +1,5 @@
-/* libFuzzer target: any byte string as a whole safetensors file. The parser must accept or reject it
- * with an error, never crash, hang or read outside the buffer. */
+/* libFuzzer target: any byte string as a whole safetensors file. The parser must accept or reject
+ * it with an error, never crash, hang or read outside the buffer. */
 #include <stddef.h>
 #include <stdint.h>
 

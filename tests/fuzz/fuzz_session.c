@@ -1,8 +1,8 @@
 /* libFuzzer target: any bytes as a session file. The reader accepts or refuses them with an error,
- * never crashes, hangs or leaks; what it accepts, the cache panel's model replays and the panel draws
- * (on a terminal that writes to /dev/null), at a wide and a narrow size, as replay would; and resume
- * reads it as it would: the settings after each event (a resume event's among them), every turn_end
- * record a conversation is restored from. */
+ * never crashes, hangs or leaks; what it accepts, the cache panel's model replays and the panel
+ * draws (on a terminal that writes to /dev/null), at a wide and a narrow size, as replay would; and
+ * resume reads it as it would: the settings after each event (a resume event's among them), every
+ * turn_end record a conversation is restored from. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

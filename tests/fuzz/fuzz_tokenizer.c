@@ -1,5 +1,6 @@
 /* libFuzzer target: any bytes through encode (both special modes), then the ids back through the
- * streaming decoder, whose output must always be valid UTF-8 and, for valid input, the input itself. */
+ * streaming decoder, whose output must always be valid UTF-8 and, for valid input, the input
+ * itself. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

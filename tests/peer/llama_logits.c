@@ -1,7 +1,8 @@
 /* llama.cpp's logits for a teacher-forced sequence, one token a step as a chat decodes, so that
- * tests/peer/accuracy.sh can measure llama.cpp's weight types against its own f32 model exactly as it
- * measures kvchat's. Built against a llama.cpp checkout's libllama by accuracy.sh; not part of kvchat.
- * Usage: llama_logits MODEL.gguf ID,ID,... OUT.bin   (one row of n_vocab f32 logits per id) */
+ * tests/peer/accuracy.sh can measure llama.cpp's weight types against its own f32 model exactly as
+ * it measures kvchat's. Built against a llama.cpp checkout's libllama by accuracy.sh; not part of
+ * kvchat. Usage: llama_logits MODEL.gguf ID,ID,... OUT.bin   (one row of n_vocab f32 logits per id)
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ int main(int argc, char **argv)
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)n + 16;
     cp.n_threads = cp.n_threads_batch = 2;
-    cp.type_k = cp.type_v = GGML_TYPE_F32; /* an f32 cache, as accuracy.sh gives kvchat: only the weights differ */
+    cp.type_k = cp.type_v =
+        GGML_TYPE_F32; /* an f32 cache, as accuracy.sh gives kvchat: only the weights differ */
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx)
         return fail("cannot create a context");

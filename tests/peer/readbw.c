@@ -1,5 +1,6 @@
 /* The machine's memory read bandwidth, the floor decode is measured against: every thread sums its
- * share of a 1 GiB array (far past the caches), best of 5 passes, in GB/s. Usage: readbw [THREADS] */
+ * share of a 1 GiB array (far past the caches), best of 5 passes, in GB/s. Usage: readbw [THREADS]
+ */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>

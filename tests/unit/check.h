@@ -1,5 +1,6 @@
-/* A minimal unit-test harness: each test is a function; CHECK records a failure with its message and
- * the test goes on, so one run reports every broken expectation. Output: "ok NAME" / "FAIL NAME: why". */
+/* A minimal unit-test harness: each test is a function; CHECK records a failure with its message
+ * and the test goes on, so one run reports every broken expectation. Output: "ok NAME" / "FAIL
+ * NAME: why". */
 #ifndef KVCHAT_CHECK_H
 #define KVCHAT_CHECK_H
 
@@ -8,26 +9,26 @@
 extern int check_failed;
 extern const char *check_current;
 
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            if (!check_failed)                                                                \
-                printf("FAIL %s: ", check_current);                                           \
-            else                                                                              \
-                printf("     %s: ", check_current);                                           \
-            printf(__VA_ARGS__);                                                              \
-            printf(" (%s:%d)\n", __FILE__, __LINE__);                                         \
-            check_failed = 1;                                                                 \
-        }                                                                                     \
+#define CHECK(cond, ...)                              \
+    do {                                              \
+        if (!(cond)) {                                \
+            if (!check_failed)                        \
+                printf("FAIL %s: ", check_current);   \
+            else                                      \
+                printf("     %s: ", check_current);   \
+            printf(__VA_ARGS__);                      \
+            printf(" (%s:%d)\n", __FILE__, __LINE__); \
+            check_failed = 1;                         \
+        }                                             \
     } while (0)
 
 /* Marks the running test skipped (a GPU test on a machine without one), with the reason. */
-#define SKIP(...)                                                                             \
-    do {                                                                                      \
-        printf("skip %s: ", check_current);                                                   \
-        printf(__VA_ARGS__);                                                                  \
-        printf("\n");                                                                         \
-        check_skipped = 1;                                                                    \
+#define SKIP(...)                           \
+    do {                                    \
+        printf("skip %s: ", check_current); \
+        printf(__VA_ARGS__);                \
+        printf("\n");                       \
+        check_skipped = 1;                  \
     } while (0)
 extern int check_skipped;
 

@@ -1,5 +1,5 @@
-/* Runs every unit test table, or only the tests whose names contain one of the arguments; an argument
- * -TEXT leaves out the tests whose names contain TEXT. */
+/* Runs every unit test table, or only the tests whose names contain one of the arguments; an
+ * argument -TEXT leaves out the tests whose names contain TEXT. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +14,13 @@
 int check_failed, check_skipped;
 const char *check_current;
 
-extern const unit_test dtype_tests[], safetensors_tests[], tokenizer_tests[], kernel_tests[], sampler_tests[],
-    options_tests[], forward_tests[], kvcache_tests[], engine_tests[], ui_tests[], cuda_tests[], selftest_tests[],
-    session_tests[], pickle_tests[];
-static const unit_test *const TABLES[] = {dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests, sampler_tests,
-                                          options_tests, forward_tests,     kvcache_tests,   engine_tests,
-                                          ui_tests,      cuda_tests,        selftest_tests,  session_tests,
-                                          pickle_tests};
+extern const unit_test dtype_tests[], safetensors_tests[], tokenizer_tests[], kernel_tests[],
+    sampler_tests[], options_tests[], forward_tests[], kvcache_tests[], engine_tests[], ui_tests[],
+    cuda_tests[], selftest_tests[], session_tests[], pickle_tests[];
+static const unit_test *const TABLES[] = {
+    dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests, sampler_tests,
+    options_tests, forward_tests,     kvcache_tests,   engine_tests, ui_tests,
+    cuda_tests,    selftest_tests,    session_tests,   pickle_tests};
 
 const char *asset(const char *name)
 {

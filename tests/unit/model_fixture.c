@@ -23,8 +23,13 @@ const char *fixture_model(const char *dtype_name, int ctx)
     snprintf(dirs[i], sizeof dirs[i], "%s/m-%s", temp_dir(), key);
     char ctx_s[16];
     snprintf(ctx_s, sizeof ctx_s, "%d", ctx);
-    char *argv[] = {"make-tiny-model", dirs[i], "--layers", "2", "--heads", "4", "--embd", "32", "--ctx", ctx_s,
-                    "--seed", "3", "--dtype", (char *)dtype_name};
+    char *argv[] = {"make-tiny-model", dirs[i],
+                    "--layers",        "2",
+                    "--heads",         "4",
+                    "--embd",          "32",
+                    "--ctx",           ctx_s,
+                    "--seed",          "3",
+                    "--dtype",         (char *)dtype_name};
     if (cmd_make_tiny_model(14, argv))
         printf("make-tiny-model: %s\n", err_msg());
     return dirs[i];

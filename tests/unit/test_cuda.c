@@ -75,8 +75,8 @@ static void *up(kb_backend *g, const void *host, size_t bytes)
     return d;
 }
 
-/* Fills a device output with NaN before a kernel writes it: a kernel that fails, or skips part of its
- * output, then shows as NaN instead of leaving an earlier call's correct result in place. */
+/* Fills a device output with NaN before a kernel writes it: a kernel that fails, or skips part of
+ * its output, then shows as NaN instead of leaving an earlier call's correct result in place. */
 static void poison(kb_backend *g, void *d, size_t bytes)
 {
     static float nan_block[4096];
@@ -84,7 +84,8 @@ static void poison(kb_backend *g, void *d, size_t bytes)
         for (int i = 0; i < 4096; i++)
             nan_block[i] = NAN;
     for (size_t at = 0; at < bytes; at += sizeof nan_block)
-        g->copy(g, (char *)d + at, nan_block, bytes - at < sizeof nan_block ? bytes - at : sizeof nan_block);
+        g->copy(g, (char *)d + at, nan_block,
+                bytes - at < sizeof nan_block ? bytes - at : sizeof nan_block);
 }
 
 /* every GPU call's return code is checked, with the error it set */
@@ -110,8 +111,8 @@ static void twins(void)
         void *w = types[t] == DT_F32 ? (void *)wf : (void *)w16;
         if (types[t] != DT_F32)
             dt_from_f32(w16, wf, types[t], K * N);
-        /* activations exactly representable in the weight dtype: the GPU rounds what enters a 16-bit
-         * product, so only the order of accumulation differs (tanh-GELU and erf-GELU outputs
+        /* activations exactly representable in the weight dtype: the GPU rounds what enters a
+         * 16-bit product, so only the order of accumulation differs (tanh-GELU and erf-GELU outputs
          * differ by ~1.8e-4 relative L2) */
         float xr[n * K];
         memcpy(xr, x, sizeof x);
@@ -121,9 +122,12 @@ static void twins(void)
             dt_to_f32(xr, x16, types[t], n * K);
         }
         for (int rows = 1; rows <= n; rows += n - 1) {
-            kb_mat hw = {w, types[t], K, N, NULL}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
-            float *dx = up(g, xr, sizeof xr), *db = up(g, bias, sizeof bias), *dy = g->alloc(g, sizeof y2, "y");
-            for (int v = 0; v < 4; v++) { /* with and without bias, linear and GELU (cuBLASLt's epilogues) */
+            kb_mat hw = {w, types[t], K, N, NULL},
+                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
+            float *dx = up(g, xr, sizeof xr), *db = up(g, bias, sizeof bias),
+                  *dy = g->alloc(g, sizeof y2, "y");
+            for (int v = 0; v < 4;
+                 v++) { /* with and without bias, linear and GELU (cuBLASLt's epilogues) */
                 kb_act act = v & 1 ? KB_GELU : KB_LINEAR;
                 c->matmul(c, y1, xr, rows, &hw, v & 2 ? NULL : bias, act);
                 poison(g, dy, sizeof y2);
@@ -185,13 +189,15 @@ static void twins(void)
                 pw = p16;
             }
             kb_mat hte = {tw, types[t], V, E, NULL}, hpe = {pw, types[t], P, E, NULL};
-            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E, NULL}, dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E, NULL};
+            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E, NULL},
+                   dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E, NULL};
             float *de = g->alloc(g, sizeof e2, "x");
             c->embed(c, e1, ids, ne, 30, &hte, &hpe);
             poison(g, de, sizeof e2);
             GPU_OK(g->embed(g, de, ids, ne, 30, &dte, &dpe));
             g->copy(g, e2, de, sizeof e2);
-            CHECK(rel_err(e2, e1, ne * E) < 1e-6, "embed %s: rel err %.3g", dt_name(types[t]), rel_err(e2, e1, ne * E));
+            CHECK(rel_err(e2, e1, ne * E) < 1e-6, "embed %s: rel err %.3g", dt_name(types[t]),
+                  rel_err(e2, e1, ne * E));
             g->release(g, (void *)dte.data);
             g->release(g, (void *)dpe.data);
             g->release(g, de);
@@ -201,13 +207,15 @@ static void twins(void)
     float g1[K], b1[K], out1[n * K], out2[n * K];
     for (int i = 0; i < K; i++)
         g1[i] = 1 + rnd(&s) * 0.3f, b1[i] = rnd(&s);
-    float *dx = up(g, x, sizeof x), *dg = up(g, g1, sizeof g1), *dbb = up(g, b1, sizeof b1), *dy = g->alloc(g, sizeof x, "y");
+    float *dx = up(g, x, sizeof x), *dg = up(g, g1, sizeof g1), *dbb = up(g, b1, sizeof b1),
+          *dy = g->alloc(g, sizeof x, "y");
     c->layernorm(c, out1, x, g1, b1, n, K, 1e-5f);
     poison(g, dy, sizeof x);
     GPU_OK(g->layernorm(g, dy, dx, dg, dbb, n, K, 1e-5f));
     g->copy(g, out2, dy, sizeof out2);
     CHECK(rel_err(out2, out1, n * K) < 1e-5, "layernorm");
-    /* the residual add fused with layernorm, the output over the residual (as the forward pass uses it) */
+    /* the residual add fused with layernorm, the output over the residual (as the forward pass uses
+     * it) */
     float r1[n * K], x1[n * K], x2[n * K];
     for (int i = 0; i < n * K; i++)
         r1[i] = rnd(&s);
@@ -230,10 +238,11 @@ static void twins(void)
 static const char *set_name(kb_kernels k) { return k == KB_KERNELS_FAST ? "fast" : "basic"; }
 
 /* The fast set's fused one-token products against their CPU twins (kernels/cpu/linear.c): layernorm
- * in, bias, GELU or the residual add out, the LM head; 16-byte loads where the shape allows, element
- * loads where not; one slice of rows, and several whose partial sums the last block adds. Both sides
- * keep the activations in f32 (rounded to bf16 against bf16 weights: the emulated device found the
- * kernel skipping that rounding), so only the order of accumulation differs, in every weight dtype. */
+ * in, bias, GELU or the residual add out, the LM head; 16-byte loads where the shape allows,
+ * element loads where not; one slice of rows, and several whose partial sums the last block adds.
+ * Both sides keep the activations in f32 (rounded to bf16 against bf16 weights: the emulated device
+ * found the kernel skipping that rounding), so only the order of accumulation differs, in every
+ * weight dtype. */
 static void fused_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -245,8 +254,10 @@ static void fused_twins(void)
     uint64_t s = 17;
     for (int sh = 0; sh < 3; sh++) {
         int K = shapes[sh][0], N = shapes[sh][1];
-        float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
-        float *gam = malloc(sizeof(float) * K), *bet = malloc(sizeof(float) * K), *y0 = malloc(sizeof(float) * N);
+        float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * N),
+              *bias = malloc(sizeof(float) * N);
+        float *gam = malloc(sizeof(float) * K), *bet = malloc(sizeof(float) * K),
+              *y0 = malloc(sizeof(float) * N);
         float *y1 = malloc(sizeof(float) * N), *y2 = malloc(sizeof(float) * N);
         uint16_t *w16 = malloc(2 * (size_t)K * N);
         for (int i = 0; i < K; i++)
@@ -255,13 +266,16 @@ static void fused_twins(void)
             wf[i] = rnd(&s) * 0.1f;
         for (int i = 0; i < N; i++)
             bias[i] = rnd(&s), y0[i] = rnd(&s);
-        float *dx = up(g, x, sizeof(float) * K), *db = up(g, bias, sizeof(float) * N), *dg = up(g, gam, sizeof(float) * K);
-        float *dbe = up(g, bet, sizeof(float) * K), *dy = g->alloc(g, sizeof(float) * (K > N ? K : N), "y");
+        float *dx = up(g, x, sizeof(float) * K), *db = up(g, bias, sizeof(float) * N),
+              *dg = up(g, gam, sizeof(float) * K);
+        float *dbe = up(g, bet, sizeof(float) * K),
+              *dy = g->alloc(g, sizeof(float) * (K > N ? K : N), "y");
         for (int t = 0; t < 3; t++) {
             void *w = types[t] == DT_F32 ? (void *)wf : (void *)w16;
             if (types[t] != DT_F32)
                 dt_from_f32(w16, wf, types[t], (size_t)K * N);
-            kb_mat hw = {w, types[t], K, N, NULL}, dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
+            kb_mat hw = {w, types[t], K, N, NULL},
+                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
             kb_norm hn = {gam, bet, 1e-5f}, dn = {dg, dbe, 1e-5f};
             for (int v = 0; v < 4; v++) { /* norm+GELU, norm, residual, no bias */
                 kb_act act = v == 0 ? KB_GELU : KB_LINEAR;
@@ -271,18 +285,22 @@ static void fused_twins(void)
                 if (!residual)
                     poison(g, dy, sizeof(float) * N);
                 cpu_linear(c, y1, x, &hw, v == 3 ? NULL : bias, v < 2 ? &hn : NULL, act, residual);
-                GPU_OK(g->linear(g, dy, dx, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act, residual));
+                GPU_OK(g->linear(g, dy, dx, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act,
+                                 residual));
                 g->copy(g, y2, dy, sizeof(float) * N);
                 double e = rel_err(y2, y1, N);
-                CHECK(e < 1e-5, "linear %dx%d %s variant %d: rel err %.3g", K, N, dt_name(types[t]), v, e);
+                CHECK(e < 1e-5, "linear %dx%d %s variant %d: rel err %.3g", K, N, dt_name(types[t]),
+                      v, e);
             }
             /* the LM head: the same matrix read as [V = K, N] rows */
             kb_mat ht = {w, types[t], K, N, NULL}, dt = {dw.data, types[t], K, N, NULL};
-            float *xt = malloc(sizeof(float) * N), *yt1 = malloc(sizeof(float) * K), *yt2 = malloc(sizeof(float) * K);
+            float *xt = malloc(sizeof(float) * N), *yt1 = malloc(sizeof(float) * K),
+                  *yt2 = malloc(sizeof(float) * K);
             kb_norm htn = {y0, bias, 1e-5f};
             for (int i = 0; i < N; i++)
                 xt[i] = x[i % K] * 2 - 0.3f;
-            float *dxt = up(g, xt, sizeof(float) * N), *dtg = up(g, y0, sizeof(float) * N), *dtb = up(g, bias, sizeof(float) * N);
+            float *dxt = up(g, xt, sizeof(float) * N), *dtg = up(g, y0, sizeof(float) * N),
+                  *dtb = up(g, bias, sizeof(float) * N);
             kb_norm dtn = {dtg, dtb, 1e-5f};
             cpu_linear_t(c, yt1, xt, &ht, &htn);
             poison(g, dy, sizeof(float) * K);
@@ -316,11 +334,11 @@ static void fused_twins(void)
     c->destroy(c);
 }
 
-/* q8 weights on the device against the CPU twin: the one-token kernel quantises its input as the CPU
- * does, so without a norm in front (whose last bits could move a rounding) they agree to the order of
- * summation; the GEMM path (prefill, the basic set) expands the weights to f32 and keeps f32
- * activations, so there the CPU's activation quantisation is the difference (a wrong layout or scale
- * would be of order 1). */
+/* q8 weights on the device against the CPU twin: the one-token kernel quantises its input as the
+ * CPU does, so without a norm in front (whose last bits could move a rounding) they agree to the
+ * order of summation; the GEMM path (prefill, the basic set) expands the weights to f32 and keeps
+ * f32 activations, so there the CPU's activation quantisation is the difference (a wrong layout or
+ * scale would be of order 1). */
 static void q8_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -341,14 +359,17 @@ static void q8_twins(void)
         bias[j] = rnd(&s), y0[j] = rnd(&s);
     }
     kb_mat hw = {q, DT_Q8, K, N, sc}, dw = {up(g, q, sizeof q), DT_Q8, K, N, up(g, sc, sizeof sc)};
-    float *dx = up(g, x, sizeof x), *db = up(g, bias, sizeof bias), *dy = g->alloc(g, sizeof y2, "y");
+    float *dx = up(g, x, sizeof x), *db = up(g, bias, sizeof bias),
+          *dy = g->alloc(g, sizeof y2, "y");
     for (int v = 0; v < 3; v++) { /* GELU, residual, none */
         memcpy(y1, y0, sizeof y0);
         g->copy(g, dy, y0, sizeof y0);
         cpu_linear(c, y1, x, &hw, v == 2 ? NULL : bias, NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1);
-        GPU_OK(g->linear(g, dy, dx, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1));
+        GPU_OK(g->linear(g, dy, dx, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR,
+                         v == 1));
         g->copy(g, y2, dy, sizeof y0);
-        CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v, rel_err(y2, y1, N));
+        CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v,
+              rel_err(y2, y1, N));
     }
     kb_mat ht = {q, DT_Q8, N, K, sc}, dt = {dw.data, DT_Q8, N, K, dw.scales};
     cpu_linear_t(c, y1, x, &ht, NULL);
@@ -358,7 +379,8 @@ static void q8_twins(void)
     c->matmul(c, y1, x, n, &hw, bias, KB_LINEAR);
     GPU_OK(g->matmul(g, dy, dx, n, &dw, db, KB_LINEAR));
     g->copy(g, y2, dy, sizeof(float) * n * N);
-    CHECK(rel_err(y2, y1, n * N) < 3e-2, "q8 matmul (GEMM path): rel err %.3g", rel_err(y2, y1, n * N));
+    CHECK(rel_err(y2, y1, n * N) < 3e-2, "q8 matmul (GEMM path): rel err %.3g",
+          rel_err(y2, y1, n * N));
     g->release(g, (void *)dw.data);
     g->release(g, (void *)dw.scales);
     g->release(g, dx);
@@ -373,9 +395,10 @@ static void attention_twins(void)
     if (!g)
         return;
     /* A prefill of `past` (several tiles of queries and keys), then `n` more as one batch and,
-     * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set: past
-     * crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
-     * flash-decoding kernel, 24 the general prefill kernel and the basic decode kernel. Both sets. */
+     * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set:
+     * past crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
+     * flash-decoding kernel, 24 the general prefill kernel and the basic decode kernel. Both sets.
+     */
     enum { past = 140, n = 5, T = past + n };
     static const int heads[3][2] = {{4, 16}, {2, 64}, {3, 24}};
     dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
@@ -385,41 +408,51 @@ static void attention_twins(void)
         g->use_kernels(g, set);
         int H = heads[hc][0], hd = heads[hc][1], C = H * hd;
         uint64_t s = 9;
-        float *qkv_pre = malloc(sizeof(float) * past * 3 * C), *qkv = malloc(sizeof(float) * n * 3 * C);
-        float *y1 = malloc(sizeof(float) * n * C), *y2 = malloc(sizeof(float) * past * C), *yp = malloc(sizeof(float) * past * C);
+        float *qkv_pre = malloc(sizeof(float) * past * 3 * C),
+              *qkv = malloc(sizeof(float) * n * 3 * C);
+        float *y1 = malloc(sizeof(float) * n * C), *y2 = malloc(sizeof(float) * past * C),
+              *yp = malloc(sizeof(float) * past * C);
         for (int i = 0; i < past * 3 * C; i++)
             qkv_pre[i] = rnd(&s) * 2;
         for (int i = 0; i < n * 3 * C; i++)
             qkv[i] = rnd(&s) * 2;
-        for (int tl = 0; tl < 8; tl++) { /* each cache dtype, paged (blocks of 4 in reverse order), then
-                                          * contiguous (one block holding every position) */
+        for (int tl = 0; tl < 8; tl++) { /* each cache dtype, paged (blocks of 4 in reverse order),
+                                          * then contiguous (one block holding every position) */
             int t = tl % 4, bt = tl < 4 ? 4 : T;
             double tol = types[t] == DT_F32 ? 1e-5 : 1e-2;
             int nb = (T + bt - 1) / bt, table[64];
             for (int i = 0; i < nb; i++)
                 table[i] = nb - 1 - i;
-            kb_kv kv = {.type = types[t], .n_layer = 2, .n_head = H, .head_dim = hd, .block_tokens = bt, .table = table};
+            kb_kv kv = {.type = types[t],
+                        .n_layer = 2,
+                        .n_head = H,
+                        .head_dim = hd,
+                        .block_tokens = bt,
+                        .table = table};
             kv.block_bytes = kvl_block_bytes(types[t], 2, H, hd, bt);
             kv.base = calloc((size_t)nb, kv.block_bytes);
             kb_kv dkv = kv;
             dkv.base = g->alloc(g, nb * kv.block_bytes, "cache");
             dkv.dev_table = up(g, table, sizeof(int) * (size_t)nb);
-            float *dpre = up(g, qkv_pre, sizeof(float) * past * 3 * C), *dq = up(g, qkv, sizeof(float) * n * 3 * C);
+            float *dpre = up(g, qkv_pre, sizeof(float) * past * 3 * C),
+                  *dq = up(g, qkv, sizeof(float) * n * 3 * C);
             float *dy = g->alloc(g, sizeof(float) * past * C, "y");
             c->attention(c, yp, qkv_pre, &kv, 1, 0, past);
             poison(g, dy, sizeof(float) * past * C);
             GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past));
             g->copy(g, y2, dy, sizeof(float) * past * C);
             double e = rel_err(y2, yp, past * C);
-            CHECK(e < tol, "prefill attention hd %d %s, %d-position blocks (%s): rel err %.3g", hd, dt_name(types[t]), bt,
-                  set_name(set), e);
+            CHECK(e < tol, "prefill attention hd %d %s, %d-position blocks (%s): rel err %.3g", hd,
+                  dt_name(types[t]), bt, set_name(set), e);
             c->attention(c, y1, qkv, &kv, 1, past, n);
             poison(g, dy, sizeof(float) * n * C);
             GPU_OK(g->attention(g, dy, dq, &dkv, 1, past, n));
             g->copy(g, y2, dy, sizeof(float) * n * C);
             e = rel_err(y2, y1, n * C);
-            CHECK(e < tol, "attention after %d cached, hd %d %s: rel err %.3g", past, hd, dt_name(types[t]), e);
-            for (int most = 0; most <= 512; most += 512) { /* the grid sized by the length, or by a capacity */
+            CHECK(e < tol, "attention after %d cached, hd %d %s: rel err %.3g", past, hd,
+                  dt_name(types[t]), e);
+            for (int most = 0; most <= 512;
+                 most += 512) { /* the grid sized by the length, or by a capacity */
                 dkv.max_tokens = most;
                 for (int k = 0; k < n; k++) {
                     float *dq1 = up(g, qkv + (size_t)k * 3 * C, sizeof(float) * 3 * C);
@@ -427,8 +460,9 @@ static void attention_twins(void)
                     GPU_OK(g->attention(g, dy, dq1, &dkv, 1, past + k, 1));
                     g->copy(g, y2, dy, sizeof(float) * C);
                     e = rel_err(y2, y1 + (size_t)k * C, C);
-                    CHECK(e < tol, "decode attention hd %d %s at %d (capacity %d, %s kernels): rel err %.3g", hd,
-                          dt_name(types[t]), past + k, most, set_name(set), e);
+                    CHECK(e < tol,
+                          "decode attention hd %d %s at %d (capacity %d, %s kernels): rel err %.3g",
+                          hd, dt_name(types[t]), past + k, most, set_name(set), e);
                     g->release(g, dq1);
                 }
             }
@@ -451,14 +485,17 @@ static void attention_twins(void)
 /* needs no GPU: what a machine whose driver is missing or too old is told */
 static void driver_messages(void)
 {
-    CHECK(cuda_driver_problem(0, 13000) == -1 && strstr(err_msg(), "no NVIDIA driver is loaded"), "no driver: %s", err_msg());
+    CHECK(cuda_driver_problem(0, 13000) == -1 && strstr(err_msg(), "no NVIDIA driver is loaded"),
+          "no driver: %s", err_msg());
     CHECK(cuda_driver_problem(12040, 13000) == -1 &&
-              strstr(err_msg(), "the NVIDIA driver supports CUDA 12.4 but this build needs 13.0: update the driver"),
+              strstr(err_msg(), "the NVIDIA driver supports CUDA 12.4 but this build needs 13.0: "
+                                "update the driver"),
           "old driver: %s", err_msg());
 }
 
-/* the chosen ids of the CPU rule and each kernel set's device kernel, over random logits, settings and
- * draws; the integer rule makes them equal unless expf's last bit moves an id across a threshold */
+/* the chosen ids of the CPU rule and each kernel set's device kernel, over random logits, settings
+ * and draws; the integer rule makes them equal unless expf's last bit moves an id across a
+ * threshold */
 static void sample_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -474,11 +511,11 @@ static void sample_twins(void)
     static unsigned q[V], sel[V];
     for (int t = 0; t < 2 * trials; t++) { /* the fast kernel, then the basic one */
         g->use_kernels(g, t < trials ? KB_KERNELS_FAST : KB_KERNELS_BASIC);
-        /* every seventh: logits so spread that most integer probabilities are 0 and top-k asks for more
-         * ids than have any */
+        /* every seventh: logits so spread that most integer probabilities are 0 and top-k asks for
+         * more ids than have any */
         float spread = t % 7 == 6 ? 80.0f : 4.0f;
-        /* and every seventh from the fourth on: whole-number logits, so that thousands of ids tie at
-         * each top-k and top-p threshold */
+        /* and every seventh from the fourth on: whole-number logits, so that thousands of ids tie
+         * at each top-k and top-p threshold */
         for (int i = 0; i < V; i++) {
             l[i] = rnd(&s) * spread + (i % 97 == 0 ? 6 : 0);
             l[i] = t % 7 == 3 ? roundf(l[i]) : l[i];
@@ -486,9 +523,15 @@ static void sample_twins(void)
         for (int i = 0; i < 300; i++)
             hist[i] = (int)((rnd(&s) + 1) * 0.5 * V) % V;
         g->copy(g, dl, l, sizeof l);
-        kb_sample k = {.temp = t % 5 == 0 ? 0 : 0.5f + (t % 4) * 0.3f, .top_p = t % 3 == 0 ? 1.0f : 0.9f,
-                       .repeat_penalty = t % 2 ? 1.3f : 1.0f, .top_k = t % 7 == 6 ? 20000 : t % 4 == 0 ? 0 : 40 * (t % 4),
-                       .u = (rnd(&s) + 1) * 0.5, .history = hist, .n_history = 300};
+        kb_sample k = {.temp = t % 5 == 0 ? 0 : 0.5f + (t % 4) * 0.3f,
+                       .top_p = t % 3 == 0 ? 1.0f : 0.9f,
+                       .repeat_penalty = t % 2 ? 1.3f : 1.0f,
+                       .top_k = t % 7 == 6   ? 20000
+                                : t % 4 == 0 ? 0
+                                             : 40 * (t % 4),
+                       .u = (rnd(&s) + 1) * 0.5,
+                       .history = hist,
+                       .n_history = 300};
         if (k.u >= 1)
             k.u = 0.999;
         int a = -1, b = -1;
@@ -500,8 +543,8 @@ static void sample_twins(void)
         greedy_same += k.temp == 0 && a == b;
         if (k.temp == 0)
             continue;
-        /* the selection itself, exactly: on the device's own integer probabilities, the CPU rule must
-         * find the device's threshold, and the walk the device's id (no draw may differ) */
+        /* the selection itself, exactly: on the device's own integer probabilities, the CPU rule
+         * must find the device's threshold, and the walk the device's id (no draw may differ) */
         unsigned floor_q = 0;
         if (cuda_sample_kept(g, q, V, &floor_q)) {
             bad++;
@@ -522,8 +565,9 @@ static void sample_twins(void)
     }
     CHECK(!bad, "%d sample calls failed: %s", bad, err_msg());
     CHECK(greedy_same == 2 * trials / 5, "greedy: %d of %d equal", greedy_same, 2 * trials / 5);
-    CHECK(floors == sampled && walks == sampled, "top-k/top-p thresholds %d of %d equal the CPU rule's, chosen ids %d",
-          floors, sampled, walks);
+    CHECK(floors == sampled && walks == sampled,
+          "top-k/top-p thresholds %d of %d equal the CPU rule's, chosen ids %d", floors, sampled,
+          walks);
     /* across implementations of exp a last-bit difference may move a token over a threshold */
     CHECK(same >= 2 * trials - 4, "sampled ids: %d of %d equal", same, 2 * trials);
     g->release(g, dl);
@@ -531,17 +575,19 @@ static void sample_twins(void)
 }
 
 /* Whole decode steps on both backends, the same ids fed to both, in one kernel set: a prefill, then
- * the first decode step runs eagerly, the second is recorded as a graph, the rest replay it while the
- * block table grows under it and the window crosses position 128, where both sets' decode attention
- * starts a new chunk (of 64 or 128 positions) inside the recorded grid; midway both caches go to
- * (pinned) host memory and come back, which moves the blocks. *nodes: the recorded step's. */
+ * the first decode step runs eagerly, the second is recorded as a graph, the rest replay it while
+ * the block table grows under it and the window crosses position 128, where both sets' decode
+ * attention starts a new chunk (of 64 or 128 positions) inside the recorded grid; midway both
+ * caches go to (pinned) host memory and come back, which moves the blocks. *nodes: the recorded
+ * step's. */
 enum { STEPS_PREFILL = 122, STEPS_CTX = 192 };
 static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
 {
     gpt2_model mc, mg;
     const char *dir = fixture_model("f32", STEPS_CTX);
     g->use_kernels(g, set);
-    if (gpt2_load(&mc, dir, DT_F32, NULL) || gpt2_load(&mg, dir, DT_F32, NULL) || gpt2_place(&mg, g, NULL)) {
+    if (gpt2_load(&mc, dir, DT_F32, NULL) || gpt2_load(&mg, dir, DT_F32, NULL) ||
+        gpt2_place(&mg, g, NULL)) {
         CHECK(0, "load: %s", err_msg());
         return;
     }
@@ -556,7 +602,8 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
     for (int i = 0; i < STEPS_PREFILL; i++)
         ids[i] = (i * 7919 + 13) % V;
     sampler a, b;
-    sampler_params sp = {.temp = 0.9f, .top_k = 20, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 3};
+    sampler_params sp = {
+        .temp = 0.9f, .top_k = 20, .top_p = 0.95f, .repeat_penalty = 1.1f, .seed = 3};
     sampler_init(&a, &sp);
     sampler_init(&b, &sp);
     double worst = 0;
@@ -578,10 +625,12 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
         steps++;
         ids[n] = na;
     }
-    CHECK(worst < 1e-4, "%s kernels: logits worst rel err %.3g over %d steps", set_name(set), worst, steps);
+    CHECK(worst < 1e-4, "%s kernels: logits worst rel err %.3g over %d steps", set_name(set), worst,
+          steps);
     CHECK(agree >= steps - 1, "%s kernels: chosen ids %d of %d equal", set_name(set), agree, steps);
-    CHECK(cuda_graph_replays(g) - replays > steps / 2, "%s kernels: only %ld of %d decode steps replayed a CUDA graph",
-          set_name(set), cuda_graph_replays(g) - replays, steps);
+    CHECK(cuda_graph_replays(g) - replays > steps / 2,
+          "%s kernels: only %ld of %d decode steps replayed a CUDA graph", set_name(set),
+          cuda_graph_replays(g) - replays, steps);
     *nodes = g->step_nodes(g);
     free(lc);
     free(lg);
@@ -593,8 +642,8 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
     gpt2_free(&mg);
 }
 
-/* both kernel sets; the fast one's decode step is at most five launches a layer, plus the embedding,
- * the LM head, the sampler and the two copies of the step's scalars */
+/* both kernel sets; the fast one's decode step is at most five launches a layer, plus the
+ * embedding, the LM head, the sampler and the two copies of the step's scalars */
 static void model_steps(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -608,17 +657,19 @@ static void model_steps(void)
     }
     steps_in(g, c, KB_KERNELS_BASIC, &basic);
     steps_in(g, c, KB_KERNELS_FAST, &fast);
-    CHECK(fast > 0 && fast <= 5 * layers + 5 && fast < basic, "graph nodes per decode step: fast %d (at most %d), basic %d",
-          fast, 5 * layers + 5, basic);
+    CHECK(fast > 0 && fast <= 5 * layers + 5 && fast < basic,
+          "graph nodes per decode step: fast %d (at most %d), basic %d", fast, 5 * layers + 5,
+          basic);
     c->destroy(c);
 }
 
-TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins}, {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/q8_matches_cpu_twin", q8_twins}, {"cuda/model_steps_match_cpu", model_steps}, {"cuda/attention_matches_cpu_twin", attention_twins},
-           {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/driver_messages", driver_messages});
+TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins},
+           {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/q8_matches_cpu_twin", q8_twins},
+           {"cuda/model_steps_match_cpu", model_steps},
+           {"cuda/attention_matches_cpu_twin", attention_twins},
+           {"cuda/sample_matches_cpu_twin", sample_twins},
+           {"cuda/driver_messages", driver_messages});
 #else
-static void no_cuda(void)
-{
-    SKIP("this build has no CUDA backend (nvcc was not found)");
-}
+static void no_cuda(void) { SKIP("this build has no CUDA backend (nvcc was not found)"); }
 TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", no_cuda});
 #endif

@@ -40,12 +40,14 @@ static void f16_decode_all(void)
 }
 
 /* nearest representable value, ties to the even code; codes are ordered like magnitudes */
-static void check_nearest(float x, uint16_t got, double (*val)(uint16_t), uint16_t max_finite, const char *name)
+static void check_nearest(float x, uint16_t got, double (*val)(uint16_t), uint16_t max_finite,
+                          const char *name)
 {
     uint16_t sign = x < 0 ? 0x8000 : 0, mag = got & 0x7fff;
     double ax = fabs((double)x);
     CHECK((got & 0x8000) == sign || ax == 0, "%s(%g): wrong sign", name, x);
-    if (mag > max_finite) { /* overflowed to infinity: x must be at least halfway past the largest finite */
+    if (mag > max_finite) { /* overflowed to infinity: x must be at least halfway past the largest
+                               finite */
         double top = val(max_finite), next = val((uint16_t)(max_finite - 1));
         CHECK(ax >= top + (top - next) / 2, "%s(%g) overflowed to inf", name, x);
         return;
@@ -56,8 +58,8 @@ static void check_nearest(float x, uint16_t got, double (*val)(uint16_t), uint16
         if (other < 0 || other > max_finite)
             continue;
         double e2 = fabs(val((uint16_t)other) - ax);
-        CHECK(err < e2 || (err == e2 && (mag & 1) == 0), "%s(%.9g) = %04x is not the nearest (neighbour %04x)", name,
-              x, got, other);
+        CHECK(err < e2 || (err == e2 && (mag & 1) == 0),
+              "%s(%.9g) = %04x is not the nearest (neighbour %04x)", name, x, got, other);
     }
 }
 
@@ -72,7 +74,8 @@ static void round_to_nearest(void)
         if (isnan(x) || isinf(x))
             continue;
         if (i % 2) /* also cover the ranges that matter: around f16's normal and subnormal range */
-            x = ldexpf((float)(bits & 0xffffff) / 16777216.0f, (int)(bits >> 24) % 40 - 30) * (bits & 1 ? -1 : 1);
+            x = ldexpf((float)(bits & 0xffffff) / 16777216.0f, (int)(bits >> 24) % 40 - 30) *
+                (bits & 1 ? -1 : 1);
         check_nearest(x, dt_f32_to_f16(x), f16_value, 0x7bff, "f16");
         check_nearest(x, dt_f32_to_bf16(x), bf16_value, 0x7f7f, "bf16");
     }
@@ -98,7 +101,10 @@ static void array_conversion(void)
     /* f16 arrays (vector instructions where the CPU has them) against the scalar functions, with
      * subnormals, overflow, infinities and NaNs among them */
     for (int i = 0; i < N; i++)
-        x[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? INFINITY : i % 83 == 0 ? 70000.0f : (float)sin(i * 0.37) * (i % 3 ? 3.0f : 1e-6f);
+        x[i] = i % 97 == 0   ? NAN
+               : i % 89 == 0 ? INFINITY
+               : i % 83 == 0 ? 70000.0f
+                             : (float)sin(i * 0.37) * (i % 3 ? 3.0f : 1e-6f);
     dt_from_f32(h, x, DT_F16, N);
     dt_to_f32(y, h, DT_F16, N);
     bad = 0;
@@ -132,5 +138,7 @@ static void unaligned_source(void)
     }
 }
 
-TEST_TABLE(dtype_tests, {"dtype/unaligned_16bit_source", unaligned_source}, {"dtype/decode_all_16bit", f16_decode_all}, {"dtype/round_to_nearest_even", round_to_nearest},
+TEST_TABLE(dtype_tests, {"dtype/unaligned_16bit_source", unaligned_source},
+           {"dtype/decode_all_16bit", f16_decode_all},
+           {"dtype/round_to_nearest_even", round_to_nearest},
            {"dtype/array_matches_scalar", array_conversion});

@@ -1,5 +1,6 @@
-/* The chat engine: multi-turn reuse, exact eviction, pinning, long messages, cancel, retry, fork and
- * the fidelity check; the reference is always a from-scratch pass over what the model should see. */
+/* The chat engine: multi-turn reuse, exact eviction, pinning, long messages, cancel, retry, fork
+ * and the fidelity check; the reference is always a from-scratch pass over what the model should
+ * see. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,7 @@ typedef struct {
     float *want;
 } rig;
 
-static void collect(void *ctx, json_t *ev)
-{
-    json_array_append(((rig *)ctx)->events, ev);
-}
+static void collect(void *ctx, json_t *ev) { json_array_append(((rig *)ctx)->events, ev); }
 
 /* kv: the cache's layout and dtype, or NULL for the defaults */
 static int setup_kv(rig *r, int ctx, const engine_opts *eo, int n_predict, const kv_opts *kv)
@@ -40,7 +38,8 @@ static int setup_kv(rig *r, int ctx, const engine_opts *eo, int n_predict, const
     mo.model_dir = fixture_model("f32", 64);
     mo.wtype = DT_F32;
     mo.device = "cpu";
-    mo.threads = 0; /* the cores it may use: one under make tsan (taskset), so no OpenMP threads there */
+    mo.threads =
+        0; /* the cores it may use: one under make tsan (taskset), so no OpenMP threads there */
     mo.n_predict = n_predict;
     mo.sp.temp = 0;
     mo.sp.repeat_penalty = 1;
@@ -94,7 +93,8 @@ static int count(rig *r, const char *ev)
     int n = 0;
     size_t i;
     json_t *v;
-    json_array_foreach(r->events, i, v) n += !strcmp(json_string_value(json_object_get(v, "ev")), ev);
+    json_array_foreach(r->events, i, v) n +=
+        !strcmp(json_string_value(json_object_get(v, "ev")), ev);
     return n;
 }
 
@@ -102,12 +102,17 @@ static json_t *last(rig *r, const char *ev)
 {
     json_t *found = NULL, *v;
     size_t i;
-    json_array_foreach(r->events, i, v) if (!strcmp(json_string_value(json_object_get(v, "ev")), ev)) found = v;
+    json_array_foreach(r->events, i,
+                       v) if (!strcmp(json_string_value(json_object_get(v, "ev")), ev)) found = v;
     return found;
 }
 
-static const char *const MESSAGES[] = {"Hello there", "How are you today?", "Tell me about the cache",
-                                       "And what happens when it fills up?", "Thanks, that helps a lot", "Bye now"};
+static const char *const MESSAGES[] = {"Hello there",
+                                       "How are you today?",
+                                       "Tell me about the cache",
+                                       "And what happens when it fills up?",
+                                       "Thanks, that helps a lot",
+                                       "Bye now"};
 
 static void multi_turn(void)
 {
@@ -122,14 +127,17 @@ static void multi_turn(void)
         json_t *p = last(&r, "prefill");
         int cached = (int)json_integer_value(json_object_get(p, "cached")), n;
         engine_window(r.e, c, &n);
-        CHECK(cached == before, "turn %d: prefill found %d cached tokens, the conversation had %d", t, cached, before);
-        CHECK(before + (int)json_array_size(json_object_get(p, "ids")) <= n, "turn %d: prefill re-processed old tokens", t);
+        CHECK(cached == before, "turn %d: prefill found %d cached tokens, the conversation had %d",
+              t, cached, before);
+        CHECK(before + (int)json_array_size(json_object_get(p, "ids")) <= n,
+              "turn %d: prefill re-processed old tokens", t);
         double err = fresh_error(&r, c);
         CHECK(err < 1e-5, "turn %d: cached logits vs from scratch: %.3g", t, err);
         before = n;
         free(reply);
     }
-    CHECK(count(&r, "stats") == 6 && count(&r, "token") > 0, "stats (after each prefill and reply) or tokens missing");
+    CHECK(count(&r, "stats") == 6 && count(&r, "token") > 0,
+          "stats (after each prefill and reply) or tokens missing");
     json_t *st = last(&r, "stats");
     CHECK(json_real_value(json_object_get(st, "hit_rate")) > 0.5, "hit rate %.2f after three turns",
           json_real_value(json_object_get(st, "hit_rate")));
@@ -164,13 +172,15 @@ static void eviction_exact_and_pinned(void)
         w = engine_window(r.e, c, &n);
         CHECK(n <= 48, "window overflow %d", n);
         CHECK(!memcmp(w, pre, sizeof(int) * (size_t)n_pre), "the kept prefix changed");
-        CHECK(!memcmp(w + n_pre, pinned, sizeof(int) * (size_t)n_pinned), "the pinned turn was evicted");
+        CHECK(!memcmp(w + n_pre, pinned, sizeof(int) * (size_t)n_pinned),
+              "the pinned turn was evicted");
     }
     json_t *ev = last(&r, "evict");
     CHECK(count(&r, "evict") > 0 && ev, "no evictions happened");
     if (ev) {
         int keep = (int)json_integer_value(json_object_get(ev, "keep"));
-        CHECK(keep >= n_pre + n_pinned, "eviction started at %d, inside kept or pinned tokens", keep);
+        CHECK(keep >= n_pre + n_pinned, "eviction started at %d, inside kept or pinned tokens",
+              keep);
         CHECK(!strcmp(json_string_value(json_object_get(ev, "mode")), "exact"), "mode");
     }
     teardown(&r);
@@ -221,9 +231,11 @@ static void cancel_mid_reply(void)
     pieces = 0;
     engine_on_text(r.e, cancel_after_two, NULL);
     char *reply = NULL;
-    CHECK(engine_turn_start(r.e, c, "count to thirty") == 0 && engine_turn_wait(r.e, &reply) == 0, "turn: %s", err_msg());
+    CHECK(engine_turn_start(r.e, c, "count to thirty") == 0 && engine_turn_wait(r.e, &reply) == 0,
+          "turn: %s", err_msg());
     engine_window(r.e, c, &n0);
-    CHECK(count(&r, "token") < 30 && count(&r, "token") >= 2, "cancel did not stop the reply (%d tokens)", count(&r, "token"));
+    CHECK(count(&r, "token") < 30 && count(&r, "token") >= 2,
+          "cancel did not stop the reply (%d tokens)", count(&r, "token"));
     CHECK(fresh_error(&r, c) < 1e-5, "cache inconsistent after cancel");
     free(reply);
     engine_on_text(r.e, NULL, NULL);
@@ -244,7 +256,8 @@ static void retry_and_fork(void)
     char *a = NULL, *b = NULL;
     CHECK(engine_turn(r.e, c, "hi", &a) == 0, "turn: %s", err_msg());
     CHECK(engine_retry(r.e, c, &b) == 0, "retry: %s", err_msg());
-    CHECK(a && b && !strcmp(a, b), "greedy retry gave another reply: '%s' vs '%s'", a ? a : "", b ? b : "");
+    CHECK(a && b && !strcmp(a, b), "greedy retry gave another reply: '%s' vs '%s'", a ? a : "",
+          b ? b : "");
     CHECK(count(&r, "truncate") >= 1, "retry did not roll the cache back");
     CHECK(fresh_error(&r, c) < 1e-5, "logits after retry");
     free(a);
@@ -254,14 +267,17 @@ static void retry_and_fork(void)
     CHECK(engine_edit(r.e, c, "hello instead", &a) == 0, "edit: %s", err_msg());
     CHECK(fresh_error(&r, c) < 1e-5, "logits after editing the last message");
     json_t *p = last(&r, "prefill");
-    CHECK(p && json_integer_value(json_object_get(p, "cached")) == 0, "edit did not roll back to before the message");
+    CHECK(p && json_integer_value(json_object_get(p, "cached")) == 0,
+          "edit did not roll back to before the message");
     free(a);
     int f = engine_fork(r.e, c);
     CHECK(f > 0, "fork: %s", err_msg());
     json_t *fe = last(&r, "fork");
-    CHECK(fe && json_integer_value(json_object_get(fe, "shared_blocks")) > 0, "fork shared no blocks");
+    CHECK(fe && json_integer_value(json_object_get(fe, "shared_blocks")) > 0,
+          "fork shared no blocks");
     CHECK(engine_turn(r.e, f, "in the fork", &a) == 0 && fresh_error(&r, f) < 1e-5, "fork turn");
-    CHECK(engine_turn(r.e, c, "in the parent", &b) == 0 && fresh_error(&r, c) < 1e-5, "parent turn after fork");
+    CHECK(engine_turn(r.e, c, "in the parent", &b) == 0 && fresh_error(&r, c) < 1e-5,
+          "parent turn after fork");
     engine_window(r.e, f, &n);
     free(a);
     free(b);
@@ -272,7 +288,10 @@ static void fidelity_exact_vs_shift(void)
 {
     for (int mode = 0; mode < 2; mode++) {
         rig r;
-        engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .fidelity = 1,
+        engine_opts eo = {.tpl = TPL_GPT2,
+                          .keep = -1,
+                          .evict_min = 8,
+                          .fidelity = 1,
                           .evict = mode ? EVICT_SHIFT : EVICT_EXACT};
         if (setup(&r, 40, &eo, 6))
             return;
@@ -295,11 +314,13 @@ static void fidelity_exact_vs_shift(void)
             approx |= json_is_true(json_object_get(v, "approximate"));
             agree &= json_is_true(json_object_get(v, "top1"));
         }
-        CHECK(count(&r, "fidelity") > 5 && count(&r, "evict") > 0, "fidelity or evict events missing");
+        CHECK(count(&r, "fidelity") > 5 && count(&r, "evict") > 0,
+              "fidelity or evict events missing");
         if (mode == 0)
             CHECK(worst < 1e-6 && agree && !approx, "exact eviction drifted: KL %.3g", worst);
         else
-            CHECK(approx && worst > 1e-4, "shift eviction shows no drift (KL %.3g) or is not marked approximate", worst);
+            CHECK(approx && worst > 1e-4,
+                  "shift eviction shows no drift (KL %.3g) or is not marked approximate", worst);
         teardown(&r);
     }
 }
@@ -319,7 +340,8 @@ static void idle_offload(void)
     CHECK(engine_turn(r.e, b, "second conversation", &reply) == 0, "b: %s", err_msg());
     free(reply);
     json_t *off = last(&r, "offload");
-    CHECK(off && json_integer_value(json_object_get(off, "conv")) == a, "idle conversation %d was not offloaded", a);
+    CHECK(off && json_integer_value(json_object_get(off, "conv")) == a,
+          "idle conversation %d was not offloaded", a);
     CHECK(engine_turn(r.e, a, "back to the first", &reply) == 0, "a again: %s", err_msg());
     free(reply);
     CHECK(count(&r, "restore") >= 1, "no restore event");
@@ -327,13 +349,14 @@ static void idle_offload(void)
     teardown(&r);
 }
 
-/* The panel's model rebuilt from the events alone must match the engine's window: evictions (exact and
- * shift), stop-text rollbacks, retries, edits and pins included. */
+/* The panel's model rebuilt from the events alone must match the engine's window: evictions (exact
+ * and shift), stop-text rollbacks, retries, edits and pins included. */
 static void events_rebuild_the_window(void)
 {
     for (int mode = 0; mode < 2; mode++) {
         rig r;
-        engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict = mode ? EVICT_SHIFT : EVICT_EXACT};
+        engine_opts eo = {
+            .tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict = mode ? EVICT_SHIFT : EVICT_EXACT};
         if (setup(&r, 48, &eo, 7))
             return;
         sampler_params sp = {.temp = 1.0f, .top_k = 0, .top_p = 1, .repeat_penalty = 1, .seed = 5};
@@ -341,8 +364,9 @@ static void events_rebuild_the_window(void)
         int c = engine_new_conv(r.e);
         char *reply;
         for (int t = 0; t < 12; t++) {
-            int rc = t % 5 == 3 ? engine_retry(r.e, c, &reply) : t % 5 == 4 ? engine_edit(r.e, c, "edited", &reply)
-                                                                           : engine_turn(r.e, c, MESSAGES[t % 6], &reply);
+            int rc = t % 5 == 3   ? engine_retry(r.e, c, &reply)
+                     : t % 5 == 4 ? engine_edit(r.e, c, "edited", &reply)
+                                  : engine_turn(r.e, c, MESSAGES[t % 6], &reply);
             CHECK(rc == 0, "step %d: %s", t, err_msg());
             free(reply);
             if (t == 1)
@@ -357,18 +381,20 @@ static void events_rebuild_the_window(void)
         engine_window(r.e, c, &n);
         const win_turn *turns = engine_turns(r.e, c, &nt);
         cm_conv *mc = cm_conv_get(&m, c);
-        CHECK(mc && mc->n_cells == n, "%s: panel has %d cells, the window %d tokens", mode ? "shift" : "exact",
-              mc ? mc->n_cells : -1, n);
+        CHECK(mc && mc->n_cells == n, "%s: panel has %d cells, the window %d tokens",
+              mode ? "shift" : "exact", mc ? mc->n_cells : -1, n);
         int same = mc && mc->n_turns == nt;
         for (int k = 0; same && k < nt; k++)
             same = mc->turns[k].start == turns[k].start && mc->turns[k].len == turns[k].len &&
                    mc->turns[k].role == turns[k].role && mc->turns[k].pinned == turns[k].pinned;
-        CHECK(same, "%s: the panel's turns differ from the engine's (%d vs %d turns)", mode ? "shift" : "exact",
-              mc ? mc->n_turns : -1, nt);
-        CHECK(count(&r, "evict") > 0 && count(&r, "truncate") > 0, "the run had no eviction or rollback");
+        CHECK(same, "%s: the panel's turns differ from the engine's (%d vs %d turns)",
+              mode ? "shift" : "exact", mc ? mc->n_turns : -1, nt);
+        CHECK(count(&r, "evict") > 0 && count(&r, "truncate") > 0,
+              "the run had no eviction or rollback");
         /* each turn_end counts its reply's tokens: those streamed, less a stop text's rollback */
         int streamed = 0, turn = 0;
-        json_array_foreach(r.events, i, v) {
+        json_array_foreach(r.events, i, v)
+        {
             if (ev_is(v, EV_USER) || ev_is(v, EV_RETRY) || ev_is(v, EV_EDIT))
                 streamed = 0;
             else if (ev_is(v, EV_TOKEN))
@@ -398,7 +424,8 @@ static void long_reply_slides_in_steps(void)
         return;
     int c = engine_new_conv(r.e);
     char *reply = NULL;
-    CHECK(engine_turn(r.e, c, "a reply much longer than the window", &reply) == 0, "turn: %s", err_msg());
+    CHECK(engine_turn(r.e, c, "a reply much longer than the window", &reply) == 0, "turn: %s",
+          err_msg());
     free(reply);
     int tokens = count(&r, "token"), evictions = count(&r, "evict");
     CHECK(tokens == 120, "the reply stopped after %d of 120 tokens", tokens);
@@ -406,11 +433,13 @@ static void long_reply_slides_in_steps(void)
     CHECK(end && json_integer_value(json_object_get(end, "tokens")) == 120,
           "the turn_end of a reply that slid the window says %lld tokens, not 120",
           end ? (long long)json_integer_value(json_object_get(end, "tokens")) : -1LL);
-    CHECK(evictions > 0 && evictions <= tokens / 8 + 2, "%d evictions for %d tokens with evict_min 8", evictions, tokens);
+    CHECK(evictions > 0 && evictions <= tokens / 8 + 2,
+          "%d evictions for %d tokens with evict_min 8", evictions, tokens);
     size_t i;
     json_t *v;
     json_array_foreach(r.events, i, v) if (ev_is(v, EV_EVICT))
-        CHECK(json_integer_value(json_object_get(v, "dropped")) >= 8, "an eviction dropped only %lld tokens",
+        CHECK(json_integer_value(json_object_get(v, "dropped")) >= 8,
+              "an eviction dropped only %lld tokens",
               (long long)json_integer_value(json_object_get(v, "dropped")));
     CHECK(fresh_error(&r, c) < 1e-5, "logits after sliding through the reply");
     teardown(&r);
@@ -433,10 +462,12 @@ static void retry_after_reply_fills_window(void)
     memcpy(before, w, sizeof(int) * (size_t)n0);
     int retries = count(&r, "retry");
     reply = NULL;
-    CHECK(engine_retry(r.e, c, &reply) != 0 && !reply, "retry of a reply that filled the window succeeded");
+    CHECK(engine_retry(r.e, c, &reply) != 0 && !reply,
+          "retry of a reply that filled the window succeeded");
     CHECK(strstr(err_msg(), "cannot retry"), "the refusal says nothing useful: '%s'", err_msg());
     w = engine_window(r.e, c, &n1);
-    CHECK(n1 == n0 && !memcmp(w, before, sizeof(int) * (size_t)n0), "the refused retry changed the window (%d -> %d)", n0, n1);
+    CHECK(n1 == n0 && !memcmp(w, before, sizeof(int) * (size_t)n0),
+          "the refused retry changed the window (%d -> %d)", n0, n1);
     CHECK(count(&r, "retry") == retries, "a refused retry was recorded");
     CHECK(fresh_error(&r, c) < 1e-5, "logits after the refused retry");
     CHECK(engine_turn(r.e, c, "go on", &reply) == 0, "the next turn: %s", err_msg());
@@ -458,10 +489,12 @@ static void set_during_reply(void)
     CHECK(engine_turn_start(r.e, c, "start") == 0, "start: %s", err_msg());
     sampler_params sp = engine_model_opts(r.e)->sp;
     CHECK(engine_set_sampling(r.e, &sp, 40) == 1, "a /set during the reply was applied at once");
-    CHECK(engine_model_opts(r.e)->n_predict == 40, "the next reply's settings do not show the /set");
+    CHECK(engine_model_opts(r.e)->n_predict == 40,
+          "the next reply's settings do not show the /set");
     CHECK(engine_turn_wait(r.e, &reply) == 0, "wait: %s", err_msg());
     free(reply);
-    CHECK(count(&r, "token") == 5, "the reply made %d tokens, not the 5 it started with", count(&r, "token"));
+    CHECK(count(&r, "token") == 5, "the reply made %d tokens, not the 5 it started with",
+          count(&r, "token"));
     json_t *end = last(&r, "turn_end"), *set = last(&r, "set");
     size_t i_end = 0, i_set = 0, i;
     json_t *v;
@@ -475,7 +508,8 @@ static void set_during_reply(void)
     CHECK(set && end && i_set > i_end, "the set event is not recorded after the turn's end");
     CHECK(engine_turn(r.e, c, "next", &reply) == 0, "next turn: %s", err_msg());
     free(reply);
-    CHECK(count(&r, "token") == 45, "the next reply made %d tokens, want 40", count(&r, "token") - 5);
+    CHECK(count(&r, "token") == 45, "the next reply made %d tokens, want 40",
+          count(&r, "token") - 5);
     teardown(&r);
 }
 
@@ -489,7 +523,8 @@ static int engine_scenario(loaded_model *lm, const model_opts *mo)
     if (!e)
         return 1;
     int failed = 0, a = engine_new_conv(e), b = engine_new_conv(e);
-    const char *msgs[] = {"one two three four", "five six seven", "eight nine ten eleven twelve", "thirteen"};
+    const char *msgs[] = {"one two three four", "five six seven", "eight nine ten eleven twelve",
+                          "thirteen"};
     for (int i = 0; i < 4; i++) {
         char *reply = NULL;
         if (a >= 0 && engine_turn(e, a, msgs[i], &reply))
@@ -535,20 +570,22 @@ static void allocation_failures(void)
         CHECK(0, "load: %s", err_msg());
         return;
     }
-    CHECK(engine_scenario(&lm, &mo) == 0, "the scenario fails without injected failures: %s", err_msg());
+    CHECK(engine_scenario(&lm, &mo) == 0, "the scenario fails without injected failures: %s",
+          err_msg());
     /* KVCHAT_TEST_QUICK (ThreadSanitizer's run, where each scenario takes a second): every 16th */
     long stride = test_quick() ? 16 : 1, n = 0, left = -1;
     do {
         err_set("%s", "");
         err_fail_allocs_after(n);
         if (engine_scenario(&lm, &mo))
-            CHECK(strcmp(err_msg(), "unknown error"), "a step failed with no message (allocation %ld)", n);
+            CHECK(strcmp(err_msg(), "unknown error"),
+                  "a step failed with no message (allocation %ld)", n);
         left = err_fail_allocs_after(-1);
         n += stride;
     } while (left < 0 && n < 100000);
     CHECK(left >= 0, "the scenario still failed after %ld allocations", n);
-    printf("     engine: %s of %ld allocations failed in turn\n", stride > 1 ? "every 16th" : "each",
-           n - stride);
+    printf("     engine: %s of %ld allocations failed in turn\n",
+           stride > 1 ? "every 16th" : "each", n - stride);
     unload_model(&lm);
 }
 
@@ -597,17 +634,23 @@ static void calls_during_reply_refused(void)
     int n_before;
     engine_window(r.e, c, &n_before);
     CHECK(engine_turn_start(r.e, c, "second") == 0, "start: %s", err_msg());
-    const char *what[] = {"new", "fork", "turn", "retry", "edit", "clear", "pin", "start", "restore", "prefill"};
+    const char *what[] = {"new",   "fork", "turn",  "retry",   "edit",
+                          "clear", "pin",  "start", "restore", "prefill"};
     for (int k = 0; k < 10; k++) {
         err_set("%s", "");
-        int rc = k == 0 ? engine_new_conv(r.e) : k == 1 ? engine_fork(r.e, c) : k == 2 ? engine_turn(r.e, c, "x", &reply)
-               : k == 3 ? engine_retry(r.e, c, &reply) : k == 4 ? engine_edit(r.e, c, "x", &reply)
-               : k == 5 ? engine_clear(r.e, c) : k == 6 ? engine_pin(r.e, c, 0, 1)
-               : k == 7 ? engine_turn_start(r.e, c, "x")
-               : k == 8 ? engine_restore(r.e, 9, (const int[]){1}, 1, NULL, 0, 0, &engine_model_opts(r.e)->sp, 1, 0, 1)
-                        : engine_prefill_window(r.e, c, NULL, NULL);
-        CHECK(rc < 0 && strstr(err_msg(), "a reply is being generated"), "%s during a reply: rc %d, '%s'", what[k], rc,
-              err_msg());
+        int rc = k == 0   ? engine_new_conv(r.e)
+                 : k == 1 ? engine_fork(r.e, c)
+                 : k == 2 ? engine_turn(r.e, c, "x", &reply)
+                 : k == 3 ? engine_retry(r.e, c, &reply)
+                 : k == 4 ? engine_edit(r.e, c, "x", &reply)
+                 : k == 5 ? engine_clear(r.e, c)
+                 : k == 6 ? engine_pin(r.e, c, 0, 1)
+                 : k == 7 ? engine_turn_start(r.e, c, "x")
+                 : k == 8 ? engine_restore(r.e, 9, (const int[]){1}, 1, NULL, 0, 0,
+                                           &engine_model_opts(r.e)->sp, 1, 0, 1)
+                          : engine_prefill_window(r.e, c, NULL, NULL);
+        CHECK(rc < 0 && strstr(err_msg(), "a reply is being generated"),
+              "%s during a reply: rc %d, '%s'", what[k], rc, err_msg());
     }
     /* and the reads of what the worker is changing */
     int n_turns;
@@ -619,14 +662,15 @@ static void calls_during_reply_refused(void)
     int n_after;
     engine_window(r.e, c, &n_after);
     CHECK(engine_conv_count(r.e) == 1, "%d conversations", engine_conv_count(r.e));
-    CHECK(n_after > n_before && fresh_error(&r, c) < 1e-5, "the reply's conversation was changed under it");
+    CHECK(n_after > n_before && fresh_error(&r, c) < 1e-5,
+          "the reply's conversation was changed under it");
     teardown(&r);
 }
 
 /* ---- prepared evictions ---- */
 
 typedef struct {
-    rig on, off;  /* the same script with --prepare-evict on (each preparation awaited) and off */
+    rig on, off; /* the same script with --prepare-evict on (each preparation awaited) and off */
     int c_on, c_off;
 } twin;
 
@@ -658,13 +702,16 @@ static int prepared_since(rig *r, int n)
     return count(r, "evict") > n && ev ? json_is_true(json_object_get(ev, "prepared")) : -1;
 }
 
-/* a turn in both, then the preparation awaited; the logits must be the same bits and a fresh pass's */
+/* a turn in both, then the preparation awaited; the logits must be the same bits and a fresh pass's
+ */
 static int twin_turn(twin *t, const char *text, const char *what)
 {
     char *a = NULL, *b = NULL;
-    int ok = engine_turn(t->on.e, t->c_on, text, &a) == 0 && engine_turn(t->off.e, t->c_off, text, &b) == 0;
+    int ok = engine_turn(t->on.e, t->c_on, text, &a) == 0 &&
+             engine_turn(t->off.e, t->c_off, text, &b) == 0;
     CHECK(ok, "%s: %s", what, err_msg());
-    CHECK(ok && !strcmp(a, b), "%s: the replies differ ('%s' / '%s')", what, a ? a : "", b ? b : "");
+    CHECK(ok && !strcmp(a, b), "%s: the replies differ ('%s' / '%s')", what, a ? a : "",
+          b ? b : "");
     free(a);
     free(b);
     engine_settle(t->on.e);
@@ -672,7 +719,8 @@ static int twin_turn(twin *t, const char *text, const char *what)
     const float *la = engine_logits(t->on.e);
     memcpy(t->off.want, la, sizeof(float) * (size_t)V);
     const float *lb = engine_logits(t->off.e);
-    CHECK(ok && !memcmp(t->off.want, lb, sizeof(float) * (size_t)V), "%s: prepared and unprepared logits differ", what);
+    CHECK(ok && !memcmp(t->off.want, lb, sizeof(float) * (size_t)V),
+          "%s: prepared and unprepared logits differ", what);
     return ok ? 0 : -1;
 }
 
@@ -690,7 +738,8 @@ static int twin_fill(twin *t)
 }
 
 /* In every layout and cache dtype: with preparation, evictions swap in their prepared window and
- * the conversation continues with the same logits, bit for bit, as without it (and a fresh pass's). */
+ * the conversation continues with the same logits, bit for bit, as without it (and a fresh pass's).
+ */
 static void prepared_eviction_exact(void)
 {
     static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_I8};
@@ -705,20 +754,26 @@ static void prepared_eviction_exact(void)
             return;
         const char *layout = k / 4 == 0 ? "paged" : k / 4 == 1 ? "contiguous" : "preallocated";
         int turns = twin_fill(&t);
-        CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", layout, dt_name(kv.type));
+        CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", layout,
+              dt_name(kv.type));
         for (int i = 0; i < 4 && turns > 0; i++)
             twin_turn(&t, MESSAGES[(turns + i) % 6], "after the first prepared eviction");
-        /* against a fresh f32 pass: exact with an f32 cache, the cache dtype's rounding otherwise */
+        /* against a fresh f32 pass: exact with an f32 cache, the cache dtype's rounding otherwise
+         */
         double err = fresh_error(&t.on, t.c_on), limit = kv.type == DT_F32 ? 1e-5 : 2e-2;
-        CHECK(err < limit, "%s %s: prepared, cached vs a fresh pass %.3g (limit %g)", layout, dt_name(kv.type), err, limit);
+        CHECK(err < limit, "%s %s: prepared, cached vs a fresh pass %.3g (limit %g)", layout,
+              dt_name(kv.type), err, limit);
         json_t *p = last(&t.on, "prepare");
-        CHECK(p && json_is_true(json_object_get(p, "ready")) && json_integer_value(json_object_get(p, "tokens")) > 0,
+        CHECK(p && json_is_true(json_object_get(p, "ready")) &&
+                  json_integer_value(json_object_get(p, "tokens")) > 0,
               "the prepare event");
-        /* preparation never runs inside a turn: no prepare event between a user message and its turn_end */
+        /* preparation never runs inside a turn: no prepare event between a user message and its
+         * turn_end */
         int inside = 0, bad = 0;
         size_t i;
         json_t *v;
-        json_array_foreach(t.on.events, i, v) {
+        json_array_foreach(t.on.events, i, v)
+        {
             const char *ev = json_string_value(json_object_get(v, "ev"));
             inside = !strcmp(ev, "user") ? 1 : !strcmp(ev, "turn_end") ? 0 : inside;
             bad += inside && !strcmp(ev, "prepare");
@@ -736,8 +791,9 @@ static void cancel_on_second(void *ctx, int conv, const char *text, size_t n)
         engine_cancel(ctx);
 }
 
-/* A plan that no longer holds is dropped and the eviction runs as without one, with the same logits:
- * after a longer message, /pin, /retry, /set, /fork, a switch of conversation, and Ctrl-C. */
+/* A plan that no longer holds is dropped and the eviction runs as without one, with the same
+ * logits: after a longer message, /pin, /retry, /set, /fork, a switch of conversation, and Ctrl-C.
+ */
 static void prepared_plan_invalidated(void)
 {
     const char *what[] = {"longer message", "pin", "retry", "set", "fork", "switch", "cancel"};
@@ -758,45 +814,52 @@ static void prepared_plan_invalidated(void)
         for (int j = 0; j < 2; j++) {
             engine *e = rs[j]->e;
             switch (k) {
-            case 0: next = "a much longer message than any before it, so that the plan made for the usual size no longer holds"; break;
-            case 1: ok &= engine_pin(e, cs[j], 1, 1) == 0; break;
-            case 2: ok &= engine_retry(e, cs[j], j ? &b : &a) == 0; break;
-            case 3: ok &= engine_set_sampling(e, &engine_model_opts(e)->sp, engine_model_opts(e)->n_predict) == 0; break;
-            case 4: ok &= engine_fork(e, cs[j]) > 0; break;
-            case 5: {
-                int other = engine_new_conv(e);
-                char *x = NULL;
-                ok &= other > 0 && engine_turn(e, other, "elsewhere", &x) == 0;
-                free(x);
-                break;
-            }
-            case 6:
-                piece_count = 0;
-                engine_on_text(e, cancel_on_second, e);
-                ok &= engine_turn_start(e, cs[j], "stop me") == 0 && engine_turn_wait(e, j ? &b : &a) == 0;
-                engine_on_text(e, NULL, NULL);
-                break;
+                case 0:
+                    next = "a much longer message than any before it, so that the plan made for "
+                           "the usual size no longer holds";
+                    break;
+                case 1: ok &= engine_pin(e, cs[j], 1, 1) == 0; break;
+                case 2: ok &= engine_retry(e, cs[j], j ? &b : &a) == 0; break;
+                case 3:
+                    ok &= engine_set_sampling(e, &engine_model_opts(e)->sp,
+                                              engine_model_opts(e)->n_predict) == 0;
+                    break;
+                case 4: ok &= engine_fork(e, cs[j]) > 0; break;
+                case 5: {
+                    int other = engine_new_conv(e);
+                    char *x = NULL;
+                    ok &= other > 0 && engine_turn(e, other, "elsewhere", &x) == 0;
+                    free(x);
+                    break;
+                }
+                case 6:
+                    piece_count = 0;
+                    engine_on_text(e, cancel_on_second, e);
+                    ok &= engine_turn_start(e, cs[j], "stop me") == 0 &&
+                          engine_turn_wait(e, j ? &b : &a) == 0;
+                    engine_on_text(e, NULL, NULL);
+                    break;
             }
         }
         CHECK(ok, "%s: %s", what[k], err_msg());
         free(a);
         free(b);
         engine_settle(t.on.e); /* the event log is read below: nothing may still be adding to it */
-        if (k == 2 || k == 6) /* they end with a turn of their own, which may have used the plan */
+        if (k == 2 || k == 6)  /* they end with a turn of their own, which may have used the plan */
             n_ev = count(&t.on, "evict");
         twin_turn(&t, next, what[k]);
         if (k != 2 && k != 6)
-            CHECK(prepared_since(&t.on, n_ev) == 0, "%s: the eviction after it used the old plan (or none came)",
-                  what[k]);
+            CHECK(prepared_since(&t.on, n_ev) == 0,
+                  "%s: the eviction after it used the old plan (or none came)", what[k]);
         twin_turn(&t, MESSAGES[5], what[k]);
         twin_teardown(&t);
     }
 }
 
 /* In a pool that could not hold the cache growing to its window beside the prepared eviction, the
- * next turn takes the memory back: every ready plan goes unused and the evictions run as without one,
- * with the same logits; in a pool that can, plans are swapped in (some still go unused: a message
- * longer than the last three makes a different plan). */
+ * next turn takes the memory back: every ready plan goes unused and the evictions run as without
+ * one, with the same logits; in a pool that can, plans are swapped in (some still go unused: a
+ * message longer than the last three makes a different plan). */
 static void prepared_plan_yields_memory(void)
 {
     twin t;
@@ -822,7 +885,8 @@ static void prepared_plan_yields_memory(void)
             json_array_clear(t.on.events); /* each turn's events alone */
         }
         if (tight)
-            CHECK(dropped > 0 && swapped == 0, "tight pool: %d plans swapped in, %d given back (want 0, >0)", swapped, dropped);
+            CHECK(dropped > 0 && swapped == 0,
+                  "tight pool: %d plans swapped in, %d given back (want 0, >0)", swapped, dropped);
         else
             CHECK(swapped > 0, "roomy pool: no plan swapped in (%d not used)", dropped);
         twin_teardown(&t);
@@ -832,9 +896,16 @@ static void prepared_plan_yields_memory(void)
 TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_exact},
            {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
-           {"engine/calls_during_reply_refused", calls_during_reply_refused}, {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly}, {"engine/allocation_failures_clean", allocation_failures}, {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+           {"engine/calls_during_reply_refused", calls_during_reply_refused},
+           {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly},
+           {"engine/allocation_failures_clean", allocation_failures},
+           {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
-           {"engine/set_during_reply_waits_for_its_end", set_during_reply}, {"engine/events_rebuild_the_window", events_rebuild_the_window}, {"engine/idle_offload_and_restore", idle_offload}, {"engine/multi_turn_reuses_cache", multi_turn},
-           {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned}, {"engine/message_longer_than_window", long_message},
+           {"engine/set_during_reply_waits_for_its_end", set_during_reply},
+           {"engine/events_rebuild_the_window", events_rebuild_the_window},
+           {"engine/idle_offload_and_restore", idle_offload},
+           {"engine/multi_turn_reuses_cache", multi_turn},
+           {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned},
+           {"engine/message_longer_than_window", long_message},
            {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
            {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

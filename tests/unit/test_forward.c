@@ -1,6 +1,7 @@
-/* The forward pass with the KV cache against the same model run without it: decoding token by token,
- * or in chunks, must give the logits of one pass over the whole sequence. (The NumPy reference test
- * in tests/test_reference.sh checks the whole pass against an independent implementation.) */
+/* The forward pass with the KV cache against the same model run without it: decoding token by
+ * token, or in chunks, must give the logits of one pass over the whole sequence. (The NumPy
+ * reference test in tests/test_reference.sh checks the whole pass against an independent
+ * implementation.) */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,10 +15,7 @@
 #include "check.h"
 #include "model_fixture.h"
 
-static const char *model_dir(const char *dtype_name)
-{
-    return fixture_model(dtype_name, 40);
-}
+static const char *model_dir(const char *dtype_name) { return fixture_model(dtype_name, 40); }
 
 static void cache_equals_recompute(void)
 {
@@ -55,7 +53,8 @@ static void cache_equals_recompute(void)
         CHECK(gpt2_forward(&m, b, inc, ids, 11, a) == -1 && strstr(err_msg(), "exceed the"),
               "overflowing the context was not refused: %s", err_msg());
         int bad = V;
-        CHECK(gpt2_forward(&m, b, full, &bad, 1, a) == -1 && strstr(err_msg(), "outside the vocabulary"),
+        CHECK(gpt2_forward(&m, b, full, &bad, 1, a) == -1 &&
+                  strstr(err_msg(), "outside the vocabulary"),
               "bad id accepted");
         free(a);
         free(r);
@@ -68,7 +67,8 @@ static void cache_equals_recompute(void)
 static void load_errors(void)
 {
     gpt2_model m;
-    CHECK(gpt2_load(&m, "/nonexistent-model", DT_F32, NULL) == -1 && strstr(err_msg(), "/nonexistent-model/config.json"),
+    CHECK(gpt2_load(&m, "/nonexistent-model", DT_F32, NULL) == -1 &&
+              strstr(err_msg(), "/nonexistent-model/config.json"),
           "missing dir: %s", err_msg());
     /* f16 file loaded as f32 and as bf16: conversions happen, shapes still check */
     CHECK(gpt2_load(&m, model_dir("f16"), DT_BF16, NULL) == 0, "f16 as bf16: %s", err_msg());
@@ -76,12 +76,14 @@ static void load_errors(void)
     gpt2_free(&m);
 }
 
-/* A backend that records steps (CUDA graphs) may say a recording failed and nothing ran: the forward
- * pass must issue that step again. This one says so the first time of every step. */
+/* A backend that records steps (CUDA graphs) may say a recording failed and nothing ran: the
+ * forward pass must issue that step again. This one says so the first time of every step. */
 static int issued, ends;
-static int (*cpu_embed_op)(kb_backend *, float *, const int *, int, int, const kb_mat *, const kb_mat *);
+static int (*cpu_embed_op)(kb_backend *, float *, const int *, int, int, const kb_mat *,
+                           const kb_mat *);
 
-static int counting_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb_mat *wte, const kb_mat *wpe)
+static int counting_embed(kb_backend *b, float *x, const int *ids, int n, int pos0,
+                          const kb_mat *wte, const kb_mat *wpe)
 {
     issued++;
     return cpu_embed_op(b, x, ids, n, pos0, wte, wpe);
@@ -135,10 +137,12 @@ static void steps_and_choices(void)
         steps++;
         ids[n++] = nb;
     }
-    CHECK(same, "a step chose other than the sampling rule on its logits, or a reissued step differed");
-    CHECK(issued == 2 * steps && ends == 2 * steps, "%d steps issued %d times (%d ends), not twice each", steps, issued, ends);
-    CHECK(kv_len(sr) == n - 1 && kv_len(sb) == n - 1, "cache lengths %d and %d after feeding %d tokens", kv_len(sr),
-          kv_len(sb), n - 1);
+    CHECK(same,
+          "a step chose other than the sampling rule on its logits, or a reissued step differed");
+    CHECK(issued == 2 * steps && ends == 2 * steps,
+          "%d steps issued %d times (%d ends), not twice each", steps, issued, ends);
+    CHECK(kv_len(sr) == n - 1 && kv_len(sb) == n - 1,
+          "cache lengths %d and %d after feeding %d tokens", kv_len(sr), kv_len(sb), n - 1);
     free(lb);
     free(lr);
     kv_pool_free(pb);
@@ -148,8 +152,9 @@ static void steps_and_choices(void)
     r->destroy(r);
 }
 
-/* A recorded step is keyed by everything it reads besides its scalars: with the same cache, workspace
- * and ids, weights held elsewhere must give another key (a replay would read the old weights). */
+/* A recorded step is keyed by everything it reads besides its scalars: with the same cache,
+ * workspace and ids, weights held elsewhere must give another key (a replay would read the old
+ * weights). */
 static unsigned char keys[2][256];
 static size_t key_len[2];
 static int n_keys;
@@ -168,7 +173,8 @@ static int capture_key(kb_backend *b, const kb_step *s, int *replayed)
 static void step_key_holds_weights(void)
 {
     gpt2_model m, other;
-    CHECK(gpt2_load(&m, model_dir("f32"), DT_F32, NULL) == 0 && gpt2_load(&other, model_dir("f32"), DT_F32, NULL) == 0,
+    CHECK(gpt2_load(&m, model_dir("f32"), DT_F32, NULL) == 0 &&
+              gpt2_load(&other, model_dir("f32"), DT_F32, NULL) == 0,
           "load: %s", err_msg());
     kb_backend *b = kb_create("cpu", 2);
     b->step_begin = capture_key;
@@ -179,19 +185,23 @@ static void step_key_holds_weights(void)
     int ids[3] = {11, 12, 13};
     n_keys = 0;
     CHECK(gpt2_forward(&m, b, seq, ids, 2, NULL) == 0, "prefill: %s", err_msg());
-    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0 && kv_truncate(seq, 2) == 0, "decode: %s", err_msg());
+    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0 && kv_truncate(seq, 2) == 0, "decode: %s",
+          err_msg());
     /* the same model struct (same workspace and cache) reading another copy of the weights */
     gpt2_layer *layers = m.layers;
     kb_mat wte = m.wte, wpe = m.wpe;
     m.layers = other.layers;
     m.wte = other.wte;
     m.wpe = other.wpe;
-    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0, "decode on other weights: %s", err_msg());
+    CHECK(gpt2_forward(&m, b, seq, ids + 2, 1, NULL) == 0, "decode on other weights: %s",
+          err_msg());
     m.layers = layers;
     m.wte = wte;
     m.wpe = wpe;
-    CHECK(n_keys == 2 && key_len[0] == key_len[1] && key_len[0] > 0, "%d decode keys captured", n_keys);
-    CHECK(n_keys == 2 && memcmp(keys[0], keys[1], key_len[0]), "moving the weights left the step's key unchanged");
+    CHECK(n_keys == 2 && key_len[0] == key_len[1] && key_len[0] > 0, "%d decode keys captured",
+          n_keys);
+    CHECK(n_keys == 2 && memcmp(keys[0], keys[1], key_len[0]),
+          "moving the weights left the step's key unchanged");
     kv_seq_free(seq);
     kv_pool_free(p);
     gpt2_free(&other);
@@ -207,7 +217,9 @@ static void fused_products(void)
     float x[K], w[K * N], bias[N], g[K], be[K], y[N], y0[N];
     uint64_t s = 3;
     for (int i = 0; i < K * N; i++)
-        w[i] = (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / (1 << 24) - 0.5f;
+        w[i] =
+            (float)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 40) / (1 << 24) -
+            0.5f;
     for (int i = 0; i < K; i++) {
         x[i] = 2 * w[i * 7 % (K * N)] + 0.3f;
         g[i] = 1 + w[i + 100];
@@ -229,14 +241,20 @@ static void fused_products(void)
         float ref[K];
         if (v < 2) {
             memcpy(y, y0, sizeof y);
-            CHECK(cpu_linear(b, y, x, &m, bias, v == 0 ? &ln : NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1) == 0, "%s", err_msg());
+            CHECK(cpu_linear(b, y, x, &m, bias, v == 0 ? &ln : NULL, v == 0 ? KB_GELU : KB_LINEAR,
+                             v == 1) == 0,
+                  "%s", err_msg());
             for (int j = 0; j < N; j++) {
                 double a = bias[j];
                 for (int k = 0; k < K; k++)
                     a += (v == 0 ? xn[k] : x[k]) * w[k * N + j];
-                ref[j] = (float)(v == 0 ? 0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))) : y0[j] + a);
+                ref[j] =
+                    (float)(v == 0 ? 0.5 * a *
+                                         (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+                                   : y0[j] + a);
             }
-            CHECK(rel_err(y, ref, N) < 1e-6, "linear %s: rel err %.3g", v == 0 ? "norm+gelu" : "residual", rel_err(y, ref, N));
+            CHECK(rel_err(y, ref, N) < 1e-6, "linear %s: rel err %.3g",
+                  v == 0 ? "norm+gelu" : "residual", rel_err(y, ref, N));
         } else {
             kb_mat t = {w, DT_F32, N, K, NULL}; /* [N, K]: y[N] = norm(x)[K] . rows */
             float yt[N];
@@ -272,17 +290,22 @@ static void fused_route_matches(void)
             ids[i] = (i * 104729 + 7) % V;
         kv_opts ko;
         kv_opts_default(&ko, &m.cfg);
-        kv_pool *pp = kv_pool_create(plain, &m.cfg, &ko, NULL), *pf = kv_pool_create(fused, &m.cfg, &ko, NULL);
+        kv_pool *pp = kv_pool_create(plain, &m.cfg, &ko, NULL),
+                *pf = kv_pool_create(fused, &m.cfg, &ko, NULL);
         kv_seq *sp = kv_seq_new(pp, 0), *sf = kv_seq_new(pf, 0);
         float *a = malloc(sizeof(float) * V), *r = malloc(sizeof(float) * V);
-        CHECK(gpt2_forward(&m, plain, sp, ids, 6, r) == 0 && gpt2_forward(&m, fused, sf, ids, 6, a) == 0, "%s", err_msg());
+        CHECK(gpt2_forward(&m, plain, sp, ids, 6, r) == 0 &&
+                  gpt2_forward(&m, fused, sf, ids, 6, a) == 0,
+              "%s", err_msg());
         for (int i = 6; i < 24; i++) {
-            CHECK(gpt2_forward(&m, plain, sp, ids + i, 1, r) == 0 && gpt2_forward(&m, fused, sf, ids + i, 1, a) == 0, "%s",
-                  err_msg());
+            CHECK(gpt2_forward(&m, plain, sp, ids + i, 1, r) == 0 &&
+                      gpt2_forward(&m, fused, sf, ids + i, 1, a) == 0,
+                  "%s", err_msg());
             differ += memcmp(a, r, sizeof(float) * V) != 0;
         }
-        CHECK(!differ, "%s: %d of 18 decode steps differ from the unfused route (rel err of the last %.3g)", types[t],
-              differ, rel_err(a, r, V));
+        CHECK(!differ,
+              "%s: %d of 18 decode steps differ from the unfused route (rel err of the last %.3g)",
+              types[t], differ, rel_err(a, r, V));
         free(a);
         free(r);
         kv_seq_free(sp);
@@ -295,9 +318,9 @@ static void fused_route_matches(void)
     }
 }
 
-/* The same steps run with 1, 2 and 3 of a 3-thread backend's threads give the same logits bit for bit
- * (the CPU backend changes the threads of its steps when another process takes a core), in every
- * weight dtype, through the GEMMs of a prefill and the streamed products of decode. */
+/* The same steps run with 1, 2 and 3 of a 3-thread backend's threads give the same logits bit for
+ * bit (the CPU backend changes the threads of its steps when another process takes a core), in
+ * every weight dtype, through the GEMMs of a prefill and the streamed products of decode. */
 static void threads_change_nothing(void)
 {
     const char *types[4] = {"f32", "bf16", "f16", "q8"};
@@ -321,7 +344,8 @@ static void threads_change_nothing(void)
             kv_seq *s = kv_seq_new(p, 0);
             for (int i = 0; i < 12; i++) { /* a prefill of 20 (GEMMs), then decode steps */
                 float *out = th == 1 ? ref + (size_t)V * i : got;
-                if (i == 0 ? gpt2_forward(&m, b, s, ids, 20, out) : gpt2_forward(&m, b, s, ids + 19 + i, 1, out)) {
+                if (i == 0 ? gpt2_forward(&m, b, s, ids, 20, out)
+                           : gpt2_forward(&m, b, s, ids + 19 + i, 1, out)) {
                     CHECK(0, "%s", err_msg());
                     break;
                 }
@@ -332,7 +356,8 @@ static void threads_change_nothing(void)
             b->destroy(b);
             CHECK(gpt2_load(&m, fixture_model("f32", 64), dt, NULL) == 0, "load: %s", err_msg());
         }
-        CHECK(!differ, "%s weights: %d steps differ between the threads they ran with", types[t], differ);
+        CHECK(!differ, "%s weights: %d steps differ between the threads they ran with", types[t],
+              differ);
         free(ref);
         free(got);
         gpt2_free(&m);
@@ -354,10 +379,11 @@ static void yielding_pass(void)
     for (int i = 0; i < 12; i++)
         ids[i] = 100 + 31 * i;
     atomic_int stop = 1;
-    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 1 && kv_len(y) == 0, "told to give way: rc or length %d",
-          kv_len(y));
+    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 1 && kv_len(y) == 0,
+          "told to give way: rc or length %d", kv_len(y));
     atomic_store(&stop, 0);
-    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 0 && gpt2_forward(&m, b, f, ids, 12, NULL) == 0,
+    CHECK(gpt2_forward_yielding(&m, b, y, ids, 12, &stop) == 0 &&
+              gpt2_forward(&m, b, f, ids, 12, NULL) == 0,
           "a pass not told to give way failed: %s", err_msg());
     size_t n = kv_export_bytes(y);
     char *a = malloc(n), *c = malloc(n);
@@ -371,5 +397,10 @@ static void yielding_pass(void)
     b->destroy(b);
 }
 
-TEST_TABLE(forward_tests, {"forward/yielding_pass", yielding_pass}, {"forward/threads_change_nothing", threads_change_nothing}, {"forward/fused_products_match_reference", fused_products}, {"forward/fused_route_matches", fused_route_matches}, {"forward/step_key_holds_weights", step_key_holds_weights}, {"forward/cache_equals_recompute", cache_equals_recompute}, {"forward/load_errors", load_errors},
-           {"forward/steps_and_choices", steps_and_choices});
+TEST_TABLE(forward_tests, {"forward/yielding_pass", yielding_pass},
+           {"forward/threads_change_nothing", threads_change_nothing},
+           {"forward/fused_products_match_reference", fused_products},
+           {"forward/fused_route_matches", fused_route_matches},
+           {"forward/step_key_holds_weights", step_key_holds_weights},
+           {"forward/cache_equals_recompute", cache_equals_recompute},
+           {"forward/load_errors", load_errors}, {"forward/steps_and_choices", steps_and_choices});

@@ -33,17 +33,20 @@ static double rel_l2(const float *a, const double *ref, size_t n)
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-/* what a product against weights of type t multiplies: bf16 weights take their inputs rounded to bf16 */
+/* what a product against weights of type t multiplies: bf16 weights take their inputs rounded to
+ * bf16 */
 static double input(float v, dtype t)
 {
     return t == DT_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(v)) : v;
 }
 
-/* weights stored in `t`; the reference reads back the stored values, so only arithmetic is compared */
+/* weights stored in `t`; the reference reads back the stored values, so only arithmetic is compared
+ */
 static void matmul_case(dtype t, int n, int K, int N, int with_bias)
 {
     uint64_t s = (uint64_t)(n * 131 + K * 7 + N + t);
-    float *x = malloc(sizeof(float) * n * K), *wf = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
+    float *x = malloc(sizeof(float) * n * K), *wf = malloc(sizeof(float) * K * N),
+          *bias = malloc(sizeof(float) * N);
     float *y = malloc(sizeof(float) * n * N), *yt = malloc(sizeof(float) * n * K);
     void *w = malloc(dt_size(t) * K * N);
     double *ref = malloc(sizeof(double) * n * N), *reft = malloc(sizeof(double) * n * K);
@@ -63,13 +66,16 @@ static void matmul_case(dtype t, int n, int K, int N, int with_bias)
             ref[r * N + j] = acc;
         }
     kb_mat m = {.data = w, .type = t, .rows = K, .cols = N};
-    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0, "matmul failed");
+    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0,
+          "matmul failed");
     double e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "matmul %s n=%d K=%d N=%d: rel err %.3g", dt_name(t), n, K, N, e);
     /* the GELU applied to the product's output (the MLP's first matrix) */
-    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_GELU) == 0, "matmul+gelu failed");
+    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_GELU) == 0,
+          "matmul+gelu failed");
     for (int i = 0; i < n * N; i++)
-        ref[i] = 0.5 * ref[i] * (1 + tanh(sqrt(2 / M_PI) * (ref[i] + 0.044715 * ref[i] * ref[i] * ref[i])));
+        ref[i] = 0.5 * ref[i] *
+                 (1 + tanh(sqrt(2 / M_PI) * (ref[i] + 0.044715 * ref[i] * ref[i] * ref[i])));
     e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "matmul+gelu %s n=%d K=%d N=%d: rel err %.3g", dt_name(t), n, K, N, e);
     /* transposed product: x[n, N] against the same matrix read as [K, N]^T gives [n, K] */
@@ -103,11 +109,11 @@ static void matmul_all(void)
 {
     dtype types[3] = {DT_F32, DT_F16, DT_BF16};
     for (int i = 0; i < 3; i++) {
-        matmul_case(types[i], 1, 64, 192, 1);   /* decode: streamed */
-        matmul_case(types[i], 3, 67, 45, 1);    /* odd sizes, streamed, scalar tails */
-        matmul_case(types[i], 20, 96, 130, 1);  /* prefill: GEMM */
-        matmul_case(types[i], 43, 64, 300, 1);  /* row tiles and panels with tails */
-        matmul_case(types[i], 9, 33, 17, 0);    /* no bias */
+        matmul_case(types[i], 1, 64, 192, 1);  /* decode: streamed */
+        matmul_case(types[i], 3, 67, 45, 1);   /* odd sizes, streamed, scalar tails */
+        matmul_case(types[i], 20, 96, 130, 1); /* prefill: GEMM */
+        matmul_case(types[i], 43, 64, 300, 1); /* row tiles and panels with tails */
+        matmul_case(types[i], 9, 33, 17, 0);   /* no bias */
     }
 }
 
@@ -156,15 +162,16 @@ static void layernorm_gelu_add(void)
 static double cached(const kb_kv *kv, int layer, int which, int head, int pos, int c)
 {
     const void *row = kvl_row(kv, layer, which, head, pos);
-    double v = kv->type == DT_F32 ? ((const float *)row)[c]
-             : kv->type == DT_F16 ? dt_f16_to_f32(((const uint16_t *)row)[c])
-             : kv->type == DT_BF16 ? dt_bf16_to_f32(((const uint16_t *)row)[c]) : ((const int8_t *)row)[c];
+    double v = kv->type == DT_F32    ? ((const float *)row)[c]
+               : kv->type == DT_F16  ? dt_f16_to_f32(((const uint16_t *)row)[c])
+               : kv->type == DT_BF16 ? dt_bf16_to_f32(((const uint16_t *)row)[c])
+                                     : ((const int8_t *)row)[c];
     return kv->type == DT_I8 ? v * *kvl_scale(kv, layer, which, head, pos) : v;
 }
 
-/* Attention of layer 1 of a 2-layer cache, paged (blocks of 4 in scrambled order) or contiguous. The
- * reference is computed in double from what the cache holds after the call; a second check bounds
- * how far the stored rows are from the values they came from. */
+/* Attention of layer 1 of a 2-layer cache, paged (blocks of 4 in scrambled order) or contiguous.
+ * The reference is computed in double from what the cache holds after the call; a second check
+ * bounds how far the stored rows are from the values they came from. */
 static void attention_case(int past, int n, int H, int C, dtype t, int paged)
 {
     uint64_t s = (uint64_t)(past * 17 + n + t * 3 + paged);
@@ -179,7 +186,8 @@ static void attention_case(int past, int n, int H, int C, dtype t, int paged)
     float *qkv = malloc(sizeof(float) * n * 3 * C), *y = malloc(sizeof(float) * n * C);
     double *ref = malloc(sizeof(double) * n * C);
     /* past rows stored the way the kernel stores them: run the kernel on the prefix first */
-    float *pre = malloc(sizeof(float) * (past ? past : 1) * 3 * C), *yp = malloc(sizeof(float) * (past ? past : 1) * C);
+    float *pre = malloc(sizeof(float) * (past ? past : 1) * 3 * C),
+          *yp = malloc(sizeof(float) * (past ? past : 1) * C);
     for (int i = 0; i < past * 3 * C; i++)
         pre[i] = rnd(&s) * 2;
     if (past)
@@ -214,8 +222,10 @@ static void attention_case(int past, int n, int H, int C, dtype t, int paged)
             free(sc);
         }
     double e = rel_l2(y, ref, (size_t)n * C);
-    CHECK(e < 1e-5, "attention %s %s past=%d n=%d: rel err %.3g", dt_name(t), paged ? "paged" : "contiguous", past, n, e);
-    CHECK(worst < tol, "%s rows stored %.3g away from their values (limit %.3g)", dt_name(t), worst, tol);
+    CHECK(e < 1e-5, "attention %s %s past=%d n=%d: rel err %.3g", dt_name(t),
+          paged ? "paged" : "contiguous", past, n, e);
+    CHECK(worst < tol, "%s rows stored %.3g away from their values (limit %.3g)", dt_name(t), worst,
+          tol);
     free(pre);
     free(yp);
     free(table);
@@ -233,15 +243,17 @@ static void attention_all(void)
             attention_case(0, 1, 2, 16, types[t], paged);
             attention_case(13, 1, 3, 24, types[t], paged);
             attention_case(9, 5, 2, 16, types[t], paged);
-            attention_case(40, 1, 2, 128, types[t], paged); /* head dim 64: 16 keys at a time, a tail */
+            attention_case(40, 1, 2, 128, types[t],
+                           paged); /* head dim 64: 16 keys at a time, a tail */
             attention_case(21, 3, 1, 16, types[t], paged);  /* head dim 16 */
             attention_case(0, 70, 2, 32, types[t], paged);  /* GEMM path, two row blocks */
             attention_case(11, 20, 4, 32, types[t], paged); /* GEMM path after a cached prefix */
         }
 }
 
-/* q8 as its definition: a block of 32 is scaled by max|v| / 127 (weights: the scale kept as f16) and
- * rounded half away from zero; an output is the sum over blocks of both scales times the integer dot */
+/* q8 as its definition: a block of 32 is scaled by max|v| / 127 (weights: the scale kept as f16)
+ * and rounded half away from zero; an output is the sum over blocks of both scales times the
+ * integer dot */
 static void q8_ref_block(const float *v, double *q, double *d, int f16_scale)
 {
     double amax = 0;
@@ -261,11 +273,13 @@ static void q8_case(int n, int K, int N, int with_bias)
 {
     uint64_t s = (uint64_t)(n * 977 + K * 13 + N);
     int blocks = K / 32;
-    float *x = malloc(sizeof(float) * n * K), *w = malloc(sizeof(float) * K * N), *bias = malloc(sizeof(float) * N);
+    float *x = malloc(sizeof(float) * n * K), *w = malloc(sizeof(float) * K * N),
+          *bias = malloc(sizeof(float) * N);
     float *col = malloc(sizeof(float) * K), *y = malloc(sizeof(float) * n * N);
     int8_t *q = malloc((size_t)N * K);
     uint16_t *sc = malloc(sizeof(uint16_t) * N * blocks);
-    double *ref = malloc(sizeof(double) * n * N), *wq = malloc(sizeof(double) * N * K), *wd = malloc(sizeof(double) * N * blocks);
+    double *ref = malloc(sizeof(double) * n * N), *wq = malloc(sizeof(double) * N * K),
+           *wd = malloc(sizeof(double) * N * blocks);
     for (int i = 0; i < n * K; i++)
         x[i] = rnd(&s) * (i % 7 == 0 ? 5 : 1);
     for (int i = 0; i < K * N; i++)
@@ -295,7 +309,8 @@ static void q8_case(int n, int K, int N, int with_bias)
         }
     }
     kb_mat m = {.data = q, .type = DT_Q8, .rows = K, .cols = N, .scales = sc};
-    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0, "q8 matmul failed");
+    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0,
+          "q8 matmul failed");
     double e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "q8 matmul n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
     /* the LM head's layout: the same stored rows read as matmul_t's [N, K] */
@@ -330,11 +345,12 @@ static void q8_case(int n, int K, int N, int with_bias)
 
 static void q8_all(void)
 {
-    q8_case(1, 64, 96, 1);    /* decode */
-    q8_case(1, 608, 20, 0);   /* decode: 19 blocks, an odd one last, scales in two vectors */
-    q8_case(5, 96, 33, 1);    /* a few tokens, odd column count */
-    q8_case(40, 128, 70, 0);  /* prefill */
-    /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are; zeros stay zero */
+    q8_case(1, 64, 96, 1);   /* decode */
+    q8_case(1, 608, 20, 0);  /* decode: 19 blocks, an odd one last, scales in two vectors */
+    q8_case(5, 96, 33, 1);   /* a few tokens, odd column count */
+    q8_case(40, 128, 70, 0); /* prefill */
+    /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are; zeros stay
+     * zero */
     float v[64];
     int8_t q[64];
     uint16_t d[2];
@@ -357,11 +373,13 @@ static void embed(void)
     for (int i = 0; i < P * C; i++)
         wpe[i] = (float)i;
     dt_from_f32(h, wte, DT_BF16, V * C);
-    kb_mat te = {.data = h, .type = DT_BF16, .rows = V, .cols = C}, pe = {.data = wpe, .type = DT_F32, .rows = P, .cols = C};
+    kb_mat te = {.data = h, .type = DT_BF16, .rows = V, .cols = C},
+           pe = {.data = wpe, .type = DT_F32, .rows = P, .cols = C};
     be()->embed(be(), x, (int[]){7, 2}, 2, 3, &te, &pe);
     int ok = 1;
     for (int c = 0; c < C; c++)
-        ok &= x[c] == (7 * C + c) * 0.25f + (3 * C + c) && x[C + c] == (2 * C + c) * 0.25f + (4 * C + c);
+        ok &= x[c] == (7 * C + c) * 0.25f + (3 * C + c) &&
+              x[C + c] == (2 * C + c) * 0.25f + (4 * C + c);
     CHECK(ok, "embedding rows wrong");
     /* q8 token rows: blocks of 32 along the row, an f16 scale each */
     enum { QC = 64 };
@@ -372,7 +390,8 @@ static void embed(void)
         tq[i] = (int8_t)(i % 200 - 100);
     for (int i = 0; i < 3 * QC / 32; i++)
         ts[i] = dt_f32_to_f16(0.5f * (float)(i + 1));
-    kb_mat qe = {.data = tq, .type = DT_Q8, .rows = 3, .cols = QC, .scales = ts}, qp = {.data = pz, .type = DT_F32, .rows = 4, .cols = QC};
+    kb_mat qe = {.data = tq, .type = DT_Q8, .rows = 3, .cols = QC, .scales = ts},
+           qp = {.data = pz, .type = DT_F32, .rows = 4, .cols = QC};
     be()->embed(be(), xq, (int[]){2}, 1, 1, &qe, &qp);
     ok = 1;
     for (int c = 0; c < QC; c++)
@@ -380,5 +399,6 @@ static void embed(void)
     CHECK(ok, "q8 embedding rows wrong");
 }
 
-TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all}, {"kernels/q8_vs_definition", q8_all}, {"kernels/layernorm_gelu_add", layernorm_gelu_add},
+TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
+           {"kernels/q8_vs_definition", q8_all}, {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed});

@@ -50,7 +50,8 @@ static double step_and_compare(rig *r, tracked *t)
     return rel_err(r->got, r->want, r->m.cfg.vocab_size);
 }
 
-static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int steps, int *offloads)
+static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int steps,
+                         int *offloads)
 {
     kv_opts o;
     kv_opts_default(&o, &r->m.cfg);
@@ -61,7 +62,8 @@ static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int
     o.grow_factor = 1.5f;
     o.window = WINDOW;
     /* room for about two and a half full windows: four sequences must take turns in it */
-    size_t tok = 2 * (size_t)r->m.cfg.n_layer * r->m.cfg.n_embd * dt_size(type) + (type == DT_I8 ? 2 * 2 * 4 * 4 : 0);
+    size_t tok = 2 * (size_t)r->m.cfg.n_layer * r->m.cfg.n_embd * dt_size(type) +
+                 (type == DT_I8 ? 2 * 2 * 4 * 4 : 0);
     o.pool_bytes = tok * WINDOW * 5 / 2 + 4096;
     kv_pool *pool = kv_pool_create(r->b, &r->m.cfg, &o, NULL);
     CHECK(pool != NULL, "pool: %s", err_msg());
@@ -150,10 +152,12 @@ static void random_operations(void)
     for (int t = 0; t < 4; t++)
         for (int l = 0; l < 3; l++) {
             int offloads = 0;
-            double worst = run_config(&r, l == 0 ? KV_PAGED : KV_CONTIGUOUS, l == 2, types[t], 80, &offloads);
-            CHECK(worst < bound[t], "%s %s: worst relative error %.3g (bound %.0e)", names[l], dt_name(types[t]), worst,
-                  bound[t]);
-            printf("     kvcache %-20s %-5s worst rel err %.2e, %d offloads\n", names[l], dt_name(types[t]), worst, offloads);
+            double worst =
+                run_config(&r, l == 0 ? KV_PAGED : KV_CONTIGUOUS, l == 2, types[t], 80, &offloads);
+            CHECK(worst < bound[t], "%s %s: worst relative error %.3g (bound %.0e)", names[l],
+                  dt_name(types[t]), worst, bound[t]);
+            printf("     kvcache %-20s %-5s worst rel err %.2e, %d offloads\n", names[l],
+                   dt_name(types[t]), worst, offloads);
         }
     free(r.got);
     free(r.want);
@@ -195,7 +199,8 @@ static void pool_exhaustion(void)
             o.type = ti ? DT_I8 : DT_F32;
             o.window = 64;
             /* 64 positions: one sequence of 40 fits, two do not */
-            o.pool_bytes = 4 * kvl_block_bytes(o.type, m.cfg.n_layer, m.cfg.n_head, m.cfg.n_embd / m.cfg.n_head, 16);
+            o.pool_bytes = 4 * kvl_block_bytes(o.type, m.cfg.n_layer, m.cfg.n_head,
+                                               m.cfg.n_embd / m.cfg.n_head, 16);
             kv_pool *pool = kv_pool_create(b, &m.cfg, &o, NULL);
             kv_seq *a = kv_seq_new(pool, 1), *c = kv_seq_new(pool, 2);
             int ids[40];
@@ -211,14 +216,15 @@ static void pool_exhaustion(void)
             CHECK(kv_restore(a) == 0, "restore: %s", err_msg());
             CHECK(!kv_is_offloaded(a) && kv_is_offloaded(c), "restore did not swap a and c");
             char *after = snapshot(a, 40, &n2);
-            CHECK(n1 == n2 && !memcmp(before, after, n1), "offload/restore changed the cached bytes");
+            CHECK(n1 == n2 && !memcmp(before, after, n1),
+                  "offload/restore changed the cached bytes");
             free(before);
             free(after);
             /* one sequence bigger than the whole pool: a clear error, nothing dropped */
             kv_set_busy(c, 1);
             int rc = kv_reserve(a, 60);
-            CHECK(rc == -1 && (strstr(err_msg(), "KV pool") || strstr(err_msg(), "window")), "oversized reserve: %s",
-                  err_msg());
+            CHECK(rc == -1 && (strstr(err_msg(), "KV pool") || strstr(err_msg(), "window")),
+                  "oversized reserve: %s", err_msg());
             CHECK(kv_len(a) == 40, "a lost tokens");
             /* work in the background takes only what the pool can spare: a fork of c's first 8
              * positions that then needs 30 more fails, and nothing is moved out for it */
@@ -227,9 +233,10 @@ static void pool_exhaustion(void)
             kv_seq *bg = kv_fork_background(c, 8);
             int a_out = kv_is_offloaded(a), c_out = kv_is_offloaded(c);
             rc = bg ? kv_reserve(bg, 30) : -1;
-            CHECK(bg && rc == -1 && strstr(err_msg(), "spare"), "a background fork took memory it could not spare: %s",
-                  err_msg());
-            CHECK(kv_is_offloaded(a) == a_out && kv_is_offloaded(c) == c_out, "something moved out for background work");
+            CHECK(bg && rc == -1 && strstr(err_msg(), "spare"),
+                  "a background fork took memory it could not spare: %s", err_msg());
+            CHECK(kv_is_offloaded(a) == a_out && kv_is_offloaded(c) == c_out,
+                  "something moved out for background work");
             kv_seq_free(bg);
             kv_pool_free(pool);
         }
@@ -238,7 +245,8 @@ static void pool_exhaustion(void)
 }
 
 /* A snapshot's rows go back in only if they hold numbers: one NaN, or one infinity, in any cache
- * dtype (an int8 cache: in a row's scale) is refused, naming the position; the rows as exported go in. */
+ * dtype (an int8 cache: in a row's scale) is refused, naming the position; the rows as exported go
+ * in. */
 static void import_refuses_non_finite(void)
 {
     gpt2_model m;
@@ -260,17 +268,23 @@ static void import_refuses_non_finite(void)
         unsigned char *flat = malloc(n);
         CHECK(flat && kv_export(a, flat) == 0, "export: %s", err_msg());
         const char *name = dt_name(types[t]);
-        CHECK(kv_import(c, flat, 12) == 0 && kv_len(c) == 12, "%s: the exported rows: %s", name, err_msg());
+        CHECK(kv_import(c, flat, 12) == 0 && kv_len(c) == 12, "%s: the exported rows: %s", name,
+              err_msg());
         /* position 5 of the first row: its value, or for int8 its scale after all the values */
         size_t hd = (size_t)(m.cfg.n_embd / m.cfg.n_head);
         size_t at = types[t] == DT_I8 ? rows * hd + 4 * 5 : 5 * hd * dt_size(types[t]);
         static const unsigned char nan32[4] = {0, 0, 0xc0, 0x7f}, inf16[2] = {0, 0x7c},
                                    nan_bf16[2] = {0xc0, 0x7f};
         int half = types[t] == DT_F16 || types[t] == DT_BF16;
-        memcpy(flat + at, types[t] == DT_F16 ? inf16 : types[t] == DT_BF16 ? nan_bf16 : nan32, half ? 2 : 4);
+        memcpy(flat + at,
+               types[t] == DT_F16    ? inf16
+               : types[t] == DT_BF16 ? nan_bf16
+                                     : nan32,
+               half ? 2 : 4);
         err_set("%s", "");
         int rc = kv_import(d, flat, 12);
-        CHECK(rc < 0 && strstr(err_msg(), "position 5 holds a NaN or an infinity") && kv_len(d) == 0,
+        CHECK(rc < 0 && strstr(err_msg(), "position 5 holds a NaN or an infinity") &&
+                  kv_len(d) == 0,
               "%s: a NaN went in: '%s'", name, err_msg());
         free(flat);
         kv_pool_free(pool);
@@ -334,7 +348,8 @@ static void allocation_failures(void)
     dev.alloc = helper_alloc;
     dev.release = helper_release;
     kb_backend *backs[2] = {cpu, &dev};
-    size_t block = kvl_block_bytes(DT_F32, m.cfg.n_layer, m.cfg.n_head, m.cfg.n_embd / m.cfg.n_head, 16);
+    size_t block =
+        kvl_block_bytes(DT_F32, m.cfg.n_layer, m.cfg.n_head, m.cfg.n_embd / m.cfg.n_head, 16);
     for (int bi = 0; bi < 2; bi++)
         for (int layout = 0; layout < 2; layout++) {
             long n = 0, left = -1;
@@ -347,12 +362,14 @@ static void allocation_failures(void)
             CHECK(left >= 0, "the scenario still failed after %ld allocations", n);
             err_set("%s", "");
             alloc_scenario(&m, backs[bi], layout ? KV_CONTIGUOUS : KV_PAGED, block / 2);
-            CHECK(strstr(err_msg(), "smaller than one block") || layout, "a pool under a block: %s", err_msg());
+            CHECK(strstr(err_msg(), "smaller than one block") || layout, "a pool under a block: %s",
+                  err_msg());
         }
     gpt2_free(&m);
     cpu->destroy(cpu);
 }
 
-TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures}, {"kvcache/random_operations_vs_fresh", random_operations},
+TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures},
+           {"kvcache/random_operations_vs_fresh", random_operations},
            {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion},
            {"kvcache/import_refuses_non_finite", import_refuses_non_finite});

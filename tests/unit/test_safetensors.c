@@ -37,16 +37,19 @@ static void expect_error(const char *json, size_t data, uint64_t hdr_len, const 
 static void valid_file(void)
 {
     size_t len;
-    uint8_t *b = make("{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"BF16\",\"shape\":[2,1],"
-                      "\"data_offsets\":[8,12]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}   ",
-                      12, 0, &len);
+    uint8_t *b =
+        make("{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"BF16\",\"shape\":[2,1],"
+             "\"data_offsets\":[8,12]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,"
+             "8]}}   ",
+             12, 0, &len);
     st_file f;
     CHECK(st_parse(&f, b, len) == 0, "valid file rejected: %s", err_msg());
     const st_tensor *a = st_find(&f, "a"), *bt = st_find(&f, "b");
     CHECK(a && bt && f.n_tensors == 2, "tensors not found");
     if (a && bt) {
         CHECK(a->data == b + len - 12 && bt->data == b + len - 4, "data pointers wrong");
-        CHECK(bt->ndim == 2 && bt->shape[0] == 2 && bt->shape[1] == 1 && !strcmp(bt->dtype, "BF16"), "shape wrong");
+        CHECK(bt->ndim == 2 && bt->shape[0] == 2 && bt->shape[1] == 1 && !strcmp(bt->dtype, "BF16"),
+              "shape wrong");
     }
     CHECK(!st_find(&f, "__metadata__"), "metadata is not a tensor");
     st_close(&f);
@@ -59,18 +62,25 @@ static void rejects_each_rule(void)
     expect_error("{}", 0, 50, "past the end");
     expect_error("[1]", 0, 0, "not a JSON object");
     expect_error("{\"a\":", 0, 0, "invalid");
-    expect_error("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "unknown dtype");
-    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, 0, "shape x dtype");
+    expect_error("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0,
+                 "unknown dtype");
+    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, 0,
+                 "shape x dtype");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0, "hole");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, 0, "overlap");
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                 12, 0, "overlap");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, 0, "cover");
-    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, 0, "past the end of the data");
+    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, 0,
+                 "past the end of the data");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                 "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0, "duplicate");
+                 "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                 8, 0, "duplicate");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],"
-                 "\"data_offsets\":[0,4]}}", 4, 0, "overflow");
-    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0, "non-negative");
+                 "\"data_offsets\":[0,4]}}",
+                 4, 0, "overflow");
+    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0,
+                 "non-negative");
     expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, 0, "data_offsets");
     expect_error("{\"__metadata__\":{\"k\":1}}", 0, 0, "not a string");
     expect_error("{}x", 0, 0, "trailing");
@@ -100,9 +110,11 @@ static void write_then_read(void)
     CHECK(y && ((const uint8_t *)y->data)[7] == 2 && y->shape[1] == 2, "content wrong");
     CHECK((f.map_len - 8 - 12) % 8 == 0, "header not padded to 8 bytes");
     st_close(&f);
-    CHECK(st_open(&f, "/nonexistent/x.safetensors") == -1 && strstr(err_msg(), "/nonexistent/x.safetensors"),
+    CHECK(st_open(&f, "/nonexistent/x.safetensors") == -1 &&
+              strstr(err_msg(), "/nonexistent/x.safetensors"),
           "missing file error does not name it: %s", err_msg());
 }
 
-TEST_TABLE(safetensors_tests, {"safetensors/valid_file", valid_file}, {"safetensors/rejects_each_rule", rejects_each_rule},
+TEST_TABLE(safetensors_tests, {"safetensors/valid_file", valid_file},
+           {"safetensors/rejects_each_rule", rejects_each_rule},
            {"safetensors/write_then_read", write_then_read});

@@ -25,7 +25,8 @@ static void reader_allocation_failures(void)
         if (session_read(&s, path))
             unnamed += !strstr(err_msg(), path);
         else {
-            CHECK(s.n_events == events, "a read that succeeded has %d events, not %d", s.n_events, events);
+            CHECK(s.n_events == events, "a read that succeeded has %d events, not %d", s.n_events,
+                  events);
             session_free(&s);
         }
         left = err_fail_allocs_after(-1);

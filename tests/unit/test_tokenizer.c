@@ -33,8 +33,8 @@ static void expect_ids(const char *s, const int *want, int n_want)
     int same = n == n_want;
     for (int i = 0; same && i < n; i++)
         same = got[i] == want[i];
-    CHECK(same, "'%s' -> %d ids, first %d (want %d ids, first %d)", s, n, n > 0 ? got[0] : -1, n_want,
-          n_want ? want[0] : -1);
+    CHECK(same, "'%s' -> %d ids, first %d (want %d ids, first %d)", s, n, n > 0 ? got[0] : -1,
+          n_want, n_want ? want[0] : -1);
 }
 
 static void known_answers(void)
@@ -42,8 +42,8 @@ static void known_answers(void)
     CHECK(tok() != NULL, "cannot load assets: %s", err_msg());
     if (!tok())
         return;
-    CHECK(tok_vocab_size(tok()) == 50257 && tok_eos(tok()) == 50256, "vocab %d eos %d", tok_vocab_size(tok()),
-          tok_eos(tok()));
+    CHECK(tok_vocab_size(tok()) == 50257 && tok_eos(tok()) == 50256, "vocab %d eos %d",
+          tok_vocab_size(tok()), tok_eos(tok()));
     expect_ids("Hello world", (int[]){15496, 995}, 2);
     expect_ids(" Hello world", (int[]){18435, 995}, 2);
     expect_ids("hello world", (int[]){31373, 995}, 2);
@@ -85,9 +85,16 @@ static char *decode_all(const int *ids, int n, size_t *len)
 static void round_trip(void)
 {
     static const char *texts[] = {
-        "Hello, world! It's a test.", "emoji 🙂👍🏽 and ZWJ 👨‍👩‍👧", "中文字符和日本語のテキスト",
-        "combining: e\xcc\x81 a\xcc\x8a", "tabs\tand\r\nnewlines\n\n\n  spaces   ", "\x01\x02 control \x7f",
-        "x = f(y) + 2*z; // code", "Ünïcödé ßtraße", "   leading and trailing   ", "'s 't 're 've 'm 'll 'd",
+        "Hello, world! It's a test.",
+        "emoji 🙂👍🏽 and ZWJ 👨‍👩‍👧",
+        "中文字符和日本語のテキスト",
+        "combining: e\xcc\x81 a\xcc\x8a",
+        "tabs\tand\r\nnewlines\n\n\n  spaces   ",
+        "\x01\x02 control \x7f",
+        "x = f(y) + 2*z; // code",
+        "Ünïcödé ßtraße",
+        "   leading and trailing   ",
+        "'s 't 're 've 'm 'll 'd",
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         int ids[512];
@@ -95,7 +102,8 @@ static void round_trip(void)
         CHECK(n > 0 && n <= 512, "encode failed for '%s'", texts[i]);
         size_t len;
         char *back = decode_all(ids, n, &len);
-        CHECK(len == strlen(texts[i]) && !memcmp(back, texts[i], len), "round trip changed '%s' to '%s'", texts[i], back);
+        CHECK(len == strlen(texts[i]) && !memcmp(back, texts[i], len),
+              "round trip changed '%s' to '%s'", texts[i], back);
         free(back);
     }
 }
@@ -104,12 +112,19 @@ static void invalid_utf8(void)
 {
     /* each maximal invalid subpart becomes one U+FFFD, as Python's errors="replace" does */
     int a[16], b[16];
-    int na = encode("a\xff" "b\xe2\x82" "c\xed\xa0\x80", 9, 0, a, 16);
-    const char *want = "a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
+    int na = encode("a\xff"
+                    "b\xe2\x82"
+                    "c\xed\xa0\x80",
+                    9, 0, a, 16);
+    const char *want = "a\xef\xbf\xbd"
+                       "b\xef\xbf\xbd"
+                       "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
     int nb = encode(want, strlen(want), 0, b, 16);
-    CHECK(na == nb && na > 0 && !memcmp(a, b, sizeof(int) * (size_t)na), "replacement differs (%d vs %d ids)", na, nb);
+    CHECK(na == nb && na > 0 && !memcmp(a, b, sizeof(int) * (size_t)na),
+          "replacement differs (%d vs %d ids)", na, nb);
     int c[4];
-    CHECK(encode("\xf0\x9f", 2, 0, c, 4) == encode("\xef\xbf\xbd", 3, 0, b, 4), "truncated character not replaced");
+    CHECK(encode("\xf0\x9f", 2, 0, c, 4) == encode("\xef\xbf\xbd", 3, 0, b, 4),
+          "truncated character not replaced");
 }
 
 static void streaming_split_character(void)
@@ -158,17 +173,20 @@ static void bad_files(void)
     FILE *f = fopen(v, "w");
     fputs("{\"a\": 0, \"b\": \"x\"}", f);
     fclose(f);
-    CHECK(!tok_load(v, asset("merges.txt")) && strstr(err_msg(), "bad_vocab.json"), "bad vocab: %s", err_msg());
+    CHECK(!tok_load(v, asset("merges.txt")) && strstr(err_msg(), "bad_vocab.json"), "bad vocab: %s",
+          err_msg());
     snprintf(m, sizeof m, "%s/bad_merges.txt", temp_dir());
     f = fopen(m, "w");
     fputs("#version: 0.2\nĠ t\nnot-a-pair\n", f);
     fclose(f);
-    CHECK(!tok_load(asset("vocab.json"), m) && strstr(err_msg(), "line 3"), "bad merges: %s", err_msg());
-    CHECK(!tok_load("/nonexistent/vocab.json", m) && strstr(err_msg(), "/nonexistent/vocab.json"), "missing: %s",
+    CHECK(!tok_load(asset("vocab.json"), m) && strstr(err_msg(), "line 3"), "bad merges: %s",
           err_msg());
+    CHECK(!tok_load("/nonexistent/vocab.json", m) && strstr(err_msg(), "/nonexistent/vocab.json"),
+          "missing: %s", err_msg());
 }
 
-TEST_TABLE(tokenizer_tests, {"tokenizer/known_answers", known_answers}, {"tokenizer/round_trip", round_trip},
-           {"tokenizer/invalid_utf8_replaced", invalid_utf8}, {"tokenizer/stream_split_character", streaming_split_character},
+TEST_TABLE(tokenizer_tests, {"tokenizer/known_answers", known_answers},
+           {"tokenizer/round_trip", round_trip}, {"tokenizer/invalid_utf8_replaced", invalid_utf8},
+           {"tokenizer/stream_split_character", streaming_split_character},
            {"tokenizer/special_token", special_token}, {"tokenizer/long_pretoken", long_pretoken},
            {"tokenizer/bad_files", bad_files});

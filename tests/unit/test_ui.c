@@ -24,9 +24,11 @@ static void widths(void)
 {
     utf8_locale();
     CHECK(ui_width("abc", 3) == 3, "ascii");
-    CHECK(ui_width("世界", strlen("世界")) == 4, "CJK is two columns each: %d", ui_width("世界", strlen("世界")));
+    CHECK(ui_width("世界", strlen("世界")) == 4, "CJK is two columns each: %d",
+          ui_width("世界", strlen("世界")));
     CHECK(ui_width("e\xcc\x81", 3) == 1, "combining accent takes no column");
-    CHECK(ui_width("\x1b[31m", 5) == 2 + 4, "escape shown as ^[ then text: %d", ui_width("\x1b[31m", 5));
+    CHECK(ui_width("\x1b[31m", 5) == 2 + 4, "escape shown as ^[ then text: %d",
+          ui_width("\x1b[31m", 5));
     CHECK(ui_width("\xff", 1) == 1, "invalid byte is one replacement character");
     ui_char c = ui_next("\x07", 1);
     CHECK(c.caret && c.wc == L'G' && c.cols == 2, "BEL shown as ^G");
@@ -40,10 +42,12 @@ static void wrapping(void)
     ui_line l[16];
     const char *s = "hello world foo";
     int n = ui_wrap(s, strlen(s), 11, l, 16);
-    CHECK(n == 2 && l[0].len == 11 && l[1].start == 12 && l[1].len == 3, "break at the last space: %d lines", n);
+    CHECK(n == 2 && l[0].len == 11 && l[1].start == 12 && l[1].len == 3,
+          "break at the last space: %d lines", n);
     s = "世界世界世界";
     n = ui_wrap(s, strlen(s), 5, l, 16);
-    CHECK(n == 3 && l[0].len == 6, "wide characters never split across the edge: %d lines, first %zu bytes", n, l[0].len);
+    CHECK(n == 3 && l[0].len == 6,
+          "wide characters never split across the edge: %d lines, first %zu bytes", n, l[0].len);
     s = "abcdefghij";
     n = ui_wrap(s, strlen(s), 4, l, 16);
     CHECK(n == 3 && l[2].len == 2, "a long word is cut: %d", n);
@@ -55,8 +59,8 @@ static void wrapping(void)
         s = "ab 世界 e\xcc\x81 x\ty";
         n = ui_wrap(s, strlen(s), w, l, 16);
         for (int i = 0; i < n && i < 16; i++)
-            CHECK(ui_width(s + l[i].start, l[i].len) <= (w < 2 ? 2 : w), "width %d line %d is %d wide", w, i,
-                  ui_width(s + l[i].start, l[i].len));
+            CHECK(ui_width(s + l[i].start, l[i].len) <= (w < 2 ? 2 : w),
+                  "width %d line %d is %d wide", w, i, ui_width(s + l[i].start, l[i].len));
     }
 }
 
@@ -67,7 +71,8 @@ static int inside(ui_rect r, int cols, int rows)
 
 static int overlap(ui_rect a, ui_rect b)
 {
-    return a.h > 0 && b.h > 0 && a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+    return a.h > 0 && b.h > 0 && a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h &&
+           b.y < a.y + a.h;
 }
 
 static void layouts(void)
@@ -79,11 +84,13 @@ static void layouts(void)
         layout_compute(c, r, PANEL_NORMAL, &l);
         ui_rect all[4] = {l.chat, l.panel, l.input, l.status};
         for (int a = 0; a < 4; a++) {
-            CHECK(all[a].h == 0 || inside(all[a], c, r), "%dx%d: part %d outside the screen", c, r, a);
+            CHECK(all[a].h == 0 || inside(all[a], c, r), "%dx%d: part %d outside the screen", c, r,
+                  a);
             for (int b = a + 1; b < 4; b++)
                 CHECK(!overlap(all[a], all[b]), "%dx%d: parts %d and %d overlap", c, r, a, b);
         }
-        CHECK(l.status.y == r - 1 && l.input.y == r - 2, "%dx%d: input and status at the bottom", c, r);
+        CHECK(l.status.y == r - 1 && l.input.y == r - 2, "%dx%d: input and status at the bottom", c,
+              r);
         CHECK(l.chat.h >= 1, "%dx%d: no room for the chat", c, r);
     }
     ui_layout l;
@@ -93,7 +100,8 @@ static void layouts(void)
     CHECK(l.side && l.panel.h == 38, "160x40 puts the panel beside the chat");
     /* the panel grows with the screen (it was fixed at 64 columns), widens and hides */
     layout_compute(200, 60, PANEL_NORMAL, &l);
-    CHECK(l.panel.w == 80, "200x60: the panel takes 2/5 of the columns, not a fixed 64: %d", l.panel.w);
+    CHECK(l.panel.w == 80, "200x60: the panel takes 2/5 of the columns, not a fixed 64: %d",
+          l.panel.w);
     layout_compute(200, 60, PANEL_WIDE, &l);
     CHECK(l.panel.w == 120 && l.chat.w == 80, "200x60 wide: 3/5 of the columns: %d", l.panel.w);
     layout_compute(200, 60, PANEL_HIDDEN, &l);
@@ -113,7 +121,8 @@ static void graph_scaling(void)
     double mx = graph_columns(&g, 6, 4, h, m);
     CHECK(mx == 40, "scale %g", mx);
     CHECK(h[0] == 1 && h[1] == 2 && h[2] == 3 && h[3] == 4 && h[4] == 0 && h[5] == 0,
-          "heights from the left (nothing shifts as samples come): %d %d %d %d %d %d", h[0], h[1], h[2], h[3], h[4], h[5]);
+          "heights from the left (nothing shifts as samples come): %d %d %d %d %d %d", h[0], h[1],
+          h[2], h[3], h[4], h[5]);
     CHECK(m[3] == 'E' && m[2] == 0, "mark on the newest sample");
     graph_mark(&g, 'G');
     graph_columns(&g, 6, 4, h, m);
@@ -121,9 +130,12 @@ static void graph_scaling(void)
     for (int i = 0; i < 3 * GRAPH_SAMPLES; i++)
         graph_push(&g, i, 0);
     mx = graph_columns(&g, 4, 8, h, m);
-    CHECK(mx == 3 * GRAPH_SAMPLES - 1 && h[3] == 8, "the newest value still scales the graph: %g", mx);
-    CHECK(m[0] == 'E' && h[0] < 8, "the whole history: its start (and the eviction there) stays on screen");
-    CHECK(g.n <= GRAPH_SAMPLES && g.step >= 2, "samples merged pairwise: %d samples of %d events", g.n, g.step);
+    CHECK(mx == 3 * GRAPH_SAMPLES - 1 && h[3] == 8, "the newest value still scales the graph: %g",
+          mx);
+    CHECK(m[0] == 'E' && h[0] < 8,
+          "the whole history: its start (and the eviction there) stays on screen");
+    CHECK(g.n <= GRAPH_SAMPLES && g.step >= 2, "samples merged pairwise: %d samples of %d events",
+          g.n, g.step);
 }
 
 static void formats(void)
@@ -153,34 +165,43 @@ static void model_from_events(void)
     cache_model m;
     cm_init(&m);
     /* preamble 4 + user 3, a 5-token reply, stats; then a second turn */
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,\"ms\":7}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,"
+              "\"ms\":7}");
     for (int i = 0; i < 5; i++)
         apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5,\"bytes_used\":1,"
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":"
+              "5,\"bytes_used\":1,"
               "\"cache_dtype\":\"f32\",\"layout\":\"paged\"}");
     cm_conv *c = cm_conv_get(&m, 1);
-    CHECK(c && c->n_cells == 12 && c->n_turns == 3, "cells %d turns %d", c ? c->n_cells : -1, c ? c->n_turns : -1);
+    CHECK(c && c->n_cells == 12 && c->n_turns == 3, "cells %d turns %d", c ? c->n_cells : -1,
+          c ? c->n_turns : -1);
     if (!c)
         return;
-    CHECK(c->turns[0].role == ROLE_PREAMBLE && c->turns[1].len == 3 && c->turns[2].role == ROLE_ASSISTANT, "roles");
-    CHECK(c->prefill_tok_s == 1000 && c->decode_tok_s == 500 && c->ttft_ms == 9, "speeds %g %g %g", c->prefill_tok_s,
-          c->decode_tok_s, c->ttft_ms);
+    CHECK(c->turns[0].role == ROLE_PREAMBLE && c->turns[1].len == 3 &&
+              c->turns[2].role == ROLE_ASSISTANT,
+          "roles");
+    CHECK(c->prefill_tok_s == 1000 && c->decode_tok_s == 500 && c->ttft_ms == 9, "speeds %g %g %g",
+          c->prefill_tok_s, c->decode_tok_s, c->ttft_ms);
     unsigned char drop[32];
     int left;
     double turns;
     int n = cm_preview(c, drop, &left, &turns);
-    CHECK(n == 8 && drop[4] && drop[11] && !drop[3] && left == 8, "preview drops user+reply (8), %d, left %d", n, left);
+    CHECK(n == 8 && drop[4] && drop[11] && !drop[3] && left == 8,
+          "preview drops user+reply (8), %d, left %d", n, left);
     apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":12,\"ms\":1}");
-    CHECK(c->avg_turn_tokens == 12 && c->turns_seen == 1, "turn size average %g", c->avg_turn_tokens);
+    CHECK(c->avg_turn_tokens == 12 && c->turns_seen == 1, "turn size average %g",
+          c->avg_turn_tokens);
     apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":3,\"pinned\":true}");
     /* drop the first user turn and reply: [4, 8) of 14 */
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":8,\"recomputed\":2,\"ms\":3,\"mode\":\"exact\","
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":8,\"recomputed\":2,\"ms\":3,"
+              "\"mode\":\"exact\","
               "\"ranges\":[[4,8]]}");
-    CHECK(c->n_cells == 6 && c->n_turns == 2 && c->turns[1].start == 4 && c->turns[1].pinned, "after evict: %d cells %d turns",
-          c->n_cells, c->n_turns);
+    CHECK(c->n_cells == 6 && c->n_turns == 2 && c->turns[1].start == 4 && c->turns[1].pinned,
+          "after evict: %d cells %d turns", c->n_cells, c->n_turns);
     apply(&m, "{\"ev\":\"prepare\",\"conv\":1,\"tokens\":2,\"ms\":4,\"ready\":true}");
     CHECK(c->prepared == 2, "a ready prepare event: the next eviction is prepared");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,\"ms\":1,\"mode\":\"exact\","
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,\"ms\":1,"
+              "\"mode\":\"exact\","
               "\"ranges\":[],\"prepared\":true,\"stall_ms\":1.5}");
     int heights[64];
     char marks[64];
@@ -199,24 +220,31 @@ static void model_from_events(void)
         int fleft;
         double fturns;
         int fn = cm_preview(f, fdrop, &fleft, &fturns), pn = cm_preview(c, drop, &left, &turns);
-        CHECK(f->capacity == c->capacity && f->bytes_used == c->bytes_used && !strcmp(f->layout, c->layout) &&
-                  !strcmp(f->dtype, c->dtype) && f->prefill_tok_s == c->prefill_tok_s && f->shared_blocks == 1 &&
+        CHECK(f->capacity == c->capacity && f->bytes_used == c->bytes_used &&
+                  !strcmp(f->layout, c->layout) && !strcmp(f->dtype, c->dtype) &&
+                  f->prefill_tok_s == c->prefill_tok_s && f->shared_blocks == 1 &&
                   c->shared_blocks == 1,
-              "the fork's panel is its parent's (capacity %d/%d, layout '%s', dtype '%s', shared %d/%d)", f->capacity,
-              c->capacity, f->layout, f->dtype, f->shared_blocks, c->shared_blocks);
-        CHECK(fn == pn && fleft == left && fturns == turns && !memcmp(fdrop, drop, (size_t)f->n_cells),
-              "the fork's forecast is its parent's (%d vs %d tokens, %d vs %d left)", fn, pn, fleft, left);
+              "the fork's panel is its parent's (capacity %d/%d, layout '%s', dtype '%s', shared "
+              "%d/%d)",
+              f->capacity, c->capacity, f->layout, f->dtype, f->shared_blocks, c->shared_blocks);
+        CHECK(fn == pn && fleft == left && fturns == turns &&
+                  !memcmp(fdrop, drop, (size_t)f->n_cells),
+              "the fork's forecast is its parent's (%d vs %d tokens, %d vs %d left)", fn, pn, fleft,
+              left);
     }
     CHECK(cm_log_line(&m, 0) && strstr(cm_log_line(&m, 0), "fork"), "log has the fork");
     CHECK(f && f->history.n == c->history.n + 1 && f->history.mark[f->history.n - 1] == 'F',
           "the fork's graph is its parent's history and then the fork");
     int before = f ? f->history.n : 0;
     CHECK(cm_log_line(&m, 1) && strstr(cm_log_line(&m, 1), "truncate"), "log order, newest first");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":1,\"recomputed\":0,\"mode\":\"shift (approximate)\",\"ranges\":[[4,1]]}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":1,\"recomputed\":0,\"mode\":"
+              "\"shift (approximate)\",\"ranges\":[[4,1]]}");
     CHECK(c->approximate, "shift marks the conversation approximate");
     f = cm_conv_get(&m, 2);
-    CHECK(f && f->history.n == before, "conversation 1's eviction is not in conversation 2's graph");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[2,500]]}"); /* out of range: clamped, never negative */
+    CHECK(f && f->history.n == before,
+          "conversation 1's eviction is not in conversation 2's graph");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[2,500]]}"); /* out of range: clamped, never
+                                                                        negative */
     CHECK(c->n_cells >= 0, "cells went negative");
     apply(&m, "{\"ev\":\"bogus\",\"conv\":1}");
     apply(&m, "{\"conv\":1}");
@@ -224,14 +252,16 @@ static void model_from_events(void)
 }
 
 /* Numbers no kvchat writes (a hostile or damaged file that got past a reader) are clamped by the
- * panel's model, and the panel draws them without writing outside its arrays or allocating gigabytes. */
+ * panel's model, and the panel draws them without writing outside its arrays or allocating
+ * gigabytes. */
 static void hostile_numbers(void)
 {
     static const char *const EVENTS[] = {
         "{\"ev\":\"stats\",\"conv\":1,\"window\":2147483647,\"keep\":2147483647,\"evict_min\":-5}",
         "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":0,\"preamble\":2000000000}",
         "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":-2147483648,\"preamble\":-7}",
-        "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[1,2147483647],[9223372036854775807,3]],\"mode\":\"exact\"}",
+        "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[1,2147483647],[9223372036854775807,3]],\"mode\":"
+        "\"exact\"}",
         "{\"ev\":\"truncate\",\"conv\":1,\"to\":-9223372036854775807}",
         "{\"ev\":\"stats\",\"conv\":2,\"window\":-1}",
         "{\"ev\":\"prefill\",\"conv\":2,\"ids\":[1],\"cached\":2147483647}",
@@ -250,9 +280,10 @@ static void hostile_numbers(void)
         json_decref(ev);
         for (int k = 0; k < m.n_convs; k++) {
             const cm_conv *c = &m.convs[k];
-            CHECK(c->window >= 0 && c->window <= CM_MAX_CELLS && c->n_cells >= 0 && c->n_cells <= CM_MAX_CELLS &&
-                      c->keep >= 0 && c->keep <= CM_MAX_CELLS,
-                  "after event %zu, conv %d: window %d, %d cells, keep %d", i, c->id, c->window, c->n_cells, c->keep);
+            CHECK(c->window >= 0 && c->window <= CM_MAX_CELLS && c->n_cells >= 0 &&
+                      c->n_cells <= CM_MAX_CELLS && c->keep >= 0 && c->keep <= CM_MAX_CELLS,
+                  "after event %zu, conv %d: window %d, %d cells, keep %d", i, c->id, c->window,
+                  c->n_cells, c->keep);
             if (w)
                 cache_panel_draw(&m, c->id, &scr, w);
         }
@@ -302,12 +333,14 @@ static void pane_from_events(void)
     }
     CHECK(p.n == 5, "%d messages, not 5 (a user event without text adds none)", p.n);
     if (p.n == 5) {
-        CHECK(!strcmp(p.msgs[3].text, "second try") && !strcmp(p.msgs[4].text, "better"), "the edit: '%s' '%s'",
-              p.msgs[3].text, p.msgs[4].text);
-        CHECK(p.msgs[0].role == ROLE_USER && !strcmp(p.msgs[0].text, "hi"), "the message: '%s'", p.msgs[0].text);
-        CHECK(p.msgs[1].role == ROLE_ASSISTANT && !strcmp(p.msgs[1].text, " yo"), "the retried reply: '%s'",
-              p.msgs[1].text);
-        CHECK(p.msgs[2].role == ROLE_NOTICE && !strcmp(p.msgs[2].text, "cut"), "the notice: '%s'", p.msgs[2].text);
+        CHECK(!strcmp(p.msgs[3].text, "second try") && !strcmp(p.msgs[4].text, "better"),
+              "the edit: '%s' '%s'", p.msgs[3].text, p.msgs[4].text);
+        CHECK(p.msgs[0].role == ROLE_USER && !strcmp(p.msgs[0].text, "hi"), "the message: '%s'",
+              p.msgs[0].text);
+        CHECK(p.msgs[1].role == ROLE_ASSISTANT && !strcmp(p.msgs[1].text, " yo"),
+              "the retried reply: '%s'", p.msgs[1].text);
+        CHECK(p.msgs[2].role == ROLE_NOTICE && !strcmp(p.msgs[2].text, "cut"), "the notice: '%s'",
+              p.msgs[2].text);
     }
     chat_pane_free(&p);
 }
@@ -347,7 +380,8 @@ static void term_close(fake_term *t)
     fclose(t->in);
 }
 
-/* the panel drawn from events, read back from the window: what a user sees, in monochrome and colour */
+/* the panel drawn from events, read back from the window: what a user sees, in monochrome and
+ * colour */
 static void panel_reads(void)
 {
     fake_term ft;
@@ -356,25 +390,32 @@ static void panel_reads(void)
     cache_model m;
     cm_init(&m);
     /* an eviction makes room, then the prefill and the first token: TTFT holds all three */
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":0,\"recomputed\":5,\"ms\":300,\"ranges\":[]}");
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7,8,9,10],\"cached\":0,\"ms\":10}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":0,\"recomputed\":5,\"ms\":300,"
+              "\"ranges\":[]}");
+    apply(&m,
+          "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7,8,9,10],\"cached\":0,\"ms\":10}");
     apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":0,\"evict_min\":5,"
-              "\"bytes_used\":1,\"cache_dtype\":\"f16\",\"layout\":\"contiguous\",\"grows\":1,\"evictions\":1,"
-              "\"blocks_used\":0,\"blocks_total\":0}");
+    apply(&m,
+          "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":0,\"evict_min\":5,"
+          "\"bytes_used\":1,\"cache_dtype\":\"f16\",\"layout\":\"contiguous\",\"grows\":1,"
+          "\"evictions\":1,"
+          "\"blocks_used\":0,\"blocks_total\":0}");
     cm_conv *c = cm_conv_get(&m, 1);
     CHECK(c->prefill_tok_s == 1000 && c->ttft_ms == 312 && c->evict_ms == 300,
-          "the eviction apart from the prefill: prefill %g tok/s, TTFT %g ms, eviction %g ms", c->prefill_tok_s,
-          c->ttft_ms, c->evict_ms);
+          "the eviction apart from the prefill: prefill %g tok/s, TTFT %g ms, eviction %g ms",
+          c->prefill_tok_s, c->ttft_ms, c->evict_ms);
     /* live, mid-reply: a grow and an eviction show before the turn's stats */
     apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":16,\"to\":32,\"bytes\":1024}");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":2,\"recomputed\":0,\"ms\":4,\"ranges\":[[0,2]]}");
-    CHECK(c->capacity == 32 && c->grows == 2 && c->evictions == 2, "live: capacity %d, grows %d, evictions %d",
-          c->capacity, c->grows, c->evictions);
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":2,\"recomputed\":0,\"ms\":4,"
+              "\"ranges\":[[0,2]]}");
+    CHECK(c->capacity == 32 && c->grows == 2 && c->evictions == 2,
+          "live: capacity %d, grows %d, evictions %d", c->capacity, c->grows, c->evictions);
     char sum[256];
-    json_t *end = json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1}", 0, NULL);
+    json_t *end =
+        json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1}", 0, NULL);
     CHECK(cm_turn_summary(&m, end, sum, sizeof sum) &&
-              !strcmp(sum, "prompt 10 tok in 10 ms (1000 tok/s) · reply 1 tok at 500 tok/s · TTFT 312 ms · eviction: -2 tok, "
+              !strcmp(sum, "prompt 10 tok in 10 ms (1000 tok/s) · reply 1 tok at 500 tok/s · TTFT "
+                           "312 ms · eviction: -2 tok, "
                            "5 re-prefilled in 304 ms"),
           "the turn's statistics, as ollama --verbose prints them: '%s'", sum);
     json_object_set_new(end, "failed", json_true());
@@ -390,13 +431,15 @@ static void panel_reads(void)
         CHECK(wcsstr(line, L"OFFLOADED"), "an offloaded conversation says so: %ls", line);
         row(w, 2, line, 127);
         CHECK(wcsstr(line, L"% of the window"), "the gauge carries its number: %ls", line);
-        CHECK(mvwinch(w, 2, 1) & A_REVERSE, "the gauge's filled part is solid (reverse video) in %s",
+        CHECK(mvwinch(w, 2, 1) & A_REVERSE,
+              "the gauge's filled part is solid (reverse video) in %s",
               color ? "colour" : "monochrome");
         int found_blocks = 0, found_ttft = 0, clipped = 0;
         for (int y = 1; y < 39; y++) {
             row(w, y, line, 127);
             found_blocks |= wcsstr(line, L"blocks 0/0") != NULL;
-            found_ttft |= wcsstr(line, L"TTFT 312 ms  eviction 304 ms") != NULL; /* 300 before the prefill, 4 mid-reply */
+            found_ttft |= wcsstr(line, L"TTFT 312 ms  eviction 304 ms") !=
+                          NULL; /* 300 before the prefill, 4 mid-reply */
             clipped |= wcsstr(line, L"\u2026") != NULL;
         }
         CHECK(!found_blocks, "a contiguous pool shows no blocks 0/0");
@@ -429,25 +472,33 @@ static void log_runs_and_filters(void)
     cm_init(&m);
     for (int i = 0; i < 7; i++) {
         char ev[160];
-        snprintf(ev, sizeof ev, "{\"ev\":\"grow\",\"conv\":1,\"from\":%d,\"to\":%d,\"bytes\":1048576,\"ms\":1}",
+        snprintf(ev, sizeof ev,
+                 "{\"ev\":\"grow\",\"conv\":1,\"from\":%d,\"to\":%d,\"bytes\":1048576,\"ms\":1}",
                  16 * (i + 1), 16 * (i + 2));
         apply(&m, ev);
     }
-    CHECK(cm_log_line(&m, 0) && !strcmp(cm_log_line(&m, 0), "conv 1 grow x7 16->128 tok +7.0 MiB") && !cm_log_line(&m, 1),
+    CHECK(cm_log_line(&m, 0) &&
+              !strcmp(cm_log_line(&m, 0), "conv 1 grow x7 16->128 tok +7.0 MiB") &&
+              !cm_log_line(&m, 1),
           "seven grows in a row are one line: '%s'", cm_log_line(&m, 0) ?: "");
     apply(&m, "{\"ev\":\"grow\",\"conv\":2,\"from\":16,\"to\":32,\"bytes\":1024,\"ms\":1}");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":4,\"recomputed\":2,\"ms\":1,\"ranges\":[]}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":4,\"recomputed\":2,\"ms\":1,"
+              "\"ranges\":[]}");
     apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":128,\"to\":144,\"bytes\":1024,\"ms\":1}");
-    CHECK(cm_log_line(&m, 3) && strstr(cm_log_line(&m, 3), "grow x7") && strstr(cm_log_line(&m, 0), "grow 128->144"),
+    CHECK(cm_log_line(&m, 3) && strstr(cm_log_line(&m, 3), "grow x7") &&
+              strstr(cm_log_line(&m, 0), "grow 128->144"),
           "a grow after another conversation's line starts a new run");
     const char *e = cm_log_find(&m, 0, LOG_EVICTIONS, 0);
-    CHECK(e && strstr(e, "evict -4 tok") && !cm_log_find(&m, 1, LOG_EVICTIONS, 0), "evictions only: '%s'", e ?: "");
+    CHECK(e && strstr(e, "evict -4 tok") && !cm_log_find(&m, 1, LOG_EVICTIONS, 0),
+          "evictions only: '%s'", e ?: "");
     const char *two = cm_log_find(&m, 0, LOG_CONV, 2);
-    CHECK(two && strstr(two, "conv 2 grow") && !cm_log_find(&m, 1, LOG_CONV, 2), "conversation 2 only: '%s'", two ?: "");
+    CHECK(two && strstr(two, "conv 2 grow") && !cm_log_find(&m, 1, LOG_CONV, 2),
+          "conversation 2 only: '%s'", two ?: "");
     cm_free(&m);
 }
 
-/* F6's view: a row per conversation, the current one marked, where each lives and when it was used */
+/* F6's view: a row per conversation, the current one marked, where each lives and when it was used
+ */
 static void conversations_view(void)
 {
     fake_term ft;
@@ -456,10 +507,12 @@ static void conversations_view(void)
     cache_model m;
     cm_init(&m);
     apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"t\":1,\"ids\":[1,2,3],\"cached\":0,\"ms\":1}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"t\":2,\"window\":64,\"capacity\":16,\"bytes_reserved\":2048,"
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"t\":2,\"window\":64,\"capacity\":16,\"bytes_"
+              "reserved\":2048,"
               "\"shared_blocks\":1}");
     apply(&m, "{\"ev\":\"prefill\",\"conv\":2,\"t\":3,\"ids\":[1,2,3,4,5],\"cached\":0,\"ms\":1}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":2,\"t\":4,\"window\":64,\"capacity\":16,\"bytes_reserved\":4096}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":2,\"t\":4,\"window\":64,\"capacity\":16,\"bytes_"
+              "reserved\":4096}");
     apply(&m, "{\"ev\":\"offload\",\"conv\":1,\"t\":95,\"bytes\":2048,\"ms\":1}");
     apply(&m, "{\"ev\":\"notice\",\"conv\":2,\"t\":184,\"text\":\"x\"}");
     screen scr = {.conv_view = 1};
@@ -472,15 +525,17 @@ static void conversations_view(void)
         one |= wcsstr(line, L"    1      3   2.0 KiB    1  offload     1m") != NULL;
         two |= wcsstr(line, L">   2      5   4.0 KiB    0  resident   now") != NULL;
     }
-    CHECK(one && two, "a row per conversation: conv 1 offloaded, used 89 s before; conv 2 current, resident, now");
+    CHECK(one && two, "a row per conversation: conv 1 offloaded, used 89 s before; conv 2 current, "
+                      "resident, now");
 
     delwin(w);
     cm_free(&m);
     term_close(&ft);
 }
 
-/* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in capitals,
- * the next eviction outlined (reverse video) without hiding its writer, and a legend with the scale */
+/* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in
+ * capitals, the next eviction outlined (reverse video) without hiding its writer, and a legend with
+ * the scale */
 static void map_reads(void)
 {
     fake_term ft;
@@ -488,10 +543,12 @@ static void map_reads(void)
         return;
     cache_model m;
     cm_init(&m);
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,\"ms\":7}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,"
+              "\"ms\":7}");
     for (int i = 0; i < 5; i++)
         apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
+    apply(&m,
+          "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
     apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":1,\"pinned\":true}");
     screen scr = {0};
     WINDOW *w = newwin(40, 44, 0, 0);
@@ -506,9 +563,12 @@ static void map_reads(void)
     }
     CHECK(map > 0, "the map reads kkkk1UU2aaaa: the kept prefix, turn 1 pinned, turn 2 the reply");
     if (map > 0) {
-        chtype kept = mvwinch(w, map, 1), pinned = mvwinch(w, map, 6), reply = mvwinch(w, map, 9), free_ = mvwinch(w, map, 13);
-        CHECK(!(kept & A_REVERSE) && !(pinned & A_REVERSE), "the kept prefix and the pinned turn are not evicted");
-        CHECK((reply & A_REVERSE) && (reply & A_CHARTEXT) == 'a', "the reply, next to go, is outlined and still an 'a'");
+        chtype kept = mvwinch(w, map, 1), pinned = mvwinch(w, map, 6), reply = mvwinch(w, map, 9),
+               free_ = mvwinch(w, map, 13);
+        CHECK(!(kept & A_REVERSE) && !(pinned & A_REVERSE),
+              "the kept prefix and the pinned turn are not evicted");
+        CHECK((reply & A_REVERSE) && (reply & A_CHARTEXT) == 'a',
+              "the reply, next to go, is outlined and still an 'a'");
         CHECK((free_ & A_CHARTEXT) == '.', "free cells are dots");
     }
     CHECK(legend, "a legend with the tokens per cell");
@@ -517,7 +577,10 @@ static void map_reads(void)
     term_close(&ft);
 }
 
-TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events}, {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers}, {"ui/character_widths", widths}, {"ui/wrapping", wrapping}, {"ui/layout_any_size", layouts},
-           {"ui/graph_scaling", graph_scaling}, {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
+TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
+           {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
+           {"ui/character_widths", widths}, {"ui/wrapping", wrapping},
+           {"ui/layout_any_size", layouts}, {"ui/graph_scaling", graph_scaling},
+           {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
            {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
            {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads});

@@ -53,26 +53,31 @@ typedef struct cuemu_lt_pref *cublasLtMatmulPreference_t;
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
+                                        cudaDataType_t scale);
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d);
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
-                                              const void *buf, size_t bytes);
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows,
-                                          uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                                              cublasLtMatmulDescAttributes_t a, const void *buf,
+                                              size_t bytes);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t,
+                                          uint64_t rows, uint64_t cols, int64_t ld);
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l);
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p);
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p);
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
-                                                    cublasLtMatmulPreferenceAttributes_t a, const void *buf,
-                                                    size_t bytes);
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t p,
-                                              int requested, cublasLtMatmulHeuristicResult_t *results,
+                                                    cublasLtMatmulPreferenceAttributes_t a,
+                                                    const void *buf, size_t bytes);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl,
+                                              cublasLtMatmulPreference_t p, int requested,
+                                              cublasLtMatmulHeuristicResult_t *results,
                                               int *returned);
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
-                              cublasLtMatrixLayout_t al, const void *B, cublasLtMatrixLayout_t bl, const void *beta,
-                              const void *C, cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
-                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes, cudaStream_t s);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t al, const void *B,
+                              cublasLtMatrixLayout_t bl, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
+                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
+                              cudaStream_t s);
 
 #endif

@@ -49,12 +49,13 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
 cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t mode);
 const char *cublasGetStatusString(cublasStatus_t s);
 const char *cublasGetStatusName(cublasStatus_t s);
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
-                            cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
-cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
-                           float *C, int ldc);
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType_t at,
+                            int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
+                            void *C, cudaDataType_t ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc);
 
 #endif

@@ -4,7 +4,8 @@
 
 #include "cuda_fp16.h"
 
-namespace cuemu {
+namespace cuemu
+{
 /* round to nearest even; NaN becomes CUDA's canonical 0x7fff */
 static inline unsigned short f32_to_bf16(float f)
 {
@@ -33,7 +34,10 @@ struct __nv_bfloat162 {
 typedef __nv_bfloat16 nv_bfloat16;
 typedef __nv_bfloat162 nv_bfloat162;
 
-static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short v) { return __nv_bfloat16(__nv_bfloat16_raw{v}); }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short v)
+{
+    return __nv_bfloat16(__nv_bfloat16_raw{v});
+}
 static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
 static inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }

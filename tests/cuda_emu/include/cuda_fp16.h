@@ -4,7 +4,8 @@
 
 #include "cuemu_device.h"
 
-namespace cuemu {
+namespace cuemu
+{
 /* float to binary16, round to nearest even; NaN becomes CUDA's canonical 0x7fff */
 static inline unsigned short f32_to_f16(float f)
 {
@@ -68,7 +69,10 @@ static inline __half __float2half_rn(float f) { return __half(f); }
 static inline float __half2float(__half h) { return ::cuemu::f16_to_f32(h.__x); }
 static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
 static inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
-static inline float2 __half22float2(__half2 h) { return make_float2(__half2float(h.x), __half2float(h.y)); }
+static inline float2 __half22float2(__half2 h)
+{
+    return make_float2(__half2float(h.x), __half2float(h.y));
+}
 static inline float __low2float(__half2 h) { return __half2float(h.x); }
 static inline float __high2float(__half2 h) { return __half2float(h.y); }
 

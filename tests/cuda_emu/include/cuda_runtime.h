@@ -1,6 +1,6 @@
-/* The CUDA runtime API of the emulated device (tests/cuda_emu/README.md): the names, types and error
- * codes of NVIDIA's cuda_runtime.h for the calls kvchat's backend and small standalone programs use,
- * implemented on the CPU by runtime/device.cpp. */
+/* The CUDA runtime API of the emulated device (tests/cuda_emu/README.md): the names, types and
+ * error codes of NVIDIA's cuda_runtime.h for the calls kvchat's backend and small standalone
+ * programs use, implemented on the CPU by runtime/device.cpp. */
 #ifndef CUEMU_CUDA_RUNTIME_H
 #define CUEMU_CUDA_RUNTIME_H
 
@@ -104,10 +104,12 @@ struct cudaPointerAttributes {
 
 struct cudaDeviceProp {
     char name[256];
-    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin, sharedMemPerMultiprocessor, totalConstMem;
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin, sharedMemPerMultiprocessor,
+        totalConstMem;
     int regsPerBlock, warpSize, maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3], major, minor;
     int multiProcessorCount, maxThreadsPerMultiProcessor, l2CacheSize, persistingL2CacheMaxSize;
-    int memoryBusWidth, memoryClockRate, clockRate, concurrentKernels, unifiedAddressing, canMapHostMemory;
+    int memoryBusWidth, memoryClockRate, clockRate, concurrentKernels, unifiedAddressing,
+        canMapHostMemory;
     int integrated, ECCEnabled, pciBusID, pciDeviceID, pciDomainID, asyncEngineCount;
     size_t memPitch;
 };
@@ -140,22 +142,29 @@ cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
-template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
-template <typename T> static inline cudaError_t cudaHostAlloc(T **p, size_t bytes, unsigned flags)
+template <typename T>
+static inline cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+    return cudaMalloc((void **)p, bytes);
+}
+template <typename T>
+static inline cudaError_t cudaHostAlloc(T **p, size_t bytes, unsigned flags)
 {
     return cudaHostAlloc((void **)p, bytes, flags);
 }
-template <typename T> static inline cudaError_t cudaMallocHost(T **p, size_t bytes)
+template <typename T>
+static inline cudaError_t cudaMallocHost(T **p, size_t bytes)
 {
     return cudaMallocHost((void **)p, bytes);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind k);
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s = 0);
-cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                         cudaMemcpyKind k);
-cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                              cudaMemcpyKind k, cudaStream_t s = 0);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+                            cudaStream_t s = 0);
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind k);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind k, cudaStream_t s = 0);
 cudaError_t cudaMemset(void *p, int v, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = 0);
 
@@ -178,25 +187,31 @@ cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
+                                 unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 cudaError_t cuemu_func_set_attribute(const void *f, cudaFuncAttribute a, int v);
-template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute a, int v)
+template <typename F>
+static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute a, int v)
 {
     return cuemu_func_set_attribute((const void *)f, a, v);
 }
 
-namespace cuemu {
+namespace cuemu
+{
 
 /* a launch's <<<grid, block, shared bytes, stream>>> */
 struct config {
     dim3 grid, block;
     size_t shared;
     cudaStream_t stream;
-    config(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = 0) : grid(g), block(b), shared(sh), stream(s) {}
+    config(dim3 g, dim3 b, size_t sh = 0, cudaStream_t s = 0)
+        : grid(g), block(b), shared(sh), stream(s)
+    {
+    }
 };
 
 /* A kernel's first output: its first parameter that points to non-const numbers, with a function
@@ -208,7 +223,8 @@ struct output_arg {
     void (*perturb)(void *);
 };
 
-template <typename T> static void perturb_number(void *p)
+template <typename T>
+static void perturb_number(void *p)
 {
     T v;
     memcpy(&v, p, sizeof v);
@@ -220,19 +236,22 @@ template <typename T> static void perturb_number(void *p)
 }
 
 /* Queues a kernel: body runs it for one GPU thread (the fiber's); pointers lists the pointer
- * arguments, which must point into device or pinned memory. Errors as cudaGetLastError reports them. */
+ * arguments, which must point into device or pinned memory. Errors as cudaGetLastError reports
+ * them. */
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
                    std::function<void()> body, const void *const *pointers, int n_pointers,
                    output_arg out);
 
-template <typename T> static inline void note_pointer(const void **list, int *n, const T &v)
+template <typename T>
+static inline void note_pointer(const void **list, int *n, const T &v)
 {
     if constexpr (std::is_pointer_v<T>)
         list[(*n)++] = (const void *)v;
     (void)list, (void)n, (void)v;
 }
 
-template <typename T> static inline void note_output(output_arg *o, const T &v)
+template <typename T>
+static inline void note_output(output_arg *o, const T &v)
 {
     if constexpr (std::is_pointer_v<T>) {
         typedef std::remove_pointer_t<T> E;
@@ -246,9 +265,11 @@ template <typename T> static inline void note_output(output_arg *o, const T &v)
 /* The arguments are converted to the kernel's parameter types and kept by value now: a launch that
  * a stream capture records replays these values, as CUDA's kernel nodes do. */
 template <typename... P, typename... A>
-void launch(const char *callee, const char *file, int line, const config &c, void (*fn)(P...), A &&...a)
+void launch(const char *callee, const char *file, int line, const config &c, void (*fn)(P...),
+            A &&...a)
 {
-    static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with the wrong number of arguments");
+    static_assert(sizeof...(P) == sizeof...(A),
+                  "a kernel launched with the wrong number of arguments");
     auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(a)...);
     const void *ptrs[sizeof...(P) + 1];
     int n = 0;

@@ -1,6 +1,6 @@
-/* Planted: a __syncthreads inside a branch that only the first warp takes, while the second warp waits
- * at the next barrier (undefined in CUDA: the emulator names both lines). Correct: the barrier outside
- * the branch. */
+/* Planted: a __syncthreads inside a branch that only the first warp takes, while the second warp
+ * waits at the next barrier (undefined in CUDA: the emulator names both lines). Correct: the
+ * barrier outside the branch. */
 #include "planted.h"
 
 __global__ void pairs(float *y)

@@ -1,12 +1,9 @@
-/* Planted: a graph replayed after the host changed an argument it captured: CUDA replays the captured
- * value, so the result is the old one (what this program expects to see). Correct: the capture made
- * again after the change gives the new value. */
+/* Planted: a graph replayed after the host changed an argument it captured: CUDA replays the
+ * captured value, so the result is the old one (what this program expects to see). Correct: the
+ * capture made again after the change gives the new value. */
 #include "planted.h"
 
-__global__ void fill(float *y, float v)
-{
-    y[threadIdx.x] = v;
-}
+__global__ void fill(float *y, float v) { y[threadIdx.x] = v; }
 
 int main()
 {

@@ -1,5 +1,5 @@
-/* Planted: shared memory read without the __syncthreads that publishes it (a wrong result under some
- * seed). Correct: the barrier between the writes and the reads. */
+/* Planted: shared memory read without the __syncthreads that publishes it (a wrong result under
+ * some seed). Correct: the barrier between the writes and the reads. */
 #include "planted.h"
 
 __global__ void reverse(float *y, const float *x)

@@ -1,5 +1,5 @@
-/* Planted: a bounds check that lets the last thread read one element past its input (AddressSanitizer
- * reports the read). Correct: i < n. */
+/* Planted: a bounds check that lets the last thread read one element past its input
+ * (AddressSanitizer reports the read). Correct: i < n. */
 #include "planted.h"
 
 __global__ void shift_sum(float *y, const float *x, int n)

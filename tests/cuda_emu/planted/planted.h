@@ -7,13 +7,13 @@
 
 #include <cuda_runtime.h>
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            printf("error: %s: %s\n", #call, cudaGetErrorString(e_));                             \
-            exit(3);                                                                               \
-        }                                                                                          \
+#define OK(call)                                                      \
+    do {                                                              \
+        cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess) {                                      \
+            printf("error: %s: %s\n", #call, cudaGetErrorString(e_)); \
+            exit(3);                                                  \
+        }                                                             \
     } while (0)
 
 /* 0 when got[i] == want[i] for all n, else prints the first difference and returns 1 */

@@ -2,10 +2,7 @@
  * Correct: the memory is set first. */
 #include "planted.h"
 
-__global__ void twice(float *y, const float *x)
-{
-    y[threadIdx.x] = 2 * x[threadIdx.x];
-}
+__global__ void twice(float *y, const float *x) { y[threadIdx.x] = 2 * x[threadIdx.x]; }
 
 int main()
 {

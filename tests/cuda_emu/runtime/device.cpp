@@ -20,8 +20,10 @@
 
 #include "emu.h"
 
-namespace cuemu {
-namespace {
+namespace cuemu
+{
+namespace
+{
 
 enum { DEVICE, PINNED, PAGEABLE };
 
@@ -99,9 +101,10 @@ int classify(const void *p, size_t n, const char *call, const char *name)
     if (!a)
         return PAGEABLE;
     if ((uintptr_t)p + n > base + a->bytes) {
-        fail(cudaErrorInvalidValue, "%s: %s %p + %zu bytes runs %zu bytes past the end of its %s allocation of %zu",
-             call, name, p, n, (size_t)((uintptr_t)p + n - base - a->bytes), a->kind == DEVICE ? "device" : "pinned",
-             a->bytes);
+        fail(cudaErrorInvalidValue,
+             "%s: %s %p + %zu bytes runs %zu bytes past the end of its %s allocation of %zu", call,
+             name, p, n, (size_t)((uintptr_t)p + n - base - a->bytes),
+             a->kind == DEVICE ? "device" : "pinned", a->bytes);
         return -1;
     }
     return a->kind;
@@ -122,7 +125,8 @@ cudaError_t forbidden_in_capture(const char *call)
     if (!s)
         return cudaSuccess;
     s->invalidated = true;
-    return fail(cudaErrorStreamCaptureUnsupported, "%s while a stream is capturing: the capture is invalidated", call);
+    return fail(cudaErrorStreamCaptureUnsupported,
+                "%s while a stream is capturing: the capture is invalidated", call);
 }
 
 /* the copy kinds' pointer classes: what each side must be (host: pinned or pageable) */
@@ -132,20 +136,22 @@ cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
         return last;
     bool dd = dc == DEVICE, sd = sc == DEVICE;
     bool ok = k == cudaMemcpyDefault || (k == cudaMemcpyHostToDevice && dd && !sd) ||
-              (k == cudaMemcpyDeviceToHost && !dd && sd) || (k == cudaMemcpyDeviceToDevice && dd && sd) ||
+              (k == cudaMemcpyDeviceToHost && !dd && sd) ||
+              (k == cudaMemcpyDeviceToDevice && dd && sd) ||
               (k == cudaMemcpyHostToHost && !dd && !sd);
     if (k < cudaMemcpyHostToHost || k > cudaMemcpyDefault)
         return fail(cudaErrorInvalidMemcpyDirection, "%s: copy kind %d", call, (int)k);
     if (!ok)
-        return fail(cudaErrorInvalidValue, "%s: kind %d does not match the pointers (destination %s, source %s)", call,
+        return fail(cudaErrorInvalidValue,
+                    "%s: kind %d does not match the pointers (destination %s, source %s)", call,
                     (int)k, dd ? "device" : "host", sd ? "device" : "host");
     return cudaSuccess;
 }
 
 /* A copy of height rows of width bytes. Pageable sources are read now; a pageable destination makes
  * the call wait for everything before it and copy now (CUDA's rules for pageable memory). */
-cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t height, cudaMemcpyKind k,
-                   cudaStream_t s, bool sync, const char *call)
+cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t height,
+                   cudaMemcpyKind k, cudaStream_t s, bool sync, const char *call)
 {
     device_guard g(mu);
     if (cudaError_t e = broken())
@@ -154,8 +160,10 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
         return fail(cudaErrorInvalidResourceHandle, "%s: not a stream", call);
     if (!width || !height)
         return cudaSuccess;
-    if (height > 1 && (width > dp || width > sp || dp > device_prop().memPitch || sp > device_prop().memPitch))
-        return fail(cudaErrorInvalidPitchValue, "%s: width %zu, pitches %zu and %zu", call, width, dp, sp);
+    if (height > 1 &&
+        (width > dp || width > sp || dp > device_prop().memPitch || sp > device_prop().memPitch))
+        return fail(cudaErrorInvalidPitchValue, "%s: width %zu, pitches %zu and %zu", call, width,
+                    dp, sp);
     size_t dspan = dp * (height - 1) + width, sspan = sp * (height - 1) + width;
     int dc = classify(dst, dspan, call, "destination"), sc = classify(src, sspan, call, "source");
     if (cudaError_t e = check_kind(k, dc, sc, call))
@@ -176,7 +184,8 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
     if (dc == PAGEABLE || sc == PAGEABLE) {
         if (s && s->capturing)
             return s->invalidated = true,
-                   fail(cudaErrorStreamCaptureUnsupported, "%s with pageable host memory while capturing", call);
+                   fail(cudaErrorStreamCaptureUnsupported,
+                        "%s with pageable host memory while capturing", call);
         if (dc == PAGEABLE) { /* waits for the work before it, then copies */
             flush();
             if (cudaError_t e = broken())
@@ -284,7 +293,8 @@ const cudaDeviceProp &device_prop(void)
         p.maxThreadsPerMultiProcessor = 2048;
         p.l2CacheSize = 60 << 20;
         p.memoryBusWidth = 6144;
-        p.memoryClockRate = 3125000; /* kHz: 2 x 3.125 GHz x 768 bytes = 4.8 TB/s, the datasheet's */
+        p.memoryClockRate =
+            3125000; /* kHz: 2 x 3.125 GHz x 768 bytes = 4.8 TB/s, the datasheet's */
         p.clockRate = 1980000;
         p.concurrentKernels = p.unifiedAddressing = p.canMapHostMemory = p.ECCEnabled = 1;
         p.asyncEngineCount = 3;
@@ -314,15 +324,16 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
     device_guard g(mu);
     if (s && s->capturing) {
         if (s->invalidated)
-            return fail(cudaErrorStreamCaptureInvalidated, "%s: the stream's capture was invalidated", what);
+            return fail(cudaErrorStreamCaptureInvalidated,
+                        "%s: the stream's capture was invalidated", what);
         s->graph->nodes.push_back(std::make_shared<work>(work{what, std::move(fn)}));
         return cudaSuccess;
     }
     if (!s) /* the legacy default stream waits for every stream: a capture cannot take part */
         if (cuemu_stream *c = strict_capture()) {
             c->invalidated = true;
-            return fail(cudaErrorStreamCaptureImplicit, "%s on the legacy default stream while a stream is capturing",
-                        what);
+            return fail(cudaErrorStreamCaptureImplicit,
+                        "%s on the legacy default stream while a stream is capturing", what);
         }
     queue.push_back(work{what, std::move(fn)});
     return cudaSuccess;
@@ -356,17 +367,18 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
     const cudaDeviceProp &p = device_prop();
     dim3 gr = c.grid, b = c.block;
     if (!gr.x || !gr.y || !gr.z || !b.x || !b.y || !b.z || gr.x > (unsigned)p.maxGridSize[0] ||
-        gr.y > (unsigned)p.maxGridSize[1] || gr.z > (unsigned)p.maxGridSize[2] || b.x > 1024 || b.y > 1024 || b.z > 64 ||
-        (size_t)b.x * b.y * b.z > 1024) {
-        fail(cudaErrorInvalidConfiguration, "%s at %s:%d: grid (%u,%u,%u), block (%u,%u,%u)", callee, file, line, gr.x,
-             gr.y, gr.z, b.x, b.y, b.z);
+        gr.y > (unsigned)p.maxGridSize[1] || gr.z > (unsigned)p.maxGridSize[2] || b.x > 1024 ||
+        b.y > 1024 || b.z > 64 || (size_t)b.x * b.y * b.z > 1024) {
+        fail(cudaErrorInvalidConfiguration, "%s at %s:%d: grid (%u,%u,%u), block (%u,%u,%u)",
+             callee, file, line, gr.x, gr.y, gr.z, b.x, b.y, b.z);
         return;
     }
     auto lim = dyn_limits.find(fn);
     size_t limit = lim != dyn_limits.end() ? (size_t)lim->second : p.sharedMemPerBlock;
     if (c.shared > limit) {
         fail(cudaErrorInvalidValue,
-             "%s at %s:%d asks for %zu bytes of dynamic shared memory: the limit is %zu (cudaFuncSetAttribute raises "
+             "%s at %s:%d asks for %zu bytes of dynamic shared memory: the limit is %zu "
+             "(cudaFuncSetAttribute raises "
              "it)",
              callee, file, line, c.shared, limit);
         return;
@@ -377,8 +389,10 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
     }
     for (int i = 0; i < n_pointers; i++) {
         uintptr_t base;
-        if (pointers[i] && !find(pointers[i], &base) && !find((const char *)pointers[i] - 1, &base)) {
-            fail(cudaErrorInvalidValue, "%s at %s:%d: pointer argument %d (%p) is neither device nor pinned memory",
+        if (pointers[i] && !find(pointers[i], &base) &&
+            !find((const char *)pointers[i] - 1, &base)) {
+            fail(cudaErrorInvalidValue,
+                 "%s at %s:%d: pointer argument %d (%p) is neither device nor pinned memory",
                  callee, file, line, i + 1, pointers[i]);
             return;
         }
@@ -409,17 +423,18 @@ using namespace cuemu;
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
-    /* a list of names, packed */
-    /* clang-format off */
+        /* a list of names, packed */
+        /* clang-format off */
 #define N(x)                                                                                       \
     case x: return #x;
-        N(cudaSuccess) N(cudaErrorInvalidValue) N(cudaErrorMemoryAllocation) N(cudaErrorInitializationError)
-        N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidPitchValue) N(cudaErrorInvalidDevicePointer)
+        N(cudaSuccess) N(cudaErrorInvalidValue) N(cudaErrorMemoryAllocation)
+        N(cudaErrorInitializationError) N(cudaErrorInvalidConfiguration)
+        N(cudaErrorInvalidPitchValue) N(cudaErrorInvalidDevicePointer)
         N(cudaErrorInvalidMemcpyDirection) N(cudaErrorInsufficientDriver) N(cudaErrorNoDevice)
-        N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorIllegalState) N(cudaErrorNotReady)
-        N(cudaErrorIllegalAddress) N(cudaErrorLaunchOutOfResources) N(cudaErrorAssert) N(cudaErrorLaunchFailure)
-        N(cudaErrorStreamCaptureUnsupported) N(cudaErrorStreamCaptureInvalidated) N(cudaErrorStreamCaptureImplicit)
-        N(cudaErrorUnknown)
+        N(cudaErrorInvalidDevice) N(cudaErrorInvalidResourceHandle) N(cudaErrorIllegalState)
+        N(cudaErrorNotReady) N(cudaErrorIllegalAddress) N(cudaErrorLaunchOutOfResources)
+        N(cudaErrorAssert) N(cudaErrorLaunchFailure) N(cudaErrorStreamCaptureUnsupported)
+        N(cudaErrorStreamCaptureInvalidated) N(cudaErrorStreamCaptureImplicit) N(cudaErrorUnknown)
 #undef N
         /* clang-format on */
     }
@@ -438,7 +453,8 @@ const char *cudaGetErrorString(cudaError_t e)
         {cudaErrorInvalidPitchValue, "invalid pitch argument"},
         {cudaErrorInvalidDevicePointer, "invalid device pointer"},
         {cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"},
-        {cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version"},
+        {cudaErrorInsufficientDriver,
+         "CUDA driver version is insufficient for CUDA runtime version"},
         {cudaErrorNoDevice, "no CUDA-capable device is detected"},
         {cudaErrorInvalidDevice, "invalid device ordinal"},
         {cudaErrorInvalidResourceHandle, "invalid resource handle"},
@@ -449,13 +465,17 @@ const char *cudaGetErrorString(cudaError_t e)
         {cudaErrorAssert, "device-side assert triggered"},
         {cudaErrorLaunchFailure, "unspecified launch failure"},
         {cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"},
-        {cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"},
-        {cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"},
+        {cudaErrorStreamCaptureInvalidated,
+         "operation failed due to a previous error during capture"},
+        {cudaErrorStreamCaptureImplicit,
+         "operation would make the legacy stream depend on a capturing blocking stream"},
     };
     device_guard g(mu);
     auto it = text.find(e);
     const char *base = it != text.end() ? it->second : "unrecognized error code";
-    const std::string *why = e == sticky && !sticky_why.empty() ? &sticky_why : e == last_why_code ? &last_why : nullptr;
+    const std::string *why = e == sticky && !sticky_why.empty() ? &sticky_why
+                             : e == last_why_code               ? &last_why
+                                                                : nullptr;
     if (!why || why->empty())
         return base;
     static thread_local char buf[2048];
@@ -485,7 +505,8 @@ cudaError_t cudaGetDeviceCount(int *n)
 
 cudaError_t cudaSetDevice(int d)
 {
-    return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the emulated device is 0", d);
+    return d == 0 ? cudaSuccess
+                  : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the emulated device is 0", d);
 }
 
 cudaError_t cudaGetDevice(int *d)
@@ -508,18 +529,20 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
     if (d != 0)
         return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute on device %d", d);
     switch (a) {
-    case cudaDevAttrMaxThreadsPerBlock: *v = p.maxThreadsPerBlock; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)p.sharedMemPerBlock; break;
-    case cudaDevAttrWarpSize: *v = p.warpSize; break;
-    case cudaDevAttrClockRate: *v = p.clockRate; break;
-    case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
-    case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
-    case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
-    case cudaDevAttrMemoryClockRate: *v = p.memoryClockRate; break;
-    case cudaDevAttrGlobalMemoryBusWidth: *v = p.memoryBusWidth; break;
-    case cudaDevAttrL2CacheSize: *v = p.l2CacheSize; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)p.sharedMemPerBlockOptin; break;
-    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)a);
+        case cudaDevAttrMaxThreadsPerBlock: *v = p.maxThreadsPerBlock; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)p.sharedMemPerBlock; break;
+        case cudaDevAttrWarpSize: *v = p.warpSize; break;
+        case cudaDevAttrClockRate: *v = p.clockRate; break;
+        case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
+        case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
+        case cudaDevAttrMemoryClockRate: *v = p.memoryClockRate; break;
+        case cudaDevAttrGlobalMemoryBusWidth: *v = p.memoryBusWidth; break;
+        case cudaDevAttrL2CacheSize: *v = p.l2CacheSize; break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)p.sharedMemPerBlockOptin; break;
+        default:
+            return fail(cudaErrorInvalidValue,
+                        "cudaDeviceGetAttribute: attribute %d is not emulated", (int)a);
     }
     return cudaSuccess;
 }
@@ -563,8 +586,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (!bytes)
         return cudaSuccess;
     if (device_bytes + bytes > device_prop().totalGlobalMem)
-        return fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes with %zu of %zu in use", bytes, device_bytes,
-                    device_prop().totalGlobalMem);
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes with %zu of %zu in use",
+                    bytes, device_bytes, device_prop().totalGlobalMem);
     void *m = malloc(bytes);
     if (!m)
         return fail(cudaErrorMemoryAllocation, "cudaMalloc: the host has no %zu bytes", bytes);
@@ -601,7 +624,10 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
     (void)flags;
     return host_alloc(p, bytes, "cudaHostAlloc");
 }
-cudaError_t cudaMallocHost(void **p, size_t bytes) { return host_alloc(p, bytes, "cudaMallocHost"); }
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    return host_alloc(p, bytes, "cudaMallocHost");
+}
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
@@ -619,7 +645,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
     uintptr_t base;
     const alloc *al = find(p, &base);
     memset(a, 0, sizeof *a);
-    a->type = !al ? cudaMemoryTypeUnregistered : al->kind == DEVICE ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    a->type = !al                  ? cudaMemoryTypeUnregistered
+              : al->kind == DEVICE ? cudaMemoryTypeDevice
+                                   : cudaMemoryTypeHost;
     a->devicePointer = al ? (void *)p : nullptr;
     a->hostPointer = al && al->kind == PINNED ? (void *)p : nullptr;
     return cudaSuccess;
@@ -629,20 +657,25 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 {
     return copy2d(dst, bytes, src, bytes, bytes, 1, k, nullptr, true, "cudaMemcpy");
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s)
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+                            cudaStream_t s)
 {
     return copy2d(dst, bytes, src, bytes, bytes, 1, k, s, false, "cudaMemcpyAsync");
 }
-cudaError_t cudaMemcpy2D(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, cudaMemcpyKind k)
+cudaError_t cudaMemcpy2D(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h,
+                         cudaMemcpyKind k)
 {
     return copy2d(dst, dp, src, sp, w, h, k, nullptr, true, "cudaMemcpy2D");
 }
-cudaError_t cudaMemcpy2DAsync(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h, cudaMemcpyKind k,
-                              cudaStream_t s)
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h,
+                              cudaMemcpyKind k, cudaStream_t s)
 {
     return copy2d(dst, dp, src, sp, w, h, k, s, false, "cudaMemcpy2DAsync");
 }
-cudaError_t cudaMemset(void *p, int v, size_t bytes) { return set(p, v, bytes, nullptr, true, "cudaMemset"); }
+cudaError_t cudaMemset(void *p, int v, size_t bytes)
+{
+    return set(p, v, bytes, nullptr, true, "cudaMemset");
+}
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
     return set(p, v, bytes, s, false, "cudaMemsetAsync");
@@ -654,9 +687,11 @@ cudaError_t cuemu_func_set_attribute(const void *f, cudaFuncAttribute a, int v)
     if (a == cudaFuncAttributePreferredSharedMemoryCarveout)
         return v >= -1 && v <= 100 ? cudaSuccess : fail(cudaErrorInvalidValue, "carveout %d", v);
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize)
-        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not emulated", (int)a);
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d is not emulated",
+                    (int)a);
     if (v < 0 || (size_t)v > device_prop().sharedMemPerBlockOptin)
-        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: %d bytes of dynamic shared memory; the most is %zu", v,
+        return fail(cudaErrorInvalidValue,
+                    "cudaFuncSetAttribute: %d bytes of dynamic shared memory; the most is %zu", v,
                     device_prop().sharedMemPerBlockOptin);
     dyn_limits[f] = v;
     return cudaSuccess;

@@ -1,4 +1,5 @@
-/* Inside the emulated device: what its parts (sched.cpp, device.cpp, stream.cpp, blas.cpp) share. */
+/* Inside the emulated device: what its parts (sched.cpp, device.cpp, stream.cpp, blas.cpp) share.
+ */
 #ifndef CUEMU_EMU_H
 #define CUEMU_EMU_H
 
@@ -36,7 +37,8 @@ struct cuemu_graph_exec {
     std::shared_ptr<std::vector<std::shared_ptr<work>>> nodes;
 };
 
-namespace cuemu {
+namespace cuemu
+{
 
 /* one kernel launch, as queued */
 struct kernel_launch {
@@ -47,19 +49,21 @@ struct kernel_launch {
     std::function<void()> body; /* one GPU thread's run of the kernel */
 };
 
-/* Runs every block of a launch, in an order drawn from seed, each block's threads as fibers whose order
- * between barriers is drawn from it too. false, with *why set, when the kernel did something CUDA
- * leaves undefined or that would fault (the launch then fails, as a GPU's does). *name: the
+/* Runs every block of a launch, in an order drawn from seed, each block's threads as fibers whose
+ * order between barriers is drawn from it too. false, with *why set, when the kernel did something
+ * CUDA leaves undefined or that would fault (the launch then fails, as a GPU's does). *name: the
  * kernel's (its __global__ function's), once a block has started. */
 bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const char **name);
 
 /* the device's figures (an H200's) */
 const cudaDeviceProp &device_prop(void);
 
-/* a queued piece of work that fails: the device's error from now on (sticky, as after a GPU fault) */
+/* a queued piece of work that fails: the device's error from now on (sticky, as after a GPU fault)
+ */
 void device_fault(cudaError_t e, const std::string &why);
 
-/* [p, p + bytes) lies in one device allocation (for the libraries' checks of what they read and write) */
+/* [p, p + bytes) lies in one device allocation (for the libraries' checks of what they read and
+ * write) */
 bool in_device_memory(const void *p, size_t bytes);
 
 /* Queues work on a stream, or records it when the stream is capturing; cudaSuccess or the error the

@@ -1,11 +1,11 @@
 /* The emulated device's threads: every GPU thread of a block is a fiber with a stack of its own,
- * switched by hand (a few instructions, not a system call). A fiber runs until it reaches a barrier or a
- * warp collective, or exits; the scheduler then runs the next. Fibers that are ready run in rounds, each
- * round in an order shuffled from the seed, so code that reads what another thread writes without a
- * barrier between them sees a different result under some seed. A warp collective completes when every
- * non-exited lane its mask names has reached one with the same mask; a barrier when every non-exited
- * thread of the block waits at the same one. What can then never complete is an error that names the
- * kernel, the thread and the line: never a hang. */
+ * switched by hand (a few instructions, not a system call). A fiber runs until it reaches a barrier
+ * or a warp collective, or exits; the scheduler then runs the next. Fibers that are ready run in
+ * rounds, each round in an order shuffled from the seed, so code that reads what another thread
+ * writes without a barrier between them sees a different result under some seed. A warp collective
+ * completes when every non-exited lane its mask names has reached one with the same mask; a barrier
+ * when every non-exited thread of the block waits at the same one. What can then never complete is
+ * an error that names the kernel, the thread and the line: never a hang. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +17,8 @@
 
 #include "emu.h"
 
-/* CUEMU_ASAN: the program is built with AddressSanitizer (nvcc-emu says so), which must be told of each
- * switch of stacks */
+/* CUEMU_ASAN: the program is built with AddressSanitizer (nvcc-emu says so), which must be told of
+ * each switch of stacks */
 #ifdef CUEMU_ASAN
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
@@ -28,8 +28,8 @@
 #error "the emulated device's fibers switch with x86-64 code"
 #endif
 
-/* saves the callee-saved registers and the floating-point control words on the current stack, stores
- * its pointer in *save and continues on the stack `to` saved the same way */
+/* saves the callee-saved registers and the floating-point control words on the current stack,
+ * stores its pointer in *save and continues on the stack `to` saved the same way */
 extern "C" void cuemu_switch(void **save, void *to);
 asm(R"(
     .text
@@ -60,12 +60,14 @@ cuemu_switch:
     .size cuemu_switch, .-cuemu_switch
 )");
 
-namespace cuemu {
+namespace cuemu
+{
 
 thread_ctx *cur_thread;
 block_ctx *cur_block;
 
-namespace {
+namespace
+{
 
 enum fstate { F_READY, F_AT_BARRIER, F_AT_WARP, F_EXITED };
 enum { BAR_PLAIN, BAR_COUNT, BAR_AND, BAR_OR };
@@ -76,7 +78,7 @@ struct fiber {
     fstate st;
     const char *file; /* where it waits */
     int line;
-    int op;           /* warp_op, or the barrier's kind */
+    int op; /* warp_op, or the barrier's kind */
     unsigned mask;
     uint64_t val, result;
     int arg, width, is_signed, pred_out;
@@ -97,12 +99,12 @@ struct shared_var_alloc {
 struct block_run {
     block_ctx ctx;
     const kernel_launch *k;
-    const char *kernel;          /* the __global__ function's name, once a thread has entered it */
+    const char *kernel; /* the __global__ function's name, once a thread has entered it */
     int n, alive;
     fiber *f;
     std::vector<warp_state> warps;
     std::vector<int> ready, round;
-    size_t pos;                  /* the running fiber's place in round */
+    size_t pos; /* the running fiber's place in round */
     std::vector<shared_var_alloc> shared;
     size_t shared_bytes;
     void *dyn;
@@ -115,8 +117,9 @@ struct block_run {
 
 enum { STACK_BYTES = 256 << 10, GUARD_BYTES = 4096 };
 
-/* One block runs at a time, on whichever host thread holds the device's lock (device.cpp): the running
- * block and fiber are plain globals (thread_local ones trip a GCC bug under -fsanitize=null). */
+/* One block runs at a time, on whichever host thread holds the device's lock (device.cpp): the
+ * running block and fiber are plain globals (thread_local ones trip a GCC bug under
+ * -fsanitize=null). */
 block_run *cur_run;
 fiber *cur_fib;
 std::vector<fiber> fibers;
@@ -134,7 +137,8 @@ uint64_t next_random(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-template <typename T> void shuffle(std::vector<T> &v, uint64_t *s)
+template <typename T>
+void shuffle(std::vector<T> &v, uint64_t *s)
 {
     for (size_t i = v.size(); i > 1; i--)
         std::swap(v[i - 1], v[next_random(s) % i]);
@@ -142,10 +146,11 @@ template <typename T> void shuffle(std::vector<T> &v, uint64_t *s)
 
 const char *op_name(int op)
 {
-    static const char *names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
-                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
-                                  "__match_any_sync", "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync",
-                                  "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync"};
+    static const char *names[] = {
+        "__syncwarp",        "__shfl_sync",       "__shfl_up_sync",    "__shfl_down_sync",
+        "__shfl_xor_sync",   "__ballot_sync",     "__any_sync",        "__all_sync",
+        "__match_any_sync",  "__match_all_sync",  "__reduce_add_sync", "__reduce_min_sync",
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",  "__reduce_xor_sync"};
     return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "a warp collective";
 }
 
@@ -196,32 +201,35 @@ uint64_t reduce32(int op, uint64_t acc, uint64_t v, int is_signed)
 {
     uint32_t a = (uint32_t)acc, b = (uint32_t)v;
     switch (op) {
-    case W_ADD: return (uint32_t)(a + b);
-    case W_MIN: return is_signed ? (uint32_t)((int32_t)a < (int32_t)b ? a : b) : (a < b ? a : b);
-    case W_MAX: return is_signed ? (uint32_t)((int32_t)a > (int32_t)b ? a : b) : (a > b ? a : b);
-    case W_AND: return a & b;
-    case W_OR: return a | b;
-    default: return a ^ b;
+        case W_ADD: return (uint32_t)(a + b);
+        case W_MIN:
+            return is_signed ? (uint32_t)((int32_t)a < (int32_t)b ? a : b) : (a < b ? a : b);
+        case W_MAX:
+            return is_signed ? (uint32_t)((int32_t)a > (int32_t)b ? a : b) : (a > b ? a : b);
+        case W_AND: return a & b;
+        case W_OR: return a | b;
+        default: return a ^ b;
     }
 }
 
-/* the source lane of a shuffle by CUDA's rules: out of the lane's width-wide segment, its own value */
+/* the source lane of a shuffle by CUDA's rules: out of the lane's width-wide segment, its own value
+ */
 int shuffle_source(const fiber &g, int lane)
 {
     int w = g.width, base = lane & ~(w - 1);
     switch (g.op) {
-    case W_SHFL: return base + (g.arg & (w - 1));
-    case W_SHFL_UP: return lane - g.arg < base ? lane : lane - g.arg;
-    case W_SHFL_DOWN: return lane + g.arg >= base + w ? lane : lane + g.arg;
-    default: {
-        int s = lane ^ g.arg;
-        return s >= base + w ? lane : s;
-    }
+        case W_SHFL: return base + (g.arg & (w - 1));
+        case W_SHFL_UP: return lane - g.arg < base ? lane : lane - g.arg;
+        case W_SHFL_DOWN: return lane + g.arg >= base + w ? lane : lane + g.arg;
+        default: {
+            int s = lane ^ g.arg;
+            return s >= base + w ? lane : s;
+        }
     }
 }
 
-/* Completes the collective over `mask` of warp `warp` if every non-exited lane it names waits at one
- * with the same mask and operation: each gets its result and becomes ready. */
+/* Completes the collective over `mask` of warp `warp` if every non-exited lane it names waits at
+ * one with the same mask and operation: each gets its result and becomes ready. */
 void try_complete(block_run *r, int warp, unsigned mask, int op)
 {
     warp_state &w = r->warps[(size_t)warp];
@@ -252,36 +260,38 @@ void try_complete(block_run *r, int warp, unsigned mask, int op)
         int l = __builtin_ctz(m);
         fiber &g = lanes[l];
         switch (op) {
-        case W_SYNC: g.result = 0; break;
-        case W_SHFL:
-        case W_SHFL_UP:
-        case W_SHFL_DOWN:
-        case W_SHFL_XOR: {
-            int src = shuffle_source(g, l);
-            if (src != l && !(part >> src & 1u)) {
-                fault(r, "%s at %s:%d: %s of warp %d reads lane %d, whose value is undefined: %s", op_name(op),
-                      g.file, g.line, thread_name(g).c_str(), warp, src, absent_reason(r, warp, src, mask).c_str());
-                return;
+            case W_SYNC: g.result = 0; break;
+            case W_SHFL:
+            case W_SHFL_UP:
+            case W_SHFL_DOWN:
+            case W_SHFL_XOR: {
+                int src = shuffle_source(g, l);
+                if (src != l && !(part >> src & 1u)) {
+                    fault(r,
+                          "%s at %s:%d: %s of warp %d reads lane %d, whose value is undefined: %s",
+                          op_name(op), g.file, g.line, thread_name(g).c_str(), warp, src,
+                          absent_reason(r, warp, src, mask).c_str());
+                    return;
+                }
+                g.result = lanes[src].val;
+                break;
             }
-            g.result = lanes[src].val;
-            break;
-        }
-        case W_BALLOT: g.result = ballot; break;
-        case W_ANY: g.result = ballot != 0; break;
-        case W_ALL: g.result = ballot == part; break;
-        case W_MATCH_ANY: {
-            unsigned same = 0;
-            for (unsigned q = part; q; q &= q - 1)
-                if (lanes[__builtin_ctz(q)].val == g.val)
-                    same |= 1u << __builtin_ctz(q);
-            g.result = same;
-            break;
-        }
-        case W_MATCH_ALL:
-            g.result = all_equal ? part : 0;
-            g.pred_out = all_equal;
-            break;
-        default: g.result = reduced; break;
+            case W_BALLOT: g.result = ballot; break;
+            case W_ANY: g.result = ballot != 0; break;
+            case W_ALL: g.result = ballot == part; break;
+            case W_MATCH_ANY: {
+                unsigned same = 0;
+                for (unsigned q = part; q; q &= q - 1)
+                    if (lanes[__builtin_ctz(q)].val == g.val)
+                        same |= 1u << __builtin_ctz(q);
+                g.result = same;
+                break;
+            }
+            case W_MATCH_ALL:
+                g.result = all_equal ? part : 0;
+                g.pred_out = all_equal;
+                break;
+            default: g.result = reduced; break;
         }
     }
     for (unsigned m = part; m; m &= m - 1) {
@@ -317,7 +327,8 @@ void switch_away(fiber *f, bool dying)
     cur_fib = next;
     cur_thread = next ? &next->ctx : nullptr;
 #ifdef CUEMU_ASAN
-    __sanitizer_start_switch_fiber(dying ? nullptr : &f->fake_stack, next ? next->stack : sched_bottom,
+    __sanitizer_start_switch_fiber(dying ? nullptr : &f->fake_stack,
+                                   next ? next->stack : sched_bottom,
                                    next ? (size_t)STACK_BYTES : sched_size);
 #endif
     (void)dying;
@@ -360,7 +371,8 @@ char *stack_of(size_t i)
             fprintf(stderr, "cuda-emu: cannot map a fiber's stack\n");
             abort();
         }
-        mprotect(m, GUARD_BYTES, PROT_NONE); /* a fiber that overflows its stack faults, not corrupts */
+        mprotect(m, GUARD_BYTES,
+                 PROT_NONE); /* a fiber that overflows its stack faults, not corrupts */
         stacks.push_back((char *)m + GUARD_BYTES);
     }
     return stacks[i];
@@ -410,16 +422,19 @@ void resolve_stuck(block_run *r)
         if (g->st == F_AT_WARP) {
             for (int l = 0; l < 32; l++) {
                 fiber *h = g->mask >> l & 1u ? lane_fiber(r, g->ctx.warp, l) : nullptr;
-                if (!h || h->st == F_EXITED || (h->st == F_AT_WARP && h->mask == g->mask && h->op == g->op))
+                if (!h || h->st == F_EXITED ||
+                    (h->st == F_AT_WARP && h->mask == g->mask && h->op == g->op))
                     continue;
                 char where[256];
                 if (h->st == F_AT_BARRIER)
-                    snprintf(where, sizeof where, "lane %d waits at __syncthreads at %s:%d", l, h->file, h->line);
+                    snprintf(where, sizeof where, "lane %d waits at __syncthreads at %s:%d", l,
+                             h->file, h->line);
                 else
-                    snprintf(where, sizeof where, "lane %d waits at %s at %s:%d with mask 0x%08x", l, op_name(h->op),
-                             h->file, h->line, h->mask);
-                fault(r, "%s at %s:%d (%s of warp %d, mask 0x%08x) can never complete: %s", op_name(g->op), g->file,
-                      g->line, thread_name(*g).c_str(), g->ctx.warp, g->mask, where);
+                    snprintf(where, sizeof where, "lane %d waits at %s at %s:%d with mask 0x%08x",
+                             l, op_name(h->op), h->file, h->line, h->mask);
+                fault(r, "%s at %s:%d (%s of warp %d, mask 0x%08x) can never complete: %s",
+                      op_name(g->op), g->file, g->line, thread_name(*g).c_str(), g->ctx.warp,
+                      g->mask, where);
                 return;
             }
         }
@@ -427,12 +442,14 @@ void resolve_stuck(block_run *r)
             if (!bar)
                 bar = g;
             else if (g->line != bar->line || strcmp(g->file, bar->file)) {
-                fault(r, "__syncthreads in divergent code: %s waits at %s:%d, %s at %s:%d", thread_name(*bar).c_str(),
-                      bar->file, bar->line, thread_name(*g).c_str(), g->file, g->line);
+                fault(r, "__syncthreads in divergent code: %s waits at %s:%d, %s at %s:%d",
+                      thread_name(*bar).c_str(), bar->file, bar->line, thread_name(*g).c_str(),
+                      g->file, g->line);
                 return;
             }
             if (g->op != bar->op) {
-                fault(r, "__syncthreads at %s:%d: threads wait in different barrier functions", g->file, g->line);
+                fault(r, "__syncthreads at %s:%d: threads wait in different barrier functions",
+                      g->file, g->line);
                 return;
             }
         }
@@ -450,7 +467,9 @@ void resolve_stuck(block_run *r)
         fiber *g = &r->f[t];
         if (g->st != F_AT_BARRIER)
             continue;
-        g->result = g->op == BAR_COUNT ? count : g->op == BAR_AND ? count == (uint64_t)waiting : count != 0;
+        g->result = g->op == BAR_COUNT ? count
+                    : g->op == BAR_AND ? count == (uint64_t)waiting
+                                       : count != 0;
         g->st = F_READY;
         r->ready.push_back(t);
     }
@@ -517,7 +536,8 @@ void kernel_entry(const char *name, int max_threads)
     block_run *r = cur_run;
     r->kernel = name;
     if (max_threads > 0 && r->n > max_threads) {
-        fault(r, "launched with %d threads a block, more than its __launch_bounds__(%d) allows", r->n, max_threads);
+        fault(r, "launched with %d threads a block, more than its __launch_bounds__(%d) allows",
+              r->n, max_threads);
         fail_here(f);
     }
 }
@@ -539,7 +559,8 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
         fail_here(f);
     }
     /* exactly the size asked for, so AddressSanitizer sees a step past its end */
-    void *p = align <= 16 ? malloc(bytes ? bytes : 1) : aligned_alloc(align, (bytes + align - 1) / align * align);
+    void *p = align <= 16 ? malloc(bytes ? bytes : 1)
+                          : aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p) {
         fault(r, "out of host memory for shared memory");
         fail_here(f);
@@ -569,23 +590,33 @@ static uint64_t barrier_wait(const char *file, int line, int kind, int pred)
 }
 
 void syncthreads(const char *file, int line) { barrier_wait(file, line, BAR_PLAIN, 0); }
-int syncthreads_count(const char *file, int line, int pred) { return (int)barrier_wait(file, line, BAR_COUNT, pred); }
-int syncthreads_and(const char *file, int line, int pred) { return (int)barrier_wait(file, line, BAR_AND, pred); }
-int syncthreads_or(const char *file, int line, int pred) { return (int)barrier_wait(file, line, BAR_OR, pred); }
+int syncthreads_count(const char *file, int line, int pred)
+{
+    return (int)barrier_wait(file, line, BAR_COUNT, pred);
+}
+int syncthreads_and(const char *file, int line, int pred)
+{
+    return (int)barrier_wait(file, line, BAR_AND, pred);
+}
+int syncthreads_or(const char *file, int line, int pred)
+{
+    return (int)barrier_wait(file, line, BAR_OR, pred);
+}
 
-uint64_t warp_collective(const char *file, int line, warp_op op, unsigned mask, uint64_t v, int arg, int width,
-                         int is_signed, int *pred_out)
+uint64_t warp_collective(const char *file, int line, warp_op op, unsigned mask, uint64_t v, int arg,
+                         int width, int is_signed, int *pred_out)
 {
     fiber *f = current(op_name(op));
     block_run *r = cur_run;
     int lane = f->ctx.lane;
     if (!(mask >> lane & 1u)) {
-        fault(r, "%s at %s:%d: %s (lane %d) calls it with the mask 0x%08x, which does not name it", op_name(op), file,
-              line, thread_name(*f).c_str(), lane, mask);
+        fault(r, "%s at %s:%d: %s (lane %d) calls it with the mask 0x%08x, which does not name it",
+              op_name(op), file, line, thread_name(*f).c_str(), lane, mask);
         fail_here(f);
     }
     if (width < 1 || width > 32 || (width & (width - 1))) {
-        fault(r, "%s at %s:%d: width %d is not a power of two from 1 to 32", op_name(op), file, line, width);
+        fault(r, "%s at %s:%d: width %d is not a power of two from 1 to 32", op_name(op), file,
+              line, width);
         fail_here(f);
     }
     f->st = F_AT_WARP;
@@ -666,7 +697,8 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const cha
     }
     for (size_t i = 0; i < blocks; i++) {
         size_t id = order[i];
-        r.ctx.bid = uint3{(unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((size_t)g.x * g.y))};
+        r.ctx.bid = uint3{(unsigned)(id % g.x), (unsigned)(id / g.x % g.y),
+                          (unsigned)(id / ((size_t)g.x * g.y))};
         r.kernel = nullptr;
         r.alive = n;
         r.ready.clear();
@@ -674,7 +706,8 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const cha
         r.shared_bytes = 0;
         r.failed = false;
         r.rng = next_random(&rng);
-        r.dyn = malloc(k.cfg.shared); /* exactly the bytes asked for (none: any access is past them), poisoned */
+        r.dyn = malloc(k.cfg.shared); /* exactly the bytes asked for (none: any access is past
+                                         them), poisoned */
         if (r.dyn)
             memset(r.dyn, 0xff, k.cfg.shared);
         else if (k.cfg.shared)
@@ -690,8 +723,8 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const cha
         if (!ok) {
             char head[512];
             snprintf(head, sizeof head, "kernel %s (launched as %s at %s:%d), block (%u,%u,%u): ",
-                     r.kernel ? r.kernel : k.callee.c_str(), k.callee.c_str(), k.file, k.line, r.ctx.bid.x,
-                     r.ctx.bid.y, r.ctx.bid.z);
+                     r.kernel ? r.kernel : k.callee.c_str(), k.callee.c_str(), k.file, k.line,
+                     r.ctx.bid.x, r.ctx.bid.y, r.ctx.bid.z);
             *why = head + r.why;
             clean_stacks(n);
             return false;

@@ -1,7 +1,7 @@
-/* Streams, events, stream capture and graphs of the emulated device. Every stream shares the one queue
- * of device.cpp, in the order of the calls, which keeps every order CUDA promises. A capturing stream
- * records its work into a graph instead; an instantiated graph is a copy of those nodes, and a launch
- * queues them as one piece of work. */
+/* Streams, events, stream capture and graphs of the emulated device. Every stream shares the one
+ * queue of device.cpp, in the order of the calls, which keeps every order CUDA promises. A
+ * capturing stream records its work into a graph instead; an instantiated graph is a copy of those
+ * nodes, and a launch queues them as one piece of work. */
 #include <chrono>
 
 #include "emu.h"
@@ -10,7 +10,8 @@ using namespace cuemu;
 
 static double now()
 {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
@@ -23,7 +24,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+cudaError_t cudaStreamCreate(cudaStream_t *s)
+{
+    return cudaStreamCreateWithFlags(s, cudaStreamDefault);
+}
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
@@ -45,12 +49,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
         return api_fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a stream");
     if (s && s->capturing) {
         s->invalidated = true;
-        return api_fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of a capturing stream");
+        return api_fail(cudaErrorStreamCaptureUnsupported,
+                        "cudaStreamSynchronize of a capturing stream");
     }
     return wait_all("cudaStreamSynchronize");
 }
 
-/* no work runs until the host waits: a query waits, or a program that polls would never see it done */
+/* no work runs until the host waits: a query waits, or a program that polls would never see it done
+ */
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
@@ -68,11 +74,13 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
     if (cudaError_t e = sticky_error())
         return e;
     if (!s)
-        return api_fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy default stream");
+        return api_fail(cudaErrorStreamCaptureUnsupported,
+                        "cudaStreamBeginCapture: the legacy default stream");
     if (!device_streams().count(s))
         return api_fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture: not a stream");
     if (s->capturing)
-        return api_fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is capturing already");
+        return api_fail(cudaErrorIllegalState,
+                        "cudaStreamBeginCapture: the stream is capturing already");
     s->capturing = true;
     s->invalidated = false;
     s->mode = mode;
@@ -90,7 +98,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
     if (s->invalidated) {
         delete s->graph;
         s->graph = nullptr;
-        return api_fail(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: the capture was invalidated");
+        return api_fail(cudaErrorStreamCaptureInvalidated,
+                        "cudaStreamEndCapture: the capture was invalidated");
     }
     *graph = s->graph;
     s->graph = nullptr;
@@ -100,7 +109,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
 {
     device_guard g(device_mutex());
-    *st = s && s->capturing ? (s->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive)
+    *st = s && s->capturing ? (s->invalidated ? cudaStreamCaptureStatusInvalidated
+                                              : cudaStreamCaptureStatusActive)
                             : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
@@ -110,7 +120,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
     *e = new cuemu_event{flags, std::make_shared<event_state>()};
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+    return cudaEventCreateWithFlags(e, cudaEventDefault);
+}
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
@@ -149,10 +162,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
     device_guard g(device_mutex());
     if (cudaError_t e = sticky_error())
         return e;
-    if (!a || !b || !a->s->recorded || !b->s->recorded || (a->flags | b->flags) & cudaEventDisableTiming)
-        return api_fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event not recorded, or without timing");
+    if (!a || !b || !a->s->recorded || !b->s->recorded ||
+        (a->flags | b->flags) & cudaEventDisableTiming)
+        return api_fail(cudaErrorInvalidResourceHandle,
+                        "cudaEventElapsedTime: an event not recorded, or without timing");
     if (!a->s->done || !b->s->done)
-        return api_fail(cudaErrorNotReady, "cudaEventElapsedTime: an event has not completed (nothing waited for it)");
+        return api_fail(cudaErrorNotReady,
+                        "cudaEventElapsedTime: an event has not completed (nothing waited for it)");
     *ms = (float)((b->s->t - a->s->t) * 1e3);
     return cudaSuccess;
 }

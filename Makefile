@@ -26,7 +26,7 @@ FUZZ_SECONDS ?= 30
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS := gcc make libncurses-dev libreadline-dev libopenblas-dev libjansson-dev libpcre2-dev libzip-dev libcurl4-openssl-dev libssl-dev ca-certificates
-TEST_PKGS := python3 python3-numpy python3-regex python3-torch tmux g++
+TEST_PKGS := python3 python3-numpy python3-regex python3-torch tmux g++ clang-format
 FUZZ_PKGS := clang libclang-rt-dev
 
 NVCC := $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })

@@ -43,7 +43,7 @@ TSAN_OPTIONS=halt_on_error=1 KVCHAT_TEST_QUICK=1 unit taskset "tsan:" -c 0 "$BUI
 
 for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_recorded.sh \
     tests/test_tui.sh tests/test_reference.sh tests/test_pytorch.sh tests/test_download.sh \
-    tests/test_tokenizer.sh; do
+    tests/test_tokenizer.sh tests/test_format.sh; do
     KV=$BUILD/kvchat TAG=
     . "$suite"
 done

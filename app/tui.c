@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../kernels/clamp.h"
 #include "../kernels/err.h"
 #include "../model/events.h"
 #include "../ui/cache_model.h"
@@ -462,9 +463,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
             case IN_LOG_DOWN:
                 t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
-                t->scr.log_scroll = t->scr.log_scroll < 0              ? 0
-                                    : t->scr.log_scroll > CM_LOG_LINES ? CM_LOG_LINES
-                                                                       : t->scr.log_scroll;
+                t->scr.log_scroll = clamp_int(t->scr.log_scroll, 0, CM_LOG_LINES);
                 t->dirty = 1;
                 break;
             case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */

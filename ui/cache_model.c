@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/clamp.h"
 #include "../kernels/err.h"
 #include "../model/events.h"
 #include "format.h"
@@ -90,11 +91,9 @@ static int add_turn(cm_conv *c, int role)
     return 0;
 }
 
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 static void append(cm_conv *c, int role, int n)
 {
-    n = clampi(n, 0, CM_MAX_CELLS - c->n_cells);
+    n = clamp_int(n, 0, CM_MAX_CELLS - c->n_cells);
     if (n <= 0)
         return;
     if ((!c->n_turns || c->turns[c->n_turns - 1].role != role) && add_turn(c, role))
@@ -141,7 +140,7 @@ static void remove_span(cm_conv *c, int s, int len)
 static int cells(const json_t *j)
 {
     json_int_t v = json_integer_value(j);
-    return (int)(v < -CM_MAX_CELLS ? -CM_MAX_CELLS : v > CM_MAX_CELLS ? CM_MAX_CELLS : v);
+    return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS);
 }
 static int getpos(const json_t *ev, const char *k) { return cells(json_object_get(ev, k)); }
 static int geti(const json_t *ev, const char *k)
@@ -186,7 +185,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->evict_ms = c->pending_evict_ms = 0;
     } else if (!strcmp(type, EV_PREFILL)) {
         size_t n = json_array_size(json_object_get(ev, "ids"));
-        int pre = clampi(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
+        int pre = clamp_int(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
         if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
             c->turns_seen++;
             c->avg_turn_tokens +=
@@ -233,8 +232,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         int prepared = json_is_true(json_object_get(ev, "prepared"));
         /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
         c->evictions++;
-        c->turn_dropped += clampi(geti(ev, "dropped"), 0, CM_MAX_CELLS);
-        c->turn_recomputed += clampi(geti(ev, "recomputed"), 0, CM_MAX_CELLS);
+        c->turn_dropped += clamp_int(geti(ev, "dropped"), 0, CM_MAX_CELLS);
+        c->turn_recomputed += clamp_int(geti(ev, "recomputed"), 0, CM_MAX_CELLS);
         if (c->decode_tokens)
             c->evict_ms += getd(ev, "ms");
         else
@@ -254,7 +253,7 @@ void cm_apply(cache_model *m, const json_t *ev)
              fmt_ms(a, sizeof a, getd(ev, "ms")));
     } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&c->history, 'G');
-        c->capacity = clampi(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
+        c->capacity = clamp_int(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
         c->grows++;
         c->bytes_reserved += getd(ev, "bytes");
         /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB */
@@ -290,7 +289,7 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->id = id;
             c->turns = t;
             c->prepared = 0; /* a preparation is its parent's alone */
-            c->shared_blocks = p->shared_blocks = clampi(geti(ev, "shared_blocks"), 0, INT_MAX);
+            c->shared_blocks = p->shared_blocks = clamp_int(geti(ev, "shared_blocks"), 0, INT_MAX);
         }
         graph_push(&c->history, c->n_cells, 'F');
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"),
@@ -310,9 +309,9 @@ void cm_apply(cache_model *m, const json_t *ev)
     } else if (!strcmp(type, EV_STATS)) {
         c->have_stats = 1;
         c->capacity = geti(ev, "capacity");
-        c->window = clampi(getpos(ev, "window"), 0, CM_MAX_CELLS);
-        c->keep = clampi(getpos(ev, "keep"), 0, CM_MAX_CELLS);
-        c->evict_min = clampi(getpos(ev, "evict_min"), 0, CM_MAX_CELLS);
+        c->window = clamp_int(getpos(ev, "window"), 0, CM_MAX_CELLS);
+        c->keep = clamp_int(getpos(ev, "keep"), 0, CM_MAX_CELLS);
+        c->evict_min = clamp_int(getpos(ev, "evict_min"), 0, CM_MAX_CELLS);
         c->bytes_used = getd(ev, "bytes_used");
         c->bytes_reserved = getd(ev, "bytes_reserved");
         c->fragmentation = getd(ev, "fragmentation");

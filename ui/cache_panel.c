@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/clamp.h"
 #include "format.h"
 
 /* A gauge: the filled part in reverse video (a solid bar in colour, monochrome and NO_COLOR alike),
@@ -10,7 +11,7 @@
 static void bar(WINDOW *w, const screen *s, int y, int x, int width, double frac, const char *label)
 {
     int fill = (int)(frac * width + 0.5), len = (int)strlen(label), at = (width - len) / 2;
-    fill = fill < 0 ? 0 : fill > width ? width : fill;
+    fill = clamp_int(fill, 0, width);
     if (len > width)
         len = 0;
     for (int i = 0; i < width; i++) {
@@ -203,7 +204,7 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         for (int r = 0; r < graph_rows; r++)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
-                filled = filled < 0 ? 0 : filled > 8 ? 8 : filled;
+                filled = clamp_int(filled, 0, 8);
                 /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow; F, O:
                  * fork, offload */
                 int pair = marks[col] == 'E' ? CP_EVICT : marks[col] ? CP_PIN : CP_GRAPH;

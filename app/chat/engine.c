@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/clamp.h"
 #include "../../kernels/err.h"
 #include "../session/records.h"
 #include "conv.h"
@@ -287,7 +288,7 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
             return err_set("conversation %d: a recorded turn lies outside its window", id);
         c->turns[t] = turns[t];
     }
-    c->keep = keep < 0 ? 0 : keep > n ? n : keep;
+    c->keep = clamp_int(keep, 0, n);
     c->smp.p = *sp;
     c->smp.rng = rng;
     c->approximate = approximate;

@@ -173,7 +173,7 @@ evs = [json.loads(l) for l in open(sys.argv[1])]
 pre = [e["conv"] for e in evs if e["ev"] == "prefill"]
 assert pre == [1, 2], pre
 assert any(e["ev"] == "fork" and e.get("parent") == 1 for e in evs)
-assert sum(e["ev"] == "new" for e in evs) == 1 or any(e["conv"] == 3 for e in evs)
+assert [e["conv"] for e in evs if e["ev"] == "new"] == [1, 3], "/new made conversation 3"
 PY
 check "${TAG}chat/line /conv 9 says there is none" grep -q "^no conversation 9" "$LC/err"
 printf 'Hello there\n/save %s\n' "$LC/saved.jsonl" | g >/dev/null 2>"$LC/err"

@@ -1,4 +1,4 @@
-/* The register tiles of the CPU's own GEMMs (f16 panels in matmul.c, matmul_bf16.c, q8.c): a few
+/* The register tiles of the CPU's own GEMMs (f16 panels in panels.c, matmul_bf16.c, q8.c): a few
  * rows of accumulators two vectors (32 columns) wide, stored with the panel's last columns masked
  * off. */
 #ifndef KVCHAT_TILE_H

@@ -1,0 +1,73 @@
+/* The engine as its own files share it: engine.c (the conversations and what reads them), turn.c
+ * (a turn and its reply loop), edits.c (rollback, retry, edit, clear, pin), worker.c (the reply's
+ * thread and the preparation thread). Not part of the engine's public header. */
+#ifndef KVCHAT_ENGINE_STATE_H
+#define KVCHAT_ENGINE_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "conv.h"
+#include "engine.h"
+#include "fidelity.h"
+
+struct engine {
+    loaded_model *lm;
+    model_opts mo;
+    engine_opts o;
+    evict_rule rule; /* rule.window: the tokens a conversation's cache holds at most */
+    conv **convs;
+    int n_convs, next_id;
+    size_t cap_convs;
+    float *logits;
+    int next; /* the token the last forward pass chose */
+    fidelity fid;
+    engine_text_fn on_text;
+    void *text_ctx;
+    atomic_int cancel, done;
+    pthread_t worker;
+    int running, job_conv, job_rc;
+    const int *forced; /* engine_force_reply: the next reply's tokens */
+    int n_forced;
+    engine_logits_fn on_logits;
+    void *logits_ctx;
+    int have_pending;   /* a /set during a reply: applied when the reply ends */
+    model_opts pending; /* mo as it will be then */
+    char *job_text, *job_reply;
+    char *system; /* the system preamble of conversations still to start, or NULL */
+    char job_err[1024];
+    pthread_t prep_thread; /* a prepared eviction being made between turns */
+    int preparing;
+    atomic_int prep_stop;
+    conv *prep_conv;
+};
+
+/* conversation `id`, or NULL with the error */
+conv *eng_find(const engine *e, int id);
+/* the same for a call that changes it: NULL with the error while a reply runs (after making a
+ * prepared eviction give way) */
+conv *eng_find_idle(engine *e, int id);
+int eng_refuse_while_running(const engine *e);
+int eng_push_ids(conv *c, const int *ids, int n);
+int eng_push_turn(conv *c, int role, int start);
+/* the index of c's last turn of `role`, or -1 */
+int eng_last_turn(const conv *c, int role);
+/* c's window and cache back to its first `to` tokens (a truncate event) */
+int eng_rollback(engine *e, conv *c, int to);
+/* new tokens through the model; pick: also chooses the token that follows them (into e->next) */
+int eng_forward(engine *e, conv *c, const int *ids, int n, int pick);
+/* the stats event of c, from the thread its turn runs on */
+void eng_stats(engine *e, const conv *c);
+/* a turn (a message and its reply), or a retry of the last reply, on the caller's thread or the
+ * worker's; *out gets the reply */
+int eng_run_turn(engine *e, int id, const char *text, char **out);
+int eng_run_retry(engine *e, int id, char **out);
+/* the thread that prepares c's next eviction between turns: stopped (within a layer) and joined;
+ * started after a turn of c */
+void eng_prep_halt(engine *e);
+void eng_prep_begin(engine *e, conv *c);
+/* the reply to what c's window ends with (turn.c), and the turn's closing records */
+int eng_reply(engine *e, conv *c, char **out, int *n_tok);
+int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out);
+
+#endif

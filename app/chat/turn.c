@@ -1,0 +1,268 @@
+/* A turn: making its room, the user's message through the model, the reply loop (its stop text
+ * held back by stop_text.c) and the turn_end record that closes it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/err.h"
+#include "../session/records.h"
+#include "engine_state.h"
+#include "stop_text.h"
+
+/* runs new tokens through the model; pick: also chooses the token that follows them (into e->next)
+ */
+int eng_forward(engine *e, conv *c, const int *ids, int n, int pick)
+{
+    kb_sample s = pick ? sampler_draw(&c->smp, c->ids, c->n_ids) : (kb_sample){0};
+    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, pick ? &s : NULL, &e->next,
+                     NULL);
+}
+
+static void offload_idle(engine *e, const conv *active)
+{
+    if (e->o.idle_offload <= 0)
+        return;
+    double now = ev_clock();
+    for (int i = 0; i < e->n_convs; i++) {
+        conv *c = e->convs[i];
+        if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) &&
+            now - c->last_used > e->o.idle_offload)
+            kv_offload(c->seq);
+    }
+}
+
+/* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may
+ * need it. Another conversation's plan always (a switch), and c's own when the pool could not hold
+ * c's cache growing to the window beside it, which is all the turn can add before the eviction that
+ * swaps the plan in: a plan only ever uses memory the pool can spare, then as now. */
+static void turn_room(engine *e, conv *c)
+{
+    for (int i = 0; i < e->n_convs; i++)
+        if (e->convs[i] != c)
+            evict_discard(e->convs[i]);
+    if (!c->plan)
+        return;
+    const kv_opts *o = kv_pool_opts(e->lm->pool);
+    kv_pool_stats ps;
+    kv_pool_get_stats(e->lm->pool, &ps);
+    size_t per = kv_bytes_per_token(e->lm->pool), left = ps.pool_bytes - ps.used_bytes;
+    size_t need =
+        o->layout == KV_PAGED ? (size_t)(e->rule.window - c->n_ids + o->block_tokens) * per
+        : o->prealloc         ? 0
+                      : (size_t)e->rule.window * per; /* a growth copies into a new buffer */
+    if (left < need)
+        evict_discard(c);
+}
+
+/* appends a user message (after the preamble, for a new conversation) and prefills it */
+static int user_turn(engine *e, conv *c, const char *text)
+{
+    const tokenizer *tok = e->lm->tok;
+    int *pre = NULL, np = 0, cap_p = 0, *msg = NULL, nm = 0, cap_m = 0, rc = -1;
+    int first_user = eng_last_turn(c, ROLE_USER) < 0;
+    if (c->n_turns == 0) {
+        if (tpl_preamble(e->o.tpl, tok, e->system, &pre, &np, &cap_p))
+            goto out;
+        int keep = e->o.keep >= 0 ? e->o.keep : np;
+        c->keep = keep > e->rule.window / 2 ? e->rule.window / 2 : keep;
+    }
+    if (tpl_user(e->o.tpl, tok, text, strlen(text), first_user, &msg, &nm, &cap_m))
+        goto out;
+    /* a message may take what the kept prefix leaves, less room for the reply (n), but never less
+     * than a quarter of it: a message cut to the whole window would be evicted by its first reply
+     * token */
+    int free_ = e->rule.window - (c->keep > np ? c->keep : np), room = free_ - e->mo.n_predict,
+        *m = msg;
+    if (room < free_ / 4)
+        room = free_ / 4;
+    if (room > free_ - 1)
+        room = free_ - 1;
+    if (room < 1) {
+        err_set("a window of %d tokens cannot hold the %s template's preamble (%d tokens) and a "
+                "message; raise --ctx",
+                e->rule.window, tpl_name(e->o.tpl), np);
+        goto out;
+    }
+    if (nm > room) { /* longer than the window: keep its end, and say so */
+        ev_emit(e->lm->bus, c->id, EV_NOTICE,
+                json_pack("{s:s, s:i, s:i}", "text",
+                          "message longer than the window: its beginning was cut", "tokens", nm,
+                          "kept", room));
+        m += nm - room;
+        nm = room;
+    }
+    if (evict_make_room(c, e->lm, &e->rule, np + nm, 0))
+        goto out;
+    double t0 = ev_clock(); /* after the room is made: an eviction's time is in its own event */
+    int cached = kv_len(c->seq), turns_before = c->n_turns, ids_before = c->n_ids;
+    int ok = 1;
+    if (np && (ok = !eng_push_turn(c, ROLE_PREAMBLE, c->n_ids) && !eng_push_ids(c, pre, np)))
+        c->turns[c->n_turns - 1].len = np;
+    if (ok && (ok = !eng_push_turn(c, ROLE_USER, c->n_ids) && !eng_push_ids(c, m, nm)))
+        c->turns[c->n_turns - 1].len = nm;
+    if (!ok || eng_forward(e, c, c->ids + cached, c->n_ids - cached, 1)) {
+        /* the message leaves no trace: the cache kept its length, the conversation drops it again
+         */
+        c->n_turns = turns_before;
+        c->n_ids = ids_before;
+        goto out;
+    }
+    c->needed += c->n_ids;
+    c->served += cached;
+    json_t *arr = json_array();
+    for (int i = cached; i < c->n_ids; i++)
+        json_array_append_new(arr, json_integer(c->ids[i]));
+    ev_emit(e->lm->bus, c->id, EV_PREFILL,
+            json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms",
+                      (ev_clock() - t0) * 1e3));
+    rc = 0;
+out:
+    free(pre);
+    free(msg);
+    return rc;
+}
+
+/* the reply's text that may be shown now, to the on_text callback */
+static void show(engine *e, const conv *c, stop_text *st, int final)
+{
+    size_t n;
+    const char *text = stop_ready(st, final, &n);
+    if (e->on_text && n)
+        e->on_text(e->text_ctx, c->id, text, n);
+}
+
+/* generates the reply to what the window ends with; *n_tok gets the tokens it kept, which no
+ * window position can tell once an eviction inside the reply has moved them */
+int eng_reply(engine *e, conv *c, char **out, int *n_tok)
+{
+    loaded_model *lm = e->lm;
+    /* fixed for the whole reply: a /set meanwhile waits for its end (engine_set_sampling) */
+    int eos = tok_eos(lm->tok), rc = 0, made = 0, n_predict = e->mo.n_predict, stopped = 0;
+    stop_text st;
+    stop_init(&st, tpl_stop(e->o.tpl));
+    tok_stream ts;
+    tok_stream_init(&ts, lm->tok);
+    if (eng_push_turn(c, ROLE_ASSISTANT, c->n_ids))
+        return -1;
+    int turn = c->n_turns - 1;
+    kv_set_busy(c->seq, 1);
+    while (made < n_predict && !atomic_load(&e->cancel)) {
+        double t0 = ev_clock();
+        if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
+            fid_check(&e->fid, e->lm, c, e->rule.window);
+        if (e->on_logits) {
+            if ((rc = gpt2_last_logits(&lm->model, e->logits)))
+                break;
+            e->on_logits(e->logits_ctx, e->logits, lm->model.cfg.vocab_size);
+        }
+        int id = made < e->n_forced ? e->forced[made] : e->next;
+        int end = id == eos;
+        if (end && !tpl_keeps_eos(e->o.tpl))
+            break;
+        if ((rc = evict_make_room(c, e->lm, &e->rule, 1, 1)))
+            break;
+        turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
+        if ((rc = eng_push_ids(c, &id, 1)))
+            break;
+        c->turns[turn].len++;
+        made++;
+        if ((rc = eng_forward(e, c, &id, 1, !end && made < n_predict)))
+            break;
+        size_t len = 0;
+        const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
+        ev_emit(lm->bus, c->id, EV_TOKEN,
+                json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text",
+                          piece, len));
+        if (end)
+            break;
+        int drop = 0;
+        if ((stopped = stop_push(&st, piece, len, &drop)) < 0) {
+            rc = -1;
+            break;
+        }
+        if (stopped) { /* the window goes back to before the stop text */
+            rc = eng_rollback(e, c, c->n_ids - drop);
+            made -= drop;
+            break;
+        }
+        show(e, c, &st, 0);
+    }
+    kv_set_busy(c->seq, 0);
+    e->forced = NULL; /* one reply's worth */
+    e->n_forced = 0;
+    e->on_logits = NULL;
+    if (!rc && stopped <= 0) {
+        size_t len;
+        const char *rest = tok_stream_flush(&ts, &len);
+        rc = stop_finish(&st, rest, len);
+    }
+    if (!rc)
+        show(e, c, &st, 1);
+    tok_stream_free(&ts);
+    *n_tok = made;
+    c->last_used = ev_clock();
+    char *text = rc ? NULL : stop_take(&st);
+    stop_free(&st);
+    if (!rc && !text)
+        rc = -1;
+    if (out && !rc)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* Closes a turn whose reply kept n_tok tokens: the stats, then the closing record (everything
+ * needed to resume the conversation exactly); the reply goes to *out when it succeeded and the
+ * caller wants it. Returns rc. */
+int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
+{
+    eng_stats(e, c);
+    rec_turn_end t = {.reply = text,
+                      .tokens = n_tok,
+                      .cancelled = atomic_load(&e->cancel) != 0,
+                      .failed = rc != 0,
+                      .ids = c->ids,
+                      .n_ids = c->n_ids,
+                      .turns = c->turns,
+                      .n_turns = c->n_turns,
+                      .keep = c->keep,
+                      .rng = c->smp.rng,
+                      .sp = c->smp.p,
+                      .n_predict = e->mo.n_predict,
+                      .approximate = c->approximate};
+    ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
+    c->turns_done++;
+    c->settled = c->n_ids;
+    if (out && !rc)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* a turn, on the caller's thread or the worker's */
+int eng_run_turn(engine *e, int id, const char *text, char **out)
+{
+    conv *c = eng_find(e, id);
+    if (!c)
+        return -1;
+    if (out)
+        *out = NULL;
+    if (strlen(text) > ENGINE_MAX_MESSAGE)
+        return err_set("a message of %zu bytes is longer than a message can be (%d KiB)",
+                       strlen(text), ENGINE_MAX_MESSAGE / 1024);
+    ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
+    turn_room(e, c);
+    offload_idle(e, c);
+    c->last_used = ev_clock();
+    kv_set_busy(c->seq, 1);
+    int rc = user_turn(e, c, text);
+    kv_set_busy(c->seq, 0);
+    char *r = NULL;
+    int n_tok = 0;
+    if (!rc) {
+        eng_stats(e, c);
+        rc = eng_reply(e, c, &r, &n_tok);
+    }
+    return eng_turn_end(e, c, r, n_tok, rc, out);
+}

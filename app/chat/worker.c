@@ -1,0 +1,157 @@
+/* The engine's two threads: the worker a started turn runs on, and the one that prepares the next
+ * eviction between turns; and the calls that start, wait for and cancel them (a /set waits here
+ * for the reply's end). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/err.h"
+#include "../session/records.h"
+#include "engine_state.h"
+
+/* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
+ * model, the pool and its conversation's cache, so every call that uses them first makes it give
+ * way (within one layer's work) and waits for it. */
+void engine_settle(engine *e)
+{
+    if (e->preparing) {
+        pthread_join(e->prep_thread, NULL);
+        e->preparing = 0;
+    }
+}
+
+void eng_prep_halt(engine *e)
+{
+    if (e->preparing)
+        atomic_store(&e->prep_stop, 1);
+    engine_settle(e);
+}
+
+static void *prep_main(void *arg)
+{
+    engine *e = arg;
+    evict_prepare(e->prep_conv, e->lm, &e->rule, e->mo.n_predict, &e->prep_stop);
+    return NULL;
+}
+
+/* after a turn of c: its next eviction prepared in the background, when the next turn may need one
+ */
+void eng_prep_begin(engine *e, conv *c)
+{
+    if (!e->o.prepare || e->preparing || !c)
+        return;
+    atomic_store(&e->prep_stop, 0);
+    e->prep_conv = c;
+    e->preparing = pthread_create(&e->prep_thread, NULL, prep_main, e) == 0;
+}
+
+static void *worker(void *arg)
+{
+    engine *e = arg;
+    e->job_rc = e->job_text ? eng_run_turn(e, e->job_conv, e->job_text, &e->job_reply)
+                            : eng_run_retry(e, e->job_conv, &e->job_reply);
+    if (e->job_rc)
+        snprintf(e->job_err, sizeof e->job_err, "%s", err_msg());
+    atomic_store(&e->done, 1);
+    return NULL;
+}
+
+int engine_turn(engine *e, int id, const char *text, char **out)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c || eng_run_turn(e, id, text, out))
+        return -1;
+    eng_prep_begin(e, c);
+    return 0;
+}
+
+int engine_retry(engine *e, int id, char **out)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c || eng_run_retry(e, id, out))
+        return -1;
+    eng_prep_begin(e, c);
+    return 0;
+}
+
+int engine_turn_start(engine *e, int id, const char *text)
+{
+    if (!eng_find_idle(e, id))
+        return -1;
+    free(e->job_text);
+    e->job_text = NULL;
+    size_t len = 0, cap = 0;
+    if (text && err_append(&e->job_text, &len, &cap, text, strlen(text), "a message"))
+        return -1;
+    e->job_conv = id;
+    e->job_reply = NULL;
+    atomic_store(&e->cancel, 0);
+    atomic_store(&e->done, 0);
+    if (pthread_create(&e->worker, NULL, worker, e))
+        return err_set("cannot start the generation thread");
+    e->running = 1;
+    return 0;
+}
+
+static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
+{
+    eng_prep_halt(e);
+    for (int i = 0; i < e->n_convs; i++) /* made for the old n_predict */
+        evict_discard(e->convs[i]);
+    ev_emit(e->lm->bus, 0, EV_SET, rec_sampling(sp, n_predict));
+    uint64_t old_seed = e->mo.sp.seed;
+    e->mo.sp = *sp;
+    e->mo.n_predict = n_predict;
+    for (int i = 0; i < e->n_convs; i++) {
+        sampler *smp = &e->convs[i]->smp;
+        smp->p = *sp;
+        if (sp->seed != old_seed)
+            sampler_init(smp, sp);
+    }
+}
+
+int engine_turn_wait(engine *e, char **reply_out)
+{
+    if (!e->running)
+        return err_set("no reply is being generated");
+    pthread_join(e->worker, NULL);
+    e->running = 0;
+    if (e->have_pending) {
+        e->have_pending = 0;
+        apply_sampling(e, &e->pending.sp, e->pending.n_predict);
+    }
+    free(e->job_text);
+    e->job_text = NULL;
+    if (e->job_rc) {
+        free(e->job_reply);
+        return err_set("%s", e->job_err);
+    }
+    eng_prep_begin(e, eng_find(e, e->job_conv));
+    if (reply_out)
+        *reply_out = e->job_reply;
+    else
+        free(e->job_reply);
+    return 0;
+}
+
+void engine_cancel(engine *e) { atomic_store(&e->cancel, 1); }
+
+int engine_turn_done(const engine *e) { return !e->running || atomic_load(&e->done); }
+
+int engine_set_sampling(engine *e, const sampler_params *sp, int n_predict)
+{
+    if (e->running) {
+        if (!e->have_pending)
+            e->pending = e->mo;
+        e->pending.sp = *sp;
+        e->pending.n_predict = n_predict;
+        e->have_pending = 1;
+        return 1;
+    }
+    apply_sampling(e, sp, n_predict);
+    return 0;
+}
+
+const model_opts *engine_model_opts(const engine *e)
+{
+    return e->have_pending ? &e->pending : &e->mo;
+}

@@ -398,14 +398,38 @@ static int unshare(kv_seq *s, int i, int rows, size_t *copied)
     return 0;
 }
 
+/* the capacity a contiguous sequence of capacity cap grows to when it needs `need` positions */
+static int next_cap(const kv_pool *p, int cap, int need)
+{
+    int next = p->o.prealloc ? p->o.window
+               : cap         ? (int)ceilf(cap * p->o.grow_factor)
+                             : p->o.block_tokens;
+    next = next < need ? need : next;
+    return next > p->o.window ? p->o.window : next;
+}
+
+size_t kv_growth_bytes(const kv_seq *s, int to)
+{
+    const kv_pool *p = s->p;
+    if (p->o.layout == KV_PAGED) /* a block at a time, and a copy of a shared last block */
+        return (size_t)(to - s->len + p->o.block_tokens) * p->tok_bytes;
+    /* each growth needs its new buffer free while the old one is held, past what the growths
+     * before it took */
+    size_t most = 0, took = 0;
+    for (int cap = s->cap; cap < to;) {
+        int next = next_cap(p, cap, cap + 1);
+        size_t need = took + flat_bytes(p, next);
+        most = need > most ? need : most;
+        took += flat_bytes(p, next) - (cap ? flat_bytes(p, cap) : 0);
+        cap = next;
+    }
+    return most;
+}
+
 static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
 {
     kv_pool *p = s->p;
-    int cap = p->o.prealloc ? p->o.window
-              : s->cap      ? (int)ceilf(s->cap * p->o.grow_factor)
-                            : p->o.block_tokens;
-    cap = cap < need ? need : cap;
-    cap = cap > p->o.window ? p->o.window : cap;
+    int cap = next_cap(p, s->cap, need);
     size_t old = s->buf ? flat_bytes(p, s->cap) : 0, bytes = flat_bytes(p, cap);
     if (make_room(p, s, bytes))
         return -1;

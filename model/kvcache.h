@@ -64,6 +64,10 @@ void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);
 /* Makes room for n more positions that this sequence alone owns (allocating, growing, copying
  * shared blocks, restoring it if offloaded, offloading others if the pool is full). */
 int kv_reserve(kv_seq *s, int n);
+/* The free pool bytes this sequence needs to grow to `to` positions one at a time (as a reply
+ * does), however its layout grows: a paged one a block at a time, a contiguous one by copying into
+ * a bigger buffer while the old one is held (nothing once the whole window is reserved). */
+size_t kv_growth_bytes(const kv_seq *s, int to);
 /* Where attention finds this sequence's rows; valid until the next call that changes it. */
 const kb_kv *kv_view(kv_seq *s);
 /* n more positions (written by the forward pass after kv_reserve) are now filled. */

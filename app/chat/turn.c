@@ -41,14 +41,10 @@ static void turn_room(engine *e, conv *c)
             evict_discard(e->convs[i]);
     if (!c->plan)
         return;
-    const kv_opts *o = kv_pool_opts(e->lm->pool);
     kv_pool_stats ps;
     kv_pool_get_stats(e->lm->pool, &ps);
-    size_t per = kv_bytes_per_token(e->lm->pool), left = ps.pool_bytes - ps.used_bytes;
-    size_t need =
-        o->layout == KV_PAGED ? (size_t)(e->rule.window - c->n_ids + o->block_tokens) * per
-        : o->prealloc         ? 0
-                      : (size_t)e->rule.window * per; /* a growth copies into a new buffer */
+    size_t left = ps.pool_bytes - ps.used_bytes;
+    size_t need = kv_growth_bytes(c->seq, e->rule.window);
     if (left < need)
         evict_discard(c);
 }

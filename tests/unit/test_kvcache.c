@@ -244,6 +244,47 @@ static void pool_exhaustion(void)
     b->destroy(b);
 }
 
+/* kv_growth_bytes against what growing takes: a sequence of 10 positions grown to the window of 64
+ * one position at a time (as decode does) raises the pool's peak by what it says (paged: by no
+ * more, and it says at least the new positions' bytes). */
+static void growth_bytes(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2);
+    for (int layout = 0; layout < 3; layout++) {
+        kv_opts o;
+        kv_opts_default(&o, &m.cfg);
+        o.layout = layout ? KV_CONTIGUOUS : KV_PAGED;
+        o.prealloc = layout == 2;
+        o.window = 64;
+        kv_pool *pool = kv_pool_create(b, &m.cfg, &o, NULL);
+        kv_seq *s = kv_seq_new(pool, 1);
+        int ids[64];
+        for (int i = 0; i < 64; i++)
+            ids[i] = 500 + i * 7;
+        CHECK(pool && s && gpt2_forward(&m, b, s, ids, 10, NULL) == 0, "layout %d: %s", layout,
+              err_msg());
+        kv_pool_stats before, after;
+        kv_pool_get_stats(pool, &before);
+        size_t said = kv_growth_bytes(s, 64), per = kv_bytes_per_token(pool);
+        for (int n = 10; n < 64; n++)
+            CHECK(gpt2_forward(&m, b, s, ids + n, 1, NULL) == 0, "layout %d: position %d: %s",
+                  layout, n, err_msg());
+        kv_pool_get_stats(pool, &after);
+        size_t took = after.peak_bytes - before.used_bytes;
+        /* a contiguous growth's need is exact (the pool counts its peak during the copy) */
+        CHECK(layout ? took == said : took <= said && said >= 54 * per,
+              "layout %d: growing took %zu bytes, kv_growth_bytes said %zu", layout, took, said);
+        if (layout == 2)
+            CHECK(said == 0, "reserved at once, yet %zu bytes said", said);
+        kv_seq_free(s);
+        kv_pool_free(pool);
+    }
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
 /* A snapshot's rows go back in only if they hold numbers: one NaN, or one infinity, in any cache
  * dtype (an int8 cache: in a row's scale) is refused, naming the position; the rows as exported go
  * in. */
@@ -370,6 +411,7 @@ static void allocation_failures(void)
 }
 
 TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures},
+           {"kvcache/growth_bytes", growth_bytes},
            {"kvcache/random_operations_vs_fresh", random_operations},
            {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion},
            {"kvcache/import_refuses_non_finite", import_refuses_non_finite});

@@ -257,6 +257,17 @@ int selftest_gate(loaded_model *lm, const model_opts *o)
     return load_model(lm, &on_cpu);
 }
 
+int selftest_load(loaded_model *lm, const model_opts *o)
+{
+    if (load_model(lm, o))
+        return -1;
+    if (!o->skip_selftest && lm->backend->describe && selftest_gate(lm, o)) {
+        unload_model(lm);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_selftest(int argc, char **argv)
 {
     model_opts mo;

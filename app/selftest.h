@@ -23,12 +23,16 @@ typedef struct {
 double selftest_limit(dtype weights, dtype cache);
 /* Runs the test for the model as loaded on its backend (a CPU copy is loaded from lm->dir). */
 int selftest_run(loaded_model *lm, selftest_result *r);
-/* The first-use gate, called by load_model on a GPU: for each kernel set to try, the cached
+/* The first-use gate, called by selftest_load on a GPU: for each kernel set to try, the cached
  * verdict, else a run (and its verdict cached); the first set that passes stays in use (a fallback
  * to the basic set is said in one line). When none passes, `auto` reloads lm on the CPU (saying why
  * in one line) and `cuda` fails naming the gap. KVCHAT_SELFTEST=0 skips it (for diagnosing a GPU).
  */
 int selftest_gate(loaded_model *lm, const model_opts *o);
+/* load_model, then the gate (unless o->skip_selftest): a GPU never tested with this model is
+ * checked against the CPU first, and a failure reloads on the CPU, or is the error. What every
+ * command that runs a model loads it with. */
+int selftest_load(loaded_model *lm, const model_opts *o);
 /* The cache key of this model on this backend, or -1 on the CPU (no device to key). */
 int selftest_key(loaded_model *lm, char *buf, size_t n);
 

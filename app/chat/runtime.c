@@ -8,7 +8,6 @@
 
 #include "../../kernels/err.h"
 #include "../files.h"
-#include "../selftest.h"
 
 static dtype default_dtype(void)
 {
@@ -115,12 +114,6 @@ int load_model(loaded_model *lm, const model_opts *o)
         kv.window = lm->model.cfg.n_ctx;
     if (!(lm->bus = ev_bus_create()) ||
         !(lm->pool = kv_pool_create(lm->backend, &lm->model.cfg, &kv, lm->bus))) {
-        unload_model(lm);
-        return -1;
-    }
-    /* a GPU never tested with this model is checked against the CPU first (a failure reloads on the
-     * CPU, or is the error) */
-    if (!o->skip_selftest && lm->backend->describe && selftest_gate(lm, o)) {
         unload_model(lm);
         return -1;
     }

@@ -26,7 +26,7 @@ typedef struct {
     int n_predict;
     sampler_params sp;
     kv_opts kv;        /* kv.window 0: the model's context */
-    int skip_selftest; /* load on a GPU without the first-use self-test (kvchat selftest runs it) */
+    int skip_selftest; /* selftest_load skips the first-use GPU self-test (kvchat selftest runs it) */
     int quiet;         /* no notice that there is no GPU (generate -q, info) */
 } model_opts;
 

@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "../options.h"
+#include "../selftest.h"
 
 const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
@@ -245,7 +246,7 @@ int cmd_bench(int argc, char **argv)
         mo.wtype_set |= dtypes != default_types;
         if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
             return err_set("--dtype: with --turns, one of f32, bf16, f16, q8"), EXIT_USAGE;
-        if (load_model(&lm, &mo))
+        if (selftest_load(&lm, &mo))
             return EXIT_RUNTIME;
         printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir,
                dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->threads);
@@ -272,7 +273,7 @@ int cmd_bench(int argc, char **argv)
         loaded_model lm;
         mo.wtype = list[k];
         mo.wtype_set = 1;
-        if (load_model(&lm, &mo))
+        if (selftest_load(&lm, &mo))
             return json_decref(results), EXIT_RUNTIME;
         if (k == 0) {
             const gpt2_config *c = &lm.model.cfg;

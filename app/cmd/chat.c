@@ -26,6 +26,7 @@
 #include "../session/records.h"
 #include "../session/restore.h"
 #include "sessions.h"
+#include "../selftest.h"
 
 #define CHAT_OPTS_HELP                                                                             \
     "      --system TEXT      a system preamble opening each conversation in place of the\n"       \
@@ -320,7 +321,7 @@ int cmd_chat(int argc, char **argv)
     }
     int tui = !a.no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     loaded_model lm;
-    if (load_model(&lm, &mo)) {
+    if (selftest_load(&lm, &mo)) {
         session_free(&hist);
         return EXIT_RUNTIME;
     }

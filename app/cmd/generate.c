@@ -10,6 +10,7 @@
 #include "../files.h"
 #include "../options.h"
 #include "../safe_text.h"
+#include "../selftest.h"
 
 const char GENERATE_HELP[] =
     "usage: kvchat generate [-m DIR] [-p TEXT | --prompt-ids 1,2,3] [options]\n"
@@ -221,7 +222,7 @@ int cmd_generate(int argc, char **argv)
         a.mo.n_predict = n_force;
     loaded_model lm;
     rc = EXIT_RUNTIME;
-    if (load_model(&lm, &a.mo))
+    if (selftest_load(&lm, &a.mo))
         goto out;
     if (a.prompt && tok_encode(lm.tok, a.prompt, strlen(a.prompt), a.special, &ids, &n, &cap))
         goto unload;

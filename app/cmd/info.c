@@ -6,6 +6,7 @@
 #include "../chat/template.h"
 #include "commands.h"
 #include "../options.h"
+#include "../selftest.h"
 
 const char INFO_HELP[] =
     "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16]\n"
@@ -33,7 +34,7 @@ int cmd_info(int argc, char **argv)
         return EXIT_USAGE;
     mo.quiet = 1; /* what a model is does not depend on the device */
     loaded_model lm;
-    if (load_model(&lm, &mo))
+    if (selftest_load(&lm, &mo))
         return EXIT_RUNTIME;
     const gpt2_config *c = &lm.model.cfg;
     int64_t params = gpt2_param_count(c);

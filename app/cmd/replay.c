@@ -22,6 +22,7 @@
 #include "../session/records.h"
 #include "../session/restore.h"
 #include "sessions.h"
+#include "../selftest.h"
 
 const char REPLAY_HELP[] =
     "usage: kvchat replay FILE                 play the session back with the cache panel\n"
@@ -162,7 +163,7 @@ static int verify_open(verifier *v)
     char fp[17];
     const char *want =
         json_string_value(json_object_get(json_object_get(v->s->header, "model"), "fingerprint"));
-    if (load_model(&v->lm, &v->mo) || fp_model(v->lm.dir, fp))
+    if (selftest_load(&v->lm, &v->mo) || fp_model(v->lm.dir, fp))
         return -1;
     if (!v->force && (!want || strcmp(want, fp)))
         return err_set("%s was recorded with another model than %s (--force to verify anyway)",

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../../kernels/err.h"
-#include "../session/records.h"
+#include "records.h"
 #include "engine_state.h"
 #include "stop_text.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../../kernels/err.h"
-#include "../session/records.h"
+#include "records.h"
 #include "engine_state.h"
 
 /* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the

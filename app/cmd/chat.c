@@ -23,7 +23,7 @@
 #include "../session/session.h"
 #include "../session/snapshot.h"
 #include "../tui.h"
-#include "../session/records.h"
+#include "../chat/records.h"
 #include "../session/restore.h"
 #include "sessions.h"
 #include "../selftest.h"

@@ -19,7 +19,7 @@
 #include "../session/fingerprint.h"
 #include "../safe_text.h"
 #include "../session/session.h"
-#include "../session/records.h"
+#include "../chat/records.h"
 #include "../session/restore.h"
 #include "sessions.h"
 #include "../selftest.h"

@@ -4,7 +4,7 @@
 
 #include "../../kernels/err.h"
 #include "../../model/events.h"
-#include "records.h"
+#include "../chat/records.h"
 
 static int conv_of(const json_t *ev)
 {

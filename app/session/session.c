@@ -13,7 +13,7 @@
 #include "../../model/events.h"
 #include "../files.h"
 #include "fingerprint.h"
-#include "records.h"
+#include "../chat/records.h"
 
 #ifndef KVCHAT_VERSION
 #define KVCHAT_VERSION "0.1.0"

@@ -4,7 +4,7 @@
 
 #include "../../kernels/err.h"
 #include "../../model/events.h"
-#include "records.h"
+#include "../chat/records.h"
 #include "session.h"
 
 /* the weights, cache and chat settings of a header or a resume event */

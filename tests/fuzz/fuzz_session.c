@@ -9,7 +9,7 @@
 
 #include <stdlib.h>
 
-#include "../../app/session/records.h"
+#include "../../app/chat/records.h"
 #include "../../app/session/session.h"
 #include "../../ui/cache_panel.h"
 

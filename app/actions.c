@@ -162,7 +162,7 @@ static json_t **conv_events(act_host *h, int *k)
     *k = 0;
     for (size_t i = 0; evs && i < n; i++) {
         json_t *ev = json_array_get(h->events, i);
-        int c = (int)json_integer_value(json_object_get(ev, "conv"));
+        int c = ev_conv(ev);
         if (c == h->conv || c == 0)
             evs[(*k)++] = json_incref(ev);
     }

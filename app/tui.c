@@ -332,7 +332,7 @@ static void show_history(tui *t, const session *h)
             continue; /* this run's model event describes the model now */
         cm_apply(&t->cm, ev);
         json_array_append(t->all, ev);
-        chat_pane_apply(pane(t, (int)json_integer_value(json_object_get(ev, "conv"))), ev, &t->cm);
+        chat_pane_apply(pane(t, ev_conv(ev)), ev, &t->cm);
     }
     const char *note = "resumed: the history above was restored";
     chat_pane_add(pane(t, t->conv), ROLE_NOTICE, note, strlen(note));

@@ -1,6 +1,7 @@
 #include "events.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +18,7 @@ struct ev_bus {
         void *ctx;
     } sinks[MAX_SINKS];
     int n_sinks;
+    int check; /* KVCHAT_CHECK_EVENTS: each event emitted is held to the schema (the tests set it) */
 };
 
 double ev_clock(void)
@@ -33,6 +35,8 @@ ev_bus *ev_bus_create(void)
         return NULL;
     pthread_mutex_init(&b->lock, NULL);
     b->start = ev_clock();
+    const char *check = getenv("KVCHAT_CHECK_EVENTS");
+    b->check = check && *check && strcmp(check, "0");
     return b;
 }
 
@@ -87,6 +91,11 @@ void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields)
     json_decref(fields);
     if (!ev)
         return;
+    const char *why = b->check ? ev_check(ev, EV_BIG, EV_BIG, 1) : NULL;
+    if (why) { /* a program error, not an input's: the test that made it fails at the emitter */
+        fprintf(stderr, "kvchat: an emitted event breaks model/event_schema.h: %s\n", why);
+        abort();
+    }
     pthread_mutex_lock(&b->lock);
     for (int i = 0; i < b->n_sinks; i++)
         b->sinks[i].fn(b->sinks[i].ctx, ev);

@@ -136,19 +136,19 @@ unknown|line 2: unknown event 'frobnicate'
 future|written by a newer kvchat \(session format 99\)
 noheader|not a kvchat session
 negconv|line 2: events need an integer 'conv'
-window2g|line 2: stats has a window
-preamble2g|line 2: prefill needs 'ids' .*within the window
-badtoken|line 2: token needs an 'id' in the vocabulary
-badset|line 2: set needs sampling settings in range
-badsampling|line [0-9]+: turn_end needs sampling settings in range
+window2g|line 2: stats needs 'window' to be an integer in 1\.\.
+preamble2g|line 2: prefill needs 'preamble' to be an integer in 0\.\.
+badtoken|line 2: token needs 'id' to be an integer in 0\.\.50256
+badset|line 2: set needs 'repeat_penalty' to be a number in 0\.01\.\.100
+badsampling|line [0-9]+: turn_end needs 'sampling' to be sampling settings in range
 badheader|the header's sampling settings are missing or out of range
 CASES
 expect_error "${TAG}session/resume a bad file" 1 "unknown event" "$KV" chat --no-tui --resume "$S/unknown.jsonl"
 
 # bad sampling settings stop --verify and resume with the line that holds them
-expect_error "${TAG}session/--verify a file with bad sampling" 1 "line 2: set needs sampling settings" \
+expect_error "${TAG}session/--verify a file with bad sampling" 1 "line 2: set needs 'repeat_penalty'" \
     "$KV" replay "$S/badset.jsonl" --verify -m "$B/good"
-expect_error "${TAG}session/resume a file with bad sampling" 1 "line 2: set needs sampling settings" \
+expect_error "${TAG}session/resume a file with bad sampling" 1 "line 2: set needs 'repeat_penalty'" \
     "$KV" chat --no-tui --resume "$S/badset.jsonl"
 
 # files the chat writes: the reason, not just "cannot write"; a failing event log changes the exit status

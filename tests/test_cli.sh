@@ -105,6 +105,15 @@ table = subprocess.run([sys.argv[1], "chat", "--commands"], capture_output=True,
 assert table.startswith("| commands | |\n") and table.count("\n") >= 16, table
 assert table in open("README.md").read(), "README.md's commands table differs from chat --commands"
 PY
+# the events table of model/README.md is the schema the program checks events against
+check "${TAG}cli/model/README's events table is replay --events-table" "$PYTHON" - "$KV" <<'PY'
+import subprocess, sys
+table = subprocess.run([sys.argv[1], "replay", "--events-table"], capture_output=True, text=True,
+                       check=True).stdout
+assert table.startswith("| ev | what |") and table.count("\n") >= 25, table
+assert "| `turn_end` |" in table and "`window`: the window's token ids" in table, table
+assert table in open("model/README.md").read(), "model/README.md's events table differs"
+PY
 # the man page names every subcommand, option and chat command kvchat's own help lists
 check "${TAG}cli/the man page covers every --help" "$PYTHON" - "$KV" <<'PY'
 import re, subprocess, sys

@@ -137,45 +137,30 @@ static void remove_span(cm_conv *c, int s, int len)
 }
 
 /* a position or a count of cells, clamped so that sums of two cannot overflow */
-static int cells(const json_t *j)
-{
-    json_int_t v = json_integer_value(j);
-    return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS);
-}
-static int getpos(const json_t *ev, const char *k) { return cells(json_object_get(ev, k)); }
-static int geti(const json_t *ev, const char *k)
-{
-    return (int)json_integer_value(json_object_get(ev, k));
-}
-static double getd(const json_t *ev, const char *k)
-{
-    return json_number_value(json_object_get(ev, k));
-}
+static int cells(long long v) { return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS); }
 
 void cm_apply(cache_model *m, const json_t *ev)
 {
-    const char *type = json_string_value(json_object_get(ev, "ev"));
+    const char *type = ev_type(ev);
     if (!type)
         return;
     char a[32], b[32];
     if (!strcmp(type, EV_MODEL)) {
-        snprintf(m->model, sizeof m->model, "%s",
-                 json_string_value(json_object_get(ev, "name")) ?: "?");
-        snprintf(m->backend, sizeof m->backend, "%s",
-                 json_string_value(json_object_get(ev, "backend")) ?: "?");
-        m->weights_bytes = getd(ev, "weights_bytes");
-        m->workspace_bytes = getd(ev, "workspace_bytes");
-        m->memory_total = getd(ev, "memory_total_bytes");
-        m->params = getd(ev, "params");
-        m->pool_bytes = getd(ev, "pool_bytes");
-        m->random_weights = json_is_true(json_object_get(ev, "random_weights"));
-        m->n_ctx = geti(ev, "n_ctx");
+        snprintf(m->model, sizeof m->model, "%s", ev_model_name(ev) ?: "?");
+        snprintf(m->backend, sizeof m->backend, "%s", ev_model_backend(ev) ?: "?");
+        m->weights_bytes = ev_model_weights_bytes(ev);
+        m->workspace_bytes = ev_model_workspace_bytes(ev);
+        m->memory_total = ev_model_memory_total_bytes(ev);
+        m->params = ev_model_params(ev);
+        m->pool_bytes = ev_model_pool_bytes(ev);
+        m->random_weights = ev_model_random_weights(ev);
+        m->n_ctx = ev_model_n_ctx(ev);
         return;
     }
-    cm_conv *c = conv_for(m, geti(ev, "conv"));
+    cm_conv *c = conv_for(m, ev_conv(ev));
     if (!c)
         return;
-    double when = getd(ev, "t");
+    double when = ev_t(ev);
     if (when > m->now && when < 1e12)
         m->now = when;
     c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
@@ -184,18 +169,19 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->turn_dropped = c->turn_recomputed = 0;
         c->evict_ms = c->pending_evict_ms = 0;
     } else if (!strcmp(type, EV_PREFILL)) {
-        size_t n = json_array_size(json_object_get(ev, "ids"));
-        int pre = clamp_int(getpos(ev, "preamble"), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
+        size_t n = json_array_size(ev_prefill_ids(ev));
+        int pre = clamp_int(cells(ev_prefill_preamble(ev)), 0,
+                            (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
         if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
             c->turns_seen++;
             c->avg_turn_tokens +=
                 (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
         }
-        cut(c, getpos(ev, "cached"));
+        cut(c, cells(ev_prefill_cached(ev)));
         append(c, ROLE_PREAMBLE, pre);
         append(c, ROLE_USER, (int)n - pre);
         c->prefill_tokens = (int)n;
-        c->prefill_ms = getd(ev, "ms");
+        c->prefill_ms = ev_prefill_ms(ev);
         c->evict_ms = c->pending_evict_ms;
         c->pending_evict_ms = 0;
         c->prefill_tok_s = c->prefill_ms > 0 ? n / (c->prefill_ms / 1e3) : 0;
@@ -205,7 +191,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TOKEN)) {
         append(c, ROLE_ASSISTANT, 1);
-        double ms = getd(ev, "ms");
+        double ms = ev_token_ms(ev);
         if (c->awaiting_first) {
             c->ttft_ms = c->evict_ms + c->prefill_ms + ms;
             c->awaiting_first = 0;
@@ -215,71 +201,73 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
         graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TRUNCATE)) {
-        cut(c, getpos(ev, "to"));
+        cut(c, cells(ev_truncate_to(ev)));
         c->prepared = 0; /* a plan does not survive a rollback */
         graph_push(&c->history, c->n_cells, 0);
-        logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, geti(ev, "from"),
-             geti(ev, "to"));
+        logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
+             ev_truncate_to(ev));
     } else if (!strcmp(type, EV_EVICT)) {
-        json_t *ranges = json_object_get(ev, "ranges"), *r;
-        for (int i = (int)json_array_size(ranges) - 1; i >= 0;
-             i--) { /* from the end: earlier starts stay valid */
-            r = json_array_get(ranges, (size_t)i);
-            remove_span(c, cells(json_array_get(r, 0)), cells(json_array_get(r, 1)));
+        const json_t *ranges = ev_evict_ranges(ev);
+        for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* earlier starts stay */
+            const json_t *r = json_array_get(ranges, (size_t)i);
+            remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
+                        cells(json_integer_value(json_array_get(r, 1))));
         }
-        if (!strncmp(json_string_value(json_object_get(ev, "mode")) ?: "", "shift", 5))
+        if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
             c->approximate = 1;
-        int prepared = json_is_true(json_object_get(ev, "prepared"));
+        int prepared = ev_evict_prepared(ev);
         /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
         c->evictions++;
-        c->turn_dropped += clamp_int(geti(ev, "dropped"), 0, CM_MAX_CELLS);
-        c->turn_recomputed += clamp_int(geti(ev, "recomputed"), 0, CM_MAX_CELLS);
+        c->turn_dropped += clamp_int(ev_evict_dropped(ev), 0, CM_MAX_CELLS);
+        c->turn_recomputed += clamp_int(ev_evict_recomputed(ev), 0, CM_MAX_CELLS);
         if (c->decode_tokens)
-            c->evict_ms += getd(ev, "ms");
+            c->evict_ms += ev_evict_ms(ev);
         else
-            c->pending_evict_ms += getd(ev, "ms");
+            c->pending_evict_ms += ev_evict_ms(ev);
         c->prepared = 0;
         c->evictions_prepared += prepared;
-        c->stall_ms += getd(ev, "stall_ms");
+        c->stall_ms += ev_evict_stall_ms(ev);
         graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
         logk(m, c->id, 'e', 0, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id,
-             geti(ev, "dropped"), geti(ev, "recomputed"), fmt_ms(a, sizeof a, getd(ev, "ms")),
+             ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ev_evict_ms(ev)),
              prepared ? " (prepared)" : "", c->approximate ? " (approx)" : "");
     } else if (!strcmp(type, EV_PREPARE)) {
-        int ready = json_is_true(json_object_get(ev, "ready"));
-        c->prepared = ready ? geti(ev, "tokens") > 0 ? geti(ev, "tokens") : 1 : 0;
+        int ready = ev_prepare_ready(ev);
+        c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
         logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
-             ready ? "prepared" : "not prepared", geti(ev, "tokens"),
-             fmt_ms(a, sizeof a, getd(ev, "ms")));
+             ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
+             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
     } else if (!strcmp(type, EV_GROW)) {
         graph_mark(&c->history, 'G');
-        c->capacity = clamp_int(geti(ev, "to"), 0, INT_MAX); /* live, before the turn's stats */
+        c->capacity = clamp_int(ev_grow_to(ev), 0, INT_MAX); /* live, before the turn's stats */
         c->grows++;
-        c->bytes_reserved += getd(ev, "bytes");
+        c->bytes_reserved += ev_grow_bytes(ev);
         /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB */
         int run =
             m->log_n && m->log_kind[log_slot(m, 0)] == 'g' && m->log_conv[log_slot(m, 0)] == c->id;
         m->run_n = run ? m->run_n + 1 : 1;
-        m->run_from = run ? m->run_from : geti(ev, "from");
-        m->run_bytes = (run ? m->run_bytes : 0) + getd(ev, "bytes");
+        m->run_from = run ? m->run_from : ev_grow_from(ev);
+        m->run_bytes = (run ? m->run_bytes : 0) + ev_grow_bytes(ev);
         if (m->run_n > 1)
             logk(m, c->id, 'g', 1, "conv %d grow x%d %d->%d tok +%s", c->id, m->run_n, m->run_from,
-                 geti(ev, "to"), fmt_bytes(a, sizeof a, m->run_bytes));
+                 ev_grow_to(ev), fmt_bytes(a, sizeof a, m->run_bytes));
         else
-            logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, geti(ev, "from"),
-                 geti(ev, "to"), fmt_bytes(a, sizeof a, getd(ev, "bytes")),
-                 fmt_ms(b, sizeof b, getd(ev, "ms")));
+            logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, ev_grow_from(ev),
+                 ev_grow_to(ev), fmt_bytes(a, sizeof a, ev_grow_bytes(ev)),
+                 fmt_ms(b, sizeof b, ev_grow_ms(ev)));
     } else if (!strcmp(type, EV_COW)) {
         logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
-             fmt_bytes(a, sizeof a, getd(ev, "copied")));
+             fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
     } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
         if (c->offloaded)
             graph_mark(&c->history, 'O');
-        logk(m, c->id, 0, 0, "%s conv %d %s %s", type, c->id,
-             fmt_bytes(a, sizeof a, getd(ev, "bytes")), fmt_ms(b, sizeof b, getd(ev, "ms")));
+        long long bytes = c->offloaded ? ev_offload_bytes(ev) : ev_restore_bytes(ev);
+        double ms = c->offloaded ? ev_offload_ms(ev) : ev_restore_ms(ev);
+        logk(m, c->id, 0, 0, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, bytes),
+             fmt_ms(b, sizeof b, ms));
     } else if (!strcmp(type, EV_FORK)) {
-        cm_conv *p = cm_conv_get(m, geti(ev, "parent"));
+        cm_conv *p = cm_conv_get(m, ev_fork_parent(ev));
         win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
         if (t) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
             memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
@@ -289,50 +277,47 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->id = id;
             c->turns = t;
             c->prepared = 0; /* a preparation is its parent's alone */
-            c->shared_blocks = p->shared_blocks = clamp_int(geti(ev, "shared_blocks"), 0, INT_MAX);
+            c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
         }
         graph_push(&c->history, c->n_cells, 'F');
-        logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, geti(ev, "parent"),
-             geti(ev, "shared_blocks"));
+        logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
+             ev_fork_shared_blocks(ev));
     } else if (!strcmp(type, EV_PIN)) {
-        int t = geti(ev, "turn");
+        int t = ev_pin_turn(ev);
         if (t >= 0 && t < c->n_turns)
-            c->turns[t].pinned = json_is_true(json_object_get(ev, "pinned"));
+            c->turns[t].pinned = ev_pin_pinned(ev);
     } else if (!strcmp(type, EV_FIDELITY)) {
         c->has_fidelity = 1;
-        c->fid_top1 = json_is_true(json_object_get(ev, "top1"));
-        c->fid_kl = getd(ev, "kl");
-        c->fid_rate = getd(ev, "agree_rate");
+        c->fid_top1 = ev_fidelity_top1(ev);
+        c->fid_kl = ev_fidelity_kl(ev);
+        c->fid_rate = ev_fidelity_agree_rate(ev);
     } else if (!strcmp(type, EV_NOTICE)) {
-        logk(m, c->id, 0, 0, "conv %d: %s", c->id,
-             json_string_value(json_object_get(ev, "text")) ?: "");
+        logk(m, c->id, 0, 0, "conv %d: %s", c->id, ev_notice_text(ev) ?: "");
     } else if (!strcmp(type, EV_STATS)) {
         c->have_stats = 1;
-        c->capacity = geti(ev, "capacity");
-        c->window = clamp_int(getpos(ev, "window"), 0, CM_MAX_CELLS);
-        c->keep = clamp_int(getpos(ev, "keep"), 0, CM_MAX_CELLS);
-        c->evict_min = clamp_int(getpos(ev, "evict_min"), 0, CM_MAX_CELLS);
-        c->bytes_used = getd(ev, "bytes_used");
-        c->bytes_reserved = getd(ev, "bytes_reserved");
-        c->fragmentation = getd(ev, "fragmentation");
-        c->host_bytes = getd(ev, "host_bytes");
-        c->hit_rate = getd(ev, "hit_rate");
-        c->grows = geti(ev, "grows");
-        c->evictions = geti(ev, "evictions");
-        c->shared_blocks = geti(ev, "shared_blocks");
-        c->approximate |= json_is_true(json_object_get(ev, "approximate"));
-        snprintf(c->dtype, sizeof c->dtype, "%s",
-                 json_string_value(json_object_get(ev, "cache_dtype")) ?: "");
-        snprintf(c->layout, sizeof c->layout, "%s",
-                 json_string_value(json_object_get(ev, "layout")) ?: "");
-        m->pool_bytes = getd(ev, "pool_bytes");
-        m->pool_used = getd(ev, "pool_used");
-        m->blocks_used = geti(ev, "blocks_used");
-        m->blocks_total = geti(ev, "blocks_total");
-        m->offloaded_convs = geti(ev, "offloaded_convs");
-        if (json_object_get(ev, "memory_total")) {
-            m->memory_total = getd(ev, "memory_total");
-            m->memory_free = getd(ev, "memory_free");
+        c->capacity = ev_stats_capacity(ev);
+        c->window = clamp_int(cells(ev_stats_window(ev)), 0, CM_MAX_CELLS);
+        c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
+        c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
+        c->bytes_used = ev_stats_bytes_used(ev);
+        c->bytes_reserved = ev_stats_bytes_reserved(ev);
+        c->fragmentation = ev_stats_fragmentation(ev);
+        c->host_bytes = ev_stats_host_bytes(ev);
+        c->hit_rate = ev_stats_hit_rate(ev);
+        c->grows = ev_stats_grows(ev);
+        c->evictions = ev_stats_evictions(ev);
+        c->shared_blocks = ev_stats_shared_blocks(ev);
+        c->approximate |= ev_stats_approximate(ev);
+        snprintf(c->dtype, sizeof c->dtype, "%s", ev_stats_cache_dtype(ev) ?: "");
+        snprintf(c->layout, sizeof c->layout, "%s", ev_stats_layout(ev) ?: "");
+        m->pool_bytes = ev_stats_pool_bytes(ev);
+        m->pool_used = ev_stats_pool_used(ev);
+        m->blocks_used = ev_stats_blocks_used(ev);
+        m->blocks_total = ev_stats_blocks_total(ev);
+        m->offloaded_convs = ev_stats_offloaded_convs(ev);
+        if (ev_stats_memory_total(ev)) {
+            m->memory_total = ev_stats_memory_total(ev);
+            m->memory_free = ev_stats_memory_free(ev);
         }
     }
 }
@@ -351,9 +336,8 @@ int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *
 
 int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
 {
-    const cm_conv *c = ev_is(ev, EV_TURN_END) && !json_is_true(json_object_get(ev, "failed"))
-                           ? cm_conv_get(m, geti(ev, "conv"))
-                           : NULL;
+    const cm_conv *c =
+        ev_is(ev, EV_TURN_END) && !ev_turn_end_failed(ev) ? cm_conv_get(m, ev_conv(ev)) : NULL;
     if (!c)
         return 0;
     char a[32], b[32], r[32], t[32], e[96] = "";

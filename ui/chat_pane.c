@@ -171,29 +171,25 @@ void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
 
 void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
 {
-    const char *type = json_string_value(json_object_get(ev, "ev")),
-               *text = json_string_value(json_object_get(ev, "text"));
-    if (!type)
-        return;
-    if (!strcmp(type, EV_USER) && text) {
+    const char *text;
+    if (ev_is(ev, EV_USER) && (text = ev_user_text(ev))) {
         chat_pane_add(p, ROLE_USER, text, strlen(text));
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
-    } else if (!strcmp(type, EV_TOKEN) && text && p->n) {
+    } else if (ev_is(ev, EV_TOKEN) && (text = ev_token_text(ev)) && p->n) {
         chat_pane_append(p, text, strlen(text));
-    } else if (!strcmp(type, EV_TURN_END)) {
-        const char *reply = json_string_value(json_object_get(ev, "reply"));
-        if (json_is_true(json_object_get(ev, "failed")) &&
-            !json_integer_value(json_object_get(ev, "tokens")))
+    } else if (ev_is(ev, EV_TURN_END)) {
+        const char *reply = ev_turn_end_reply(ev);
+        if (ev_turn_end_failed(ev) && !ev_turn_end_tokens(ev))
             chat_pane_drop_turn(p); /* the message never went in */
         else if (reply)
             chat_pane_set_reply(p, reply, strlen(reply));
         if (m)
             chat_pane_add_summary(p, m, ev);
-    } else if (!strcmp(type, EV_RETRY)) {
+    } else if (ev_is(ev, EV_RETRY)) {
         chat_pane_restart_reply(p);
-    } else if (!strcmp(type, EV_EDIT)) {
+    } else if (ev_is(ev, EV_EDIT)) {
         chat_pane_drop_turn(p); /* the edited message comes next, as a user event */
-    } else if (!strcmp(type, EV_NOTICE) && text) {
+    } else if (ev_is(ev, EV_NOTICE) && (text = ev_notice_text(ev))) {
         chat_pane_add_notice(p, text, strlen(text));
     }
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../../kernels/err.h"
+#include "../../model/events.h"
 
 json_t *rec_sampling(const sampler_params *sp, int n_predict)
 {
@@ -14,13 +15,11 @@ json_t *rec_sampling(const sampler_params *sp, int n_predict)
 
 void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict)
 {
-    *sp = (sampler_params){(float)json_number_value(json_object_get(block, "temp")),
-                           (int)json_integer_value(json_object_get(block, "top_k")),
-                           (float)json_number_value(json_object_get(block, "top_p")),
-                           (float)json_number_value(json_object_get(block, "repeat_penalty")),
-                           (uint64_t)json_integer_value(json_object_get(block, "seed"))};
+    *sp = (sampler_params){
+        (float)ev_sampling_temp(block), ev_sampling_top_k(block), (float)ev_sampling_top_p(block),
+        (float)ev_sampling_repeat_penalty(block), (uint64_t)ev_sampling_seed(block)};
     if (n_predict)
-        *n_predict = (int)json_integer_value(json_object_get(block, "n_predict"));
+        *n_predict = ev_sampling_n_predict(block);
 }
 
 json_t *rec_turn_end_fields(const rec_turn_end *t)
@@ -49,17 +48,17 @@ json_t *rec_turn_end_fields(const rec_turn_end *t)
 
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns)
 {
-    const json_t *w = json_object_get(ev, "window"), *tu = json_object_get(ev, "turns");
-    *t = (rec_turn_end){.reply = json_string_value(json_object_get(ev, "reply")),
-                        .tokens = (int)json_integer_value(json_object_get(ev, "tokens")),
-                        .cancelled = json_is_true(json_object_get(ev, "cancelled")),
-                        .failed = json_is_true(json_object_get(ev, "failed")),
+    const json_t *w = ev_turn_end_window(ev), *tu = ev_turn_end_turns(ev);
+    *t = (rec_turn_end){.reply = ev_turn_end_reply(ev),
+                        .tokens = ev_turn_end_tokens(ev),
+                        .cancelled = ev_turn_end_cancelled(ev),
+                        .failed = ev_turn_end_failed(ev),
                         .n_ids = (int)json_array_size(w),
                         .n_turns = (int)json_array_size(tu),
-                        .keep = (int)json_integer_value(json_object_get(ev, "keep")),
-                        .rng = strtoull(json_string_value(json_object_get(ev, "rng")), NULL, 16),
-                        .approximate = json_is_true(json_object_get(ev, "approximate"))};
-    rec_sampling_read(json_object_get(ev, "sampling"), &t->sp, &t->n_predict);
+                        .keep = ev_turn_end_keep(ev),
+                        .rng = strtoull(ev_turn_end_rng(ev), NULL, 16),
+                        .approximate = ev_turn_end_approximate(ev)};
+    rec_sampling_read(ev_turn_end_sampling(ev), &t->sp, &t->n_predict);
     *ids = err_malloc(sizeof(int) * (size_t)(t->n_ids + 1), "a resumed window");
     *turns = err_malloc(sizeof **turns * (size_t)(t->n_turns + 1), "a resumed window's turns");
     if (!*ids || !*turns)

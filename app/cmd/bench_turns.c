@@ -34,9 +34,10 @@ typedef struct {
 
 static void count_copies(void *ctx, json_t *ev)
 {
-    const char *t = json_string_value(json_object_get(ev, "ev"));
-    if (t && (!strcmp(t, EV_GROW) || !strcmp(t, EV_COW)))
-        ((copy_count *)ctx)->copied += (size_t)json_integer_value(json_object_get(ev, "copied"));
+    long long copied = ev_is(ev, EV_GROW)  ? ev_grow_copied(ev)
+                       : ev_is(ev, EV_COW) ? ev_cow_copied(ev)
+                                           : 0;
+    ((copy_count *)ctx)->copied += (size_t)copied;
 }
 
 /* n tokens through the model, and the greedy choice of the next, made on the backend as chat makes
@@ -176,15 +177,14 @@ typedef struct {
 static void on_slide(void *ctx, json_t *ev)
 {
     slide_log *l = ctx;
-    double ms = json_number_value(json_object_get(ev, "ms"));
     if (ev_is(ev, EV_TOKEN) && l->tokens < l->cap) {
-        l->token_ms[l->tokens++] = ms;
+        l->token_ms[l->tokens++] = ev_token_ms(ev);
     } else if (ev_is(ev, EV_PREFILL) && l->turns < l->cap) {
-        l->ttft_ms[l->turns++] = ms;
+        l->ttft_ms[l->turns++] = ev_prefill_ms(ev);
     } else if (ev_is(ev, EV_EVICT)) {
         l->evictions++;
-        l->prepared += json_is_true(json_object_get(ev, "prepared"));
-        l->stall_ms += json_number_value(json_object_get(ev, "stall_ms"));
+        l->prepared += ev_evict_prepared(ev);
+        l->stall_ms += ev_evict_stall_ms(ev);
     }
 }
 

@@ -29,6 +29,7 @@ const char REPLAY_HELP[] =
     "       kvchat replay                      list the saved sessions (kvchat sessions)\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
     "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
+    "       kvchat replay --events-table       print the events a session holds, as a table\n"
     "\n"
     "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
     "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
@@ -49,12 +50,11 @@ static int transcript(const session *s, const char *path)
     int raw = !isatty(STDOUT_FILENO), n = 0;
     for (int i = 0; i < s->n_events; i++) {
         const json_t *ev = s->events[i];
-        const char *type = json_string_value(json_object_get(ev, "ev"));
-        int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-        const char *text = !strcmp(type, EV_USER) ? json_string_value(json_object_get(ev, "text"))
-                           : !strcmp(type, EV_TURN_END)
-                               ? json_string_value(json_object_get(ev, "reply"))
-                               : NULL;
+        const char *type = ev_type(ev);
+        int conv = ev_conv(ev);
+        const char *text = ev_is(ev, EV_USER)       ? ev_user_text(ev)
+                           : ev_is(ev, EV_TURN_END) ? ev_turn_end_reply(ev)
+                                                    : NULL;
         if (!text)
             continue;
         printf("[conv %d] %s: ", conv, type[0] == 'u' ? "you" : "gpt-2");
@@ -85,7 +85,7 @@ static void collect(void *ctx, json_t *ev)
     l->offloads += ev_is(ev, EV_OFFLOAD);
     if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
         return;
-    l->ids[l->n++] = (int)json_integer_value(json_object_get(ev, "id"));
+    l->ids[l->n++] = ev_token_id(ev);
 }
 
 static void dump_row(void *ctx, const float *logits, int vocab)
@@ -98,35 +98,31 @@ static void dump_row(void *ctx, const float *logits, int vocab)
  * not, -1 (with the error set) if it cannot be redone. */
 static int apply_action(engine *e, json_t *ev, const char *path)
 {
-    const char *type = json_string_value(json_object_get(ev, "ev"));
-    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
-    if (!strcmp(type, EV_NEW) || (!strcmp(type, EV_FORK) && json_object_get(ev, "parent"))) {
-        int made = type[0] == 'n'
-                       ? engine_new_conv(e)
-                       : engine_fork(e, (int)json_integer_value(json_object_get(ev, "parent")));
+    int conv = ev_conv(ev);
+    if (ev_is(ev, EV_NEW) || (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev))) {
+        int made = ev_is(ev, EV_NEW) ? engine_new_conv(e) : engine_fork(e, ev_fork_parent(ev));
         if (made != conv)
             return err_set("%s: conversation %d cannot be recreated in the recorded order", path,
                            conv);
         return 1;
     }
-    if (!strcmp(type, EV_SET)) {
+    if (ev_is(ev, EV_SET)) {
         sampler_params sp;
         int n_predict;
         rec_sampling_read(ev, &sp, &n_predict);
         engine_set_sampling(e, &sp, n_predict);
         return 1;
     }
-    if (!strcmp(type, EV_PIN)) {
-        engine_pin(e, conv, (int)json_integer_value(json_object_get(ev, "turn")),
-                   json_is_true(json_object_get(ev, "pinned")));
+    if (ev_is(ev, EV_PIN)) {
+        engine_pin(e, conv, ev_pin_turn(ev), ev_pin_pinned(ev));
         return 1;
     }
-    if (!strcmp(type, EV_CLEAR)) {
+    if (ev_is(ev, EV_CLEAR)) {
         engine_clear(e, conv);
         return 1;
     }
-    if (!strcmp(type, EV_SYSTEM)) {
-        engine_set_system(e, json_string_value(json_object_get(ev, "text")));
+    if (ev_is(ev, EV_SYSTEM)) {
+        engine_set_system(e, ev_system_text(ev));
         return 1;
     }
     return 0;
@@ -220,8 +216,8 @@ static const json_t *turn_end_of(const session *s, int at, int conv, const char 
         if (ev_is(ev, EV_RESUME))
             return NULL;
         if (edit && !*text && ev_is(ev, EV_USER))
-            *text = json_string_value(json_object_get(ev, "text"));
-        if (ev_is(ev, EV_TURN_END) && json_integer_value(json_object_get(ev, "conv")) == conv)
+            *text = ev_user_text(ev);
+        if (ev_is(ev, EV_TURN_END) && ev_conv(ev) == conv)
             return ev;
     }
     return NULL;
@@ -232,9 +228,8 @@ static int recorded_ids(const session *s, int at, const json_t *end, int conv, i
 {
     int n = 0;
     for (int j = at + 1; s->events[j] != end; j++)
-        if (ev_is(s->events[j], EV_TOKEN) &&
-            json_integer_value(json_object_get(s->events[j], "conv")) == conv && n < cap)
-            ids[n++] = (int)json_integer_value(json_object_get(s->events[j], "id"));
+        if (ev_is(s->events[j], EV_TOKEN) && ev_conv(s->events[j]) == conv && n < cap)
+            ids[n++] = ev_token_id(s->events[j]);
     return n;
 }
 
@@ -247,17 +242,16 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
 {
     const session *s = v->s;
     json_t *ev = s->events[*i];
-    const char *type = json_string_value(json_object_get(ev, "ev"));
-    const char *text = json_string_value(json_object_get(ev, "text"));
-    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+    /* a user event's text; a retry's and an edit's come from the events after them */
+    const char *text = ev_user_text(ev);
+    int conv = ev_conv(ev);
     const json_t *end = turn_end_of(s, *i, conv, &text);
     if (!end) {
         printf("turn %d (conv %d): cut (no turn_end: its run ended inside it), not compared\n",
                turn, conv);
         return 0; /* resume took it as never made, and so does verify */
     }
-    int cancelled = json_is_true(json_object_get(end, "cancelled")),
-        failed = json_is_true(json_object_get(end, "failed"));
+    int cancelled = ev_turn_end_cancelled(end), failed = ev_turn_end_failed(end);
     int n_want = recorded_ids(s, *i, end, conv, want_ids, MAX_IDS);
     const model_opts *cur = engine_model_opts(v->e);
     int n_predict = cur->n_predict;
@@ -267,15 +261,15 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     if (dump)
         engine_force_reply(v->e, want_ids, n_want, dump_row, dump);
     char *reply = NULL;
-    int r = !strcmp(type, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
-            : !strcmp(type, EV_RETRY) ? engine_retry(v->e, conv, &reply)
-                                      : engine_edit(v->e, conv, text ? text : "", &reply);
+    int r = ev_is(ev, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
+            : ev_is(ev, EV_RETRY) ? engine_retry(v->e, conv, &reply)
+                                  : engine_edit(v->e, conv, text ? text : "", &reply);
     free(reply);
     char err[200];
     snprintf(err, sizeof err, "%s", r ? err_msg() : "");
     if (cancelled) {
         engine_set_sampling(v->e, &engine_model_opts(v->e)->sp, n_predict);
-        const char *rng = json_string_value(json_object_get(end, "rng"));
+        const char *rng = ev_turn_end_rng(end);
         if (!r && rng) /* Ctrl-C may have drawn once more than stopping at this length does */
             engine_set_rng(v->e, conv, strtoull(rng, NULL, 16));
     }
@@ -392,8 +386,8 @@ static chat_pane *pane(player *p, int conv)
 
 static void apply(player *p, const json_t *ev)
 {
-    const char *type = json_string_value(json_object_get(ev, "ev"));
-    int conv = (int)json_integer_value(json_object_get(ev, "conv"));
+    const char *type = ev_type(ev);
+    int conv = ev_conv(ev);
     cm_apply(&p->cm, ev);
     if (conv > 0 &&
         (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
@@ -401,10 +395,7 @@ static void apply(player *p, const json_t *ev)
     chat_pane_apply(pane(p, conv), ev, &p->cm);
 }
 
-static double event_time(const player *p, int i)
-{
-    return json_number_value(json_object_get(p->s->events[i], "t"));
-}
+static double event_time(const player *p, int i) { return ev_t(p->s->events[i]); }
 
 /* rebuilds everything from the start up to (not including) event `upto`: jumping back */
 static void rewind_to(player *p, int upto)
@@ -528,9 +519,9 @@ static int playback(const session *s, const char *path)
             p->clock += dt * (p->speed > 1000 ? 1e9 : p->speed);
             while (p->next < s->n_events) {
                 double t = event_time(p, p->next) + base;
-                const char *type = json_string_value(json_object_get(s->events[p->next], "ev"));
+                const char *type = ev_type(s->events[p->next]);
                 if (!strcmp(type, EV_RESUME)) /* a resumed session restarts its clock */
-                    base = p->clock - json_number_value(json_object_get(s->events[p->next], "t"));
+                    base = p->clock - ev_t(s->events[p->next]);
                 else if (t > p->clock)
                     break;
                 apply(p, s->events[p->next++]);
@@ -557,7 +548,10 @@ int cmd_replay(int argc, char **argv)
     const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
-        if (opt_match(argc, argv, &i, NULL, "--no-tui", NULL))
+        if (opt_match(argc, argv, &i, NULL, "--events-table", NULL)) {
+            ev_print_table(stdout); /* model/README.md's, from model/event_schema.h */
+            return 0;
+        } else if (opt_match(argc, argv, &i, NULL, "--no-tui", NULL))
             no_tui = 1;
         else if (opt_match(argc, argv, &i, NULL, "--verify", NULL))
             check = 1;

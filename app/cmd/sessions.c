@@ -102,9 +102,10 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
     FILE *f = fopen(path, "r");
     if (!f)
         return;
-    char *line = NULL;
+    char *line = NULL, turn_end[64];
     size_t cap = 0;
     ssize_t got;
+    snprintf(turn_end, sizeof turn_end, "\"ev\":\"%s\"", EV_TURN_END); /* as the writer puts it */
     for (int first = 1; (got = getline(&line, &cap, f)) >= 0; first = 0) {
         if (first) {
             json_t *h = json_loadb(line, (size_t)got, 0, NULL);
@@ -115,7 +116,7 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
             if (m)
                 safe_copy(model, mn, m);
             json_decref(h);
-        } else if (strstr(line, "\"ev\":\"" EV_TURN_END "\"")) {
+        } else if (strstr(line, turn_end)) {
             (*turns)++;
         }
     }

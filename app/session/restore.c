@@ -6,10 +6,7 @@
 #include "../../model/events.h"
 #include "../chat/records.h"
 
-static int conv_of(const json_t *ev)
-{
-    return (int)json_integer_value(json_object_get(ev, "conv"));
-}
+static int conv_of(const json_t *ev) { return ev_conv(ev); }
 
 /* each conversation's last turn_end and its number of completed turns, indexed by id */
 static int restore_convs(engine *e, const session *s, int upto, int max_id, int *order,

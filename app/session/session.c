@@ -79,9 +79,8 @@ static void sink(void *ctx, json_t *ev)
         w->failed = 1;
         return;
     }
-    const char *type = json_string_value(json_object_get(ev, "ev"));
     /* a finished turn is on disk before the next prompt */
-    if (type && !strcmp(type, EV_TURN_END) && (fflush(w->f) || fsync(fileno(w->f))))
+    if (ev_is(ev, EV_TURN_END) && (fflush(w->f) || fsync(fileno(w->f))))
         w->failed = 1;
 }
 

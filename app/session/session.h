@@ -16,7 +16,7 @@
 #define SESSION_FORMAT 2
 #define SESSION_MAX_LINE (16u << 20)
 /* the highest conversation id a session may hold (the reader refuses more) */
-#define SESSION_MAX_CONV (1 << 20)
+#define SESSION_MAX_CONV EV_CONV_MAX
 /* the largest cache pool a session may name (--cache-mem accepts less) */
 #define SESSION_MAX_POOL ((long long)1 << 50)
 

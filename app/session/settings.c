@@ -59,10 +59,10 @@ int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts 
         const json_t *ev = s->events[i];
         if (ev_is(ev, EV_SET))
             rec_sampling_read(ev, &mo->sp, &mo->n_predict);
-        else if (ev_is(ev, EV_RESUME) && json_object_get(ev, "cache") && settings_apply(ev, mo, eo))
+        else if (ev_is(ev, EV_RESUME) && ev_resume_has_cache(ev) && settings_apply(ev, mo, eo))
             return -1;
         else if (ev_is(ev, EV_SYSTEM)) {
-            const char *t = json_string_value(json_object_get(ev, "text"));
+            const char *t = ev_system_text(ev);
             eo->system = t && *t ? t : NULL;
         }
     }

@@ -1,0 +1,284 @@
+/* What event_schema.h declares, as the names, the checks and the table. */
+#include "event_schema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define EV_DEFINE_NAME(NAME, name, doc) const char EV_##NAME[] = #name;
+EV_SCHEMA(EV_DEFINE_NAME, EV_SKIP_FIELD)
+
+typedef enum {
+    T_INT,
+    T_I64,
+    T_NUM,
+    T_STR,
+    T_BOOL,
+    T_IDS,
+    T_SPANS,
+    T_TURNS,
+    T_SAMPLING,
+    T_OBJ
+} ftype;
+enum { OPT, REQ };
+
+typedef struct {
+    const char *ev, *name;
+    ftype type;
+    int need;
+    const char *doc;
+} field;
+
+#define FIELD_ROW(e, f, type, lo, hi, need, doc) {#e, #f, T_##type, need, doc},
+#define EVENT_ROW(NAME, name, doc) {#name, doc},
+static const field FIELDS[] = {EV_SCHEMA(EV_SKIP_EVENT, FIELD_ROW)};
+static const field SAMPLING[] = {EV_SAMPLING_FIELDS(FIELD_ROW, sampling)};
+static const struct {
+    const char *name, *doc;
+} EVENTS[] = {EV_SCHEMA(EVENT_ROW, EV_SKIP_FIELD)};
+enum { N_FIELDS = sizeof FIELDS / sizeof *FIELDS, N_SAMPLING = sizeof SAMPLING / sizeof *SAMPLING };
+
+/* Each bound is linear in W and V, so its values at (W, V) = (0, 0), (1, 0) and (0, 1) give it at
+ * any W and V: the schema's expressions are evaluated three times, by three meanings of W and V. */
+#define LO_OF(e, f, type, lo, hi, need, doc) (double)(lo),
+#define HI_OF(e, f, type, lo, hi, need, doc) (double)(hi),
+#define W 0.0
+#define V 0.0
+static const double LO_0[] = {EV_SCHEMA(EV_SKIP_EVENT, LO_OF)};
+static const double HI_0[] = {EV_SCHEMA(EV_SKIP_EVENT, HI_OF)};
+#undef W
+#define W 1.0
+static const double LO_W[] = {EV_SCHEMA(EV_SKIP_EVENT, LO_OF)};
+static const double HI_W[] = {EV_SCHEMA(EV_SKIP_EVENT, HI_OF)};
+#undef W
+#undef V
+#define W 0.0
+#define V 1.0
+static const double LO_V[] = {EV_SCHEMA(EV_SKIP_EVENT, LO_OF)};
+static const double HI_V[] = {EV_SCHEMA(EV_SKIP_EVENT, HI_OF)};
+#undef W
+#undef V
+static const double SAMPLING_LO[] = {EV_SAMPLING_FIELDS(LO_OF, sampling)};
+static const double SAMPLING_HI[] = {EV_SAMPLING_FIELDS(HI_OF, sampling)};
+
+static double at(const double *b0, const double *bw, const double *bv, int i, double W, double V)
+{
+    return b0[i] + (bw[i] - b0[i]) * W + (bv[i] - b0[i]) * V;
+}
+
+static _Thread_local char why_buf[512];
+
+static const char *why(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why_buf, sizeof why_buf, fmt, ap);
+    va_end(ap);
+    return why_buf;
+}
+
+static int is_int(const json_t *j, double lo, double hi)
+{
+    return json_is_integer(j) && (double)json_integer_value(j) >= lo &&
+           (double)json_integer_value(j) <= hi;
+}
+
+/* compared as the floats they were written from: 0.01 is written as 0.00999999978 */
+static int is_num(const json_t *j, double lo, double hi)
+{
+    return json_is_number(j) && isfinite(json_number_value(j)) &&
+           (float)json_number_value(j) >= (float)lo && (float)json_number_value(j) <= (float)hi;
+}
+
+static int int_array(const json_t *a, double max, double lo, double hi)
+{
+    if (!json_is_array(a) || (double)json_array_size(a) > max)
+        return 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!is_int(json_array_get(a, i), lo, hi))
+            return 0;
+    return 1;
+}
+
+static int spans_ok(const json_t *a, double W)
+{
+    if (!json_is_array(a))
+        return 0;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *x = json_array_get(a, i);
+        if (!int_array(x, 2, 0, W) || json_array_size(x) != 2 ||
+            json_integer_value(json_array_get(x, 0)) + json_integer_value(json_array_get(x, 1)) > W)
+            return 0;
+    }
+    return 1;
+}
+
+static int turn_ok(const json_t *x)
+{
+    return json_is_array(x) && json_array_size(x) == 4 && is_int(json_array_get(x, 0), 0, EV_BIG) &&
+           is_int(json_array_get(x, 1), 0, EV_BIG) && is_int(json_array_get(x, 2), 0, 2) &&
+           json_is_boolean(json_array_get(x, 3));
+}
+
+static int turns_ok(const json_t *a)
+{
+    if (!json_is_array(a))
+        return 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!turn_ok(json_array_get(a, i)))
+            return 0;
+    return 1;
+}
+
+/* what a field of type t must be, when j is not that; NULL when it is */
+static const char *type_why(const json_t *j, ftype t, double lo, double hi, double W, double V)
+{
+    static _Thread_local char buf[256];
+    switch (t) {
+        case T_INT:
+            if (is_int(j, lo, hi))
+                return NULL;
+            snprintf(buf, sizeof buf, "an integer in %.0f..%.0f", lo, hi);
+            return buf;
+        case T_I64: return json_is_integer(j) ? NULL : "an integer";
+        case T_NUM:
+            if (is_num(j, lo, hi))
+                return NULL;
+            snprintf(buf, sizeof buf, "a number in %g..%g", lo, hi);
+            return buf;
+        case T_STR: return json_is_string(j) ? NULL : "a string";
+        case T_BOOL: return json_is_boolean(j) ? NULL : "true or false";
+        case T_IDS:
+            if (int_array(j, W, 0, V - 1))
+                return NULL;
+            snprintf(buf, sizeof buf, "token ids (at most %.0f, each in 0..%.0f)", W, V - 1);
+            return buf;
+        case T_SPANS:
+            if (spans_ok(j, W))
+                return NULL;
+            snprintf(buf, sizeof buf, "[start, length] pairs within the window (%.0f)", W);
+            return buf;
+        case T_TURNS: return turns_ok(j) ? NULL : "[start, length, role, pinned] lists";
+        case T_SAMPLING: return ev_check_sampling(j) ? "sampling settings in range" : NULL;
+        case T_OBJ: return json_is_object(j) ? NULL : "an object";
+    }
+    return "of a type this program does not know";
+}
+
+const char *ev_check_sampling(const json_t *block)
+{
+    if (!json_is_object(block))
+        return "sampling settings must be an object";
+    for (int i = 0; i < N_SAMPLING; i++) {
+        const json_t *j = json_object_get(block, SAMPLING[i].name);
+        const char *w = j || SAMPLING[i].need == REQ
+                            ? type_why(j, SAMPLING[i].type, SAMPLING_LO[i], SAMPLING_HI[i], 0, 0)
+                            : NULL;
+        if (w)
+            return why("'%s' must be %s", SAMPLING[i].name, w);
+    }
+    return NULL;
+}
+
+static int declared(const char *type, const char *key)
+{
+    if (!strcmp(key, "ev") || !strcmp(key, "conv") || !strcmp(key, "t"))
+        return 1;
+    for (int i = 0; i < N_FIELDS; i++)
+        if (!strcmp(FIELDS[i].ev, type) && !strcmp(FIELDS[i].name, key))
+            return 1;
+    return 0;
+}
+
+/* what ties a prefill's fields together: its new tokens after the cached ones fit the window, and
+ * its preamble is some of them */
+static const char *prefill_fits(const json_t *ev, double W)
+{
+    double n = (double)json_array_size(ev_prefill_ids(ev));
+    if ((double)ev_prefill_cached(ev) + n > W)
+        return why("prefill needs 'ids' within the window: %.0f cached and %.0f new are more than "
+                   "%.0f",
+                   (double)ev_prefill_cached(ev), n, W);
+    if ((double)ev_prefill_preamble(ev) > n)
+        return why("prefill needs 'preamble' to be at most its %.0f ids", n);
+    return NULL;
+}
+
+/* a turn_end's turns lie within its window */
+static const char *turns_fit(const json_t *ev)
+{
+    const json_t *t = ev_turn_end_turns(ev);
+    json_int_t n = (json_int_t)json_array_size(ev_turn_end_window(ev));
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        const json_t *x = json_array_get(t, i);
+        json_int_t start = json_integer_value(json_array_get(x, 0));
+        if (start > n || json_integer_value(json_array_get(x, 1)) > n - start)
+            return "turn_end turns must be [start, length, role, pinned] within its window";
+    }
+    return NULL;
+}
+
+const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
+{
+    const char *type = ev_type(ev);
+    if (!json_is_object(ev) || !type)
+        return "not an event object";
+    int e = 0, n_events = (int)(sizeof EVENTS / sizeof *EVENTS);
+    while (e < n_events && strcmp(EVENTS[e].name, type))
+        e++;
+    if (e == n_events)
+        return why("unknown event '%.40s'", type);
+    const json_t *t = json_object_get(ev, "t");
+    if (!is_int(json_object_get(ev, "conv"), 0, EV_CONV_MAX) || !is_num(t, 0, EV_INF))
+        return why("events need an integer 'conv' and a time 't' ('%s')", type);
+    double W = (double)W_, V = (double)V_;
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (strcmp(FIELDS[i].ev, type))
+            continue;
+        const json_t *j = json_object_get(ev, FIELDS[i].name);
+        if (!j && FIELDS[i].need == OPT)
+            continue;
+        const char *w = type_why(j, FIELDS[i].type, at(LO_0, LO_W, LO_V, i, W, V),
+                                 at(HI_0, HI_W, HI_V, i, W, V), W, V);
+        if (w)
+            return why("%s needs '%s' to be %s", type, FIELDS[i].name, w);
+    }
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)ev, key, value)
+    {
+        if (strict && !declared(type, key))
+            return why("%s has '%s', which model/event_schema.h does not declare", type, key);
+    }
+    if (!strcmp(type, EV_PREFILL))
+        return prefill_fits(ev, W);
+    if (!strcmp(type, EV_TURN_END))
+        return turns_fit(ev);
+    return NULL;
+}
+
+static void print_fields(FILE *f, const field *rows, int n, const char *type)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        if (!type || !strcmp(rows[i].ev, type)) {
+            fprintf(f, "%s`%s`%s: %s", any ? "; " : "", rows[i].name,
+                    rows[i].need == REQ ? "" : "?", rows[i].doc);
+            any = 1;
+        }
+    if (!any)
+        fprintf(f, "-");
+}
+
+void ev_print_table(FILE *f)
+{
+    fprintf(f, "| ev | what | fields (`?`: may be absent) |\n|----|------|--------|\n");
+    for (size_t e = 0; e < sizeof EVENTS / sizeof *EVENTS; e++) {
+        fprintf(f, "| `%s` | %s | ", EVENTS[e].name, EVENTS[e].doc);
+        print_fields(f, FIELDS, N_FIELDS, EVENTS[e].name);
+        fprintf(f, " |\n");
+    }
+    fprintf(f, "| (sampling) | a `turn_end`'s `sampling`, the header's | ");
+    print_fields(f, SAMPLING, N_SAMPLING, NULL);
+    fprintf(f, " |\n");
+}

@@ -17,13 +17,10 @@
 #include "../kernels/clamp.h"
 #include "../kernels/err.h"
 #include "../model/events.h"
-#include "../ui/cache_model.h"
-#include "../ui/cache_panel.h"
-#include "../ui/chat_pane.h"
 #include "../ui/format.h"
 #include "../ui/input.h"
-#include "../ui/screen.h"
 #include "../ui/text.h"
+#include "../ui/view.h"
 #include "actions.h"
 #include "files.h"
 #include "options.h"
@@ -44,9 +41,7 @@ typedef struct {
     loaded_model *lm;
     engine *e;
     engine_opts eo;
-    screen scr;
-    cache_model cm;
-    chat_pane panes[CHAT_PANES + 1];
+    view v; /* the screen, the panes and the cache model */
     int conv, generating, quit, help, dirty;
     char *pending; /* a line entered while a reply was streaming */
     char status[256];
@@ -97,11 +92,6 @@ static void say(tui *t, const char *fmt, ...)
     t->dirty = 1;
 }
 
-static chat_pane *pane(tui *t, int conv)
-{
-    return conv >= 1 && conv <= CHAT_PANES ? &t->panes[conv] : &t->panes[0];
-}
-
 static void drain(tui *t)
 {
     pthread_mutex_lock(&t->lock);
@@ -111,18 +101,17 @@ static void drain(tui *t)
     while (it) {
         item *next = it->next;
         if (it->ev) {
-            cm_apply(&t->cm, it->ev);
+            cm_apply(&t->v.cm, it->ev);
             json_array_append(t->all, it->ev);
-            const char *type = json_string_value(json_object_get(it->ev, "ev"));
-            int c = (int)json_integer_value(json_object_get(it->ev, "conv"));
-            if (type && !strcmp(type, EV_NOTICE)) {
-                const char *txt = json_string_value(json_object_get(it->ev, "text"));
-                chat_pane_add_notice(pane(t, c), txt ? txt : "", txt ? strlen(txt) : 0);
+            int c = ev_conv(it->ev);
+            if (ev_is(it->ev, EV_NOTICE)) {
+                const char *txt = ev_notice_text(it->ev);
+                chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0);
             }
-            chat_pane_add_summary(pane(t, c), &t->cm, it->ev);
+            chat_pane_add_summary(view_pane(&t->v, c), &t->v.cm, it->ev);
             json_decref(it->ev);
         } else {
-            chat_pane_append(pane(t, it->conv), it->text, strlen(it->text));
+            chat_pane_append(view_pane(&t->v, it->conv), it->text, strlen(it->text));
         }
         free(it->text);
         free(it);
@@ -138,28 +127,23 @@ static void draw(tui *t)
     if (t->lm->model.cfg.random_weights)
         snprintf(banner, sizeof banner,
                  "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
-    chat_pane_draw(pane(t, t->conv), &t->scr, t->scr.chat, banner[0] ? banner : NULL);
-    cache_panel_draw(&t->cm, t->conv, &t->scr, t->scr.panel);
-    WINDOW *st = t->scr.status;
-    werase(st);
-    wbkgd(st, (chtype)screen_attr(&t->scr, CP_STATUS));
-    int w = getmaxx(st);
     char gen[48] = ""; /* while a reply streams: how fast, live */
-    const cm_conv *cc = cm_conv_get(&t->cm, t->conv);
+    const cm_conv *cc = cm_conv_get(&t->v.cm, t->conv);
     if (t->generating && cc && cc->decode_tokens && !cc->awaiting_first)
         snprintf(gen, sizeof gen, "  generating %.0f tok/s",
                  cc->decode_tok_s); /* whole: it moves less, costs fewer redraws */
     else if (t->generating)
         snprintf(gen, sizeof gen, "  generating...");
+    char status[512];
     if (t->status[0] && ev_clock() < t->status_until)
-        ui_drawf(st, 0, 0, w, " %s", t->status);
+        snprintf(status, sizeof status, "%s", t->status);
     else
-        ui_drawf(
-            st, 0, 0, w,
-            " %s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  /quit",
-            t->cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
-            mo->sp.top_k, mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
-    wnoutrefresh(st);
+        snprintf(status, sizeof status,
+                 "%s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  "
+                 "/quit",
+                 t->v.cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
+                 mo->sp.top_k, mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
+    view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
     if (t->help) {
         static const char *const keys[] = {
             "Keys",
@@ -193,9 +177,9 @@ static void draw(tui *t)
 
 static int start_turn(tui *t, const char *line)
 {
-    chat_pane_add(pane(t, t->conv), ROLE_USER, line, strlen(line));
-    chat_pane_add(pane(t, t->conv), ROLE_ASSISTANT, "", 0);
-    pane(t, t->conv)->scroll = 0;
+    chat_pane_add(view_pane(&t->v, t->conv), ROLE_USER, line, strlen(line));
+    chat_pane_add(view_pane(&t->v, t->conv), ROLE_ASSISTANT, "", 0);
+    view_pane(&t->v, t->conv)->scroll = 0;
     if (engine_turn_start(t->e, t->conv, line)) {
         say(t, "%s", err_msg());
         return -1;
@@ -213,10 +197,10 @@ static void finish_turn(tui *t)
     t->generating = 0;
     drain(t);
     if (failed) {
-        chat_msg *r = chat_pane_reply(pane(t, t->conv));
+        chat_msg *r = chat_pane_reply(view_pane(&t->v, t->conv));
         if (r &&
             !r->len) /* the message never went in: it leaves the pane as it left the conversation */
-            chat_pane_drop_turn(pane(t, t->conv));
+            chat_pane_drop_turn(view_pane(&t->v, t->conv));
         say(t, "error: %s", err_msg());
     }
     if (t->persist->kv_path && snapshot_follow(t->persist->kv_path, t->persist->save_cache, t->e,
@@ -258,7 +242,7 @@ static void host_say(act_host *h, const char *line) { say(host_tui(h), "%s", lin
 static void host_note(act_host *h, const char *text)
 {
     tui *t = host_tui(h);
-    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, text, strlen(text));
+    chat_pane_add(view_pane(&t->v, t->conv), ROLE_NOTICE, text, strlen(text));
 }
 
 static void host_switched(act_host *h)
@@ -271,7 +255,7 @@ static void host_switched(act_host *h)
 
 static void host_forked(act_host *h, int parent, int child)
 {
-    chat_pane *from = pane(host_tui(h), parent), *to = pane(host_tui(h), child);
+    chat_pane *from = view_pane(&host_tui(h)->v, parent), *to = view_pane(&host_tui(h)->v, child);
     for (int i = 0; i < from->n; i++)
         chat_pane_add(to, from->msgs[i].role, from->msgs[i].text ? from->msgs[i].text : "",
                       from->msgs[i].len);
@@ -279,7 +263,7 @@ static void host_forked(act_host *h, int parent, int child)
 
 static void host_edited(act_host *h, const char *text)
 {
-    chat_pane *p = pane(host_tui(h), h->conv);
+    chat_pane *p = view_pane(&host_tui(h)->v, h->conv);
     chat_pane_drop_turn(p); /* the message and its reply give way to the edited one */
     chat_pane_add(p, ROLE_USER, text, strlen(text));
     chat_pane_add(p, ROLE_ASSISTANT, "", 0);
@@ -288,12 +272,12 @@ static void host_edited(act_host *h, const char *text)
 
 static void host_retrying(act_host *h)
 {
-    chat_pane *p = pane(host_tui(h), h->conv);
+    chat_pane *p = view_pane(&host_tui(h)->v, h->conv);
     if (chat_pane_restart_reply(p))
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
 }
 
-static void host_cleared(act_host *h) { chat_pane_free(pane(host_tui(h), h->conv)); }
+static void host_cleared(act_host *h) { chat_pane_free(view_pane(&host_tui(h)->v, h->conv)); }
 
 static void command(tui *t, char *line)
 {
@@ -330,12 +314,12 @@ static void show_history(tui *t, const session *h)
         json_t *ev = h->events[i];
         if (ev_is(ev, EV_MODEL))
             continue; /* this run's model event describes the model now */
-        cm_apply(&t->cm, ev);
+        cm_apply(&t->v.cm, ev);
         json_array_append(t->all, ev);
-        chat_pane_apply(pane(t, ev_conv(ev)), ev, &t->cm);
+        chat_pane_apply(view_pane(&t->v, ev_conv(ev)), ev, &t->v.cm);
     }
     const char *note = "resumed: the history above was restored";
-    chat_pane_add(pane(t, t->conv), ROLE_NOTICE, note, strlen(note));
+    chat_pane_add(view_pane(&t->v, t->conv), ROLE_NOTICE, note, strlen(note));
 }
 
 static void history_path(char *buf, size_t n)
@@ -368,7 +352,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                          .edited = host_edited,
                          .retrying = host_retrying,
                          .cleared = host_cleared};
-    cm_init(&t->cm);
+    view_init(&t->v);
     setlocale(LC_ALL, "");
     if (ev_subscribe(lm->bus, on_event, t)) {
         free(t);
@@ -383,15 +367,16 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     if (persist->session_path) {
         char note[PATH_MAX + 64];
         snprintf(note, sizeof note, "saving this session to %s", persist->session_path);
-        chat_pane_add_notice(pane(t, t->conv), note, strlen(note));
+        chat_pane_add_notice(view_pane(&t->v, t->conv), note, strlen(note));
     }
-    if (t->conv < 0 || screen_open(&t->scr)) {
+    if (t->conv < 0 || view_open(&t->v)) {
+        view_free(&t->v);
         free(t);
-        return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
+        return EXIT_RUNTIME;
     }
     char hist[PATH_MAX];
     history_path(hist, sizeof hist);
-    input_open(t->scr.input, "> ", hist[0] ? hist : NULL);
+    input_open(t->v.scr.input, "> ", hist[0] ? hist : NULL);
     drain(t);
     draw(t);
     double last_draw = ev_clock();
@@ -426,13 +411,13 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             case IN_NEXT_CONV: cycle(t, k == IN_NEXT_CONV ? 1 : -1); break;
             case IN_PAGE_UP:
             case IN_PAGE_DOWN:
-                chat_pane_scroll(pane(t, t->conv),
-                                 (k == IN_PAGE_UP ? 1 : -1) * (t->scr.layout.chat.h - 2));
+                chat_pane_scroll(view_pane(&t->v, t->conv),
+                                 (k == IN_PAGE_UP ? 1 : -1) * (t->v.scr.layout.chat.h - 2));
                 t->dirty = 1;
                 break;
             case IN_WHEEL_UP:
             case IN_WHEEL_DOWN:
-                chat_pane_scroll(pane(t, t->conv), k == IN_WHEEL_UP ? 3 : -3);
+                chat_pane_scroll(view_pane(&t->v, t->conv), k == IN_WHEEL_UP ? 3 : -3);
                 t->dirty = 1;
                 break;
             case IN_HELP:
@@ -445,36 +430,36 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                 break;
             case IN_PANEL: /* F2: the panel hidden, or back as it was */
             case IN_WIDEN: /* F3: the panel wide, or back to normal */
-                t->scr.panel_mode =
+                t->v.scr.panel_mode =
                     k == IN_PANEL
-                        ? (t->scr.panel_mode == PANEL_HIDDEN ? PANEL_NORMAL : PANEL_HIDDEN)
-                        : (t->scr.panel_mode == PANEL_WIDE ? PANEL_NORMAL : PANEL_WIDE);
+                        ? (t->v.scr.panel_mode == PANEL_HIDDEN ? PANEL_NORMAL : PANEL_HIDDEN)
+                        : (t->v.scr.panel_mode == PANEL_WIDE ? PANEL_NORMAL : PANEL_WIDE);
                 __attribute__((fallthrough)); /* the windows are laid out again */
             case IN_RESIZE:
-                screen_relayout(&t->scr);
-                input_set_window(t->scr.input);
+                screen_relayout(&t->v.scr);
+                input_set_window(t->v.scr.input);
                 t->dirty = 1;
                 break;
             case IN_LOG_FILTER: /* F5: all, evictions only, this conversation's */
-                t->scr.log_filter = (t->scr.log_filter + 1) % 3;
-                t->scr.log_scroll = 0;
+                t->v.scr.log_filter = (t->v.scr.log_filter + 1) % 3;
+                t->v.scr.log_scroll = 0;
                 t->dirty = 1;
                 break;
             case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
             case IN_LOG_DOWN:
-                t->scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
-                t->scr.log_scroll = clamp_int(t->scr.log_scroll, 0, CM_LOG_LINES);
+                t->v.scr.log_scroll += k == IN_LOG_UP ? 1 : -1;
+                t->v.scr.log_scroll = clamp_int(t->v.scr.log_scroll, 0, CM_LOG_LINES);
                 t->dirty = 1;
                 break;
             case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */
-                t->scr.conv_view = !t->scr.conv_view;
+                t->v.scr.conv_view = !t->v.scr.conv_view;
                 t->dirty = 1;
                 break;
             case IN_MOUSE: /* F4 */
-                screen_mouse(&t->scr, !t->scr.mouse);
-                say(t, t->scr.mouse ? "mouse on: the wheel scrolls (F4: off, to select text)"
-                                    : "mouse off: select text to copy as the terminal does (F4: "
-                                      "the wheel back)");
+                screen_mouse(&t->v.scr, !t->v.scr.mouse);
+                say(t, t->v.scr.mouse ? "mouse on: the wheel scrolls (F4: off, to select text)"
+                                      : "mouse off: select text to copy as the terminal does (F4: "
+                                        "the wheel back)");
                 break;
             default: break;
         }
@@ -495,14 +480,12 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         finish_turn(t);
     }
     input_close();
-    screen_close(&t->scr);
+    view_close(&t->v);
     engine_on_text(e, NULL, NULL);
     ev_unsubscribe(lm->bus, on_event, t);
-    for (int i = 0; i <= CHAT_PANES; i++)
-        chat_pane_free(&t->panes[i]);
+    view_free(&t->v);
     free(t->pending);
     json_decref(t->all);
-    cm_free(&t->cm);
     item *it = t->head;
     while (it) {
         item *next = it->next;

@@ -1,6 +1,5 @@
 /* kvchat replay: a saved session played back (the TUI with its cache panel, at the recorded pace),
  * printed as a transcript, or verified by running the model again on the recorded inputs. */
-#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,10 +7,6 @@
 
 #include "../../kernels/err.h"
 #include "../../model/events.h"
-#include "../../ui/cache_model.h"
-#include "../../ui/cache_panel.h"
-#include "../../ui/chat_pane.h"
-#include "../../ui/screen.h"
 #include "commands.h"
 #include "../chat/engine.h"
 #include "../files.h"
@@ -21,6 +16,7 @@
 #include "../session/session.h"
 #include "../chat/records.h"
 #include "../session/restore.h"
+#include "replay.h"
 #include "sessions.h"
 #include "../selftest.h"
 
@@ -367,178 +363,6 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
     return rc || bad ? EXIT_RUNTIME : 0;
 }
 
-/* ---- playback ---- */
-
-typedef struct {
-    const session *s;
-    screen scr;
-    cache_model cm;
-    chat_pane panes[CHAT_PANES + 1];
-    int conv, next;      /* next event to apply */
-    double speed, clock; /* session time shown */
-    int paused, quit, help;
-} player;
-
-static chat_pane *pane(player *p, int conv)
-{
-    return conv >= 1 && conv <= CHAT_PANES ? &p->panes[conv] : &p->panes[0];
-}
-
-static void apply(player *p, const json_t *ev)
-{
-    const char *type = ev_type(ev);
-    int conv = ev_conv(ev);
-    cm_apply(&p->cm, ev);
-    if (conv > 0 &&
-        (!strcmp(type, EV_USER) || !strcmp(type, EV_TOKEN) || !strcmp(type, EV_PREFILL)))
-        p->conv = conv; /* follow the conversation being talked in */
-    chat_pane_apply(pane(p, conv), ev, &p->cm);
-}
-
-static double event_time(const player *p, int i) { return ev_t(p->s->events[i]); }
-
-/* rebuilds everything from the start up to (not including) event `upto`: jumping back */
-static void rewind_to(player *p, int upto)
-{
-    cm_free(&p->cm);
-    cm_init(&p->cm);
-    for (int i = 0; i <= CHAT_PANES; i++)
-        chat_pane_free(&p->panes[i]);
-    p->next = 0;
-    while (p->next < upto)
-        apply(p, p->s->events[p->next++]);
-    p->clock = p->next ? event_time(p, p->next - 1) : 0;
-}
-
-static int find_turn(const player *p, int from, int dir)
-{
-    for (int i = from + dir; i >= 0 && i < p->s->n_events; i += dir)
-        if (ev_is(p->s->events[i], EV_USER))
-            return i;
-    return dir > 0 ? p->s->n_events : 0;
-}
-
-static void draw(player *p, const char *path)
-{
-    chat_pane_draw(pane(p, p->conv), &p->scr, p->scr.chat, NULL);
-    cache_panel_draw(&p->cm, p->conv, &p->scr, p->scr.panel);
-    WINDOW *st = p->scr.status;
-    werase(st);
-    wbkgd(st, (chtype)screen_attr(&p->scr, CP_STATUS));
-    char sp[16];
-    if (p->speed > 1000)
-        snprintf(sp, sizeof sp, "max");
-    else
-        snprintf(sp, sizeof sp, "%gx", p->speed);
-    /* the recorded time of what is on screen, not the playback clock (which races ahead at max) */
-    double recorded = p->next ? event_time(p, p->next - 1) : 0;
-    ui_drawf(st, 0, 0, getmaxx(st),
-             " replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  "
-             "F1 help  q quit",
-             path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
-             p->s->truncated ? "  (file cut: the rest is lost)" : "");
-    if (p->help) {
-        static const char *const lines[] = {
-            "Replay keys",
-            "  space  pause / play          + / -  faster / slower (0.25x to 64x, then max)",
-            "  .      one token               ] / [  next / previous turn",
-            "  1-9    show that conversation  F1     this help          q  quit",
-            "The panel is rebuilt from the recorded events: it shows what the live chat showed.",
-            "",
-            "any key closes this help"};
-        screen_help(lines, (int)(sizeof lines / sizeof lines[0]));
-    }
-    wnoutrefresh(st);
-    werase(p->scr.input);
-    wnoutrefresh(p->scr.input);
-    doupdate();
-}
-
-static int playback(const session *s, const char *path)
-{
-    player *p = calloc(1, sizeof *p);
-    if (!p)
-        return err_set("out of memory"), EXIT_RUNTIME;
-    p->s = s;
-    p->speed = 1;
-    p->conv = 1;
-    cm_init(&p->cm);
-    setlocale(LC_ALL, "");
-    if (screen_open(&p->scr)) {
-        free(p);
-        return err_set("cannot start the terminal UI"), EXIT_RUNTIME;
-    }
-    double last = ev_clock(), base = 0;
-    while (!p->quit) {
-        int c = wgetch(p->scr.input);
-        if (c != ERR && p->help) { /* any key closes the help */
-            p->help = 0;
-            c = ERR;
-        } else if (c == 27) { /* F1 arrives as ESC O P (or ESC [ 1 1 ~): read the rest at once */
-            char seq[8] = "";
-            int n = 0, k;
-            wtimeout(p->scr.input, 0);
-            while (n < 7 && (k = wgetch(p->scr.input)) != ERR)
-                seq[n++] = (char)k;
-            wtimeout(p->scr.input, 50); /* as screen_open set it */
-            p->help = !strcmp(seq, "OP") || !strcmp(seq, "[11~");
-            c = ERR;
-        }
-        if (c == 'q' || c == 3)
-            p->quit = 1;
-        else if (c == ' ')
-            p->paused = !p->paused;
-        else if (c == '+' || c == '=')
-            p->speed = p->speed >= 64 ? 1e9 : p->speed * 2;
-        else if (c == '-')
-            p->speed = p->speed > 64 ? 64 : p->speed > 0.25 ? p->speed / 2 : 0.25;
-        else if (c == '.') { /* one token (and whatever precedes it) */
-            p->paused = 1;
-            while (p->next < s->n_events) {
-                const json_t *ev = s->events[p->next++];
-                apply(p, ev);
-                if (ev_is(ev, EV_TOKEN))
-                    break;
-            }
-            p->clock = p->next ? event_time(p, p->next - 1) : 0;
-        } else if (c == ']') {
-            int to = find_turn(p, p->next - 1, 1);
-            while (p->next < to)
-                apply(p, s->events[p->next++]);
-            p->clock = p->next ? event_time(p, p->next - 1) : 0;
-        } else if (c == '[') {
-            rewind_to(p, find_turn(p, p->next - 1, -1));
-        } else if (c >= '1' && c <= '9') {
-            p->conv = c - '0';
-        } else if (c == KEY_RESIZE || screen_continued()) {
-            screen_relayout(&p->scr);
-        }
-        double now = ev_clock(), dt = now - last;
-        last = now;
-        if (!p->paused) {
-            p->clock += dt * (p->speed > 1000 ? 1e9 : p->speed);
-            while (p->next < s->n_events) {
-                double t = event_time(p, p->next) + base;
-                const char *type = ev_type(s->events[p->next]);
-                if (!strcmp(type, EV_RESUME)) /* a resumed session restarts its clock */
-                    base = p->clock - ev_t(s->events[p->next]);
-                else if (t > p->clock)
-                    break;
-                apply(p, s->events[p->next++]);
-            }
-            if (p->next >= s->n_events)
-                p->paused = 1;
-        }
-        draw(p, path);
-    }
-    screen_close(&p->scr);
-    for (int i = 0; i <= CHAT_PANES; i++)
-        chat_pane_free(&p->panes[i]);
-    cm_free(&p->cm);
-    free(p);
-    return 0;
-}
-
 int cmd_replay(int argc, char **argv)
 {
     model_opts mo;
@@ -588,7 +412,7 @@ int cmd_replay(int argc, char **argv)
     else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         rc = transcript(&s, path);
     else
-        rc = playback(&s, path);
+        rc = replay_play(&s, path);
     session_free(&s);
     return rc;
 }

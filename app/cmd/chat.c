@@ -1,7 +1,5 @@
 /* kvchat chat: the full-screen chat, or --no-tui line mode (one user message per line on stdin,
  * each reply on one line of stdout). Both save the session as it happens and can resume one. */
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +14,12 @@
 #include "../chat/engine.h"
 #include "../events_log.h"
 #include "../files.h"
-#include "../lines.h"
 #include "../session/fingerprint.h"
 #include "../options.h"
-#include "../safe_text.h"
 #include "../session/session.h"
 #include "../session/snapshot.h"
 #include "../tui.h"
+#include "chat.h"
 #include "../chat/records.h"
 #include "../session/restore.h"
 #include "sessions.h"
@@ -81,33 +78,6 @@ const char CHAT_HELP[] =
     "      --no-tui           line mode\n"
     "      --commands         print the chat's commands as a Markdown table and "
     "exit\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
-
-static engine *running_engine;
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-    if (running_engine)
-        engine_cancel(running_engine);
-}
-
-static void print_text(void *ctx, int conv, const char *text, size_t len)
-{
-    (void)conv;
-    int raw = *(int *)ctx;
-    for (size_t i = 0; i < len; i++) {
-        size_t j = i;
-        while (j < len && text[j] != '\n' && text[j] != '\r')
-            j++;
-        safe_fwrite(stdout, text + i, j - i, raw);
-        if (j < len)
-            fputc(' ', stdout);
-        i = j;
-    }
-    fflush(stdout);
-}
 
 typedef struct {
     engine_opts eo;
@@ -211,26 +181,6 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
     return rc;
 }
 
-/* line mode's /save: every event so far, added from the engine's threads */
-typedef struct {
-    json_t *all;
-    pthread_mutex_t lock;
-} collector;
-
-static void collect(void *ctx, json_t *ev)
-{
-    collector *c = ctx;
-    pthread_mutex_lock(&c->lock);
-    json_array_append(c->all, ev);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void line_say(act_host *h, const char *text)
-{
-    (void)h;
-    fprintf(stderr, "%s\n", text);
-}
-
 int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
@@ -328,13 +278,10 @@ int cmd_chat(int argc, char **argv)
     if (!a.eo.tpl_why)
         a.eo.tpl = tpl_for_model(&lm.model.cfg, lm.dir, &a.eo.tpl_why);
     events_log log = {0};
-    collector col = {0};
-    int listening = 0;
-    pthread_mutex_init(&col.lock, NULL);
     session_writer sw = {0};
     engine *e = NULL;
     json_t *header = NULL;
-    int rc = EXIT_RUNTIME, raw = !isatty(STDOUT_FILENO), conv = -1;
+    int rc = EXIT_RUNTIME, conv = -1;
     snprintf(dir, sizeof dir, "%s", lm.dir);
     if (fp_model(lm.dir, fp))
         goto out;
@@ -406,103 +353,8 @@ int cmd_chat(int argc, char **argv)
                     save_to);
         goto out;
     }
-    if (!(col.all = json_array()) || ev_subscribe(lm.bus, collect, &col))
-        goto out;
-    listening = 1;
-    for (int i = 0; a.resume && i < hist.n_events; i++) /* /save's events: the history's first */
-        if (!ev_is(hist.events[i], EV_MODEL))
-            json_array_append(col.all, hist.events[i]);
-    if (conv < 0 && (conv = engine_new_conv(e)) < 0)
-        goto out;
-    act_host host = {.e = e,
-                     .lm = &lm,
-                     .eo = &a.eo,
-                     .persist = &persist,
-                     .events = col.all,
-                     .events_lock = &col.lock,
-                     .conv = conv,
-                     .say = line_say,
-                     .note = line_say};
-    session_emit_model(&lm);
-    engine_on_text(e, print_text, &raw);
-    running_engine = e;
-    /* no SA_RESTART, and the wait for input polls the flag: Ctrl-C is seen while idle, too */
-    struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
-    sigaction(SIGINT, &sa, &old_sa);
-    line_reader in = {0};
-    char *line;
-    rc = 0;
-    /* typed at a terminal: a prompt, /quit is a command, and Ctrl-C twice quits, as in the
-     * full-screen chat; piped input ends at a Ctrl-C */
-    int typed = isatty(STDIN_FILENO);
-    double quit_armed_until = 0;
-    for (;;) {
-        if (typed) {
-            fputs("you> ", stderr);
-            fflush(stderr);
-        }
-        int got = lines_next(&in, &interrupted, &line);
-        if (got == LINES_STOPPED) {
-            interrupted = 0;
-            if (typed && ev_clock() >= quit_armed_until) {
-                quit_armed_until = ev_clock() + 3;
-                fputs("\n(Ctrl-C again to quit, or /quit)\n", stderr);
-                continue;
-            }
-            if (!typed) {
-                fputs("kvchat: interrupted while waiting for input: the run ends, turns saved\n",
-                      stderr);
-                rc = 130;
-            }
-            break;
-        }
-        if (got != LINES_LINE) {
-            rc = got == LINES_ERROR ? EXIT_RUNTIME : 0;
-            break;
-        }
-        size_t n = strlen(line);
-        while (n > 0 && line[n - 1] == '\r')
-            line[--n] = 0;
-        if (!n)
-            continue;
-        if (line[0] == '/') {
-            act_result ar = act_run(&host, line);
-            if (ar == ACT_QUIT)
-                break;
-            if (ar == ACT_HELP)
-                act_help(stderr);
-            if (ar != ACT_REPLY)
-                continue;
-        } else if (engine_turn_start(e, host.conv, line)) {
-            putchar('\n');
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        char *reply = NULL;
-        if (engine_turn_wait(e, &reply)) {
-            putchar('\n');
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        free(reply);
-        putchar('\n');
-        fflush(stdout);
-        if (sw.failed)
-            break; /* reported below, with the exit status */
-        if (persist.kv_path && snapshot_follow(persist.kv_path, persist.save_cache, e, &lm, fp)) {
-            rc = EXIT_RUNTIME;
-            break;
-        }
-        interrupted = 0; /* Ctrl-C stopped this reply only */
-    }
-    lines_free(&in);
-    sigaction(SIGINT, &old_sa, NULL);
-    running_engine = NULL;
+    rc = chat_lines(e, &lm, &a.eo, &persist, conv, &sw);
 out:
-    if (listening) /* under the bus's lock: no sink call is under way once it returns */
-        ev_unsubscribe(lm.bus, collect, &col);
-    json_decref(col.all);
-    pthread_mutex_destroy(&col.lock);
     engine_free(e);
     if (sw.failed && !rc) {
         err_set("--session %s: writing failed (disk full?)", sw.path);

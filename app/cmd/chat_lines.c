@@ -1,0 +1,181 @@
+/* kvchat chat --no-tui (and chat whenever stdin or stdout is not a terminal): one message a line
+ * on stdin, each reply on one line of stdout, the chat's slash commands through app/actions.c. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../kernels/err.h"
+#include "../../model/events.h"
+#include "../actions.h"
+#include "../lines.h"
+#include "../options.h"
+#include "../safe_text.h"
+#include "../session/snapshot.h"
+#include "chat.h"
+
+static engine *running_engine;
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+    if (running_engine)
+        engine_cancel(running_engine);
+}
+
+static void print_text(void *ctx, int conv, const char *text, size_t len)
+{
+    (void)conv;
+    int raw = *(int *)ctx;
+    for (size_t i = 0; i < len; i++) {
+        size_t j = i;
+        while (j < len && text[j] != '\n' && text[j] != '\r')
+            j++;
+        safe_fwrite(stdout, text + i, j - i, raw);
+        if (j < len)
+            fputc(' ', stdout);
+        i = j;
+    }
+    fflush(stdout);
+}
+
+/* line mode's /save: every event so far, added from the engine's threads */
+typedef struct {
+    json_t *all;
+    pthread_mutex_t lock;
+} collector;
+
+static void collect(void *ctx, json_t *ev)
+{
+    collector *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    json_array_append(c->all, ev);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void line_say(act_host *h, const char *text)
+{
+    (void)h;
+    fprintf(stderr, "%s\n", text);
+}
+
+/* messages until the input ends or /quit: the exit status */
+static int converse(act_host *host, loaded_model *lm, const chat_persist *persist,
+                    const session_writer *sw)
+{
+    engine *e = host->e;
+    int rc = 0, raw = !isatty(STDOUT_FILENO);
+    session_emit_model(lm);
+    engine_on_text(e, print_text, &raw);
+    running_engine = e;
+    /* no SA_RESTART, and the wait for input polls the flag: Ctrl-C is seen while idle, too */
+    struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
+    sigaction(SIGINT, &sa, &old_sa);
+    line_reader in = {0};
+    char *line;
+    /* typed at a terminal: a prompt, /quit is a command, and Ctrl-C twice quits, as in the
+     * full-screen chat; piped input ends at a Ctrl-C */
+    int typed = isatty(STDIN_FILENO);
+    double quit_armed_until = 0;
+    while (!rc) {
+        if (typed) {
+            fputs("you> ", stderr);
+            fflush(stderr);
+        }
+        int got = lines_next(&in, &interrupted, &line);
+        if (got == LINES_STOPPED) {
+            interrupted = 0;
+            if (typed && ev_clock() >= quit_armed_until) {
+                quit_armed_until = ev_clock() + 3;
+                fputs("\n(Ctrl-C again to quit, or /quit)\n", stderr);
+                continue;
+            }
+            if (!typed) {
+                fputs("kvchat: interrupted while waiting for input: the run ends, turns saved\n",
+                      stderr);
+                rc = 130;
+            }
+            break;
+        }
+        if (got != LINES_LINE) {
+            rc = got == LINES_ERROR ? EXIT_RUNTIME : 0;
+            break;
+        }
+        size_t n = strlen(line);
+        while (n > 0 && line[n - 1] == '\r')
+            line[--n] = 0;
+        if (!n)
+            continue;
+        if (line[0] == '/') {
+            act_result ar = act_run(host, line);
+            if (ar == ACT_QUIT)
+                break;
+            if (ar == ACT_HELP)
+                act_help(stderr);
+            if (ar != ACT_REPLY)
+                continue;
+        } else if (engine_turn_start(e, host->conv, line)) {
+            putchar('\n');
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        char *reply = NULL;
+        if (engine_turn_wait(e, &reply)) {
+            putchar('\n');
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        free(reply);
+        putchar('\n');
+        fflush(stdout);
+        if (sw->failed)
+            break; /* cmd_chat reports it, with the exit status */
+        if (persist->kv_path &&
+            snapshot_follow(persist->kv_path, persist->save_cache, e, lm, persist->fingerprint)) {
+            rc = EXIT_RUNTIME;
+            break;
+        }
+        interrupted = 0; /* Ctrl-C stopped this reply only */
+    }
+    lines_free(&in);
+    sigaction(SIGINT, &old_sa, NULL);
+    running_engine = NULL;
+    return rc;
+}
+
+int chat_lines(engine *e, loaded_model *lm, const engine_opts *eo, const chat_persist *persist,
+               int conv, const session_writer *sw)
+{
+    collector col = {.all = json_array()};
+    pthread_mutex_init(&col.lock, NULL);
+    if (!col.all || ev_subscribe(lm->bus, collect, &col)) {
+        json_decref(col.all);
+        pthread_mutex_destroy(&col.lock);
+        return EXIT_RUNTIME;
+    }
+    const session *hist = persist->history;
+    for (int i = 0; hist && i < hist->n_events; i++) /* /save's events: the history's first */
+        if (!ev_is(hist->events[i], EV_MODEL))
+            json_array_append(col.all, hist->events[i]);
+    int rc = conv < 0 && (conv = engine_new_conv(e)) < 0 ? EXIT_RUNTIME : 0;
+    act_host host = {.e = e,
+                     .lm = lm,
+                     .eo = eo,
+                     .persist = persist,
+                     .events = col.all,
+                     .events_lock = &col.lock,
+                     .conv = conv,
+                     .say = line_say,
+                     .note = line_say};
+    if (!rc)
+        rc = converse(&host, lm, persist, sw);
+    /* under the bus's lock: no sink call is under way once it returns */
+    ev_unsubscribe(lm->bus, collect, &col);
+    json_decref(col.all);
+    pthread_mutex_destroy(&col.lock);
+    return rc;
+}

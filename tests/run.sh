@@ -26,40 +26,79 @@ unit() { # runs a unit-test binary and counts its ok/FAIL lines
     fi
 }
 
+# how long each stage took, on stderr (CI has a 20-minute budget; this shows where it goes)
+STAGE_T=$SECONDS
+took() {
+    echo "time $1: $((SECONDS - STAGE_T)) s" >&2
+    STAGE_T=$SECONDS
+}
+
 export ASAN_OPTIONS=detect_leaks=1
+# every event emitted is held to model/event_schema.h (a breach aborts the test that made it)
+export KVCHAT_CHECK_EVENTS=1
 # the suite runs on the CPU backend (the reference); tests/gpu/check.sh is the GPU's
 export KVCHAT_DEVICE=cpu
 # The CUDA twins run on the emulated device (tests/cuda_emu: build/emu, under the sanitizers,
 # through tests/gpu/check.sh --emulated below); on a real GPU's build only where there is one.
 no_gpu=-cuda/
 nvidia-smi -L >/dev/null 2>&1 && no_gpu=
+
+# The emulated device proves itself, the GPU check runs on it (and is checked), and its bundle is
+# built here: in the background, beside the suites below (the emulator runs on one core, and the
+# ThreadSanitizer run is pinned to the other), in folders of TMP of their own. Their lines and
+# counts join the rest at the end.
+emu_suites() {
+    PASS=0 FAIL=0 SKIP=0
+    . tests/cuda_emu/test_planted.sh
+    took test_planted
+    . tests/gpu/test_check.sh
+    took test_check
+    KV=$BUILD/kvchat
+    . tests/gpu/test_bundle.sh
+    took test_bundle
+    echo "$PASS $FAIL $SKIP" >"$TMP/emu.counts"
+}
+emu_suites >"$TMP/emu.out" 2>"$TMP/emu.err" </dev/null &
+emu_pid=$!
 unit "$BUILD/unit_tests" "" $no_gpu
+took unit
 unit "$BUILD/asan/unit_tests" "asan:" -cuda/
+took asan-unit
 # where threads meet (the engine's worker, the calls made while it runs), under ThreadSanitizer on
 # one core: OpenMP's uninstrumented barriers would read as races (make tsan)
 # (quick: the allocation-failure sweep fails every 16th allocation, not each: 4 minutes less)
 TSAN_OPTIONS=halt_on_error=1 KVCHAT_TEST_QUICK=1 unit taskset "tsan:" -c 0 "$BUILD/tsan/unit_tests" \
     engine/ ui/
+took tsan-unit
 
 for suite in tests/test_cli.sh tests/test_chat.sh tests/test_session.sh tests/test_recorded.sh \
     tests/test_tui.sh tests/test_reference.sh tests/test_pytorch.sh tests/test_download.sh \
     tests/test_tokenizer.sh tests/test_format.sh; do
     KV=$BUILD/kvchat TAG=
     . "$suite"
+    took "${suite#tests/}"
 done
-# the emulated device proves itself; the GPU check runs on it (and is checked), and its bundle here
-. tests/cuda_emu/test_planted.sh
-. tests/gpu/test_check.sh
-KV=$BUILD/kvchat
-. tests/gpu/test_bundle.sh
 # bad input, downloads and resume/verify again under the sanitizers: no crash, no leak, same
 # messages
 KV=$BUILD/asan/kvchat TAG=asan:
 . tests/test_bad_input.sh
+took asan:test_bad_input
 . tests/test_download.sh
+took asan:test_download
 . tests/test_recorded.sh
+took asan:test_recorded
 KV=$BUILD/kvchat TAG=
 . tests/test_bad_input.sh
+took test_bad_input
+
+wait $emu_pid
+cat "$TMP/emu.out"
+grep '^time ' "$TMP/emu.err" >&2
+if read -r p f k <"$TMP/emu.counts" 2>/dev/null; then
+    PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + k))
+else
+    fail "emulated-device suites (ended early)" "$(tail -3 "$TMP/emu.err" | tr '\n' ' ')"
+fi
 
 # real GPT-2 weights, when this machine has them (never in CI)
 out=$(bash tests/gpt2_known.sh "$BUILD/kvchat")

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "../kernels/err.h"
+#include "../model/events.h"
+#include "chat/records.h"
 #include "../ui/format.h"
 #include "files.h"
 #include "options.h"
@@ -314,36 +316,91 @@ static act_result pin(act_host *h, const char *name, char *args)
     return ACT_DONE;
 }
 
+/* ---- what replay --verify redoes: a command's event, back through the engine with the values
+ * it recorded; 1 when redone, 0 when the event is not one a command made, -1 with the error */
+
+static int recreated(const json_t *ev, int made)
+{
+    return made == ev_conv(ev) ? 1
+                               : err_set("conversation %d cannot be recreated in the recorded "
+                                         "order",
+                                         ev_conv(ev));
+}
+
+static int redo_new(engine *e, const json_t *ev) { return recreated(ev, engine_new_conv(e)); }
+
+static int redo_fork(engine *e, const json_t *ev)
+{
+    /* the cache manager's fork event; /fork's names the conversation forked */
+    return ev_fork_has_parent(ev) ? recreated(ev, engine_fork(e, ev_fork_parent(ev))) : 0;
+}
+
+static int redo_set(engine *e, const json_t *ev)
+{
+    sampler_params sp;
+    int n_predict;
+    rec_sampling_read(ev, &sp, &n_predict);
+    engine_set_sampling(e, &sp, n_predict);
+    return 1;
+}
+
+/* the three below as the live chat did them: a refusal there was recorded as no change */
+static int redo_pin(engine *e, const json_t *ev)
+{
+    engine_pin(e, ev_conv(ev), ev_pin_turn(ev), ev_pin_pinned(ev));
+    return 1;
+}
+
+static int redo_clear(engine *e, const json_t *ev)
+{
+    engine_clear(e, ev_conv(ev));
+    return 1;
+}
+
+static int redo_system(engine *e, const json_t *ev)
+{
+    engine_set_system(e, ev_system_text(ev));
+    return 1;
+}
+
 typedef struct {
     const char *name, *alias[2]; /* the other names it answers to */
     const char *args;
     const char *help; /* its /help line */
     const char *doc;  /* the README's (NULL: the help line) */
     act_result (*run)(act_host *h, const char *name, char *args);
+    const char *event; /* the event it records, which replay --verify redoes (NULL: none) */
+    int (*redo)(engine *e, const json_t *ev);
 } act_def;
 
 static const act_def table[] = {
-    {"new", {0}, "", "a new conversation", NULL, new_conv},
-    {"conv", {0}, "N", "switch to conversation N", NULL, conv},
+    {"new", {0}, "", "a new conversation", NULL, new_conv, EV_NEW, redo_new},
+    {"conv", {0}, "N", "switch to conversation N", NULL, conv, NULL, NULL},
     {"fork",
      {0},
      "",
      "a new conversation sharing this one's cache blocks (copied on write)",
      NULL,
-     fork_conv},
+     fork_conv,
+     EV_FORK,
+     redo_fork},
     {"retry",
      {0},
      "",
      "regenerate the last reply, rolling the cache back rather than recomputing",
      NULL,
-     retry},
+     retry,
+     NULL,
+     NULL},
     {"edit",
      {0},
      "TEXT",
      "replace your last message and its reply with TEXT, and reply to it",
      "replace your last message (and its reply) with TEXT and reply to it, rolling the cache back "
      "to before it",
-     edit},
+     edit,
+     NULL,
+     NULL},
     {"system",
      {0},
      "[TEXT]",
@@ -351,29 +408,44 @@ static const act_def table[] = {
      "the system preamble of conversations whose first message is still to come (`--system TEXT` "
      "sets it at start): it replaces the template's preamble, is kept from eviction as the "
      "preamble is, and is recorded, so resume and `--verify` use it; without TEXT, says what it is",
-     system_text},
-    {"clear", {0}, "", "drop every turn; the cache rolls back to the kept prefix", NULL, clear},
+     system_text,
+     EV_SYSTEM,
+     redo_system},
+    {"clear",
+     {0},
+     "",
+     "drop every turn; the cache rolls back to the kept prefix",
+     NULL,
+     clear,
+     EV_CLEAR,
+     redo_clear},
     {"pin",
      {0},
      "[N]",
      "keep turn N (default: your last message) from eviction",
      "protect turn N (each message is a turn, 1 = the oldest in the window; default: your last "
      "message) from eviction",
-     pin},
+     pin,
+     EV_PIN,
+     redo_pin},
     {"unpin",
      {0},
      "[N]",
      "let turn N (default: your last pinned message) be evicted again",
      NULL,
-     pin},
+     pin,
+     NULL,
+     NULL},
     {"set",
      {0},
      "n|temp|top-k|top-p|repeat-penalty|seed VALUE",
      "change sampling for the next replies",
      "change sampling for the next replies (`top_k` and the like work too; `n` at least 1); during "
      "a reply, from the next one: the reply streaming keeps its settings",
-     set},
-    {"show", {0}, "", "model, settings and cache plan", NULL, show},
+     set,
+     EV_SET,
+     redo_set},
+    {"show", {0}, "", "model, settings and cache plan", NULL, show, NULL, NULL},
     {"save",
      {"save!"},
      "[FILE]",
@@ -381,9 +453,18 @@ static const act_def table[] = {
      "write this conversation to FILE as a session of its own; a file that exists is refused "
      "(`/save! FILE` replaces it), and a session another kvchat is writing is never replaced, nor "
      "this chat's own live session file",
-     save},
-    {"help", {0}, "", "this list (F1 in the full-screen chat)", NULL, help},
-    {"quit", {"q", "exit"}, "", "end the chat (the session is saved as it went)", NULL, quit},
+     save,
+     NULL,
+     NULL},
+    {"help", {0}, "", "this list (F1 in the full-screen chat)", NULL, help, NULL, NULL},
+    {"quit",
+     {"q", "exit"},
+     "",
+     "end the chat (the session is saved as it went)",
+     NULL,
+     quit,
+     NULL,
+     NULL},
 };
 enum { N_ACTS = sizeof table / sizeof table[0] };
 
@@ -396,6 +477,14 @@ static const act_def *find(const char *name)
             return d;
     }
     return NULL;
+}
+
+int act_replay(engine *e, const json_t *ev)
+{
+    for (int i = 0; i < N_ACTS; i++)
+        if (table[i].event && ev_is(ev, table[i].event))
+            return table[i].redo(e, ev);
+    return 0;
 }
 
 act_result act_run(act_host *h, char *line)

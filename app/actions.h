@@ -1,8 +1,9 @@
 /* The chat's slash commands, one table for every front end that takes them (the full-screen chat
  * and the line mode): each command's name, arguments, help and handler. A handler acts on the
  * engine, reports through the host's say and note, and tells a front end with a screen what to
- * redraw through its hooks (NULL in line mode). /help, `chat --commands` and the README's
- * table of commands all come from the table. */
+ * redraw through its hooks (NULL in line mode); replay --verify redoes the events they record
+ * through the same table (act_replay). /help, `chat --commands` and the README's table of commands
+ * all come from the table. */
 #ifndef KVCHAT_ACTIONS_H
 #define KVCHAT_ACTIONS_H
 
@@ -42,6 +43,11 @@ struct act_host {
 /* Runs "/name args" (line starts with '/'; its text is cut in place). Unknown commands and bad
  * arguments are said, and change nothing. */
 act_result act_run(act_host *h, char *line);
+
+/* A command's recorded event redone (replay --verify): new, fork, set, pin, clear and system,
+ * through the engine with the values the event recorded. 1 when ev was one, 0 when it is not a
+ * command's event, -1 with the error when it cannot be redone. */
+int act_replay(engine *e, const json_t *ev);
 
 /* the commands as /help lists them, one a line, to f */
 void act_help(FILE *f);

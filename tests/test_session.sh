@@ -15,6 +15,11 @@ check "${TAG}session/replay --no-tui shows the replies" grep -qF -- "$(head -1 "
 replies=$("$KV" replay "$S/a.jsonl" --no-tui | grep -c '] gpt-2: ')
 same "${TAG}session/transcript has three turns" 3 "$replies"
 check "${TAG}session/--verify reproduces the session" "$KV" replay "$S/a.jsonl" --verify
+# the recorded actions are redone through the chat's command table: one it cannot redo stops it
+sed -E '0,/"ev":"new","conv":1,/ s//"ev":"new","conv":3,/' "$S/a.jsonl" >"$S/renum.jsonl"
+expect_error "${TAG}session/--verify: a conversation out of the recorded order" 1 \
+    "renum.jsonl: conversation 3 cannot be recreated in the recorded order" \
+    "$KV" replay "$S/renum.jsonl" --verify
 # a model named by a relative path is recorded absolute: --verify works from any directory
 KVABS=$(realpath "$KV")
 (cd "$S" && printf 'hi\n' | "$KVABS" chat --no-tui -m model -n 4 --seed 3 --session rel.jsonl >/dev/null 2>&1)

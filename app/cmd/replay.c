@@ -8,13 +8,13 @@
 #include "../../kernels/err.h"
 #include "../../model/events.h"
 #include "commands.h"
+#include "../actions.h"
 #include "../chat/engine.h"
 #include "../files.h"
 #include "../options.h"
 #include "../session/fingerprint.h"
 #include "../safe_text.h"
 #include "../session/session.h"
-#include "../chat/records.h"
 #include "../session/restore.h"
 #include "replay.h"
 #include "sessions.h"
@@ -90,38 +90,11 @@ static void dump_row(void *ctx, const float *logits, int vocab)
     fwrite(logits, sizeof(float), (size_t)vocab, f); /* checked once, when the file is committed */
 }
 
-/* Applies a recorded action that is not a turn (new, fork, set, pin, clear): 1 if ev was one, 0 if
- * not, -1 (with the error set) if it cannot be redone. */
-static int apply_action(engine *e, json_t *ev, const char *path)
+/* a recorded action that is not a turn, redone through the chat's command table */
+static int apply_action(engine *e, const json_t *ev, const char *path)
 {
-    int conv = ev_conv(ev);
-    if (ev_is(ev, EV_NEW) || (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev))) {
-        int made = ev_is(ev, EV_NEW) ? engine_new_conv(e) : engine_fork(e, ev_fork_parent(ev));
-        if (made != conv)
-            return err_set("%s: conversation %d cannot be recreated in the recorded order", path,
-                           conv);
-        return 1;
-    }
-    if (ev_is(ev, EV_SET)) {
-        sampler_params sp;
-        int n_predict;
-        rec_sampling_read(ev, &sp, &n_predict);
-        engine_set_sampling(e, &sp, n_predict);
-        return 1;
-    }
-    if (ev_is(ev, EV_PIN)) {
-        engine_pin(e, conv, ev_pin_turn(ev), ev_pin_pinned(ev));
-        return 1;
-    }
-    if (ev_is(ev, EV_CLEAR)) {
-        engine_clear(e, conv);
-        return 1;
-    }
-    if (ev_is(ev, EV_SYSTEM)) {
-        engine_set_system(e, ev_system_text(ev));
-        return 1;
-    }
-    return 0;
+    int rc = act_replay(e, ev);
+    return rc < 0 ? err_wrap("%s", path) : rc;
 }
 
 /* the model and engine a verify runs on, as the session's settings at one point left them */

@@ -7,27 +7,9 @@
 #include <time.h>
 
 #include "../kernels/err.h"
-#include "cmd/commands.h"
 #include "files.h"
 #include "options.h"
 #include "session/fingerprint.h"
-
-const char SELFTEST_HELP[] = "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype "
-                             "f32|bf16|f16] [--gpu-kernels fast|basic]\n"
-                             "       [--cache-dtype T]\n"
-                             "\n"
-                             "Runs the GPU self-test now and prints its figures: the model "
-                             "prefills a fixed prompt and takes\n"
-                             "decode steps on the GPU and on the CPU (the reference, same weight "
-                             "and cache dtypes), and the\n"
-                             "logits of every step are compared (relative L2). The fast kernels "
-                             "are tested first and, if they\n"
-                             "fail, the basic ones (--gpu-kernels tests one set). Verdicts are "
-                             "cached, as the automatic test\n"
-                             "before a GPU's first use with a model caches them. Exit 0 when a "
-                             "kernel set passes (or there is\n"
-                             "no GPU to test), 1 when none does.\n"
-                             "\n" MODEL_OPTS_HELP;
 
 /* A correct device differs from the CPU by rounding alone. f32: accumulation order (the CPU's
  * cached pass against recomputation measures ~5e-7). 16-bit: the GPU also rounds the activations
@@ -183,18 +165,14 @@ static int cache_lookup(const char *key, selftest_result *r)
     return found;
 }
 
-/* the kernel sets to try, in order: the one asked for, else fast then basic (one where the backend
- * has no sets) */
-static int candidates(const loaded_model *lm, const model_opts *o, kb_kernels *sets)
+int selftest_candidates(const loaded_model *lm, const model_opts *o, kb_kernels *sets)
 {
     sets[0] = o->kernels_set ? o->kernels : KB_KERNELS_FAST;
     sets[1] = KB_KERNELS_BASIC;
     return o->kernels_set || !lm->backend->use_kernels ? 1 : 2;
 }
 
-/* kernel set k's verdict: the cached one (use_cache, when one is kept), else a run, kept for next
- * time; -1 when the test could not run */
-static int verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_result *r)
+int selftest_verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_result *r)
 {
     char key[700], dev[256] = "the GPU";
     use_kernels(lm, k);
@@ -223,10 +201,10 @@ int selftest_gate(loaded_model *lm, const model_opts *o)
         return 0;
     lm->backend->describe(lm->backend, dev, sizeof dev);
     kb_kernels sets[2];
-    int n = candidates(lm, o, sets);
+    int n = selftest_candidates(lm, o, sets);
     for (int i = 0; i < n; i++) {
         selftest_result r;
-        if (verdict(lm, sets[i], 1, &r)) {
+        if (selftest_verdict(lm, sets[i], 1, &r)) {
             snprintf(why[i], sizeof why[i], "%s", err_msg());
             continue;
         }
@@ -266,46 +244,4 @@ int selftest_load(loaded_model *lm, const model_opts *o)
         return -1;
     }
     return 0;
-}
-
-int cmd_selftest(int argc, char **argv)
-{
-    model_opts mo;
-    model_opts_init(&mo);
-    mo.skip_selftest = 1;
-    if (model_opts_parse_all(&mo, argc, argv, "selftest"))
-        return EXIT_USAGE;
-    loaded_model lm;
-    if (load_model(&lm, &mo))
-        return EXIT_RUNTIME;
-    char key[700], dev[256];
-    if (selftest_key(&lm, key, sizeof key)) {
-        printf("no GPU in use: nothing to self-test (the CPU is the reference a GPU is checked "
-               "against)\n");
-        unload_model(&lm);
-        return 0;
-    }
-    lm.backend->describe(lm.backend, dev, sizeof dev);
-    printf("%s\n", dev);
-    kb_kernels sets[2];
-    int n = candidates(&lm, &mo, sets), rc = 0, passed = 0;
-    for (int i = 0; i < n && !rc && !passed; i++) {
-        selftest_result r;
-        if (verdict(&lm, sets[i], 0, &r)) {
-            rc = -1;
-            break;
-        }
-        passed = r.passed;
-        printf("model %s, %s weights, %s cache, %s kernels: %d steps compared with the CPU, worst "
-               "relative L2 error %.3g "
-               "(limit %.3g): %s\n",
-               lm.dir, dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type),
-               kernels_name(sets[i]), r.steps, r.worst, r.limit, r.passed ? "passed" : "FAILED");
-    }
-    if (!rc && !passed)
-        rc = err_set(
-            "%s failed its self-test: --device auto will use the CPU, --device cuda refuses it",
-            dev);
-    unload_model(&lm);
-    return rc ? EXIT_RUNTIME : 0;
 }

@@ -33,6 +33,12 @@ int selftest_gate(loaded_model *lm, const model_opts *o);
  * checked against the CPU first, and a failure reloads on the CPU, or is the error. What every
  * command that runs a model loads it with. */
 int selftest_load(loaded_model *lm, const model_opts *o);
+/* The kernel sets to try, in order, into sets (2 at most): the one asked for, else fast then basic
+ * (one where the backend has no sets). Returns how many. */
+int selftest_candidates(const loaded_model *lm, const model_opts *o, kb_kernels *sets);
+/* Kernel set k's verdict: the cached one (use_cache, when one is kept), else a run, kept for next
+ * time; -1 when the test could not run. */
+int selftest_verdict(loaded_model *lm, kb_kernels k, int use_cache, selftest_result *r);
 /* The cache key of this model on this backend, or -1 on the CPU (no device to key). */
 int selftest_key(loaded_model *lm, char *buf, size_t n);
 

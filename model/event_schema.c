@@ -18,6 +18,7 @@ typedef enum {
     T_SPANS,
     T_TURNS,
     T_SAMPLING,
+    T_CACHE,
     T_OBJ
 } ftype;
 enum { OPT, REQ };
@@ -33,10 +34,15 @@ typedef struct {
 #define EVENT_ROW(NAME, name, doc) {#name, doc},
 static const field FIELDS[] = {EV_SCHEMA(EV_SKIP_EVENT, FIELD_ROW)};
 static const field SAMPLING[] = {EV_SAMPLING_FIELDS(FIELD_ROW, sampling)};
+static const field CACHE[] = {EV_CACHE_FIELDS(FIELD_ROW, cache)};
 static const struct {
     const char *name, *doc;
 } EVENTS[] = {EV_SCHEMA(EVENT_ROW, EV_SKIP_FIELD)};
-enum { N_FIELDS = sizeof FIELDS / sizeof *FIELDS, N_SAMPLING = sizeof SAMPLING / sizeof *SAMPLING };
+enum {
+    N_FIELDS = sizeof FIELDS / sizeof *FIELDS,
+    N_SAMPLING = sizeof SAMPLING / sizeof *SAMPLING,
+    N_CACHE = sizeof CACHE / sizeof *CACHE
+};
 
 /* Each bound is linear in W and V, so its values at (W, V) = (0, 0), (1, 0) and (0, 1) give it at
  * any W and V: the schema's expressions are evaluated three times, by three meanings of W and V. */
@@ -60,6 +66,8 @@ static const double HI_V[] = {EV_SCHEMA(EV_SKIP_EVENT, HI_OF)};
 #undef V
 static const double SAMPLING_LO[] = {EV_SAMPLING_FIELDS(LO_OF, sampling)};
 static const double SAMPLING_HI[] = {EV_SAMPLING_FIELDS(HI_OF, sampling)};
+static const double CACHE_LO[] = {EV_CACHE_FIELDS(LO_OF, cache)};
+static const double CACHE_HI[] = {EV_CACHE_FIELDS(HI_OF, cache)};
 
 static double at(const double *b0, const double *bw, const double *bv, int i, double W, double V)
 {
@@ -160,24 +168,36 @@ static const char *type_why(const json_t *j, ftype t, double lo, double hi, doub
             return buf;
         case T_TURNS: return turns_ok(j) ? NULL : "[start, length, role, pinned] lists";
         case T_SAMPLING: return ev_check_sampling(j) ? "sampling settings in range" : NULL;
+        case T_CACHE: return ev_check_cache(j) ? "the cache's totals" : NULL;
         case T_OBJ: return json_is_object(j) ? NULL : "an object";
     }
     return "of a type this program does not know";
 }
 
-const char *ev_check_sampling(const json_t *block)
+/* a block of the fields rows[0..n) declare, with bounds lo[i]..hi[i] (no W or V in them) */
+static const char *check_block(const json_t *block, const field *rows, int n, const double *lo,
+                               const double *hi)
 {
     if (!json_is_object(block))
-        return "sampling settings must be an object";
-    for (int i = 0; i < N_SAMPLING; i++) {
-        const json_t *j = json_object_get(block, SAMPLING[i].name);
-        const char *w = j || SAMPLING[i].need == REQ
-                            ? type_why(j, SAMPLING[i].type, SAMPLING_LO[i], SAMPLING_HI[i], 0, 0)
-                            : NULL;
+        return "it must be an object";
+    for (int i = 0; i < n; i++) {
+        const json_t *j = json_object_get(block, rows[i].name);
+        const char *w =
+            j || rows[i].need == REQ ? type_why(j, rows[i].type, lo[i], hi[i], 0, 0) : NULL;
         if (w)
-            return why("'%s' must be %s", SAMPLING[i].name, w);
+            return why("'%s' must be %s", rows[i].name, w);
     }
     return NULL;
+}
+
+const char *ev_check_sampling(const json_t *block)
+{
+    return check_block(block, SAMPLING, N_SAMPLING, SAMPLING_LO, SAMPLING_HI);
+}
+
+const char *ev_check_cache(const json_t *block)
+{
+    return check_block(block, CACHE, N_CACHE, CACHE_LO, CACHE_HI);
 }
 
 static int declared(const char *type, const char *key)
@@ -280,5 +300,7 @@ void ev_print_table(FILE *f)
     }
     fprintf(f, "| (sampling) | a `turn_end`'s `sampling`, the header's | ");
     print_fields(f, SAMPLING, N_SAMPLING, NULL);
+    fprintf(f, " |\n| (cache) | the `cache` of an event that changed the cache | ");
+    print_fields(f, CACHE, N_CACHE, NULL);
     fprintf(f, " |\n");
 }

@@ -7,7 +7,8 @@
  * type is INT (an int in lo..hi), I64 (any integer: bytes, seeds), NUM (a finite number in lo..hi,
  * compared as the float it was written from), STR, BOOL, IDS (token ids: at most W integers in
  * 0..V-1), SPANS ([start, length] pairs within W), TURNS ([start, length, role, pinned] within the
- * event's window), SAMPLING (an object of the sampling fields below) or OBJ (an object); need is
+ * event's window), SAMPLING (an object of the sampling fields below), CACHE (one of the cache
+ * totals below) or OBJ (an object); need is
  * REQ or OPT (absent, or as declared). Bounds may use W, the session's window, V, its vocabulary,
  * and EV_CONV_MAX. Every event also has "ev", "conv" (0..EV_CONV_MAX) and "t" (seconds, >= 0). */
 #ifndef KVCHAT_EVENT_SCHEMA_H
@@ -29,6 +30,20 @@
     F(e, seed, I64, 0, 0, REQ, "the sampler's seed")                     \
     F(e, n_predict, INT, 0, 1 << 20, OPT, "the most tokens a reply takes")
 
+/* the cache after an event that changed it (grow, cow, fork, evict, truncate, offload, restore):
+ * its conversation's totals and the pool's, so a reader's figures agree at every event */
+#define EV_CACHE_FIELDS(F, e)                                                 \
+    F(e, tokens, INT, 0, EV_BIG, REQ, "tokens cached")                        \
+    F(e, capacity, INT, 0, EV_BIG, REQ, "tokens there is room for")           \
+    F(e, bytes_used, I64, 0, 0, REQ, "bytes in use")                          \
+    F(e, bytes_reserved, I64, 0, 0, REQ, "bytes allocated")                   \
+    F(e, bytes_per_token, I64, 0, 0, REQ, "bytes a token takes")              \
+    F(e, shared_blocks, INT, 0, EV_BIG, REQ, "blocks shared with a fork")     \
+    F(e, host_bytes, I64, 0, 0, REQ, "bytes offloaded to host memory")        \
+    F(e, pool_used, I64, 0, 0, REQ, "the pool's bytes in use")                \
+    F(e, blocks_used, INT, 0, EV_BIG, REQ, "paged: the pool's blocks in use") \
+    F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory")
+
 #define EV_SCHEMA(E, F)                                                                        \
     E(MODEL, model, "the model a run loaded (first in a session)")                             \
     F(model, name, STR, 0, 0, OPT, "its name")                                                 \
@@ -42,6 +57,7 @@
     F(model, weights_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or q8_0")                          \
     F(model, memory_total_bytes, I64, 0, 0, OPT, "the device's memory (host RAM on the CPU)")  \
     E(NEW, new, "a conversation started")                                                      \
+    F(new, window, INT, 1, W, OPT, "the most tokens its cache will hold")                      \
     E(USER, user, "a message")                                                                 \
     F(user, text, STR, 0, 0, REQ, "the message")                                               \
     E(PREFILL, prefill, "a turn's new tokens went through the model")                          \
@@ -59,9 +75,11 @@
     F(grow, bytes, I64, 0, 0, OPT, "bytes added")                                              \
     F(grow, copied, I64, 0, 0, OPT, "bytes copied")                                            \
     F(grow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                           \
+    F(grow, cache, CACHE, 0, 0, OPT, "the cache after it")                                     \
     E(COW, cow, "a shared block copied before a write")                                        \
     F(cow, copied, I64, 0, 0, OPT, "bytes copied")                                             \
     F(cow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
+    F(cow, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
     E(EVICT, evict, "the window slid: its first keep tokens, then all after the dropped ones") \
     F(evict, keep, INT, 0, EV_BIG, OPT, "the first dropped position")                          \
     F(evict, dropped, INT, 0, EV_BIG, OPT, "tokens dropped")                                   \
@@ -71,6 +89,7 @@
     F(evict, ranges, SPANS, 0, 0, REQ, "every dropped span (pinned turns may sit between)")    \
     F(evict, prepared, BOOL, 0, 0, OPT, "swapped in ready-made")                               \
     F(evict, stall_ms, NUM, 0, EV_INF, OPT, "what the turn waited for it")                     \
+    F(evict, cache, CACHE, 0, 0, OPT, "the cache after it")                                    \
     E(PREPARE, prepare, "between turns, the next eviction made ahead")                         \
     F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                               \
     F(prepare, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
@@ -80,20 +99,24 @@
     F(truncate, from, INT, 0, W, OPT, "tokens before")                                         \
     F(truncate, to, INT, 0, W, REQ, "tokens after")                                            \
     F(truncate, bytes, I64, 0, 0, OPT, "cache bytes given back")                               \
+    F(truncate, cache, CACHE, 0, 0, OPT, "the cache after it")                                 \
     E(FORK, fork, "a conversation made from another, sharing its cache")                       \
     F(fork, parent, INT, 1, EV_CONV_MAX, OPT, "the conversation forked")                       \
     F(fork, tokens, INT, 0, EV_BIG, OPT, "tokens shared")                                      \
     F(fork, shared_blocks, INT, 0, EV_BIG, OPT, "blocks shared")                               \
     F(fork, copied, I64, 0, 0, OPT, "bytes copied")                                            \
     F(fork, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                           \
+    F(fork, cache, CACHE, 0, 0, OPT, "the cache after it")                                     \
     E(OFFLOAD, offload, "an idle conversation's cache moved to host memory")                   \
     F(offload, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                    \
     F(offload, bytes, I64, 0, 0, OPT, "bytes moved")                                           \
     F(offload, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
+    F(offload, cache, CACHE, 0, 0, OPT, "the cache after it")                                  \
     E(RESTORE, restore, "an offloaded cache moved back")                                       \
     F(restore, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                    \
     F(restore, bytes, I64, 0, 0, OPT, "bytes moved")                                           \
     F(restore, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
+    F(restore, cache, CACHE, 0, 0, OPT, "the cache after it")                                  \
     E(STATS, stats, "the cache after each step of a turn")                                     \
     F(stats, tokens, INT, 0, W, OPT, "tokens cached")                                          \
     F(stats, capacity, INT, 0, EV_BIG, OPT, "tokens the cache has room for")                   \
@@ -178,6 +201,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_CTYPE_SPANS const json_t *
 #define EV_CTYPE_TURNS const json_t *
 #define EV_CTYPE_SAMPLING const json_t *
+#define EV_CTYPE_CACHE const json_t *
 #define EV_CTYPE_OBJ const json_t *
 #define EV_GET_INT(j) (int)json_integer_value(j)
 #define EV_GET_I64(j) (long long)json_integer_value(j)
@@ -188,6 +212,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_GET_SPANS(j) (j)
 #define EV_GET_TURNS(j) (j)
 #define EV_GET_SAMPLING(j) (j)
+#define EV_GET_CACHE(j) (j)
 #define EV_GET_OBJ(j) (j)
 #define EV_ACCESSOR(e, f, type, lo, hi, need, doc)               \
     static inline EV_CTYPE_##type ev_##e##_##f(const json_t *ev) \
@@ -197,6 +222,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
     static inline int ev_##e##_has_##f(const json_t *ev) { return json_object_get(ev, #f) != NULL; }
 EV_SCHEMA(EV_SKIP_EVENT, EV_ACCESSOR)
 EV_SAMPLING_FIELDS(EV_ACCESSOR, sampling)
+EV_CACHE_FIELDS(EV_ACCESSOR, cache)
 #undef EV_ACCESSOR
 
 /* every event's own three */
@@ -212,8 +238,9 @@ static inline double ev_t(const json_t *ev) { return EV_GET_NUM(json_object_get(
  * naming the field (a thread's own buffer, valid until its next call). strict: a field that is
  * not declared is refused too (the bus's check of what it emits; a reader ignores them). */
 const char *ev_check(const json_t *ev, long long W, long long V, int strict);
-/* the same for a sampling block alone (the session header's) */
+/* the same for a sampling block alone (the session header's), and a cache block */
 const char *ev_check_sampling(const json_t *block);
+const char *ev_check_cache(const json_t *block);
 /* model/README.md's events table, made from the schema */
 void ev_print_table(FILE *f);
 

@@ -335,6 +335,20 @@ void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
     }
 }
 
+json_t *kv_totals(const kv_seq *s)
+{
+    kv_seq_stats st;
+    kv_pool_stats ps;
+    kv_seq_get_stats(s, &st);
+    kv_pool_get_stats(s->p, &ps);
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:I, s:i, s:i}", "tokens", st.len,
+                     "capacity", st.capacity, "bytes_used", (json_int_t)st.used_bytes,
+                     "bytes_reserved", (json_int_t)st.reserved_bytes, "bytes_per_token",
+                     (json_int_t)s->p->tok_bytes, "shared_blocks", st.shared_blocks, "host_bytes",
+                     (json_int_t)st.host_bytes, "pool_used", (json_int_t)ps.used_bytes,
+                     "blocks_used", ps.blocks_used, "offloaded_convs", ps.offloaded);
+}
+
 static size_t free_bytes(const kv_pool *p)
 {
     return p->o.layout == KV_PAGED ? (size_t)p->n_free * p->block_bytes : p->o.pool_bytes - p->used;
@@ -484,13 +498,13 @@ int kv_reserve(kv_seq *s, int n)
     if (added && !s->background) {
         s->grows++;
         ev_emit(p->bus, s->conv, EV_GROW,
-                json_pack("{s:i, s:i, s:I, s:I, s:f}", "from", from, "to", to, "bytes",
+                json_pack("{s:i, s:i, s:I, s:I, s:f, s:o}", "from", from, "to", to, "bytes",
                           (json_int_t)added, "copied", (json_int_t)copied, "ms",
-                          (ev_clock() - t0) * 1e3));
+                          (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
     } else if (copied && !s->background) {
-        ev_emit(
-            p->bus, s->conv, EV_COW,
-            json_pack("{s:I, s:f}", "copied", (json_int_t)copied, "ms", (ev_clock() - t0) * 1e3));
+        ev_emit(p->bus, s->conv, EV_COW,
+                json_pack("{s:I, s:f, s:o}", "copied", (json_int_t)copied, "ms",
+                          (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
     }
     return 0;
 }
@@ -570,9 +584,9 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
     c->last_used = ++p->tick;
     if (!background)
         ev_emit(p->bus, conv, EV_FORK,
-                json_pack("{s:i, s:i, s:i, s:I, s:f}", "parent", s->conv, "tokens", len,
+                json_pack("{s:i, s:i, s:i, s:I, s:f, s:o}", "parent", s->conv, "tokens", len,
                           "shared_blocks", shared, "copied", (json_int_t)copied, "ms",
-                          (ev_clock() - t0) * 1e3));
+                          (ev_clock() - t0) * 1e3, "cache", kv_totals(c)));
     return c;
 }
 
@@ -653,8 +667,8 @@ int kv_offload(kv_seq *s)
     s->host_tokens = s->len;
     s->offloaded = 1;
     ev_emit(p->bus, s->conv, EV_OFFLOAD,
-            json_pack("{s:i, s:I, s:f}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms",
-                      (ev_clock() - t0) * 1e3));
+            json_pack("{s:i, s:I, s:f, s:o}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms",
+                      (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
     return 0;
 }
 
@@ -696,7 +710,8 @@ int kv_restore(kv_seq *s)
     s->len = len;
     s->last_used = ++p->tick;
     ev_emit(p->bus, s->conv, EV_RESTORE,
-            json_pack("{s:i, s:I, s:f}", "tokens", len, "bytes", (json_int_t)flat_bytes(p, len),
-                      "ms", (ev_clock() - t0) * 1e3));
+            json_pack("{s:i, s:I, s:f, s:o}", "tokens", len, "bytes",
+                      (json_int_t)flat_bytes(p, len), "ms", (ev_clock() - t0) * 1e3, "cache",
+                      kv_totals(s)));
     return 0;
 }

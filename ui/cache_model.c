@@ -139,6 +139,34 @@ static void remove_span(cm_conv *c, int s, int len)
 /* a position or a count of cells, clamped so that sums of two cannot overflow */
 static int cells(long long v) { return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS); }
 
+/* The totals an event that changed the cache carries (its "cache" block): the figures agree with
+ * the cache manager's own at every such event, not only at a turn's stats. */
+static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
+{
+    if (!t)
+        return;
+    c->capacity = clamp_int(ev_cache_capacity(t), 0, INT_MAX);
+    c->bytes_per_token = ev_cache_bytes_per_token(t);
+    c->bytes_used = ev_cache_bytes_used(t);
+    c->bytes_reserved = ev_cache_bytes_reserved(t);
+    c->fragmentation = c->bytes_reserved > c->bytes_used ? c->bytes_reserved - c->bytes_used : 0;
+    c->shared_blocks = ev_cache_shared_blocks(t);
+    c->host_bytes = ev_cache_host_bytes(t);
+    m->pool_used = ev_cache_pool_used(t);
+    m->blocks_used = ev_cache_blocks_used(t);
+    m->offloaded_convs = ev_cache_offloaded_convs(t);
+}
+
+/* the bytes in use after the window changed by tokens (a prefill, a token), which no event's
+ * totals carry: the cache holds bytes_per_token for each */
+static void count_used(cm_conv *c)
+{
+    if (!c->bytes_per_token)
+        return;
+    c->bytes_used = c->n_cells * c->bytes_per_token;
+    c->fragmentation = c->bytes_reserved > c->bytes_used ? c->bytes_reserved - c->bytes_used : 0;
+}
+
 void cm_apply(cache_model *m, const json_t *ev)
 {
     const char *type = ev_type(ev);
@@ -157,16 +185,21 @@ void cm_apply(cache_model *m, const json_t *ev)
         m->n_ctx = ev_model_n_ctx(ev);
         return;
     }
-    cm_conv *c = conv_for(m, ev_conv(ev));
-    if (!c)
-        return;
     double when = ev_t(ev);
     if (when > m->now && when < 1e12)
         m->now = when;
+    if (ev_conv(ev) < 1) /* a setting of the chat's (set, system, resume): no conversation's */
+        return;
+    cm_conv *c = conv_for(m, ev_conv(ev));
+    if (!c)
+        return;
     c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
-    if (!strcmp(type, EV_USER) || !strcmp(type, EV_RETRY) ||
-        !strcmp(type, EV_EDIT)) { /* a turn begins */
-        c->turn_dropped = c->turn_recomputed = 0;
+    if (!strcmp(type, EV_NEW)) { /* the panel can show its window before the first message */
+        c->window = clamp_int(cells(ev_new_window(ev)), 0, CM_MAX_CELLS);
+    } else if (!strcmp(type, EV_USER) || !strcmp(type, EV_RETRY) ||
+               !strcmp(type, EV_EDIT)) { /* a turn begins */
+        c->turn_dropped = c->turn_recomputed = c->turn_prepared = 0;
+        c->turn_ahead_ms = 0;
         c->evict_ms = c->pending_evict_ms = 0;
     } else if (!strcmp(type, EV_PREFILL)) {
         size_t n = json_array_size(ev_prefill_ids(ev));
@@ -188,6 +221,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tokens = 0;
         c->decode_ms = 0;
         c->awaiting_first = 1;
+        count_used(c);
         graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TOKEN)) {
         append(c, ROLE_ASSISTANT, 1);
@@ -199,9 +233,11 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tokens++;
         c->decode_ms += ms;
         c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
+        count_used(c);
         graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TRUNCATE)) {
         cut(c, cells(ev_truncate_to(ev)));
+        apply_totals(m, c, ev_truncate_cache(ev));
         c->prepared = 0; /* a plan does not survive a rollback */
         graph_push(&c->history, c->n_cells, 0);
         logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
@@ -213,6 +249,7 @@ void cm_apply(cache_model *m, const json_t *ev)
             remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
                         cells(json_integer_value(json_array_get(r, 1))));
         }
+        apply_totals(m, c, ev_evict_cache(ev));
         if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
             c->approximate = 1;
         int prepared = ev_evict_prepared(ev);
@@ -224,16 +261,26 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->evict_ms += ev_evict_ms(ev);
         else
             c->pending_evict_ms += ev_evict_ms(ev);
+        /* a prepared eviction's re-prefill was done while the user typed: its time apart */
+        double ahead = prepared ? c->prepared_ms : 0;
+        c->turn_ahead_ms += ahead;
+        c->turn_prepared |= prepared;
         c->prepared = 0;
         c->evictions_prepared += prepared;
         c->stall_ms += ev_evict_stall_ms(ev);
         graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
-        logk(m, c->id, 'e', 0, "conv %d evict -%d tok, re-prefill %d tok %s%s%s", c->id,
-             ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ev_evict_ms(ev)),
-             prepared ? " (prepared)" : "", c->approximate ? " (approx)" : "");
+        if (prepared)
+            logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled ahead in %s, waited %s",
+                 c->id, ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ahead),
+                 fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
+        else
+            logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
+                 ev_evict_dropped(ev), ev_evict_recomputed(ev),
+                 fmt_ms(a, sizeof a, ev_evict_ms(ev)), c->approximate ? " (approx)" : "");
     } else if (!strcmp(type, EV_PREPARE)) {
         int ready = ev_prepare_ready(ev);
         c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
+        c->prepared_ms = ready ? ev_prepare_ms(ev) : 0;
         logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
              ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
              fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
@@ -242,9 +289,12 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->capacity = clamp_int(ev_grow_to(ev), 0, INT_MAX); /* live, before the turn's stats */
         c->grows++;
         c->bytes_reserved += ev_grow_bytes(ev);
-        /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB */
-        int run =
-            m->log_n && m->log_kind[log_slot(m, 0)] == 'g' && m->log_conv[log_slot(m, 0)] == c->id;
+        apply_totals(m, c, ev_grow_cache(ev));
+        /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB; one that
+         * starts below where the last ended (blocks given back meanwhile) starts a line of its own */
+        int run = m->log_n && m->log_kind[log_slot(m, 0)] == 'g' &&
+                  m->log_conv[log_slot(m, 0)] == c->id && ev_grow_from(ev) == m->run_to;
+        m->run_to = ev_grow_to(ev);
         m->run_n = run ? m->run_n + 1 : 1;
         m->run_from = run ? m->run_from : ev_grow_from(ev);
         m->run_bytes = (run ? m->run_bytes : 0) + ev_grow_bytes(ev);
@@ -256,10 +306,12 @@ void cm_apply(cache_model *m, const json_t *ev)
                  ev_grow_to(ev), fmt_bytes(a, sizeof a, ev_grow_bytes(ev)),
                  fmt_ms(b, sizeof b, ev_grow_ms(ev)));
     } else if (!strcmp(type, EV_COW)) {
+        apply_totals(m, c, ev_cow_cache(ev));
         logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
              fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
     } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
+        apply_totals(m, c, c->offloaded ? ev_offload_cache(ev) : ev_restore_cache(ev));
         if (c->offloaded)
             graph_mark(&c->history, 'O');
         long long bytes = c->offloaded ? ev_offload_bytes(ev) : ev_restore_bytes(ev);
@@ -279,6 +331,7 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->prepared = 0; /* a preparation is its parent's alone */
             c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
         }
+        apply_totals(m, c, ev_fork_cache(ev));
         graph_push(&c->history, c->n_cells, 'F');
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
              ev_fork_shared_blocks(ev));
@@ -304,8 +357,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->fragmentation = ev_stats_fragmentation(ev);
         c->host_bytes = ev_stats_host_bytes(ev);
         c->hit_rate = ev_stats_hit_rate(ev);
-        c->grows = ev_stats_grows(ev);
-        c->evictions = ev_stats_evictions(ev);
+        /* grows and evictions are the events', counted here: a lifetime's, never fewer */
         c->shared_blocks = ev_stats_shared_blocks(ev);
         c->approximate |= ev_stats_approximate(ev);
         snprintf(c->dtype, sizeof c->dtype, "%s", ev_stats_cache_dtype(ev) ?: "");
@@ -315,7 +367,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         m->blocks_used = ev_stats_blocks_used(ev);
         m->blocks_total = ev_stats_blocks_total(ev);
         m->offloaded_convs = ev_stats_offloaded_convs(ev);
-        if (ev_stats_memory_total(ev)) {
+        if (ev_stats_has_memory_total(ev)) {
             m->memory_total = ev_stats_memory_total(ev);
             m->memory_free = ev_stats_memory_free(ev);
         }
@@ -340,13 +392,25 @@ int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
         ev_is(ev, EV_TURN_END) && !ev_turn_end_failed(ev) ? cm_conv_get(m, ev_conv(ev)) : NULL;
     if (!c)
         return 0;
-    char a[32], b[32], r[32], t[32], e[96] = "";
-    if (c->turn_dropped || c->turn_recomputed)
-        snprintf(e, sizeof e, " · eviction: -%d tok, %d re-prefilled in %s", c->turn_dropped,
+    char a[32], b[48], r[48], t[32], w[32], e[160] = "";
+    if (c->turn_prepared) /* the re-prefill was done while the user typed: what the reply waited */
+        snprintf(e, sizeof e, " · evicted %d tok; %d re-prefilled ahead in %s, the reply waited %s",
+                 c->turn_dropped, c->turn_recomputed, fmt_ms(t, sizeof t, c->turn_ahead_ms),
+                 fmt_ms(w, sizeof w, c->evict_ms));
+    else if (c->turn_dropped || c->turn_recomputed)
+        snprintf(e, sizeof e, " · evicted %d tok; %d re-prefilled in %s", c->turn_dropped,
                  c->turn_recomputed, fmt_ms(t, sizeof t, c->evict_ms));
-    snprintf(buf, n, "prompt %d tok in %s (%s) · reply %d tok at %s · TTFT %s%s", c->prefill_tokens,
-             fmt_ms(a, sizeof a, c->prefill_ms), fmt_rate(b, sizeof b, c->prefill_tok_s),
-             c->decode_tokens, fmt_rate(r, sizeof r, c->decode_tok_s),
-             fmt_ms(t, sizeof t, c->ttft_ms), e);
+    if (c->prefill_tokens >= FMT_RATE_MIN_TOKENS)
+        snprintf(b, sizeof b, "prompt %d tok in %s (%s)", c->prefill_tokens,
+                 fmt_ms(a, sizeof a, c->prefill_ms), fmt_rate(r, sizeof r, c->prefill_tok_s));
+    else
+        snprintf(b, sizeof b, "prompt %d tok in %s", c->prefill_tokens,
+                 fmt_ms(a, sizeof a, c->prefill_ms));
+    if (c->decode_tokens >= FMT_RATE_MIN_TOKENS)
+        snprintf(r, sizeof r, "%d tok at %s", c->decode_tokens,
+                 fmt_rate(a, sizeof a, c->decode_tok_s));
+    else
+        fmt_speed(r, sizeof r, c->decode_tokens, c->decode_ms);
+    snprintf(buf, n, "%s · reply %s · TTFT %s%s", b, r, fmt_ms(t, sizeof t, c->ttft_ms), e);
     return 1;
 }

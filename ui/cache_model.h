@@ -22,6 +22,7 @@ typedef struct {
     size_t cap_turns;
     int keep, window, capacity, evict_min;
     double bytes_used, bytes_reserved, fragmentation, host_bytes, hit_rate;
+    double bytes_per_token; /* from the events' cache totals: used bytes follow each token */
     int grows, evictions, shared_blocks, offloaded, approximate, have_stats;
     char dtype[8], layout[16];
     /* the last turn */
@@ -29,7 +30,9 @@ typedef struct {
     double evict_ms; /* evictions in the last turn (in its TTFT when they made room for it) */
     double pending_evict_ms;           /* evictions that made room for a prefill still to come */
     int turn_dropped, turn_recomputed; /* the last turn's evictions: tokens dropped, re-prefilled */
-    double last_t;                     /* its newest event's time (s), for "last used" */
+    int turn_prepared;                 /* ... and whether one was prepared ahead */
+    double turn_ahead_ms; /* ... the time prepared evictions took while the user typed */
+    double last_t;        /* its newest event's time (s), for "last used" */
     graph history; /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
@@ -38,7 +41,8 @@ typedef struct {
     int turns_seen;
     int has_fidelity, fid_top1;
     double fid_kl, fid_rate;
-    int prepared; /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
+    int prepared;       /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
+    double prepared_ms; /* ... and the time that took */
     int evictions_prepared; /* evictions swapped in prepared (of `evictions`) */
     double stall_ms;        /* replies' time waiting for evictions, all told */
 } cm_conv;
@@ -55,7 +59,7 @@ typedef struct {
     int log_conv[CM_LOG_LINES];  /* whose line it is */
     char log_kind[CM_LOG_LINES]; /* 'e' an eviction, 'g' a run of grows, 0 the rest */
     int log_head, log_n;
-    int run_from, run_n; /* the newest line's run of grows: first size, how many */
+    int run_from, run_to, run_n; /* the newest line's run of grows: first and last size, count */
     double run_bytes;
     /* the model event */
     char model[160], backend[64];

@@ -103,6 +103,53 @@ static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, i
     return y;
 }
 
+/* the colour of a graph mark: an eviction the reply waited for, one prepared ahead, a grow, a
+ * fork, an offload; none: the graph's own */
+static int mark_pair(char mark)
+{
+    switch (mark) {
+        case 'E': return CP_WARN;
+        case 'P': return CP_MARK_PREP;
+        case 'G': return CP_MARK_GROW;
+        case 'F': return CP_MARK_FORK;
+        case 'O': return CP_MARK_OFFLOAD;
+        default: return CP_GRAPH;
+    }
+}
+
+/* the turns the next eviction drops, as /pin counts them: "turn 2", "turns 1-3", "turns 1, 3" */
+static void dropped_turns(const cm_conv *c, const unsigned char *drop, char *buf, size_t n)
+{
+    int first = 0, last = 0, count = 0, runs = 0, k = 0;
+    size_t at = 0;
+    char list[64] = "";
+    for (int t = 0; t < c->n_turns; t++) {
+        const win_turn *tu = &c->turns[t];
+        if (tu->role == ROLE_PREAMBLE)
+            continue;
+        k++;
+        int hit = 0;
+        for (int p = tu->start; p < tu->start + tu->len && p < c->n_cells && !hit; p++)
+            hit = drop[p];
+        if (!hit)
+            continue;
+        runs += !count || k != last + 1;
+        if (at < sizeof list)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%d", count ? ", " : "", k);
+        first = count ? first : k;
+        last = k;
+        count++;
+    }
+    if (!count)
+        snprintf(buf, n, "the oldest tokens");
+    else if (count == 1)
+        snprintf(buf, n, "turn %d", first);
+    else if (runs == 1)
+        snprintf(buf, n, "turns %d-%d", first, last);
+    else
+        snprintf(buf, n, "turns %s", list);
+}
+
 void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
 {
     if (!w)
@@ -119,7 +166,7 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
              c && c->offloaded ? "OFFLOADED  " : "", c && c->layout[0] ? c->layout : "",
              c && c->dtype[0] ? c->dtype : "", c && c->approximate ? "  APPROXIMATE (shift)" : "");
     wattroff(w, A_BOLD);
-    if (!c || !c->window) {
+    if (!c || !c->window) { /* a session of an older kvchat, before its first stats */
         ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
         wnoutrefresh(w);
         return;
@@ -168,15 +215,23 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         int left = 0;
         double turns = 0;
         int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
+        char which[64] = "", when[64];
+        if (n > 0)
+            dropped_turns(c, drop, which, sizeof which);
         free(drop);
-        const char *ready = c->prepared ? ", prepared" : "";
+        if (turns > 0)
+            snprintf(when, sizeof when, "in %d tok (~%.1f turns)", left, turns);
+        else
+            snprintf(when, sizeof when, "in %d tok", left);
         if (n <= 0)
             ui_drawf(w, y++, 1, iw, "no eviction ahead: nothing evictable yet");
-        else if (turns > 0)
-            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok (~%.1f turns%s)", n, left,
-                     turns, ready);
-        else
-            ui_drawf(w, y++, 1, iw, "next eviction -%d tok in %d tok%s", n, left, ready);
+        else if (y < h - 2 && (int)(strlen(when) + strlen(which) + 40) > iw) { /* two lines */
+            ui_drawf(w, y++, 1, iw, "next eviction %s", when);
+            ui_drawf(w, y++, 1, iw, "  drops %d tok (%s)%s", n, which,
+                     c->prepared ? ", prepared" : "");
+        } else
+            ui_drawf(w, y++, 1, iw, "next eviction %s: drops %d (%s)%s", when, n, which,
+                     c->prepared ? ", prepared" : "");
     }
     /* history graph */
     rest = h - y - 1;
@@ -205,11 +260,12 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
             for (int col = 0; col < cols; col++) {
                 int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
                 filled = clamp_int(filled, 0, 8);
-                /* E: an eviction that stalled a reply; P: one prepared ahead; G: a grow; F, O:
-                 * fork, offload */
-                int pair = marks[col] == 'E' ? CP_EVICT : marks[col] ? CP_PIN : CP_GRAPH;
+                /* a mark a colour each, and its letter in the bottom row in colour too */
+                int pair = mark_pair(marks[col]);
                 wattron(w, screen_attr(s, pair));
-                if (s->color)
+                if (s->color && marks[col] && r == graph_rows - 1)
+                    mvwaddch(w, y + r, 8 + col, (chtype)(unsigned char)marks[col] | A_BOLD);
+                else if (s->color)
                     mvwaddstr(w, y + r, 8 + col, levels[filled]);
                 else
                     mvwaddch(w, y + r, 8 + col,
@@ -218,10 +274,24 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
             }
         ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
         y += graph_rows;
-        if (y < h - 1) /* the legend: which mark is which, and how much history one column holds */
-            ui_drawf(w, y++, 1, iw, "E:evict P:prepared G:grow F:fork O:offload (%d ev/col)",
+        if (y < h - 1) { /* the legend, each letter in its colour, and the history a column holds */
+            static const char *const legend[][2] = {{"E", ":evict "},
+                                                    {"P", ":prepared "},
+                                                    {"G", ":grow "},
+                                                    {"F", ":fork "},
+                                                    {"O", ":offload "}};
+            int x = 1;
+            for (int i = 0; i < 5 && x < iw; i++) {
+                int attr = screen_attr(s, mark_pair(legend[i][0][0]));
+                wattron(w, attr);
+                x += ui_drawf(w, y, x, iw + 1 - x, "%s", legend[i][0]);
+                wattroff(w, attr);
+                x += ui_drawf(w, y, x, iw + 1 - x, "%s", legend[i][1]);
+            }
+            ui_drawf(w, y++, x, iw + 1 - x, "(%d ev/col)",
                      (c->history.step > 0 ? c->history.step : 1) *
                          (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
+        }
     }
     /* speed and memory */
     if (y < h - 1)

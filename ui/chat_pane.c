@@ -165,6 +165,10 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
 void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
 {
     char buf[256];
+    if (ev_is(ev, EV_TURN_END) && ev_turn_end_cancelled(ev)) { /* live and in replay alike */
+        const char *stopped = "stopped (Ctrl-C): the reply ends here";
+        chat_pane_add(p, ROLE_NOTICE, stopped, strlen(stopped));
+    }
     if (cm_turn_summary(m, ev, buf, sizeof buf))
         chat_pane_add(p, ROLE_NOTICE, buf, strlen(buf));
 }

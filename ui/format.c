@@ -30,3 +30,12 @@ char *fmt_ms(char *buf, size_t n, double ms)
         snprintf(buf, n, "%.2f ms", ms);
     return buf;
 }
+
+char *fmt_speed(char *buf, size_t n, int tokens, double ms)
+{
+    char t[32];
+    if (tokens >= FMT_RATE_MIN_TOKENS && ms > 0)
+        return fmt_rate(buf, n, tokens / (ms / 1e3));
+    snprintf(buf, n, "%d tok in %s", tokens, fmt_ms(t, sizeof t, ms));
+    return buf;
+}

@@ -25,6 +25,10 @@ static const struct {
     [CP_STATUS] = {COLOR_BLACK, COLOR_WHITE, A_REVERSE},
     [CP_WARN] = {COLOR_RED, -1, A_BOLD},
     [CP_GRAPH] = {COLOR_GREEN, -1, A_NORMAL},
+    [CP_MARK_GROW] = {COLOR_YELLOW, -1, A_BOLD},
+    [CP_MARK_PREP] = {COLOR_GREEN, -1, A_BOLD},
+    [CP_MARK_FORK] = {COLOR_CYAN, -1, A_BOLD},
+    [CP_MARK_OFFLOAD] = {COLOR_BLUE, -1, A_BOLD},
 };
 
 int screen_attr(const screen *s, int pair)

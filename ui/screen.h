@@ -21,6 +21,10 @@ enum {
     CP_STATUS,
     CP_WARN,
     CP_GRAPH,
+    CP_MARK_GROW, /* the graph's marks, a colour each: grow, prepared eviction, fork, offload */
+    CP_MARK_PREP,
+    CP_MARK_FORK,
+    CP_MARK_OFFLOAD,
     CP_COUNT
 };
 

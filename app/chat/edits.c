@@ -4,12 +4,25 @@
 #include "../../kernels/err.h"
 #include "engine_state.h"
 
+/* c's cache from `from` positions back to `to`, and the truncate event that says so */
+static int truncate_cache(engine *e, conv *c, int from, int to)
+{
+    if (kv_truncate(c->seq, to))
+        return -1;
+    if (to != from)
+        ev_emit(e->lm->bus, c->id, EV_TRUNCATE,
+                json_pack("{s:i, s:i, s:I, s:o}", "from", from, "to", to, "bytes",
+                          (json_int_t)((size_t)(from - to) * kv_bytes_per_token(e->lm->pool)),
+                          "cache", kv_totals(c->seq)));
+    return 0;
+}
+
 /* the conversation (and its cache) back to its first `to` tokens: a retry, an edit, a reply that
  * ran into the stop text */
 int eng_rollback(engine *e, conv *c, int to)
 {
     int from = c->n_ids;
-    if (kv_truncate(c->seq, to))
+    if (truncate_cache(e, c, from, to))
         return -1;
     c->n_ids = to;
     c->settled = c->settled < to ? c->settled : to;
@@ -20,10 +33,6 @@ int eng_rollback(engine *e, conv *c, int to)
         win_turn *t = &c->turns[c->n_turns - 1];
         t->len = to - t->start < 0 ? 0 : to - t->start;
     }
-    if (to != from)
-        ev_emit(e->lm->bus, c->id, EV_TRUNCATE,
-                json_pack("{s:i, s:i, s:I}", "from", from, "to", to, "bytes",
-                          (json_int_t)((size_t)(from - to) * kv_bytes_per_token(e->lm->pool))));
     return 0;
 }
 
@@ -69,7 +78,8 @@ int eng_run_retry(engine *e, int id, char **out)
     int rc = eng_rollback(e, c, to);
     if (!rc) {
         c->n_turns = t;
-        rc = kv_truncate(c->seq, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
+        /* the reply is drawn again from the logits of the position before it */
+        rc = truncate_cache(e, c, to, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
     }
     char *r = NULL;
     int n_tok = 0;

@@ -155,7 +155,7 @@ int engine_new_conv(engine *e)
         return -1;
     conv *c = add_conv(e, NULL);
     if (c)
-        ev_emit(e->lm->bus, c->id, EV_NEW, NULL);
+        ev_emit(e->lm->bus, c->id, EV_NEW, json_pack("{s:i}", "window", e->rule.window));
     return c ? c->id : -1;
 }
 

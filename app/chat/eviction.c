@@ -159,10 +159,10 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     c->evictions++;
     double ms = (ev_clock() - t0) * 1e3;
     ev_emit(lm->bus, c->id, EV_EVICT,
-            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f}", "keep", first, "dropped", dropped,
-                      "recomputed", recomputed, "ms", ms, "mode",
+            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f, s:o}", "keep", first, "dropped",
+                      dropped, "recomputed", recomputed, "ms", ms, "mode",
                       r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges", ranges,
-                      "prepared", swapped, "stall_ms", ms));
+                      "prepared", swapped, "stall_ms", ms, "cache", kv_totals(c->seq)));
     return 0;
 }
 

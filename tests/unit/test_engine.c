@@ -894,7 +894,104 @@ static void prepared_plan_yields_memory(void)
     }
 }
 
+/* The panel's figures against the cache manager's own at every event: each event goes into a
+ * cache model the moment it is emitted, and the model's tokens, capacity, bytes (used, reserved,
+ * the fragmentation between), shared blocks and the pool's bytes and blocks must be the cache's
+ * as it is then, through growth, eviction (exact and shift), a fork and its divergence, retry,
+ * edit, clear, idle offload and restore, in every layout. */
+typedef struct {
+    cache_model cm;
+    kv_pool *pool;
+    kv_seq *seqs[8]; /* by conversation */
+    int events, checked;
+    char first[320]; /* the first disagreement */
+} truth;
+
+static void compare(void *ctx, json_t *ev)
+{
+    truth *t = ctx;
+    cm_apply(&t->cm, ev);
+    t->events++;
+    int id = ev_conv(ev);
+    cm_conv *c = id > 0 && id < 8 && t->seqs[id] ? cm_conv_get(&t->cm, id) : NULL;
+    if (!c || t->first[0])
+        return;
+    kv_seq_stats s;
+    kv_pool_stats p;
+    kv_seq_get_stats(t->seqs[id], &s);
+    kv_pool_get_stats(t->pool, &p);
+    /* a grow or a copy-on-write happens inside an operation (a prefill, an eviction's
+     * re-prefill) that moves the window when it is done: the window's tokens are compared at the
+     * events that end one, every figure of the cache at all of them */
+    int inside = ev_is(ev, EV_GROW) || ev_is(ev, EV_COW);
+    const char *what = !inside && c->n_cells != s.len                  ? "tokens"
+                       : s.capacity && c->capacity != s.capacity       ? "capacity"
+                       : c->bytes_used != (double)s.used_bytes         ? "bytes used"
+                       : c->bytes_reserved != (double)s.reserved_bytes ? "bytes reserved"
+                       : c->shared_blocks != s.shared_blocks           ? "shared blocks"
+                       : c->host_bytes != (double)s.host_bytes         ? "host bytes"
+                       : t->cm.pool_used != (double)p.used_bytes       ? "pool bytes"
+                       : t->cm.blocks_used != p.blocks_used            ? "pool blocks"
+                                                                       : NULL;
+    t->checked++;
+    if (what)
+        snprintf(t->first, sizeof t->first,
+                 "after event %d (%s, conv %d): %s: panel %d tok cap %d, %.0f / %.0f B, shared %d, "
+                 "pool %.0f B %d blocks; cache %d tok cap %d, %zu / %zu B, shared %d, pool %zu B "
+                 "%d blocks",
+                 t->events, ev_type(ev), id, what, c->n_cells, c->capacity, c->bytes_used,
+                 c->bytes_reserved, c->shared_blocks, t->cm.pool_used, t->cm.blocks_used, s.len,
+                 s.capacity, s.used_bytes, s.reserved_bytes, s.shared_blocks, p.used_bytes,
+                 p.blocks_used);
+}
+
+static void panel_agrees_with_cache(void)
+{
+    for (int k = 0; k < 4; k++) {
+        kv_opts kv = {.layout = k % 2 ? KV_CONTIGUOUS : KV_PAGED, .type = DT_F32};
+        engine_opts eo = {.tpl = TPL_GPT2,
+                          .keep = -1,
+                          .evict = k < 2 ? EVICT_EXACT : EVICT_SHIFT,
+                          .idle_offload = 1e-6};
+        rig r;
+        if (setup_kv(&r, 48, &eo, 12, &kv))
+            return;
+        truth *t = calloc(1, sizeof *t);
+        cm_init(&t->cm);
+        t->pool = r.lm.pool;
+        ev_subscribe(r.lm.bus, compare, t);
+        int a = engine_new_conv(r.e);
+        t->seqs[a] = engine_conv_cache(r.e, a);
+        char *reply = NULL;
+        for (int i = 0; i < 5; i++) { /* past the window: evictions */
+            CHECK(engine_turn(r.e, a, MESSAGES[i % 6], &reply) == 0, "turn: %s", err_msg());
+            free(reply);
+        }
+        int b = engine_fork(r.e, a);
+        t->seqs[b] = engine_conv_cache(r.e, b);
+        CHECK(engine_turn(r.e, b, "and then the fork went its own way", &reply) == 0, "fork: %s",
+              err_msg());
+        free(reply);
+        CHECK(engine_retry(r.e, b, &reply) == 0, "retry: %s", err_msg());
+        free(reply);
+        CHECK(engine_edit(r.e, a, "an edited message", &reply) == 0, "edit: %s", err_msg());
+        free(reply);
+        CHECK(engine_clear(r.e, b) == 0, "clear: %s", err_msg());
+        CHECK(engine_turn(r.e, b, MESSAGES[2], &reply) == 0, "after clear: %s", err_msg());
+        free(reply);
+        CHECK(t->checked > 100, "%s: only %d events compared", k % 2 ? "contiguous" : "paged",
+              t->checked);
+        CHECK(!t->first[0], "%s %s: %s", k % 2 ? "contiguous" : "paged", k < 2 ? "exact" : "shift",
+              t->first);
+        ev_unsubscribe(r.lm.bus, compare, t);
+        cm_free(&t->cm);
+        free(t);
+        teardown(&r);
+    }
+}
+
 TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_exact},
+           {"engine/panel_agrees_with_cache_at_every_event", panel_agrees_with_cache},
            {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
            {"engine/calls_during_reply_refused", calls_during_reply_refused},

@@ -30,6 +30,9 @@
 _Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE,
                "the input line holds exactly what a turn takes");
 
+/* a Ctrl-C this soon after a reply ended was pressed to stop it: the chat goes on */
+#define REPLY_GRACE_S 1.5
+
 typedef struct item {
     json_t *ev; /* an event, or NULL for reply text */
     int conv;
@@ -47,6 +50,7 @@ typedef struct {
     char status[256];
     double status_until;
     double quit_armed_until; /* a first Ctrl-C at the prompt: a second before this quits */
+    double reply_ended;      /* when the last reply ended: a Ctrl-C just after was meant for it */
     pthread_mutex_t lock;
     item *head, *tail;
     const chat_persist *persist;
@@ -135,14 +139,18 @@ static void draw(tui *t)
     else if (t->generating)
         snprintf(gen, sizeof gen, "  generating...");
     char status[512];
-    if (t->status[0] && ev_clock() < t->status_until)
+    int message = t->status[0] && ev_clock() < t->status_until;
+    if (t->generating) /* the reply's state first, a command's message beside it */
+        snprintf(status, sizeof status, "%s  Ctrl-C stop%s%s", gen + 2, message ? "  |  " : "",
+                 message ? t->status : "");
+    else if (message)
         snprintf(status, sizeof status, "%s", t->status);
     else
         snprintf(status, sizeof status,
-                 "%s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d%s  F1 help  Ctrl-C %s  "
-                 "/quit",
+                 "%s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
+                 "Ctrl-C twice: quit  /quit",
                  t->v.cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
-                 mo->sp.top_k, mo->sp.top_p, mo->n_predict, gen, t->generating ? "stop" : "quit");
+                 mo->sp.top_k, mo->sp.top_p, mo->n_predict);
     view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
     if (t->help) {
         static const char *const keys[] = {
@@ -195,6 +203,7 @@ static void finish_turn(tui *t)
     int failed = engine_turn_wait(t->e, &reply);
     free(reply);
     t->generating = 0;
+    t->reply_ended = ev_clock();
     drain(t);
     if (failed) {
         chat_msg *r = chat_pane_reply(view_pane(&t->v, t->conv));
@@ -391,6 +400,9 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                 if (t->generating) {
                     engine_cancel(e);
                     say(t, "stopped: the reply so far stays in the conversation");
+                } else if (ev_clock() - t->reply_ended < REPLY_GRACE_S) {
+                    /* meant for the reply that had just ended: it neither quits nor arms */
+                    say(t, "the reply had already ended (Ctrl-C twice quits)");
                 } else if (ev_clock() < t->quit_armed_until) {
                     t->quit = 1;
                 } else { /* a late press meant for the reply that just ended must not end the chat

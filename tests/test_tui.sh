@@ -36,7 +36,7 @@ expect_screen "${TAG}tui/streams the reply" "gpt-2 +[^ ]"
 expect_screen "${TAG}tui/panel counts tokens" "[0-9]+ / 256 tok"
 expect_screen "${TAG}tui/panel shows decode speed" "decode [0-9.]+ tok/s" 30
 expect_screen "${TAG}tui/each reply is followed by its statistics" "prompt [0-9]+ tok in .* · reply [0-9]+ tok" 30
-idle() { wait_for "Ctrl-C quit" 60; }
+idle() { wait_for "Ctrl-C twice: quit" 60; }
 idle
 # Ctrl-C while a long reply is being generated: it stops, the app keeps running
 $TM send-keys -t tui "/set n 100000" Enter
@@ -186,11 +186,11 @@ pane_has() {
     for _ in $(seq 100); do $TM capture-pane -t "$1" -p | grep -q -- "$2" && return 0; sleep 0.2; done
     return 1
 }
-pane_has ha "Ctrl-C quit" && pane_has hb "Ctrl-C quit"
+pane_has ha "Ctrl-C twice: quit" && pane_has hb "Ctrl-C twice: quit"
 for step in "ha from A one" "hb from B one" "ha from A two"; do
     $TM send-keys -t "${step%% *}" "${step#* }" Enter
     sleep 0.5
-    pane_has "${step%% *}" "Ctrl-C quit"
+    pane_has "${step%% *}" "Ctrl-C twice: quit"
 done
 $TM kill-session -t ha # the terminal closes: SIGHUP
 $TM send-keys -t hb "/quit" Enter
@@ -204,7 +204,7 @@ $TM kill-session -t hb 2>/dev/null
 # mouse reports, the shell's screen) and taken again, redrawn, on SIGCONT
 $TM new-session -d -s st -x 100 -y 30 \
     "XDG_STATE_HOME=$TMP/tstp '$KV' -m '$TUIM' -n 2 --no-save --seed 77; sleep 60"
-pane_has st "Ctrl-C quit"
+pane_has st "Ctrl-C twice: quit"
 st_pid=$(pgrep -f "^[^ ]*kvchat -m $TUIM -n 2 --no-save --seed 77")
 modes() { $TM display -p -t st '#{mouse_standard_flag} #{alternate_on}'; }
 same "${TAG}tui/before a stop: mouse reports on, the alternate screen" "1 1" "$(modes)"
@@ -267,6 +267,12 @@ same "${TAG}tui/a failed message: one reply on screen, under its own message" 1 
 $TM send-keys -t tui "/retry" Enter
 sleep 1
 idle
+# two presses just after a reply ended were meant for it: the chat goes on, not even armed to quit
+$TM send-keys -t tui C-c C-c
+expect_screen "${TAG}tui/Ctrl-C just after a reply ended is taken as meant for it" \
+    "the reply had already ended"
+same "${TAG}tui/... and two such presses do not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"
+sleep 1.6 # past the grace
 $TM send-keys -t tui C-c
 expect_screen "${TAG}tui/Ctrl-C at the prompt asks once more" "press Ctrl-C again to quit"
 same "${TAG}tui/a first Ctrl-C at the prompt does not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"
@@ -370,7 +376,7 @@ expect_screen "${TAG}tui/the pasted message is sent, its reply under it" "gpt-2 
 expect_screen "${TAG}tui/the notice that it was cut stands apart from the reply" "its beginning was cut( +│| *$)"
 same "${TAG}tui/the reply comes under the notice, where replies go" "notice, then reply" "$(screen_text |
     awk '/its beginning was cut/ && !n {n = NR} /^gpt-2 / && !g {g = NR} END {print n && g && n < g ? "notice, then reply" : "reply above the notice"}')"
-wait_for "Ctrl-C quit" 60
+wait_for "Ctrl-C twice: quit" 60
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/paste.rc" ] && break; sleep 0.2; done
 same "${TAG}tui/the paste arrived as one message of its length" "1 100022" "$("$PYTHON" -c '
@@ -386,12 +392,12 @@ $TM new-session -d -s tui -x 160 -y 48 "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUI
 wait_for "conv 1/1" 30
 for m in "Hello there" "How are you?" "Tell me more"; do
     $TM send-keys -t tui "$m" Enter
-    wait_for "Ctrl-C quit" 30
+    wait_for "Ctrl-C twice: quit" 30
     sleep 0.5
 done
-expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "next eviction .*prepared\\)" 15
+expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "drops [0-9]+ .*, prepared" 15
 $TM send-keys -t tui "And then what?" Enter
-expect_screen "${TAG}tui/the log marks an eviction that was prepared" "evict -[0-9]+ tok.*\\(prepared\\)" 30
+expect_screen "${TAG}tui/the log marks an eviction that was prepared" "evicted [0-9]+ tok; [0-9]+ re-prefilled ahead" 30
 stop_tmux
 
 # /set n raised while a reply streams, under AddressSanitizer: the reply keeps the length it was sized
@@ -406,7 +412,7 @@ if [ -x "$AKV" ]; then
     wait_for "generating" 30
     $TM send-keys -t tui "/set n 3000" Enter
     expect_screen "${TAG}tui/asan: /set during a reply waits for its end" "n = 3000 from the next reply" 30
-    wait_for "Ctrl-C quit" 300
+    wait_for "Ctrl-C twice: quit" 300
     expect_screen "${TAG}tui/asan: the new n applies after the reply" "n 3000 .*Ctrl-C quit"
     $TM send-keys -t tui "/quit" Enter
     for _ in $(seq 100); do [ -s "$TMP/set.rc" ] && break; sleep 0.2; done

@@ -21,7 +21,7 @@
 #include "../selftest.h"
 
 const char REPLAY_HELP[] =
-    "usage: kvchat replay FILE                 play the session back with the cache panel\n"
+    "usage: kvchat replay FILE|last            play the session back with the cache panel\n"
     "       kvchat replay                      list the saved sessions (kvchat sessions)\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
     "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
@@ -41,22 +41,47 @@ const char REPLAY_HELP[] =
 
 /* ---- transcript ---- */
 
+/* what the transcript says of an event that is not a message or a reply, or NULL */
+static const char *mark(const json_t *ev, char *buf, size_t n)
+{
+    if (ev_is(ev, EV_RETRY))
+        return "(retry: the last reply, generated again)";
+    if (ev_is(ev, EV_EDIT))
+        return "(edit: the last message and its reply, replaced)";
+    if (ev_is(ev, EV_CLEAR))
+        return "(clear: every turn dropped)";
+    if (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev)) {
+        snprintf(buf, n, "(forked from conv %d)", ev_fork_parent(ev));
+        return buf;
+    }
+    if (ev_is(ev, EV_TURN_END) && ev_turn_end_cancelled(ev))
+        return "(stopped with Ctrl-C: the reply ends there)";
+    if (ev_is(ev, EV_TURN_END) && ev_turn_end_failed(ev))
+        return "(failed: the turn ended with an error)";
+    return NULL;
+}
+
 static int transcript(const session *s, const char *path)
 {
     int raw = !isatty(STDOUT_FILENO), n = 0;
+    char buf[64];
     for (int i = 0; i < s->n_events; i++) {
         const json_t *ev = s->events[i];
-        const char *type = ev_type(ev);
         int conv = ev_conv(ev);
         const char *text = ev_is(ev, EV_USER)       ? ev_user_text(ev)
                            : ev_is(ev, EV_TURN_END) ? ev_turn_end_reply(ev)
                                                     : NULL;
-        if (!text)
-            continue;
-        printf("[conv %d] %s: ", conv, type[0] == 'u' ? "you" : "gpt-2");
-        safe_fwrite(stdout, text, strlen(text), raw);
-        putchar('\n');
-        n += type[0] == 't';
+        if (ev_is(ev, EV_RESUME))
+            printf("(resumed: a later run went on from here)\n");
+        if (text) {
+            printf("[conv %d] %s: ", conv, ev_is(ev, EV_USER) ? "you" : "gpt-2");
+            safe_fwrite(stdout, text, strlen(text), raw);
+            putchar('\n');
+        }
+        const char *m = mark(ev, buf, sizeof buf);
+        if (m)
+            printf("[conv %d] %s\n", conv, m);
+        n += ev_is(ev, EV_TURN_END);
     }
     if (s->truncated)
         fprintf(
@@ -367,6 +392,12 @@ int cmd_replay(int argc, char **argv)
                    EXIT_USAGE;
         else
             path = argv[i];
+    }
+    char latest[4096];
+    if (path && !strcmp(path, "last")) { /* the newest saved session, as chat --resume last */
+        if (sessions_latest(latest, sizeof latest))
+            return EXIT_RUNTIME;
+        path = latest;
     }
     if (!path) { /* which one? the saved ones, to choose from */
         if (check || no_tui || dump)

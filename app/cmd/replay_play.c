@@ -102,8 +102,8 @@ static void key(player *p, int c)
                 break;
         }
         forward_to(p, p->next); /* the clock to it */
-    } else if (c == ']')
-        forward_to(p, find_turn(p, p->next - 1, 1));
+    } else if (c == ']')        /* from the next event on: at a turn's start, the turn after it */
+        forward_to(p, find_turn(p, p->next, 1));
     else if (c == '[')
         rewind_to(p, find_turn(p, p->next - 1, -1));
     else if (c >= '1' && c <= '9')

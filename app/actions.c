@@ -87,7 +87,11 @@ static act_result show(act_host *h, const char *name, char *args)
     const kv_opts *ko = kv_pool_opts(h->lm->pool);
     const gpt2_config *c = &h->lm->model.cfg;
     const char *sys = engine_system(h->e), *path = h->persist->session_path;
-    char buf[2048 + PATH_MAX], a[32], b[32];
+    char buf[2048 + PATH_MAX], a[32], b[32], where[320];
+    if (kb_fallback_reason()) /* said here (and by info), not on stderr at every start */
+        snprintf(where, sizeof where, "cpu (no usable GPU: %s)", kb_fallback_reason());
+    else
+        snprintf(where, sizeof where, "%s", h->lm->backend->name);
     snprintf(buf, sizeof buf,
              "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
              "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, "
@@ -96,8 +100,8 @@ static act_result show(act_host *h, const char *name, char *args)
              "template: %s (%s).\n%s%s%s"
              "session: %s.",
              session_model_name(h->lm), c->n_layer, c->n_embd, c->n_head, c->n_ctx,
-             dt_name(h->lm->model.wtype), h->lm->backend->name, mo->sp.temp, mo->sp.top_k,
-             mo->sp.top_p, mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
+             dt_name(h->lm->model.wtype), where, mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
+             mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
              ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(h->lm->pool)),
              fmt_bytes(b, sizeof b, (double)ko->pool_bytes),

@@ -154,6 +154,9 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
         o->wtype_set = 1;
         if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
             return err_set("--dtype: expected f32, bf16, f16 or q8, got '%s'", v);
+    } else if (opt_match(argc, argv, i, "-v", "--verbose", NULL)) {
+        o->verbose = 1;
+        r = 1;
     } else if (MATCH("-t", "--threads")) {
         if (r > 0 && opt_int("--threads", v, 1, 1024, &o->threads))
             return -1;

@@ -30,7 +30,9 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it "       \
     "fails\n"                                                                                      \
     "                         its self-test on this GPU; basic is the previous release's)\n"       \
-    "  -t, --threads N        CPU threads (default: the cores this process may run on)\n"
+    "  -t, --threads N        CPU threads (default: the cores this process may run on)\n"          \
+    "  -v, --verbose          say on stderr when there is no usable GPU and why (info and\n"       \
+    "                         /show always say it)\n"
 #define CACHE_OPTS_HELP                                                                          \
     "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
     "      --cache-mem SIZE   KV pool size, e.g. 512M or 2G (default: 4 full windows, at most\n" \

@@ -61,13 +61,14 @@ same "${TAG}cli/--dump-logits size" $((50257 * 4)) "$(stat -c %s "$TMP/l.bin")"
 
 # devices: with a CUDA build and no GPU, auto says it runs on the CPU and cuda is a clear error
 if ldd "$KV" 2>/dev/null | grep -q libcudart && ! nvidia-smi -L >/dev/null 2>&1; then
-    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 >/dev/null 2>"$TMP/auto.err"
-    same "${TAG}cli/--device auto without a GPU runs" 0 $?
-    same "${TAG}cli/--device auto says it fell back, once" 1 "$(grep -c "no usable GPU.*running on the CPU" "$TMP/auto.err")"
     KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 -q >/dev/null 2>"$TMP/auto.err"
-    same "${TAG}cli/generate -q is quiet about the device" "" "$(cat "$TMP/auto.err")"
-    KVCHAT_DEVICE= "$KV" info -m "$M" >/dev/null 2>"$TMP/auto.err"
-    same "${TAG}cli/info is quiet about the device" "" "$(cat "$TMP/auto.err")"
+    same "${TAG}cli/--device auto without a GPU runs" 0 $?
+    same "${TAG}cli/... and does not say so on every command" "" "$(cat "$TMP/auto.err")"
+    KVCHAT_DEVICE= "$KV" generate -m "$M" --dtype f32 -p hi -n 2 -v >/dev/null 2>"$TMP/auto.err"
+    same "${TAG}cli/-v says it fell back, once" 1 "$(grep -c "no usable GPU.*running on the CPU" "$TMP/auto.err")"
+    KVCHAT_DEVICE= "$KV" info -m "$M" >"$TMP/auto.out" 2>"$TMP/auto.err"
+    same "${TAG}cli/info says why it runs on the CPU, on stdout" "1 0" \
+        "$(grep -c '^device  *cpu (no usable GPU: ' "$TMP/auto.out") $(wc -c <"$TMP/auto.err")"
     expect_error "${TAG}cli/--device cuda without a GPU" 1 "--device cuda: no usable GPU" \
         "$KV" generate -m "$M" --device cuda -p hi -n 2
 elif ! ldd "$KV" 2>/dev/null | grep -q libcudart; then

@@ -84,8 +84,9 @@ int load_model(loaded_model *lm, const model_opts *o)
                        lm->dir);
     if (!(lm->backend = kb_create(o->device, o->threads)))
         return -1;
-    static int said; /* once per process, where the device matters */
-    if (kb_fallback_reason() && !o->quiet && !said++)
+    /* said where it matters (info, /show) and here only when asked: not on every command */
+    static int said;
+    if (kb_fallback_reason() && o->verbose && !said++)
         fprintf(stderr, "kvchat: no usable GPU (%s); running on the CPU\n", kb_fallback_reason());
     use_kernels(lm, o->kernels);
     /* weights in bf16 on a GPU unless asked otherwise; on the CPU, what it computes fastest */

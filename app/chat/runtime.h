@@ -27,7 +27,7 @@ typedef struct {
     sampler_params sp;
     kv_opts kv;        /* kv.window 0: the model's context */
     int skip_selftest; /* selftest_load skips the first-use GPU self-test (kvchat selftest runs it) */
-    int quiet;         /* no notice that there is no GPU (generate -q, info) */
+    int verbose;       /* -v: say on stderr where it runs when a GPU was wanted and is not there */
 } model_opts;
 
 /* The defaults: $KVCHAT_DEVICE, the CPU's fastest weights, the sampler's and the cache's defaults.

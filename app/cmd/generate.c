@@ -104,7 +104,7 @@ static int parse_args(gen_args *a, int argc, char **argv)
         } else if (opt_match(argc, argv, &i, NULL, "--special", NULL)) {
             a->special = 1;
         } else if (opt_match(argc, argv, &i, "-q", "--quiet", NULL)) {
-            a->quiet = a->mo.quiet = 1;
+            a->quiet = 1;
         } else {
             return err_set("unknown option '%s' (see kvchat generate --help)", argv[i]);
         }

@@ -32,7 +32,6 @@ int cmd_info(int argc, char **argv)
     model_opts_init(&mo);
     if (model_opts_parse_all(&mo, argc, argv, "info"))
         return EXIT_USAGE;
-    mo.quiet = 1; /* what a model is does not depend on the device */
     loaded_model lm;
     if (selftest_load(&lm, &mo))
         return EXIT_RUNTIME;
@@ -40,6 +39,10 @@ int cmd_info(int argc, char **argv)
     int64_t params = gpt2_param_count(c);
     char a[32], b[32];
     printf("model       %s\n", lm.dir);
+    if (kb_fallback_reason())
+        printf("device      cpu (no usable GPU: %s)\n", kb_fallback_reason());
+    else
+        printf("device      %s\n", lm.backend->name);
     printf("shape       %d layers x %d embd x %d heads (head dim %d), context %d, vocabulary %d\n",
            c->n_layer, c->n_embd, c->n_head, c->n_embd / c->n_head, c->n_ctx, c->vocab_size);
     printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);

@@ -162,7 +162,7 @@ expect_screen "${TAG}tui/F6 lists the conversations" "conv +tokens +bytes +shrd 
 expect_screen "${TAG}tui/F6: the current one marked, each with its state" ">   1 +[0-9]+ +[0-9.]+ [KM]iB +[0-9]+  resident"
 $TM send-keys -t tui F6
 expect_screen "${TAG}tui/F6 again: the map and graph" "next eviction|no eviction ahead"
-expect_screen "${TAG}tui/the graph has a legend and its scale" "E:evict P:prepared G:grow F:fork O:offload"
+expect_screen "${TAG}tui/the graph has a legend and its scale" "E:evict +P:prepared +G:grow"
 expect_screen "${TAG}tui/the graph's axis reads in bytes too" "│ *[0-9]+\.[0-9][KMG] "
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
@@ -395,7 +395,7 @@ for m in "Hello there" "How are you?" "Tell me more"; do
     wait_for "Ctrl-C twice: quit" 30
     sleep 0.5
 done
-expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "drops [0-9]+ .*, prepared" 15
+expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "drops [0-9]+.*, prepared" 15
 $TM send-keys -t tui "And then what?" Enter
 expect_screen "${TAG}tui/the log marks an eviction that was prepared" "evicted [0-9]+ tok; [0-9]+ re-prefilled ahead" 30
 stop_tmux

@@ -200,6 +200,7 @@ void cm_apply(cache_model *m, const json_t *ev)
                !strcmp(type, EV_EDIT)) { /* a turn begins */
         c->turn_dropped = c->turn_recomputed = c->turn_prepared = 0;
         c->turn_ahead_ms = 0;
+        c->turn_ahead_tokens = 0;
         c->evict_ms = c->pending_evict_ms = 0;
     } else if (!strcmp(type, EV_PREFILL)) {
         size_t n = json_array_size(ev_prefill_ids(ev));
@@ -263,15 +264,20 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->pending_evict_ms += ev_evict_ms(ev);
         /* a prepared eviction's re-prefill was done while the user typed: its time apart */
         double ahead = prepared ? c->prepared_ms : 0;
+        int ahead_tok = prepared ? c->prepared_tokens : 0,
+            then = clamp_int(ev_evict_recomputed(ev) - ahead_tok, 0, CM_MAX_CELLS);
         c->turn_ahead_ms += ahead;
+        c->turn_ahead_tokens += ahead_tok;
         c->turn_prepared |= prepared;
         c->prepared = 0;
         c->evictions_prepared += prepared;
         c->stall_ms += ev_evict_stall_ms(ev);
         graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
-        if (prepared)
-            logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled ahead in %s, waited %s",
-                 c->id, ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ahead),
+        if (prepared) /* what was done ahead, what the swap still recomputed, what it waited */
+            logk(m, c->id, 'e', 0,
+                 "conv %d evicted %d tok; %d re-prefilled ahead in %s, %d then; "
+                 "waited %s",
+                 c->id, ev_evict_dropped(ev), ahead_tok, fmt_ms(a, sizeof a, ahead), then,
                  fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
         else
             logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
@@ -281,6 +287,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         int ready = ev_prepare_ready(ev);
         c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
         c->prepared_ms = ready ? ev_prepare_ms(ev) : 0;
+        c->prepared_tokens = ready ? clamp_int(ev_prepare_tokens(ev), 0, CM_MAX_CELLS) : 0;
         logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
              ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
              fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
@@ -394,8 +401,12 @@ int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
         return 0;
     char a[32], b[48], r[48], t[32], w[32], e[160] = "";
     if (c->turn_prepared) /* the re-prefill was done while the user typed: what the reply waited */
-        snprintf(e, sizeof e, " · evicted %d tok; %d re-prefilled ahead in %s, the reply waited %s",
-                 c->turn_dropped, c->turn_recomputed, fmt_ms(t, sizeof t, c->turn_ahead_ms),
+        snprintf(e, sizeof e,
+                 " · evicted %d tok; %d re-prefilled ahead in %s, %d then; the reply waited %s",
+                 c->turn_dropped, c->turn_ahead_tokens, fmt_ms(t, sizeof t, c->turn_ahead_ms),
+                 c->turn_recomputed > c->turn_ahead_tokens
+                     ? c->turn_recomputed - c->turn_ahead_tokens
+                     : 0,
                  fmt_ms(w, sizeof w, c->evict_ms));
     else if (c->turn_dropped || c->turn_recomputed)
         snprintf(e, sizeof e, " · evicted %d tok; %d re-prefilled in %s", c->turn_dropped,

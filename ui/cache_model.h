@@ -31,8 +31,9 @@ typedef struct {
     double pending_evict_ms;           /* evictions that made room for a prefill still to come */
     int turn_dropped, turn_recomputed; /* the last turn's evictions: tokens dropped, re-prefilled */
     int turn_prepared;                 /* ... and whether one was prepared ahead */
-    double turn_ahead_ms; /* ... the time prepared evictions took while the user typed */
-    double last_t;        /* its newest event's time (s), for "last used" */
+    double turn_ahead_ms;  /* ... the time prepared evictions took while the user typed */
+    int turn_ahead_tokens; /* ... and the tokens they recomputed then */
+    double last_t;         /* its newest event's time (s), for "last used" */
     graph history; /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
     int prefill_tokens, decode_tokens, awaiting_first;
     double prefill_ms;
@@ -43,6 +44,7 @@ typedef struct {
     double fid_kl, fid_rate;
     int prepared;       /* the next eviction is prepared: the tokens it recomputed ahead (0: not) */
     double prepared_ms; /* ... and the time that took */
+    int prepared_tokens;    /* ... and the tokens it recomputed (0 too) */
     int evictions_prepared; /* evictions swapped in prepared (of `evictions`) */
     double stall_ms;        /* replies' time waiting for evictions, all told */
 } cm_conv;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../kernels/clamp.h"
+#include "fields.h"
 #include "format.h"
 
 /* A gauge: the filled part in reverse video (a solid bar in colour, monochrome and NO_COLOR alike),
@@ -72,14 +73,30 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
     free(drop);
 }
 
-/* the conversations, a row each: tokens, bytes, shared blocks, where they live, when last used;
- * returns the next free row */
+/* the conversations, a row each, as htop lists processes: tokens, bytes, shared blocks, where they
+ * live, when last used; the current one marked. Narrow panels drop the last columns rather than
+ * cut them. Returns the next free row. */
+/* column k of the table: the state left-aligned after two spaces, the numbers right-aligned */
+static int column(char *buf, size_t n, int k, int width, const char *text)
+{
+    return k == 4 ? snprintf(buf, n, "  %-*s", width, text)
+                  : snprintf(buf, n, "%s%*s", k ? " " : "", width, text);
+}
+
 static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, int iw)
 {
-    char a[32], ago[32];
+    char ago[32];
+    static const char *const head[] = {"conv", "tokens", "bytes", "shrd", "state", "used"};
+    static const int width[] = {4, 6, 9, 4, 8, 5};
+    int cols = 0; /* as many as fit whole: the marker, then each with the space before it */
+    for (int used = 1 + width[0]; cols < 6 && used <= iw;)
+        used += ++cols < 6 ? (cols == 4 ? 2 : 1) + width[cols] : 0;
+    char line[128];
+    int at = snprintf(line, sizeof line, " ");
+    for (int k = 0; k < cols; k++)
+        at += column(line + at, sizeof line - (size_t)at, k, width[k], head[k]);
     wattron(w, A_BOLD);
-    ui_drawf(w, y++, 1, iw, " %4s %6s %9s %4s  %-8s %5s", "conv", "tokens", "bytes", "shrd",
-             "state", "used");
+    ui_drawf(w, y++, 1, iw, "%s", line);
     wattroff(w, A_BOLD);
     for (int i = 0; i < m->n_convs && y < h - 1; i++) {
         const cm_conv *c = &m->convs[i];
@@ -92,11 +109,19 @@ static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, i
                  since < 60     ? since
                  : since < 3600 ? since / 60
                                 : since / 3600);
+        char cell[6][32];
+        snprintf(cell[0], sizeof cell[0], "%d", c->id);
+        snprintf(cell[1], sizeof cell[1], "%d", c->n_cells);
+        fmt_bytes(cell[2], sizeof cell[2], c->bytes_reserved);
+        snprintf(cell[3], sizeof cell[3], "%d", c->shared_blocks);
+        snprintf(cell[4], sizeof cell[4], "%s", c->offloaded ? "offload" : "resident");
+        snprintf(cell[5], sizeof cell[5], "%s", ago);
+        at = snprintf(line, sizeof line, "%c", c->id == conv ? '>' : ' ');
+        for (int k = 0; k < cols; k++)
+            at += column(line + at, sizeof line - (size_t)at, k, width[k], cell[k]);
         if (c->id == conv)
             wattron(w, A_REVERSE);
-        ui_drawf(w, y++, 1, iw, "%c%4d %6d %9s %4d  %-8s %5s", c->id == conv ? '>' : ' ', c->id,
-                 c->n_cells, fmt_bytes(a, sizeof a, c->bytes_reserved), c->shared_blocks,
-                 c->offloaded ? "offload" : "resident", ago);
+        ui_drawf(w, y++, 1, iw, "%s", line);
         if (c->id == conv)
             wattroff(w, A_REVERSE);
     }
@@ -150,6 +175,232 @@ static void dropped_turns(const cm_conv *c, const unsigned char *drop, char *buf
         snprintf(buf, n, "turns %s", list);
 }
 
+/* the title: what is most worth knowing first, and the rest only where it fits whole */
+static void title(WINDOW *w, int iw, int conv, const cm_conv *c)
+{
+    char t[160];
+    int n = snprintf(t, sizeof t, " KV cache  conv %d", conv);
+    const char *more[] = {c && c->offloaded ? "OFFLOADED" : NULL,
+                          c && c->approximate ? "APPROXIMATE (shift)" : NULL,
+                          c && c->layout[0] ? c->layout : NULL, c && c->dtype[0] ? c->dtype : NULL};
+    for (int i = 0; i < 4; i++)
+        if (more[i] && n + 2 + (int)strlen(more[i]) + 1 <= iw - 2)
+            n += snprintf(t + n, sizeof t - (size_t)n, "  %s", more[i]);
+    snprintf(t + n, sizeof t - (size_t)n, " ");
+    wattron(w, A_BOLD);
+    ui_drawf(w, 0, 2, iw - 2, "%s", t);
+    wattroff(w, A_BOLD);
+}
+
+/* tokens, capacity, bytes; the gauge; the pool; the counters */
+static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_conv *c, int y,
+                     int rows, int iw)
+{
+    char a[32], b[32], br[64];
+    ui_fields f = {0};
+    int y0 = y;
+    fields_add(&f, NULL, "%d / %d tok", c->n_cells, c->window);
+    fields_add(&f, NULL, "cap %d", c->capacity);
+    fmt_bytes(a, sizeof a, c->bytes_used);
+    fmt_bytes(b, sizeof b, c->bytes_reserved);
+    snprintf(br, sizeof br, "%s/%s", a, b);
+    fields_add(&f, br, "%s / %s", a, b);
+    y += fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+    if (y - y0 < rows) {
+        char label[48];
+        snprintf(label, sizeof label, " %.0f%% of the window ", 100.0 * c->n_cells / c->window);
+        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window, label);
+    }
+    f.n = 0;
+    fmt_bytes(a, sizeof a, m->pool_used);
+    fmt_bytes(b, sizeof b, m->pool_bytes);
+    snprintf(br, sizeof br, "pool %s/%s", a, b);
+    fields_add(&f, br, "pool %s / %s", a, b);
+    if (m->blocks_total > 0) /* a contiguous pool has none */
+        fields_add(&f, NULL, "blocks %d/%d", m->blocks_used, m->blocks_total);
+    double share = m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0;
+    snprintf(br, sizeof br, "conv %.0f%%", share);
+    fields_add(&f, br, "this conv %.0f%%", share);
+    y += fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+    f.n = 0;
+    fields_add(&f, NULL, "shared %d", c->shared_blocks);
+    fields_add(&f, NULL, "frag %s", fmt_bytes(a, sizeof a, c->fragmentation));
+    fields_add(&f, NULL, "offloaded %d", m->offloaded_convs);
+    fields_add(&f, NULL, "grows %d", c->grows);
+    fields_add(&f, NULL, "evicted %d", c->evictions);
+    return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+}
+
+/* the cell map, its legend, and when the next eviction comes and what it drops */
+static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y, int rest, int iw)
+{
+    /* as many rows as one token a cell needs, up to a share of what is left: a small window's map
+     * leaves its rows to the graph and the log */
+    int need = (c->window + iw - 1) / (iw > 0 ? iw : 1), y0 = y;
+    int most = rest >= 30 ? rest / 3 : rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
+    int map_rows = need < most ? need : most;
+    if (map_rows < 1)
+        return y;
+    cache_map(w, s, c, y, map_rows, iw);
+    y += map_rows;
+    int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
+    ui_fields f = {0};
+    if (rest >= 10) { /* the legend, and what one cell holds */
+        f.sep = 1;
+        fields_add(&f, NULL, "cell=%dtok", per);
+        fields_add(&f, NULL, "u:you");
+        fields_add(&f, NULL, "a:gpt-2");
+        fields_add(&f, NULL, "k:kept");
+        fields_add(&f, NULL, "U/A:pinned");
+        fields_add(&f, NULL, "1-9:turn");
+        fields_add(&f, "rev:next evict", "reverse:next eviction");
+        fields_add(&f, NULL, ".:free");
+        y += fields_draw(w, y, 1, iw, 2, &f);
+    }
+    unsigned char *drop = calloc((size_t)c->n_cells + 1, 1);
+    int left = 0;
+    double turns = 0;
+    int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
+    char which[64] = "";
+    if (n > 0)
+        dropped_turns(c, drop, which, sizeof which);
+    free(drop);
+    f = (ui_fields){0};
+    if (n <= 0) {
+        fields_add(&f, NULL, "no eviction ahead:");
+        fields_add(&f, NULL, "nothing evictable yet");
+    } else {
+        fields_add(&f, NULL, "next eviction in %d tok", left);
+        if (turns > 0)
+            fields_add(&f, NULL, "(~%.1f turns)", turns);
+        char brief[48]; /* "prepared" stays with what it says of */
+        snprintf(brief, sizeof brief, "drops %d%s", n, c->prepared ? ", prepared" : "");
+        fields_add(&f, brief, "drops %d (%s)%s", n, which, c->prepared ? ", prepared" : "");
+    }
+    return y + fields_draw(w, y, 1, iw, rest - (y - y0), &f);
+}
+
+/* the cache's size over the conversation's life, its marks a colour each, and their legend */
+static int history_graph(WINDOW *w, const screen *s, const cm_conv *c, int y, int rest, int iw)
+{
+    int graph_rows = rest >= 24 ? rest / 3 : rest >= 12 ? 4 : rest >= 8 ? 2 : 0;
+    graph_rows = graph_rows > 12 ? 12 : graph_rows;
+    if (!graph_rows)
+        return y;
+    int heights[512];
+    char marks[512];
+    int cols = iw - 8 < 512 ? iw - 8 : 512;
+    double mx = graph_columns(&c->history, cols, graph_rows, heights, marks);
+    static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+    ui_drawf(w, y, 1, 7, "%5.0f", mx);
+    if (graph_rows > 1 && c->n_cells > 0) { /* the same peak in bytes: the axis reads both ways */
+        double peak = mx * c->bytes_used / c->n_cells;
+        const char *unit = peak >= 1 << 30 ? "G" : peak >= 1 << 20 ? "M" : "K"; /* 123.4M */
+        ui_drawf(w, y + 1, 1, 7, "%5.1f%s",
+                 peak / (peak >= 1 << 30   ? 1 << 30
+                         : peak >= 1 << 20 ? 1 << 20
+                                           : 1024),
+                 unit);
+    }
+    for (int r = 0; r < graph_rows; r++)
+        for (int col = 0; col < cols; col++) {
+            int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
+            filled = clamp_int(filled, 0, 8);
+            /* a mark a colour each, and its letter in the bottom row in colour too */
+            int pair = mark_pair(marks[col]);
+            wattron(w, screen_attr(s, pair));
+            if (s->color && marks[col] && r == graph_rows - 1)
+                mvwaddch(w, y + r, 8 + col, (chtype)(unsigned char)marks[col] | A_BOLD);
+            else if (s->color)
+                mvwaddstr(w, y + r, 8 + col, levels[filled]);
+            else
+                mvwaddch(w, y + r, 8 + col, filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
+            wattroff(w, screen_attr(s, pair));
+        }
+    ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
+    y += graph_rows;
+    static const char *const legend[] = {"E:evict", "P:prepared", "G:grow", "F:fork", "O:offload"};
+    ui_fields f = {0};
+    for (int i = 0; i < 5; i++) {
+        fields_add(&f, NULL, "%s", legend[i]);
+        fields_attr(&f, screen_attr(s, mark_pair(legend[i][0])));
+    }
+    fields_add(&f, NULL, "(%d ev/col)",
+               (c->history.step > 0 ? c->history.step : 1) *
+                   (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
+    return y + fields_draw(w, y, 1, iw, rest - graph_rows, &f);
+}
+
+/* the last turn's speeds, TTFT, cache hits, fidelity, and memory */
+static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, int y, int rows,
+                            int iw)
+{
+    char a[48], b[48];
+    int y0 = y;
+    ui_fields f = {0};
+    fields_add(&f, NULL, "prefill %s", fmt_speed(a, sizeof a, c->prefill_tokens, c->prefill_ms));
+    fields_add(&f, NULL, "decode %s", fmt_speed(b, sizeof b, c->decode_tokens, c->decode_ms));
+    fields_add(&f, NULL, "TTFT %s", fmt_ms(a, sizeof a, c->ttft_ms));
+    if (c->evict_ms > 0) /* the turn's evictions, apart from the prefill they made room for */
+        fields_add(&f, NULL, "eviction %s", fmt_ms(b, sizeof b, c->evict_ms));
+    char hit[16];
+    snprintf(hit, sizeof hit, "hit %.0f%%", c->hit_rate * 100);
+    fields_add(&f, hit, "cache hit %.0f%%", c->hit_rate * 100);
+    y += fields_draw(w, y, 1, iw, rows, &f);
+    if (c->has_fidelity && y - y0 < rows) {
+        f.n = 0;
+        fields_add(&f, NULL, "fidelity: top-1 %s", c->fid_top1 ? "same" : "DIFFERS");
+        fields_add(&f, NULL, "KL %.2g", c->fid_kl);
+        fields_add(&f, NULL, "agreement %.0f%%", c->fid_rate * 100);
+        y += fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+    }
+    char total[32], avail[32];
+    f.n = 0;
+    fmt_bytes(total, sizeof total, m->memory_total);
+    fmt_bytes(avail, sizeof avail, m->memory_free);
+    fields_add(&f, NULL, "%s %s", strcmp(m->backend, "cpu") ? m->backend : "host", total);
+    fields_add(&f, NULL, "(%s free)", avail);
+    fields_add(&f, NULL, "weights %s", fmt_bytes(a, sizeof a, m->weights_bytes));
+    fields_add(&f, NULL, "pool %s", fmt_bytes(a, sizeof a, m->pool_bytes));
+    fields_add(&f, NULL, "work %s", fmt_bytes(a, sizeof a, m->workspace_bytes));
+    return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+}
+
+/* the event log, newest at the bottom, filtered and scrolled back as the view asks; a line too long
+ * for the panel goes on to the next row, so nothing in it is cut */
+static void event_log(WINDOW *w, const screen *s, const cache_model *m, int conv, int y, int h,
+                      int iw)
+{
+    int rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
+    cm_log_filter f = (cm_log_filter)s->log_filter;
+    static const char *const names[] = {"all", "evictions", "this conv"};
+    if (rows > 0 && (f != LOG_ALL || back)) {
+        char tag[48];
+        snprintf(tag, sizeof tag, " log: %s%s ", names[f % 3], back ? ", scrolled back" : "");
+        ui_drawf(w, h - 1, 2, iw - 2, "%s", tag);
+    }
+    /* from the bottom up: each line as many rows as its words need */
+    int bottom = h - 2;
+    for (int i = 0; bottom >= y; i++) {
+        const char *line = cm_log_find(m, back + i, f, conv);
+        if (!line)
+            break;
+        ui_fields words = {0};
+        char copy[128];
+        snprintf(copy, sizeof copy, "%s", line);
+        for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
+            fields_add(&words, NULL, "%s", tok);
+        words.sep = 1; /* a line's words, not fields */
+        int need = fields_rows(iw, &words);
+        if (bottom - need + 1 < y)
+            break;
+        wattron(w, screen_attr(s, CP_DIM));
+        fields_draw(w, bottom - need + 1, 1, iw, need, &words);
+        wattroff(w, screen_attr(s, CP_DIM));
+        bottom -= need;
+    }
+}
+
 void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
 {
     if (!w)
@@ -160,178 +411,20 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     box(w, 0, 0);
     int iw = W - 2, y = 1;
     cm_conv *c = cm_conv_get(m, conv);
-    char a[32], b[32], d[32];
-    wattron(w, A_BOLD);
-    ui_drawf(w, 0, 2, iw - 2, " KV cache  conv %d  %s%s %s%s ", conv,
-             c && c->offloaded ? "OFFLOADED  " : "", c && c->layout[0] ? c->layout : "",
-             c && c->dtype[0] ? c->dtype : "", c && c->approximate ? "  APPROXIMATE (shift)" : "");
-    wattroff(w, A_BOLD);
+    title(w, iw, conv, c);
     if (!c || !c->window) { /* a session of an older kvchat, before its first stats */
         ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
         wnoutrefresh(w);
         return;
     }
-    /* occupancy */
-    ui_drawf(w, y, 1, iw, "%d / %d tok  cap %d  %s / %s", c->n_cells, c->window, c->capacity,
-             fmt_bytes(a, sizeof a, c->bytes_used), fmt_bytes(b, sizeof b, c->bytes_reserved));
-    y++;
-    if (y < h - 1) {
-        char label[48];
-        snprintf(label, sizeof label, " %.0f%% of the window ", 100.0 * c->n_cells / c->window);
-        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window, label);
-    }
-    char blocks[48] = ""; /* a contiguous pool has none */
-    if (m->blocks_total > 0)
-        snprintf(blocks, sizeof blocks, "  blocks %d/%d", m->blocks_used, m->blocks_total);
-    if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "pool %s / %s%s  this conv %.0f%%",
-                 fmt_bytes(a, sizeof a, m->pool_used), fmt_bytes(b, sizeof b, m->pool_bytes),
-                 blocks, m->pool_bytes > 0 ? 100 * c->bytes_reserved / m->pool_bytes : 0.0);
-    if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "shared %d  frag %s  offloaded %d  grows %d  evicted %d",
-                 c->shared_blocks, fmt_bytes(d, sizeof d, c->fragmentation), m->offloaded_convs,
-                 c->grows, c->evictions);
-    if (s->conv_view) { /* one row per conversation, as htop lists processes */
+    y = occupancy(w, s, m, c, y, h - 1 - y, iw);
+    if (s->conv_view) /* one row per conversation, as htop lists processes */
         y = conv_table(m, conv, w, y, h, iw);
-        goto log;
+    else {
+        y = map_and_forecast(w, s, c, y, h - y - 1, iw);
+        y = history_graph(w, s, c, y, h - y - 1, iw);
+        y = speed_and_memory(w, m, c, y, h - 1 - y, iw);
     }
-    /* the map: as many rows as fit while leaving room for the rest */
-    /* the map and the graph take the spare rows: the map as many as one token a cell needs (up to a
-     * third of what is left), the graph a quarter; small panels keep the old few */
-    int rest = h - y - 1, map_rows = rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
-    if (rest >= 30) {
-        int need = (c->window + iw - 1) / (iw > 0 ? iw : 1);
-        map_rows = need < 6 ? 6 : need > rest / 3 ? rest / 3 : need;
-    }
-    if (map_rows) {
-        cache_map(w, s, c, y, map_rows, iw);
-        y += map_rows;
-        int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
-        if (map_rows > 1) { /* the legend, and what one cell holds */
-            ui_drawf(w, y++, 1, iw, "cell=%dtok u:you a:gpt-2 k:kept U/A:pinned", per);
-            ui_drawf(w, y++, 1, iw, "1-9:turn reverse:next eviction .:free");
-        }
-        unsigned char *drop = calloc((size_t)c->n_cells + 1, 1);
-        int left = 0;
-        double turns = 0;
-        int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
-        char which[64] = "", when[64];
-        if (n > 0)
-            dropped_turns(c, drop, which, sizeof which);
-        free(drop);
-        if (turns > 0)
-            snprintf(when, sizeof when, "in %d tok (~%.1f turns)", left, turns);
-        else
-            snprintf(when, sizeof when, "in %d tok", left);
-        if (n <= 0)
-            ui_drawf(w, y++, 1, iw, "no eviction ahead: nothing evictable yet");
-        else if (y < h - 2 && (int)(strlen(when) + strlen(which) + 40) > iw) { /* two lines */
-            ui_drawf(w, y++, 1, iw, "next eviction %s", when);
-            ui_drawf(w, y++, 1, iw, "  drops %d tok (%s)%s", n, which,
-                     c->prepared ? ", prepared" : "");
-        } else
-            ui_drawf(w, y++, 1, iw, "next eviction %s: drops %d (%s)%s", when, n, which,
-                     c->prepared ? ", prepared" : "");
-    }
-    /* history graph */
-    rest = h - y - 1;
-    int graph_rows = rest >= 24 ? rest / 3 : rest >= 12 ? 4 : rest >= 8 ? 2 : 0;
-    graph_rows = graph_rows > 12 ? 12 : graph_rows;
-    if (graph_rows) {
-        int heights[512];
-        char marks[512];
-        int cols = iw - 8 < 512 ? iw - 8 : 512;
-        double mx = graph_columns(&c->history, cols, graph_rows, heights, marks);
-        static const char *const levels[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-        ui_drawf(w, y, 1, 7, "%5.0f", mx);
-        if (graph_rows > 1 &&
-            c->n_cells > 0) { /* the same peak in bytes: the axis reads both ways */
-            double peak = mx * c->bytes_used / c->n_cells;
-            const char *unit = peak >= 1 << 30   ? "G"
-                               : peak >= 1 << 20 ? "M"
-                                                 : "K"; /* 7 columns: 123.4M */
-            ui_drawf(w, y + 1, 1, 7, "%5.1f%s",
-                     peak / (peak >= 1 << 30   ? 1 << 30
-                             : peak >= 1 << 20 ? 1 << 20
-                                               : 1024),
-                     unit);
-        }
-        for (int r = 0; r < graph_rows; r++)
-            for (int col = 0; col < cols; col++) {
-                int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
-                filled = clamp_int(filled, 0, 8);
-                /* a mark a colour each, and its letter in the bottom row in colour too */
-                int pair = mark_pair(marks[col]);
-                wattron(w, screen_attr(s, pair));
-                if (s->color && marks[col] && r == graph_rows - 1)
-                    mvwaddch(w, y + r, 8 + col, (chtype)(unsigned char)marks[col] | A_BOLD);
-                else if (s->color)
-                    mvwaddstr(w, y + r, 8 + col, levels[filled]);
-                else
-                    mvwaddch(w, y + r, 8 + col,
-                             filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
-                wattroff(w, screen_attr(s, pair));
-            }
-        ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
-        y += graph_rows;
-        if (y < h - 1) { /* the legend, each letter in its colour, and the history a column holds */
-            static const char *const legend[][2] = {{"E", ":evict "},
-                                                    {"P", ":prepared "},
-                                                    {"G", ":grow "},
-                                                    {"F", ":fork "},
-                                                    {"O", ":offload "}};
-            int x = 1;
-            for (int i = 0; i < 5 && x < iw; i++) {
-                int attr = screen_attr(s, mark_pair(legend[i][0][0]));
-                wattron(w, attr);
-                x += ui_drawf(w, y, x, iw + 1 - x, "%s", legend[i][0]);
-                wattroff(w, attr);
-                x += ui_drawf(w, y, x, iw + 1 - x, "%s", legend[i][1]);
-            }
-            ui_drawf(w, y++, x, iw + 1 - x, "(%d ev/col)",
-                     (c->history.step > 0 ? c->history.step : 1) *
-                         (c->history.n > cols ? (c->history.n + cols - 1) / cols : 1));
-        }
-    }
-    /* speed and memory */
-    if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "prefill %s  decode %s", fmt_rate(a, sizeof a, c->prefill_tok_s),
-                 fmt_rate(b, sizeof b, c->decode_tok_s));
-    if (y < h - 1) {
-        char ev_ms[48] = ""; /* the turn's evictions, apart from the prefill they made room for */
-        if (c->evict_ms > 0)
-            snprintf(ev_ms, sizeof ev_ms, "  eviction %s", fmt_ms(a, sizeof a, c->evict_ms));
-        ui_drawf(w, y++, 1, iw, "TTFT %s%s  cache hit %.0f%%", fmt_ms(d, sizeof d, c->ttft_ms),
-                 ev_ms, c->hit_rate * 100);
-    }
-    if (y < h - 1 && c->has_fidelity)
-        ui_drawf(w, y++, 1, iw, "fidelity: top-1 %s, KL %.2g, agreement %.0f%%",
-                 c->fid_top1 ? "same" : "DIFFERS", c->fid_kl, c->fid_rate * 100);
-    char total[32], avail[32];
-    if (y < h - 1)
-        ui_drawf(w, y++, 1, iw, "%s %s (%s free): weights %s  pool %s  work %s",
-                 strcmp(m->backend, "cpu") ? m->backend : "host",
-                 fmt_bytes(total, sizeof total, m->memory_total),
-                 fmt_bytes(avail, sizeof avail, m->memory_free),
-                 fmt_bytes(a, sizeof a, m->weights_bytes), fmt_bytes(b, sizeof b, m->pool_bytes),
-                 fmt_bytes(d, sizeof d, m->workspace_bytes));
-log:;
-    /* event log, newest at the bottom: filtered and scrolled back as the view asks */
-    int log_rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
-    cm_log_filter f = (cm_log_filter)s->log_filter;
-    static const char *const names[] = {"all", "evictions", "this conv"};
-    if (log_rows > 0 && (f != LOG_ALL || back)) {
-        char tag[48];
-        snprintf(tag, sizeof tag, " log: %s%s ", names[f % 3], back ? ", scrolled back" : "");
-        ui_drawf(w, h - 1, 2, iw - 2, "%s", tag);
-    }
-    for (int i = 0; i < log_rows; i++) {
-        const char *line = cm_log_find(m, back + log_rows - 1 - i, f, conv);
-        if (!line)
-            continue;
-        wattron(w, screen_attr(s, CP_DIM));
-        ui_draw(w, y + i, 1, line, strlen(line), iw);
-        wattroff(w, screen_attr(s, CP_DIM));
-    }
+    event_log(w, s, m, conv, y, h, iw);
     wnoutrefresh(w);
 }

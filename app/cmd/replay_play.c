@@ -4,6 +4,7 @@
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../kernels/err.h"
 #include "../../model/events.h"
@@ -61,11 +62,13 @@ static void draw(player *p, const char *path)
         snprintf(sp, sizeof sp, "%gx", p->speed);
     /* the recorded time of what is on screen, not the playback clock (which races ahead at max) */
     double recorded = p->next ? event_time(p, p->next - 1) : 0;
+    /* the keys before the file's name, which can be long: what is cut is the least needed */
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(status, sizeof status,
-             "replay %s  %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  "
-             "F1 help  q quit",
-             path, sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
-             p->s->truncated ? "  (file cut: the rest is lost)" : "");
+             "replay %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  F1 "
+             "help  q quit  %s",
+             sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
+             p->s->truncated ? "  (file cut: the rest is lost)" : "", name);
     view_draw(&p->v, p->conv, NULL, status);
     if (p->help) {
         static const char *const lines[] = {

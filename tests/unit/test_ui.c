@@ -437,18 +437,17 @@ static void panel_reads(void)
         CHECK(mvwinch(w, 2, 1) & A_REVERSE,
               "the gauge's filled part is solid (reverse video) in %s",
               color ? "colour" : "monochrome");
-        int found_blocks = 0, found_ttft = 0, clipped = 0;
+        int found_blocks = 0, found_ttft = 0, found_evict = 0, clipped = 0;
         for (int y = 1; y < 39; y++) {
             row(w, y, line, 127);
             found_blocks |= wcsstr(line, L"blocks 0/0") != NULL;
-            found_ttft |= wcsstr(line, L"TTFT 312 ms  eviction 304 ms") !=
-                          NULL; /* 300 before the prefill, 4 mid-reply */
+            found_ttft |= wcsstr(line, L"TTFT 312 ms") != NULL;
+            found_evict |= wcsstr(line, L"eviction 304 ms") != NULL; /* 300 before, 4 mid-reply */
             clipped |= wcsstr(line, L"\u2026") != NULL;
         }
         CHECK(!found_blocks, "a contiguous pool shows no blocks 0/0");
-        CHECK(found_ttft, "TTFT shows the eviction apart");
-
-        CHECK(clipped, "a line too long for 44 columns ends in an ellipsis");
+        CHECK(found_ttft && found_evict, "TTFT shows the eviction apart");
+        CHECK(!clipped, "a field was cut at 44 columns, where it could go on the next row");
         delwin(w);
     }
     /* after /clear nothing can be evicted: no negative forecast */
@@ -580,10 +579,99 @@ static void map_reads(void)
     term_close(&ft);
 }
 
+/* A prepared eviction's cost was paid while the user typed: the log and the turn's line say what
+ * was done ahead and what the reply waited, not "re-prefilled in 0 ms" */
+static void prepared_eviction_said(void)
+{
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prepare\",\"conv\":1,\"tokens\":162,\"ms\":351,\"ready\":true}");
+    apply(&m, "{\"ev\":\"user\",\"conv\":1,\"text\":\"hi\"}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":81,\"recomputed\":170,"
+              "\"ms\":3,\"ranges\":[],\"prepared\":true,\"stall_ms\":3}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7,8],\"cached\":0,"
+              "\"ms\":8}");
+    apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
+    const char *e = cm_log_find(&m, 0, LOG_EVICTIONS, 0);
+    CHECK(e && !strcmp(e, "conv 1 evicted 81 tok; 162 re-prefilled ahead in 351 ms, 8 then; "
+                          "waited 3.00 ms"),
+          "the log: '%s'", e ?: "");
+    char sum[256];
+    json_t *end =
+        json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1}", 0, NULL);
+    CHECK(cm_turn_summary(&m, end, sum, sizeof sum) &&
+              strstr(sum, " · evicted 81 tok; 162 re-prefilled ahead in 351 ms, 8 then; the reply "
+                          "waited 3.00 ms"),
+          "the turn: '%s'", sum);
+    json_decref(end);
+    cm_free(&m);
+}
+
+/* The panel at every width from 30 to 300 columns (40 and 24 rows, the map and the F6 table):
+ * fields drop to a brief form or the next row before anything is cut, so no row holds an ellipsis.
+ * The model has every field, with numbers as wide as a 1.5B model's on a GPU make them. */
+static void panel_never_cuts(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"model\",\"conv\":0,\"t\":0,\"name\":\"gpt2-xl\",\"backend\":\"cuda\","
+              "\"params\":1557611200,\"weights_bytes\":3115222400,\"pool_bytes\":4294967296,"
+              "\"workspace_bytes\":31457280,\"memory_total_bytes\":150754820096}");
+    apply(&m, "{\"ev\":\"new\",\"conv\":1,\"t\":0,\"window\":1024}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"t\":1,\"ids\":[1,2,3,4,5,6,7,8,9,10,11,12],"
+              "\"cached\":0,\"preamble\":2,\"ms\":1234.5}");
+    for (int i = 0; i < 40; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"t\":2,\"id\":9,\"ms\":12.5}");
+    apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"t\":2,\"from\":1008,\"to\":1024,"
+              "\"bytes\":1966080000,\"copied\":0,\"ms\":1234.5}");
+    apply(&m, "{\"ev\":\"prepare\",\"conv\":1,\"t\":3,\"tokens\":900,\"ms\":3512,"
+              "\"ready\":true}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"t\":3,\"keep\":2,\"dropped\":8,"
+              "\"recomputed\":900,\"ms\":0.5,\"ranges\":[[2,8]],\"prepared\":true,"
+              "\"stall_ms\":0.5}");
+    apply(&m, "{\"ev\":\"fidelity\",\"conv\":1,\"t\":3,\"top1\":false,\"kl\":0.000123,"
+              "\"tokens\":1000,\"agree_rate\":0.987}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"t\":4,\"tokens\":44,\"capacity\":1024,"
+              "\"window\":1024,\"bytes_used\":1572864000,\"bytes_reserved\":1966080000,"
+              "\"pool_bytes\":4294967296,\"pool_used\":3932160000,\"fragmentation\":393216000,"
+              "\"hit_rate\":0.987,\"blocks_used\":1000,\"blocks_total\":4096,"
+              "\"shared_blocks\":1000,\"offloaded_convs\":12,\"keep\":2,\"evict_min\":256,"
+              "\"cache_dtype\":\"bf16\",\"layout\":\"paged\",\"host_bytes\":0,"
+              "\"approximate\":true,\"memory_free\":120754820096,\"memory_total\":150754820096}");
+    apply(&m, "{\"ev\":\"fork\",\"conv\":12,\"t\":4,\"parent\":1,\"shared_blocks\":1000}");
+    apply(&m, "{\"ev\":\"offload\",\"conv\":12,\"t\":5,\"tokens\":1000,"
+              "\"bytes\":1966080000,\"ms\":1234.5}");
+    int cut = 0, worst_w = 0, worst_y = 0;
+    wchar_t line[320], worst[320] = L"";
+    for (int view = 0; view < 2; view++)
+        for (int h = 24; h <= 40; h += 16)
+            for (int W = 30; W <= 300 && !cut; W++) {
+                screen scr = {.color = 1, .conv_view = view};
+                WINDOW *w = newwin(h, W, 0, 0);
+                cache_panel_draw(&m, 1, &scr, w);
+                for (int y = 0; y < h && !cut; y++) {
+                    row(w, y, line, 319);
+                    if (wcsstr(line, L"\u2026")) {
+                        cut = 1, worst_w = W, worst_y = y;
+                        wcscpy(worst, line);
+                    }
+                }
+                delwin(w);
+            }
+    CHECK(!cut, "at %d columns row %d is cut: %ls", worst_w, worst_y, worst);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},
            {"ui/layout_any_size", layouts}, {"ui/graph_scaling", graph_scaling},
            {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
            {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
-           {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads});
+           {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads},
+           {"ui/panel_never_cuts_at_any_width", panel_never_cuts},
+           {"ui/prepared_eviction_said", prepared_eviction_said});

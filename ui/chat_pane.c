@@ -108,7 +108,30 @@ static int msg_lines(const chat_msg *m, int w)
     return ui_wrap(m->text ? m->text : "", m->len, w, NULL, 0);
 }
 
-void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner)
+/* Which messages the window still holds: the turns after the preamble are the last messages (the
+ * user's and the replies), in order, so message j of m is turn j - (m - k) of the k there. Into
+ * in[i] for each message: 0 evicted, 1 in the window, 2 in it and pinned (notices: 1). */
+static void window_marks(const chat_pane *p, const cm_conv *c, unsigned char *in)
+{
+    int m = 0, k = 0, first = -1;
+    for (int i = 0; i < p->n; i++)
+        m += p->msgs[i].role != ROLE_NOTICE;
+    for (int t = 0; c && t < c->n_turns; t++)
+        if (c->turns[t].role != ROLE_PREAMBLE) {
+            first = first < 0 ? t : first;
+            k++;
+        }
+    for (int i = 0, j = 0; i < p->n; i++) {
+        if (!c || p->msgs[i].role == ROLE_NOTICE) {
+            in[i] = 1;
+            continue;
+        }
+        int t = j++ - (m - k);
+        in[i] = t < 0 ? 0 : 1 + (first + t < c->n_turns && c->turns[first + t].pinned);
+    }
+}
+
+void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner, const cm_conv *c)
 {
     int h, W;
     getmaxyx(w, h, W);
@@ -133,20 +156,27 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
             wattroff(w, screen_attr(s, CP_WARN));
         }
     ui_line lines[512];
+    unsigned char *in = p->n ? malloc((size_t)p->n) : NULL;
+    if (in)
+        window_marks(p, c, in);
     for (int i = 0; i < p->n && line - first < h; i++) {
         const chat_msg *m = &p->msgs[i];
         int n = ui_wrap(m->text ? m->text : "", m->len, text_w, lines, 512);
         int pair = m->role == ROLE_USER        ? CP_USER
                    : m->role == ROLE_ASSISTANT ? CP_ASSISTANT
                                                : CP_NOTICE;
+        int mark = in ? in[i] : 1;
+        pair = mark ? pair : CP_DIM; /* evicted: no longer what the model sees */
         for (int k = 0; k < n; k++, line++) {
             if (line < first || line - first >= h || k >= 512)
                 continue;
             int y = line - first;
             if (k == 0 && W > 10) {
-                wattron(w, screen_attr(s, CP_DIM));
+                wattron(w, screen_attr(s, mark == 2 ? CP_PIN : CP_DIM));
                 mvwaddstr(w, y, 0, LABEL[m->role]);
-                wattroff(w, screen_attr(s, CP_DIM));
+                if (mark == 2)
+                    mvwaddch(w, y, 5, '*');
+                wattroff(w, screen_attr(s, mark == 2 ? CP_PIN : CP_DIM));
             }
             wattron(w, screen_attr(s, pair));
             ui_draw(w, y, W > 10 ? 7 : 0, m->text + lines[k].start, lines[k].len, text_w);
@@ -154,6 +184,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
         }
         line++; /* a blank line between messages */
     }
+    free(in);
     if (p->scroll > 0 && h > 0) {
         wattron(w, screen_attr(s, CP_DIM));
         ui_drawf(w, h - 1, W > 24 ? W - 24 : 0, 24, "-- %d lines below --", p->scroll);

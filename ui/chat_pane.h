@@ -44,7 +44,9 @@ int chat_pane_add_notice(chat_pane *p, const char *text, size_t len);
 /* Removes the last user message and all after it: a message that failed before any reply. */
 void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);
-void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner);
+/* Draws the pane; with c (its conversation in the cache model), the messages whose turns are no
+ * longer in the window are dimmed and pinned ones marked (a * after the name). */
+void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner, const cm_conv *c);
 
 /* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev
  * already. */

@@ -47,7 +47,7 @@ void view_apply(view *v, const json_t *ev)
 
 void view_draw(view *v, int conv, const char *banner, const char *status)
 {
-    chat_pane_draw(view_pane(v, conv), &v->scr, v->scr.chat, banner);
+    chat_pane_draw(view_pane(v, conv), &v->scr, v->scr.chat, banner, cm_conv_get(&v->cm, conv));
     cache_panel_draw(&v->cm, conv, &v->scr, v->scr.panel);
     WINDOW *st = v->scr.status;
     werase(st);

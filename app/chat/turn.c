@@ -78,11 +78,14 @@ static int user_turn(engine *e, conv *c, const char *text)
                 e->rule.window, tpl_name(e->o.tpl), np);
         goto out;
     }
-    if (nm > room) { /* longer than the window: keep its end, and say so */
+    if (nm > room) { /* longer than the window: keep its end, and say how much went */
+        char said[160];
+        snprintf(said, sizeof said,
+                 "message longer than the window: its beginning was cut (%d of its %d tokens "
+                 "dropped, the last %d kept)",
+                 nm - room, nm, room);
         ev_emit(e->lm->bus, c->id, EV_NOTICE,
-                json_pack("{s:s, s:i, s:i}", "text",
-                          "message longer than the window: its beginning was cut", "tokens", nm,
-                          "kept", room));
+                json_pack("{s:s, s:i, s:i}", "text", said, "tokens", nm, "kept", room));
         m += nm - room;
         nm = room;
     }

@@ -579,6 +579,65 @@ static void map_reads(void)
     term_close(&ft);
 }
 
+/* The chat pane shows the cache: messages whose turns were evicted are dimmed, a pinned one's name
+ * carries a *, the rest as ever (monochrome: the attributes read back) */
+static void pane_shows_the_window(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    const char *evs[] = {
+        "{\"ev\":\"new\",\"conv\":1,\"window\":64}",
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"one\"}",
+        "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":0}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":4,\"text\":\"r1\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"r1\",\"tokens\":1}",
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"two\"}",
+        "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[5,6],\"cached\":4}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":7,\"text\":\"r2\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"r2\",\"tokens\":1}",
+        /* the first turn and its reply evicted; the second message (now turn 0) pinned */
+        "{\"ev\":\"evict\",\"conv\":1,\"keep\":0,\"dropped\":4,\"recomputed\":3,"
+        "\"ranges\":[[0,4]]}",
+        "{\"ev\":\"pin\",\"conv\":1,\"turn\":0,\"pinned\":true}",
+    };
+    chat_pane p = {0};
+    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
+        json_t *ev = json_loads(evs[i], 0, NULL);
+        cm_apply(&m, ev);
+        chat_pane_apply(&p, ev, NULL);
+        json_decref(ev);
+    }
+    screen scr = {.color = 0};
+    WINDOW *w = newwin(12, 40, 0, 0);
+    chat_pane_draw(&p, &scr, w, NULL, cm_conv_get(&m, 1));
+    wchar_t line[64];
+    int rows[4] = {-1, -1, -1, -1};
+    const wchar_t *texts[] = {L"one", L"r1", L"two", L"r2"};
+    for (int y = 0; y < 12; y++) {
+        row(w, y, line, 63);
+        for (int k = 0; k < 4; k++)
+            if (rows[k] < 0 && !wcsncmp(line + 7, texts[k], wcslen(texts[k])))
+                rows[k] = y;
+    }
+    CHECK(rows[0] >= 0 && rows[3] > rows[0], "the four messages are drawn");
+    if (rows[0] >= 0 && rows[3] >= 0) {
+        CHECK((mvwinch(w, rows[0], 7) & A_DIM) && (mvwinch(w, rows[1], 7) & A_DIM),
+              "the evicted message and reply are dimmed");
+        CHECK(!(mvwinch(w, rows[2], 7) & A_DIM) && !(mvwinch(w, rows[3], 7) & A_DIM),
+              "what the window holds is not");
+        CHECK((mvwinch(w, rows[2], 5) & A_CHARTEXT) == '*' &&
+                  (mvwinch(w, rows[3], 5) & A_CHARTEXT) != '*',
+              "the pinned message's name carries a *, the reply's does not");
+    }
+    delwin(w);
+    chat_pane_free(&p);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 /* A prepared eviction's cost was paid while the user typed: the log and the turn's line say what
  * was done ahead and what the reply waited, not "re-prefilled in 0 ms" */
 static void prepared_eviction_said(void)
@@ -674,4 +733,5 @@ TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
            {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads},
            {"ui/panel_never_cuts_at_any_width", panel_never_cuts},
-           {"ui/prepared_eviction_said", prepared_eviction_said});
+           {"ui/prepared_eviction_said", prepared_eviction_said},
+           {"ui/chat_pane_shows_the_window", pane_shows_the_window});

@@ -22,6 +22,7 @@
 #include "../ui/text.h"
 #include "../ui/view.h"
 #include "actions.h"
+#include "block.h"
 #include "files.h"
 #include "options.h"
 #include "session/session.h"
@@ -54,8 +55,9 @@ typedef struct {
     pthread_mutex_t lock;
     item *head, *tail;
     const chat_persist *persist;
-    json_t *all;   /* every event so far, for /save */
-    act_host host; /* what the slash commands act on */
+    json_t *all;     /* every event so far, for /save */
+    msg_block block; /* a message typed over lines, between """ and """ */
+    act_host host;   /* what the slash commands act on */
 } tui;
 
 static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
@@ -302,7 +304,20 @@ static void command(tui *t, char *line)
 
 static void on_entered(tui *t, char *line)
 {
-    if (line[0] == '/') {
+    char *whole = NULL; /* a block's message, when this line closed one */
+    int b = block_feed(&t->block, line, &whole);
+    input_set_prompt(t->block.open ? "... " : "> ");
+    if (b != BLOCK_LINE) {
+        if (b < 0)
+            say(t, "%s", err_msg());
+        if (b == BLOCK_MORE && !strncmp(line, "\"\"\"", 3))
+            say(t, "a message over several lines: end it with \"\"\"");
+        free(line);
+        if (!whole)
+            return; /* nothing to send yet */
+        line = whole;
+    }
+    if (b == BLOCK_LINE && line[0] == '/') {
         command(t, line);
     } else if (!line[0]) {
         /* nothing */
@@ -496,6 +511,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     engine_on_text(e, NULL, NULL);
     ev_unsubscribe(lm->bus, on_event, t);
     view_free(&t->v);
+    block_free(&t->block);
     free(t->pending);
     json_decref(t->all);
     item *it = t->head;

@@ -94,6 +94,16 @@ check "${TAG}chat/a session with --system verifies" "$KV" replay "$TMP/sys.jsonl
 echo more | "$KV" chat --no-tui --resume "$TMP/sys.jsonl" -n 3 >/dev/null 2>&1
 check "${TAG}chat/resumed with its --system, it verifies" "$KV" replay "$TMP/sys.jsonl" --verify
 
+# a message over several lines, between """ and """: sent as one, its line breaks kept; a command
+# inside one is text
+printf '"""\nfirst line\n\n/show is text here\n"""\nafter\n' |
+    chat --session "$TMP/block.jsonl" >"$TMP/block.out" 2>/dev/null
+same "${TAG}chat/a multi-line message is one message, its breaks kept" \
+    "2|first line\n\n/show is text here|after" "$("$PYTHON" -c "import json, sys
+u = [json.loads(l)['text'] for l in open(sys.argv[1]) if '\"ev\":\"user\"' in l]
+print('%d|%s' % (len(u), '|'.join(t.replace(chr(10), r'\n') for t in u)))" "$TMP/block.jsonl")"
+same "${TAG}chat/... and gets one reply" 2 "$(wc -l <"$TMP/block.out")"
+
 # --events never truncates what it should not: a session (even with --force), a file another kvchat
 # writes, or without --force any file that is not empty
 EV=$TMP/events-safety

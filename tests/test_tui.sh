@@ -356,7 +356,8 @@ stop_tmux
 same "${TAG}tui/no terminal: line mode" 2 "$(printf 'one\ntwo\n' | "$KV" -m "$TUIM" -n 4 | wc -l)"
 
 # a 100 KB bracketed paste holding a Ctrl-C, a Ctrl-N and line breaks: inserted as text in one piece
-# (it took minutes byte by byte), nothing in it acts as a key, and it is sent as one message
+# (it took minutes byte by byte), nothing in it acts as a key, and it is sent as one message that
+# keeps its line breaks
 "$PYTHON" - "$TMP/paste.txt" <<'PY'
 import sys
 body = "".join("word%d " % i for i in range(20000))[:100000]
@@ -378,12 +379,26 @@ expect_screen "${TAG}tui/... and says how many of its tokens were dropped" "[0-9
 same "${TAG}tui/the reply comes under the notice, where replies go" "notice, then reply" "$(screen_text |
     awk '/its beginning was cut/ && !n {n = NR} /^gpt-2 / && !g {g = NR} END {print n && g && n < g ? "notice, then reply" : "reply above the notice"}')"
 wait_for "Ctrl-C twice: quit" 60
+# a message typed over several lines, between """ and """
+$TM send-keys -t tui '"""' Enter
+expect_screen "${TAG}tui/\"\"\" opens a message over several lines" 'end it with """'
+$TM send-keys -t tui "line one" Enter
+$TM send-keys -t tui 'line two"""' Enter
+sleep 1
+wait_for "Ctrl-C twice: quit" 60
 $TM send-keys -t tui "/quit" Enter
 for _ in $(seq 50); do [ -s "$TMP/paste.rc" ] && break; sleep 0.2; done
-same "${TAG}tui/the paste arrived as one message of its length" "1 100022" "$("$PYTHON" -c '
+# (tmux's paste-buffer sends each line break as \r, as terminals do: the file's \r\n arrives as two)
+same "${TAG}tui/the paste arrived as one message of its length, its line breaks kept" "2 100022 3" \
+    "$("$PYTHON" -c '
 import json, sys
 u = [json.loads(l)["text"] for l in open(sys.argv[1]) if "\"ev\":\"user\"" in l]
-print(len(u), len(u[0]) if u else 0)' "$TMP/paste.session")"
+print(len(u), len(u[0]) if u else 0, u[0].count("\n") if u else 0)' "$TMP/paste.session")"
+same "${TAG}tui/the multi-line message is one message, its break kept" "line one|line two" \
+    "$("$PYTHON" -c '
+import json, sys
+u = [json.loads(l)["text"] for l in open(sys.argv[1]) if "\"ev\":\"user\"" in l]
+print(u[1].replace(chr(10), "|") if len(u) > 1 else "")' "$TMP/paste.session")"
 stop_tmux
 
 # a small window that slides every turn: between messages the next eviction is prepared, the forecast
@@ -414,7 +429,7 @@ if [ -x "$AKV" ]; then
     $TM send-keys -t tui "/set n 3000" Enter
     expect_screen "${TAG}tui/asan: /set during a reply waits for its end" "n = 3000 from the next reply" 30
     wait_for "Ctrl-C twice: quit" 300
-    expect_screen "${TAG}tui/asan: the new n applies after the reply" "n 3000 .*Ctrl-C quit"
+    expect_screen "${TAG}tui/asan: the new n applies after the reply" "n 3000 .*Ctrl-C twice: quit"
     $TM send-keys -t tui "/quit" Enter
     for _ in $(seq 100); do [ -s "$TMP/set.rc" ] && break; sleep 0.2; done
     same "${TAG}tui/asan: the chat exits 0 after /set mid-reply" 0 "$(cat "$TMP/set.rc" 2>/dev/null)"

@@ -80,8 +80,12 @@ static void on_line(char *line)
         got_eof = 1;
         return;
     }
-    if (*line) {
-        add_history(line);
+    if (*line) { /* a pasted message's line breaks as spaces: the history file has a line each */
+        char *h = strdup(line);
+        for (char *c = h; c && *c; c++)
+            *c = *c == '\n' ? ' ' : *c;
+        add_history(h ? h : line);
+        free(h);
         history_append();
     }
     free(entered);
@@ -161,6 +165,8 @@ void input_close(void)
 
 void input_set_window(WINDOW *w) { win = w; }
 
+void input_set_prompt(const char *prompt) { rl_set_prompt(prompt); }
+
 static void feed(int byte)
 {
     pending_byte = byte;
@@ -170,15 +176,22 @@ static void feed(int byte)
 typedef struct {
     char *buf;
     size_t n, room;
-    int cut;
+    int cut, after_cr;
 } paste_buf;
 
-/* line breaks become spaces; other control bytes (a Ctrl-C, a Ctrl-N, escapes) are dropped */
+/* line breaks are kept (\r\n and \r as \n: the message keeps them, the input line shows ^J), a tab
+ * is a space, other control bytes (a Ctrl-C, a Ctrl-N, escapes) are dropped */
 static void paste_put(paste_buf *p, int c)
 {
-    if (c == '\n' || c == '\r' || c == '\t')
+    int was_cr = p->after_cr;
+    p->after_cr = c == '\r';
+    if (c == '\n' && was_cr)
+        return;
+    if (c == '\r')
+        c = '\n';
+    else if (c == '\t')
         c = ' ';
-    else if (c < 0x20 || c == 0x7f || c > 255)
+    else if ((c < 0x20 && c != '\n') || c == 0x7f || c > 255)
         return;
     if (p->n < p->room)
         p->buf[p->n++] = (char)c;

@@ -39,6 +39,8 @@ enum {
 int input_open(WINDOW *w, const char *prompt, const char *history_path);
 void input_close(void);
 void input_set_window(WINDOW *w);
+/* the prompt of the lines to come ("> ", or "... " inside a multi-line message) */
+void input_set_prompt(const char *prompt);
 /* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line).
  * With feed 0 (an overlay is open) keys are not given to readline: any key returns IN_KEY. A
  * bracketed paste is inserted in one piece, its line breaks as spaces and other control bytes

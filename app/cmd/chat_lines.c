@@ -10,6 +10,7 @@
 #include "../../kernels/err.h"
 #include "../../model/events.h"
 #include "../actions.h"
+#include "../block.h"
 #include "../lines.h"
 #include "../options.h"
 #include "../safe_text.h"
@@ -76,6 +77,7 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
     struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
     sigaction(SIGINT, &sa, &old_sa);
     line_reader in = {0};
+    msg_block block = {0}; /* a message typed over lines, between """ and """ */
     char *line;
     /* typed at a terminal: a prompt, /quit is a command, and Ctrl-C twice quits, as in the
      * full-screen chat; piped input ends at a Ctrl-C */
@@ -83,7 +85,7 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
     double quit_armed_until = 0;
     while (!rc) {
         if (typed) {
-            fputs("you> ", stderr);
+            fputs(block.open ? "...> " : "you> ", stderr);
             fflush(stderr);
         }
         int got = lines_next(&in, &interrupted, &line);
@@ -108,9 +110,17 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
         size_t n = strlen(line);
         while (n > 0 && line[n - 1] == '\r')
             line[--n] = 0;
-        if (!n)
+        if (!n && !block.open)
             continue;
-        if (line[0] == '/') {
+        char *whole = NULL; /* a block's message, when this line closed one */
+        int b = block_feed(&block, line, &whole);
+        if (b < 0)
+            fprintf(stderr, "kvchat: %s\n", err_msg());
+        if (b < 0 || b == BLOCK_MORE || (b == BLOCK_DONE && !*whole)) {
+            free(whole);
+            continue;
+        }
+        if (!whole && line[0] == '/') {
             act_result ar = act_run(host, line);
             if (ar == ACT_QUIT)
                 break;
@@ -118,11 +128,13 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
                 act_help(stderr);
             if (ar != ACT_REPLY)
                 continue;
-        } else if (engine_turn_start(e, host->conv, line)) {
+        } else if (engine_turn_start(e, host->conv, whole ? whole : line)) {
+            free(whole);
             putchar('\n');
             rc = EXIT_RUNTIME;
             break;
         }
+        free(whole);
         char *reply = NULL;
         if (engine_turn_wait(e, &reply)) {
             putchar('\n');
@@ -142,6 +154,7 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
         interrupted = 0; /* Ctrl-C stopped this reply only */
     }
     lines_free(&in);
+    block_free(&block);
     sigaction(SIGINT, &old_sa, NULL);
     running_engine = NULL;
     return rc;

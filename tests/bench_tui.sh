@@ -17,7 +17,7 @@ $T new-session -d -s b -x 120 -y 40 "'$KV' -m '$M' -n $N --seed 1 --events '$TMP
 sleep 3
 $T send-keys -t b "Hello, tell me a story about caches." Enter
 for _ in $(seq 600); do
-    [ "$(grep -c '"ev":"stats"' "$TMP/tui.jsonl" 2>/dev/null)" -ge 1 ] && break
+    [ "$(grep -c '"ev":"turn_end"' "$TMP/tui.jsonl" 2>/dev/null)" -ge 1 ] && break
     sleep 0.5
 done
 pid=$(pgrep -f -- "-m $M -n $N --seed 1 --events $TMP/tui.jsonl" | head -1)

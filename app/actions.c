@@ -1,18 +1,15 @@
 /* The chat's slash commands and their table (actions.h). */
 #include "actions.h"
 
-#include <limits.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../kernels/err.h"
-#include "../model/events.h"
-#include "chat/records.h"
 #include "../ui/format.h"
 #include "files.h"
 #include "options.h"
+#include "redo.h"
 
 static void say(act_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(act_host *h, const char *fmt, ...)
@@ -113,36 +110,6 @@ static act_result show(act_host *h, const char *name, char *args)
     return ACT_DONE;
 }
 
-/* /set NAME VALUE into mo; -1 (said) when NAME or VALUE is bad */
-static int set_one(act_host *h, char *key, const char *val, model_opts *mo)
-{
-    static const char *const names = "n, temp, top-k, top-p, repeat-penalty, seed";
-    unsigned long long u;
-    int rc;
-    for (char *c = key; *c; c++) /* top-k as the status bar and the flags spell it, or top_k */
-        *c = *c == '_' ? '-' : *c;
-    if (!strcmp(key, "n"))
-        rc = opt_int("n", val, 1, 1 << 20, &mo->n_predict);
-    else if (!strcmp(key, "temp"))
-        rc = opt_float("temp", val, 0, 100, &mo->sp.temp);
-    else if (!strcmp(key, "top-k"))
-        rc = opt_int("top-k", val, 0, 1 << 24, &mo->sp.top_k);
-    else if (!strcmp(key, "top-p"))
-        rc = opt_float("top-p", val, 0.001, 1, &mo->sp.top_p);
-    else if (!strcmp(key, "repeat-penalty"))
-        rc = opt_float("repeat-penalty", val, 0.01, 100, &mo->sp.repeat_penalty);
-    else if (!strcmp(key, "seed")) {
-        if (!(rc = opt_u64("seed", val, &u)))
-            mo->sp.seed = u;
-    } else {
-        say(h, "/set: unknown setting '%s' (%s)", key, names);
-        return -1;
-    }
-    if (rc)
-        say(h, "/set: %s", err_msg());
-    return rc;
-}
-
 static act_result set(act_host *h, const char *name, char *args)
 {
     (void)name;
@@ -150,7 +117,9 @@ static act_result set(act_host *h, const char *name, char *args)
     model_opts mo = *engine_model_opts(h->e);
     if (!key || !val)
         say(h, "/set needs a name and a value: /set temp 0.7");
-    else if (!set_one(h, key, val, &mo))
+    else if (opt_set_sampling(key, val, &mo))
+        say(h, "/set: %s", err_msg());
+    else
         say(h, "%s = %s%s", key, val,
             engine_set_sampling(h->e, &mo.sp, mo.n_predict)
                 ? " from the next reply (this one keeps its settings)"
@@ -320,53 +289,6 @@ static act_result pin(act_host *h, const char *name, char *args)
     return ACT_DONE;
 }
 
-/* ---- what replay --verify redoes: a command's event, back through the engine with the values
- * it recorded; 1 when redone, 0 when the event is not one a command made, -1 with the error */
-
-static int recreated(const json_t *ev, int made)
-{
-    return made == ev_conv(ev) ? 1
-                               : err_set("conversation %d cannot be recreated in the recorded "
-                                         "order",
-                                         ev_conv(ev));
-}
-
-static int redo_new(engine *e, const json_t *ev) { return recreated(ev, engine_new_conv(e)); }
-
-static int redo_fork(engine *e, const json_t *ev)
-{
-    /* the cache manager's fork event; /fork's names the conversation forked */
-    return ev_fork_has_parent(ev) ? recreated(ev, engine_fork(e, ev_fork_parent(ev))) : 0;
-}
-
-static int redo_set(engine *e, const json_t *ev)
-{
-    sampler_params sp;
-    int n_predict;
-    rec_sampling_read(ev, &sp, &n_predict);
-    engine_set_sampling(e, &sp, n_predict);
-    return 1;
-}
-
-/* the three below as the live chat did them: a refusal there was recorded as no change */
-static int redo_pin(engine *e, const json_t *ev)
-{
-    engine_pin(e, ev_conv(ev), ev_pin_turn(ev), ev_pin_pinned(ev));
-    return 1;
-}
-
-static int redo_clear(engine *e, const json_t *ev)
-{
-    engine_clear(e, ev_conv(ev));
-    return 1;
-}
-
-static int redo_system(engine *e, const json_t *ev)
-{
-    engine_set_system(e, ev_system_text(ev));
-    return 1;
-}
-
 typedef struct {
     const char *name, *alias[2]; /* the other names it answers to */
     const char *args;
@@ -378,7 +300,7 @@ typedef struct {
 } act_def;
 
 static const act_def table[] = {
-    {"new", {0}, "", "a new conversation", NULL, new_conv, EV_NEW, redo_new},
+    {"new", {0}, "", "a new conversation", NULL, new_conv, EV_NEW, act_redo_new},
     {"conv", {0}, "N", "switch to conversation N", NULL, conv, NULL, NULL},
     {"fork",
      {0},
@@ -387,7 +309,7 @@ static const act_def table[] = {
      NULL,
      fork_conv,
      EV_FORK,
-     redo_fork},
+     act_redo_fork},
     {"retry",
      {0},
      "",
@@ -414,7 +336,7 @@ static const act_def table[] = {
      "preamble is, and is recorded, so resume and `--verify` use it; without TEXT, says what it is",
      system_text,
      EV_SYSTEM,
-     redo_system},
+     act_redo_system},
     {"clear",
      {0},
      "",
@@ -422,7 +344,7 @@ static const act_def table[] = {
      NULL,
      clear,
      EV_CLEAR,
-     redo_clear},
+     act_redo_clear},
     {"pin",
      {0},
      "[N]",
@@ -431,7 +353,7 @@ static const act_def table[] = {
      "message) from eviction",
      pin,
      EV_PIN,
-     redo_pin},
+     act_redo_pin},
     {"unpin",
      {0},
      "[N]",
@@ -448,7 +370,7 @@ static const act_def table[] = {
      "a reply, from the next one: the reply streaming keeps its settings",
      set,
      EV_SET,
-     redo_set},
+     act_redo_set},
     {"show", {0}, "", "model, settings and cache plan", NULL, show, NULL, NULL},
     {"save",
      {"save!"},

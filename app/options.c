@@ -201,3 +201,27 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd)
     }
     return 0;
 }
+
+int opt_set_sampling(char *key, const char *val, model_opts *mo)
+{
+    static const char *const names = "n, temp, top-k, top-p, repeat-penalty, seed";
+    unsigned long long u;
+    for (char *c = key; *c; c++) /* top-k as the status bar and the flags spell it, or top_k */
+        *c = *c == '_' ? '-' : *c;
+    if (!strcmp(key, "n"))
+        return opt_int("n", val, 1, 1 << 20, &mo->n_predict);
+    if (!strcmp(key, "temp"))
+        return opt_float("temp", val, 0, 100, &mo->sp.temp);
+    if (!strcmp(key, "top-k"))
+        return opt_int("top-k", val, 0, 1 << 24, &mo->sp.top_k);
+    if (!strcmp(key, "top-p"))
+        return opt_float("top-p", val, 0.001, 1, &mo->sp.top_p);
+    if (!strcmp(key, "repeat-penalty"))
+        return opt_float("repeat-penalty", val, 0.01, 100, &mo->sp.repeat_penalty);
+    if (strcmp(key, "seed"))
+        return err_set("unknown setting '%s' (%s)", key, names);
+    if (opt_u64("seed", val, &u))
+        return -1;
+    mo->sp.seed = u;
+    return 0;
+}

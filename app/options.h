@@ -63,4 +63,8 @@ int opt_u64(const char *flag, const char *s, unsigned long long *out);
 /* 512, 64K, 512M, 2G (powers of 1024) */
 int opt_size(const char *flag, const char *s, size_t *out);
 
+/* /set NAME VALUE into mo (n, temp, top-k or top_k, top-p, repeat-penalty, seed, in the ranges
+ * the flags take); -1 with the error naming the setting or the value. */
+int opt_set_sampling(char *key, const char *val, model_opts *mo);
+
 #endif

@@ -3,25 +3,20 @@
  * second. */
 #include "tui.h"
 
-#include <limits.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../kernels/clamp.h"
 #include "../kernels/err.h"
 #include "../model/events.h"
-#include "../ui/format.h"
 #include "../ui/input.h"
-#include "../ui/text.h"
 #include "../ui/view.h"
 #include "actions.h"
+#include "tui_help.h"
 #include "block.h"
 #include "files.h"
 #include "options.h"
@@ -154,33 +149,8 @@ static void draw(tui *t)
                  t->v.cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
                  mo->sp.top_k, mo->sp.top_p, mo->n_predict);
     view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
-    if (t->help) {
-        static const char *const keys[] = {
-            "Keys",
-            "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
-            "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
-            "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
-            "  Ctrl-R       search history         F1  this help",
-            "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
-            "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
-            "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)",
-            "Commands"};
-        static const char *const map[] = {
-            "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
-            "           reverse video: what the next eviction drops  . free", "",
-            "any key closes this help"};
-        enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 8 };
-        char cmds[NC][128] = {{0}};
-        const char *lines[NK + NC + NM];
-        int nc = act_pack(cmds, NC, 88), n = 0;
-        for (int i = 0; i < NK; i++)
-            lines[n++] = keys[i];
-        for (int i = 0; i < nc; i++)
-            lines[n++] = cmds[i];
-        for (int i = 0; i < NM; i++)
-            lines[n++] = map[i];
-        screen_help(lines, n);
-    }
+    if (t->help)
+        tui_help_draw();
     input_redraw();
     t->dirty = 0;
 }

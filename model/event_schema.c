@@ -267,7 +267,9 @@ const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
     json_t *value;
     json_object_foreach((json_t *)ev, key, value)
     {
-        if (strict && !declared(type, key))
+        if (!strict)
+            break;
+        if (!declared(type, key))
             return why("%s has '%s', which model/event_schema.h does not declare", type, key);
     }
     if (!strcmp(type, EV_PREFILL))

@@ -149,7 +149,6 @@ static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
     c->bytes_per_token = ev_cache_bytes_per_token(t);
     c->bytes_used = ev_cache_bytes_used(t);
     c->bytes_reserved = ev_cache_bytes_reserved(t);
-    c->fragmentation = c->bytes_reserved > c->bytes_used ? c->bytes_reserved - c->bytes_used : 0;
     c->shared_blocks = ev_cache_shared_blocks(t);
     c->host_bytes = ev_cache_host_bytes(t);
     m->pool_used = ev_cache_pool_used(t);
@@ -164,7 +163,6 @@ static void count_used(cm_conv *c)
     if (!c->bytes_per_token)
         return;
     c->bytes_used = c->n_cells * c->bytes_per_token;
-    c->fragmentation = c->bytes_reserved > c->bytes_used ? c->bytes_reserved - c->bytes_used : 0;
 }
 
 void cm_apply(cache_model *m, const json_t *ev)
@@ -361,7 +359,6 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
         c->bytes_used = ev_stats_bytes_used(ev);
         c->bytes_reserved = ev_stats_bytes_reserved(ev);
-        c->fragmentation = ev_stats_fragmentation(ev);
         c->host_bytes = ev_stats_host_bytes(ev);
         c->hit_rate = ev_stats_hit_rate(ev);
         /* grows and evictions are the events', counted here: a lifetime's, never fewer */

@@ -36,17 +36,14 @@ static const win_turn *turn_at(const cm_conv *c, int pos)
     return NULL;
 }
 
-static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int width)
+/* drop: what the next eviction drops (cm_preview), outlined; NULL: nothing outlined */
+static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int width,
+                      const unsigned char *drop)
 {
     int cells = rows * width, window = c->window ? c->window : c->n_cells;
     if (window <= 0 || cells <= 0)
         return;
     int per = (window + cells - 1) / cells; /* tokens per character cell */
-    unsigned char *drop = calloc((size_t)(c->n_cells + 1), 1);
-    int left;
-    double turns_left;
-    if (drop)
-        cm_preview(c, drop, &left, &turns_left);
     for (int i = 0; i * per < window && i < cells; i++) {
         int pos = i * per, pair = CP_DIM;
         chtype ch = '.', extra = 0;
@@ -70,12 +67,8 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
         }
         mvwaddch(w, y + i / width, 1 + i % width, ch | (chtype)screen_attr(s, pair) | extra);
     }
-    free(drop);
 }
 
-/* the conversations, a row each, as htop lists processes: tokens, bytes, shared blocks, where they
- * live, when last used; the current one marked. Narrow panels drop the last columns rather than
- * cut them. Returns the next free row. */
 /* column k of the table: the state left-aligned after two spaces, the numbers right-aligned */
 static int column(char *buf, size_t n, int k, int width, const char *text)
 {
@@ -83,6 +76,9 @@ static int column(char *buf, size_t n, int k, int width, const char *text)
                   : snprintf(buf, n, "%s%*s", k ? " " : "", width, text);
 }
 
+/* the conversations, a row each, as htop lists processes: tokens, bytes, shared blocks, where they
+ * live, when last used; the current one marked. Narrow panels drop the last columns rather than
+ * cut them. Returns the next free row. */
 static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, int iw)
 {
     char ago[32];
@@ -224,7 +220,8 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
     y += fields_draw(w, y, 1, iw, rows - (y - y0), &f);
     f.n = 0;
     fields_add(&f, NULL, "shared %d", c->shared_blocks);
-    fields_add(&f, NULL, "frag %s", fmt_bytes(a, sizeof a, c->fragmentation));
+    double frag = c->bytes_reserved > c->bytes_used ? c->bytes_reserved - c->bytes_used : 0;
+    fields_add(&f, NULL, "frag %s", fmt_bytes(a, sizeof a, frag));
     fields_add(&f, NULL, "offloaded %d", m->offloaded_convs);
     fields_add(&f, NULL, "grows %d", c->grows);
     fields_add(&f, NULL, "evicted %d", c->evictions);
@@ -241,7 +238,11 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
     int map_rows = need < most ? need : most;
     if (map_rows < 1)
         return y;
-    cache_map(w, s, c, y, map_rows, iw);
+    unsigned char *drop = calloc((size_t)c->n_cells + 1, 1); /* the map's and the forecast's */
+    int left = 0;
+    double turns = 0;
+    int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
+    cache_map(w, s, c, y, map_rows, iw, drop);
     y += map_rows;
     int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
     ui_fields f = {0};
@@ -257,10 +258,6 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         fields_add(&f, NULL, ".:free");
         y += fields_draw(w, y, 1, iw, 2, &f);
     }
-    unsigned char *drop = calloc((size_t)c->n_cells + 1, 1);
-    int left = 0;
-    double turns = 0;
-    int n = drop ? cm_preview(c, drop, &left, &turns) : 0;
     char which[64] = "";
     if (n > 0)
         dropped_turns(c, drop, which, sizeof which);

@@ -45,7 +45,8 @@ static const char *place(const ui_field *f, int col, int gap, int width, int *ne
     return f->brief[0] ? f->brief : f->full; /* alone and too wide either way: cut */
 }
 
-static int lay_out(WINDOW *w, int y, int x, int width, int max_rows, const ui_fields *fs)
+/* w NULL: only counted */
+int fields_draw(WINDOW *w, int y, int x, int width, int max_rows, const ui_fields *fs)
 {
     int row = 0, col = 0, rows = 0, gap = fs->sep ? fs->sep : 2;
     for (int i = 0; i < fs->n && row < max_rows; i++) {
@@ -71,9 +72,7 @@ static int lay_out(WINDOW *w, int y, int x, int width, int max_rows, const ui_fi
     return rows;
 }
 
-int fields_draw(WINDOW *w, int y, int x, int width, int max_rows, const ui_fields *fs)
+int fields_rows(int width, const ui_fields *fs)
 {
-    return lay_out(w, y, x, width, max_rows, fs);
+    return fields_draw(NULL, 0, 0, width, 1 << 20, fs);
 }
-
-int fields_rows(int width, const ui_fields *fs) { return lay_out(NULL, 0, 0, width, 1 << 20, fs); }

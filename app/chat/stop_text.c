@@ -23,11 +23,12 @@ static int add(stop_text *s, const char *text, size_t n)
     return err_append(&s->buf, &s->len, &s->cap, text, n, "a reply");
 }
 
-/* where the stop text starts in the reply, or -1 */
-static long stop_at(const stop_text *s)
+/* where the stop text starts in the reply, or -1; the reply's first `searched` bytes held none, so
+ * only an occurrence that ends in what came after them is looked for */
+static long stop_at(const stop_text *s, size_t searched)
 {
     size_t k = strlen(s->stop);
-    for (size_t i = 0; s->len >= k && i <= s->len - k; i++)
+    for (size_t i = searched >= k ? searched - k + 1 : 0; s->len >= k && i <= s->len - k; i++)
         if (!memcmp(s->buf + i, s->stop, k))
             return (long)i;
     return -1;
@@ -36,11 +37,12 @@ static long stop_at(const stop_text *s)
 int stop_push(stop_text *s, const char *piece, size_t n, int *drop)
 {
     *drop = 0;
+    size_t before = s->len;
     if (add(s, piece, n) || err_grow(&s->tok_end, &s->cap_tok, (size_t)s->n_tok + 1,
                                      sizeof *s->tok_end, "a reply's token ends"))
         return -1;
     s->tok_end[s->n_tok++] = (int)s->len;
-    long at = s->stop ? stop_at(s) : -1;
+    long at = s->stop ? stop_at(s, before) : -1;
     if (at < 0)
         return 0;
     int keep = 0;

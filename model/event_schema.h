@@ -80,6 +80,8 @@
     F(cow, copied, I64, 0, 0, OPT, "bytes copied")                                             \
     F(cow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
     F(cow, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
+    E(SHARE, share, "another conversation's write or release changed what this one shares")    \
+    F(share, cache, CACHE, 0, 0, REQ, "the cache after it")                                    \
     E(EVICT, evict, "the window slid: its first keep tokens, then all after the dropped ones") \
     F(evict, keep, INT, 0, EV_BIG, OPT, "the first dropped position")                          \
     F(evict, dropped, INT, 0, EV_BIG, OPT, "tokens dropped")                                   \

@@ -20,6 +20,8 @@ struct kv_pool {
     int *dev_zero;     /* GPU backends: {0} in device memory, every contiguous cache's table */
     size_t block_bytes;
     int n_blocks, n_free, *free_list, *refs;
+    int *fg_refs; /* of refs, the foreground sequences': what "shared" counts (a plan made in the
+                   * background shares its conversation's blocks, and is no fork of it) */
     kv_seq **seqs;
     int n_seqs;
     size_t cap_seqs;
@@ -38,6 +40,7 @@ struct kv_seq {
     char *host;                 /* offloaded rows: one block of host_tokens positions (a later */
     int host_tokens, offloaded; /* truncation only lowers len) */
     unsigned long last_used;
+    int said_shared; /* the shared blocks its last totals carried: a peer's change is told once */
     kb_kv view;
 };
 
@@ -185,7 +188,8 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
         p->mem = b->alloc(b, p->o.pool_bytes, "the KV pool");
         p->free_list = err_malloc(sizeof(int) * p->n_blocks, "the KV pool");
         p->refs = err_calloc((size_t)p->n_blocks, sizeof(int), "the KV pool");
-        if (!p->mem || !p->free_list || !p->refs) {
+        p->fg_refs = err_calloc((size_t)p->n_blocks, sizeof(int), "the KV pool");
+        if (!p->mem || !p->free_list || !p->refs || !p->fg_refs) {
             kv_pool_free(p);
             return NULL;
         }
@@ -200,6 +204,7 @@ void kv_pool_free(kv_pool *p)
 {
     if (!p)
         return;
+    p->bus = NULL; /* what is freed with it changes nobody's cache */
     while (p->n_seqs)
         kv_seq_free(p->seqs[p->n_seqs - 1]);
     if (p->mem)
@@ -208,6 +213,7 @@ void kv_pool_free(kv_pool *p)
         p->b->release(p->b, p->dev_zero);
     free(p->free_list);
     free(p->refs);
+    free(p->fg_refs);
     free(p->seqs);
     free(p);
 }
@@ -253,8 +259,9 @@ kv_seq *kv_seq_new(kv_pool *p, int conv)
     return s;
 }
 
-static void release_block(kv_pool *p, int blk)
+static void release_block(kv_pool *p, const kv_seq *s, int blk)
 {
+    p->fg_refs[blk] -= !s->background;
     if (--p->refs[blk] == 0) {
         p->free_list[p->n_free++] = blk;
         p->used -= p->block_bytes;
@@ -270,7 +277,7 @@ static void drop_after(kv_seq *s, int len)
         return;
     int keep = (len + p->o.block_tokens - 1) / p->o.block_tokens;
     while (s->n_table > keep)
-        release_block(p, s->table[--s->n_table]);
+        release_block(p, s, s->table[--s->n_table]);
 }
 
 static void release_all(kv_seq *s)
@@ -278,7 +285,7 @@ static void release_all(kv_seq *s)
     kv_pool *p = s->p;
     if (p->o.layout == KV_PAGED) {
         while (s->n_table)
-            release_block(p, s->table[--s->n_table]);
+            release_block(p, s, s->table[--s->n_table]);
     } else if (s->buf) {
         p->b->release(p->b, s->buf);
         p->used -= flat_bytes(p, s->cap);
@@ -288,12 +295,30 @@ static void release_all(kv_seq *s)
     refresh_view(s);
 }
 
+/* After s wrote to, let go of or took blocks it shared: each other conversation whose shared count
+ * moved hears of it, since only its own events would otherwise carry its totals */
+static void tell_peers(kv_pool *p, const kv_seq *s)
+{
+    if (!p->bus || p->o.layout != KV_PAGED || s->background)
+        return;
+    for (int i = 0; i < p->n_seqs; i++) {
+        kv_seq *t = p->seqs[i];
+        kv_seq_stats st;
+        if (t == s || t->background || t->offloaded)
+            continue;
+        kv_seq_get_stats(t, &st);
+        if (st.shared_blocks != t->said_shared)
+            ev_emit(p->bus, t->conv, EV_SHARE, json_pack("{s:o}", "cache", kv_totals(t)));
+    }
+}
+
 void kv_seq_free(kv_seq *s)
 {
     if (!s)
         return;
     kv_pool *p = s->p;
     release_all(s);
+    tell_peers(p, s);
     if (s->host)
         p->b->host_release(p->b, s->host);
     free(s->table);
@@ -328,19 +353,20 @@ void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
         st->capacity = s->n_table * p->o.block_tokens;
         st->reserved_bytes = (size_t)s->n_table * p->block_bytes;
         for (int i = 0; i < s->n_table; i++)
-            st->shared_blocks += p->refs[s->table[i]] > 1;
+            st->shared_blocks += (s->background ? p->refs : p->fg_refs)[s->table[i]] > 1;
     } else {
         st->capacity = s->cap;
         st->reserved_bytes = s->buf ? flat_bytes(p, s->cap) : 0;
     }
 }
 
-json_t *kv_totals(const kv_seq *s)
+json_t *kv_totals(kv_seq *s)
 {
     kv_seq_stats st;
     kv_pool_stats ps;
     kv_seq_get_stats(s, &st);
     kv_pool_get_stats(s->p, &ps);
+    s->said_shared = st.shared_blocks;
     return json_pack("{s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:I, s:i, s:i}", "tokens", st.len,
                      "capacity", st.capacity, "bytes_used", (json_int_t)st.used_bytes,
                      "bytes_reserved", (json_int_t)st.reserved_bytes, "bytes_per_token",
@@ -387,6 +413,7 @@ static int alloc_block(kv_pool *p, const kv_seq *requester)
         return -1;
     int blk = p->free_list[--p->n_free];
     p->refs[blk] = 1;
+    p->fg_refs[blk] = !requester->background;
     p->used += p->block_bytes;
     p->peak = p->used > p->peak ? p->used : p->peak;
     return blk;
@@ -403,10 +430,10 @@ static int unshare(kv_seq *s, int i, int rows, size_t *copied)
     to.base = p->mem + (size_t)nb * p->block_bytes;
     to.table = ZERO_TABLE;
     if (copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows)) {
-        release_block(p, nb);
+        release_block(p, s, nb);
         return -1;
     }
-    release_block(p, s->table[i]);
+    release_block(p, s, s->table[i]);
     s->table[i] = nb;
     *copied += (size_t)rows * p->tok_bytes;
     return 0;
@@ -494,6 +521,8 @@ int kv_reserve(kv_seq *s, int n)
         return -1;
     }
     refresh_view(s);
+    if (copied) /* before its own event: at every event every figure is current */
+        tell_peers(p, s);
     int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
     if (added && !s->background) {
         s->grows++;
@@ -517,6 +546,7 @@ int kv_truncate(kv_seq *s, int len)
         return err_set("cannot truncate %d cached tokens to %d", s->len, len);
     drop_after(s, len);
     refresh_view(s);
+    tell_peers(s->p, s);
     return 0;
 }
 
@@ -534,6 +564,7 @@ int kv_shift(kv_seq *s, int dst, int src, int n)
             if (p->refs[s->table[i]] > 1 && unshare(s, i, bt, &copied))
                 return -1;
         refresh_view(s);
+        tell_peers(p, s);
     }
     return copy_rows(p->b, &s->view, dst, &s->view, src, n);
 }
@@ -559,6 +590,7 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
         for (int i = 0; i < s->n_table; i++) {
             c->table[i] = s->table[i];
             p->refs[s->table[i]]++;
+            p->fg_refs[s->table[i]] += !background;
         }
         c->n_table = s->n_table;
         c->len = len;
@@ -587,6 +619,10 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
                 json_pack("{s:i, s:i, s:i, s:I, s:f, s:o}", "parent", s->conv, "tokens", len,
                           "shared_blocks", shared, "copied", (json_int_t)copied, "ms",
                           (ev_clock() - t0) * 1e3, "cache", kv_totals(c)));
+    if (!background) { /* the parent shares what the fork does, as a fork event's reader takes it */
+        s->said_shared = shared;
+        tell_peers(p, c);
+    }
     return c;
 }
 
@@ -594,7 +630,13 @@ kv_seq *kv_fork(kv_seq *s, int conv) { return fork_at(s, conv, s->len, 0); }
 
 kv_seq *kv_fork_background(kv_seq *s, int len) { return fork_at(s, s->conv, len, 1); }
 
-void kv_adopt(kv_seq *s) { s->background = 0; }
+void kv_adopt(kv_seq *s)
+{
+    for (int i = 0; i < s->n_table; i++)
+        s->p->fg_refs[s->table[i]]++;
+    s->background = 0;
+    tell_peers(s->p, s);
+}
 
 size_t kv_export_bytes(const kv_seq *s) { return flat_bytes(s->p, s->len); }
 
@@ -666,6 +708,7 @@ int kv_offload(kv_seq *s)
     s->host = host;
     s->host_tokens = s->len;
     s->offloaded = 1;
+    tell_peers(p, s);
     ev_emit(p->bus, s->conv, EV_OFFLOAD,
             json_pack("{s:i, s:I, s:f, s:o}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms",
                       (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));

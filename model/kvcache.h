@@ -3,8 +3,8 @@
  * table (paged, the default: forks share blocks and copy on write) or in one buffer that grows by
  * a factor with a copy (contiguous). When the pool is full, the least recently used inactive
  * sequence moves to host memory and comes back when it is used again. What it does is an event on
- * the bus (grow, cow, fork, offload, restore); truncation is the caller's to report, since only the
- * caller knows whether it is a rollback or a step of an eviction. */
+ * the bus (grow, cow, fork, offload, restore, share); truncation is the caller's to report, since
+ * only the caller knows whether it is a rollback or a step of an eviction. */
 #ifndef KVCHAT_KVCACHE_H
 #define KVCHAT_KVCACHE_H
 
@@ -61,8 +61,10 @@ void kv_seq_free(kv_seq *s);
 int kv_len(const kv_seq *s);
 void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);
 /* The sequence's totals and its pool's, as the "cache" block of an event that changed them
- * (event_schema.h's EV_CACHE_FIELDS); a new reference, NULL when out of memory. */
-json_t *kv_totals(const kv_seq *s);
+ * (event_schema.h's EV_CACHE_FIELDS); a new reference, NULL when out of memory. It notes the
+ * shared blocks it carried: when another sequence's write or release changes them, a share event
+ * carries this one's totals. */
+json_t *kv_totals(kv_seq *s);
 
 /* Makes room for n more positions that this sequence alone owns (allocating, growing, copying
  * shared blocks, restoring it if offloaded, offloading others if the pool is full). */

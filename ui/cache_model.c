@@ -314,6 +314,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         apply_totals(m, c, ev_cow_cache(ev));
         logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
              fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
+    } else if (!strcmp(type, EV_SHARE)) { /* a fork wrote or let go: quiet, only the count moves */
+        apply_totals(m, c, ev_share_cache(ev));
     } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
         c->offloaded = type[0] == 'o';
         apply_totals(m, c, c->offloaded ? ev_offload_cache(ev) : ev_restore_cache(ev));

@@ -907,13 +907,10 @@ typedef struct {
     char first[320]; /* the first disagreement */
 } truth;
 
-static void compare(void *ctx, json_t *ev)
+/* one conversation's figures on the panel against its cache's, after event ev */
+static void compare_conv(truth *t, int id, const json_t *ev)
 {
-    truth *t = ctx;
-    cm_apply(&t->cm, ev);
-    t->events++;
-    int id = ev_conv(ev);
-    cm_conv *c = id > 0 && id < 8 && t->seqs[id] ? cm_conv_get(&t->cm, id) : NULL;
+    cm_conv *c = t->seqs[id] ? cm_conv_get(&t->cm, id) : NULL;
     if (!c || t->first[0])
         return;
     kv_seq_stats s;
@@ -936,13 +933,28 @@ static void compare(void *ctx, json_t *ev)
     t->checked++;
     if (what)
         snprintf(t->first, sizeof t->first,
-                 "after event %d (%s, conv %d): %s: panel %d tok cap %d, %.0f / %.0f B, shared %d, "
-                 "pool %.0f B %d blocks; cache %d tok cap %d, %zu / %zu B, shared %d, pool %zu B "
-                 "%d blocks",
-                 t->events, ev_type(ev), id, what, c->n_cells, c->capacity, c->bytes_used,
-                 c->bytes_reserved, c->shared_blocks, t->cm.pool_used, t->cm.blocks_used, s.len,
-                 s.capacity, s.used_bytes, s.reserved_bytes, s.shared_blocks, p.used_bytes,
-                 p.blocks_used);
+                 "after event %d (%s, conv %d), conv %d: %s: panel %d tok cap %d, %.0f / %.0f B, "
+                 "shared %d, pool %.0f B %d blocks; cache %d tok cap %d, %zu / %zu B, shared %d, "
+                 "pool %zu B %d blocks",
+                 t->events, ev_type(ev), ev_conv(ev), id, what, c->n_cells, c->capacity,
+                 c->bytes_used, c->bytes_reserved, c->shared_blocks, t->cm.pool_used,
+                 t->cm.blocks_used, s.len, s.capacity, s.used_bytes, s.reserved_bytes,
+                 s.shared_blocks, p.used_bytes, p.blocks_used);
+}
+
+/* after every event, every conversation: one that another's write or release changed (a parent
+ * whose fork went its own way) agrees too. A share event comes inside the operation of the
+ * conversation that wrote or let go, before that one's own event: then only its own is current. */
+static void compare(void *ctx, json_t *ev)
+{
+    truth *t = ctx;
+    cm_apply(&t->cm, ev);
+    t->events++;
+    int id = ev_conv(ev);
+    if (id > 0 && id < 8 && t->seqs[id])
+        for (int i = 1; i < 8; i++)
+            if (i == id || !ev_is(ev, EV_SHARE))
+                compare_conv(t, i, ev);
 }
 
 static void panel_agrees_with_cache(void)

@@ -244,6 +244,67 @@ static void pool_exhaustion(void)
     b->destroy(b);
 }
 
+typedef struct {
+    int n, conv[8], shared[8];
+} shares;
+
+static void on_share(void *ctx, json_t *ev)
+{
+    shares *s = ctx;
+    if (ev_is(ev, EV_SHARE) && s->n < 8) {
+        s->conv[s->n] = ev_conv(ev);
+        s->shared[s->n++] = ev_cache_shared_blocks(ev_share_cache(ev));
+    }
+}
+
+/* A parent's shared blocks as its fork goes its own way: 40 positions in blocks of 16 are 3 blocks,
+ * all shared after a fork; the fork's write into the part-filled third copies it (2 shared), its
+ * truncation to 10 lets go of the second (1), its end of the first (0). Each change reaches the
+ * parent as a share event. A plan made in the background shares blocks too, and is no fork. */
+static void shares_after_fork(void)
+{
+    gpt2_model m;
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 2);
+    ev_bus *bus = ev_bus_create();
+    shares got = {0};
+    ev_subscribe(bus, on_share, &got);
+    kv_opts o;
+    kv_opts_default(&o, &m.cfg);
+    o.block_tokens = 16;
+    kv_pool *pool = kv_pool_create(b, &m.cfg, &o, bus);
+    kv_seq *parent = kv_seq_new(pool, 1);
+    int ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 300 + i * 11;
+    CHECK(pool && parent && gpt2_forward(&m, b, parent, ids, 40, NULL) == 0, "prefill: %s",
+          err_msg());
+    kv_seq *child = kv_fork(parent, 2);
+    kv_seq_stats st;
+    kv_seq_get_stats(parent, &st);
+    CHECK(child && st.shared_blocks == 3 && got.n == 0,
+          "after the fork: parent shares %d, %d events", st.shared_blocks, got.n);
+    CHECK(kv_reserve(child, 1) == 0, "reserve: %s", err_msg());
+    kv_advance(child, 1);
+    CHECK(kv_truncate(child, 10) == 0, "truncate: %s", err_msg());
+    kv_seq *plan = kv_fork_background(parent, 40);
+    kv_seq_get_stats(parent, &st);
+    CHECK(plan && st.shared_blocks == 1, "with a plan in the background: parent shares %d",
+          st.shared_blocks);
+    kv_seq_free(plan);
+    kv_seq_free(child);
+    static const int want[] = {2, 1, 0};
+    int ok = got.n == 3;
+    for (int i = 0; ok && i < 3; i++)
+        ok = got.conv[i] == 1 && got.shared[i] == want[i];
+    CHECK(ok, "share events: %d (want 3: conv 1 sharing 2, 1, 0), first conv %d sharing %d", got.n,
+          got.n ? got.conv[0] : 0, got.n ? got.shared[0] : 0);
+    kv_pool_free(pool);
+    ev_bus_free(bus);
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
 /* kv_growth_bytes against what growing takes: a sequence of 10 positions grown to the window of 64
  * one position at a time (as decode does) raises the pool's peak by what it says (paged: by no
  * more, and it says at least the new positions' bytes). */
@@ -412,6 +473,7 @@ static void allocation_failures(void)
 
 TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failures},
            {"kvcache/growth_bytes", growth_bytes},
+           {"kvcache/shares_after_fork_told", shares_after_fork},
            {"kvcache/random_operations_vs_fresh", random_operations},
            {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion},
            {"kvcache/import_refuses_non_finite", import_refuses_non_finite});

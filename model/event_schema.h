@@ -44,143 +44,144 @@
     F(e, blocks_used, INT, 0, EV_BIG, REQ, "paged: the pool's blocks in use") \
     F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory")
 
-#define EV_SCHEMA(E, F)                                                                        \
-    E(MODEL, model, "the model a run loaded (first in a session)")                             \
-    F(model, name, STR, 0, 0, OPT, "its name")                                                 \
-    F(model, backend, STR, 0, 0, OPT, "cpu or cuda")                                           \
-    F(model, params, I64, 0, 0, OPT, "parameters")                                             \
-    F(model, weights_bytes, I64, 0, 0, OPT, "bytes of weights")                                \
-    F(model, pool_bytes, I64, 0, 0, OPT, "the KV pool's bytes")                                \
-    F(model, workspace_bytes, I64, 0, 0, OPT, "the forward pass's scratch bytes")              \
-    F(model, n_ctx, INT, 0, EV_BIG, OPT, "the model's context")                                \
-    F(model, random_weights, BOOL, 0, 0, OPT, "a test model of random weights")                \
-    F(model, weights_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or q8_0")                          \
-    F(model, memory_total_bytes, I64, 0, 0, OPT, "the device's memory (host RAM on the CPU)")  \
-    E(NEW, new, "a conversation started")                                                      \
-    F(new, window, INT, 1, W, OPT, "the most tokens its cache will hold")                      \
-    E(USER, user, "a message")                                                                 \
-    F(user, text, STR, 0, 0, REQ, "the message")                                               \
-    E(PREFILL, prefill, "a turn's new tokens went through the model")                          \
-    F(prefill, ids, IDS, 0, 0, REQ, "the tokens this turn appended")                           \
-    F(prefill, cached, INT, 0, W, REQ, "the conversation's tokens already cached")             \
-    F(prefill, preamble, INT, 0, W, OPT, "of ids, the template's preamble")                    \
-    F(prefill, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
-    E(TOKEN, token, "a generated token")                                                       \
-    F(token, id, INT, 0, V - 1, REQ, "its id")                                                 \
-    F(token, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
-    F(token, text, STR, 0, 0, OPT, "its complete UTF-8 text")                                  \
-    E(GROW, grow, "a contiguous cache grew (or a paged one took blocks)")                      \
-    F(grow, from, INT, 0, EV_BIG, OPT, "capacity before, in tokens")                           \
-    F(grow, to, INT, 0, EV_BIG, OPT, "capacity after")                                         \
-    F(grow, bytes, I64, 0, 0, OPT, "bytes added")                                              \
-    F(grow, copied, I64, 0, 0, OPT, "bytes copied")                                            \
-    F(grow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                           \
-    F(grow, cache, CACHE, 0, 0, OPT, "the cache after it")                                     \
-    E(COW, cow, "a shared block copied before a write")                                        \
-    F(cow, copied, I64, 0, 0, OPT, "bytes copied")                                             \
-    F(cow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
-    F(cow, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
-    E(SHARE, share, "another conversation's write or release changed what this one shares")    \
-    F(share, cache, CACHE, 0, 0, REQ, "the cache after it")                                    \
-    E(EVICT, evict, "the window slid: its first keep tokens, then all after the dropped ones") \
-    F(evict, keep, INT, 0, EV_BIG, OPT, "the first dropped position")                          \
-    F(evict, dropped, INT, 0, EV_BIG, OPT, "tokens dropped")                                   \
-    F(evict, recomputed, INT, 0, EV_BIG, OPT, "tokens recomputed after them")                  \
-    F(evict, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
-    F(evict, mode, STR, 0, 0, OPT, "exact, or shift (approximate)")                            \
-    F(evict, ranges, SPANS, 0, 0, REQ, "every dropped span (pinned turns may sit between)")    \
-    F(evict, prepared, BOOL, 0, 0, OPT, "swapped in ready-made")                               \
-    F(evict, stall_ms, NUM, 0, EV_INF, OPT, "what the turn waited for it")                     \
-    F(evict, cache, CACHE, 0, 0, OPT, "the cache after it")                                    \
-    E(PREPARE, prepare, "between turns, the next eviction made ahead")                         \
-    F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                               \
-    F(prepare, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
-    F(prepare, ready, BOOL, 0, 0, OPT, "false when a message came first or memory was short")  \
-    F(prepare, why, STR, 0, 0, OPT, "why it is not ready")                                     \
-    E(TRUNCATE, truncate, "the window rolled back (retry, edit, clear, a stop text)")          \
-    F(truncate, from, INT, 0, W, OPT, "tokens before")                                         \
-    F(truncate, to, INT, 0, W, REQ, "tokens after")                                            \
-    F(truncate, bytes, I64, 0, 0, OPT, "cache bytes given back")                               \
-    F(truncate, cache, CACHE, 0, 0, OPT, "the cache after it")                                 \
-    E(FORK, fork, "a conversation made from another, sharing its cache")                       \
-    F(fork, parent, INT, 1, EV_CONV_MAX, OPT, "the conversation forked")                       \
-    F(fork, tokens, INT, 0, EV_BIG, OPT, "tokens shared")                                      \
-    F(fork, shared_blocks, INT, 0, EV_BIG, OPT, "blocks shared")                               \
-    F(fork, copied, I64, 0, 0, OPT, "bytes copied")                                            \
-    F(fork, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                           \
-    F(fork, cache, CACHE, 0, 0, OPT, "the cache after it")                                     \
-    E(OFFLOAD, offload, "an idle conversation's cache moved to host memory")                   \
-    F(offload, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                    \
-    F(offload, bytes, I64, 0, 0, OPT, "bytes moved")                                           \
-    F(offload, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
-    F(offload, cache, CACHE, 0, 0, OPT, "the cache after it")                                  \
-    E(RESTORE, restore, "an offloaded cache moved back")                                       \
-    F(restore, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                    \
-    F(restore, bytes, I64, 0, 0, OPT, "bytes moved")                                           \
-    F(restore, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                        \
-    F(restore, cache, CACHE, 0, 0, OPT, "the cache after it")                                  \
-    E(STATS, stats, "the cache after each step of a turn")                                     \
-    F(stats, tokens, INT, 0, W, OPT, "tokens cached")                                          \
-    F(stats, capacity, INT, 0, EV_BIG, OPT, "tokens the cache has room for")                   \
-    F(stats, window, INT, 1, W, OPT, "the most tokens a conversation's cache holds")           \
-    F(stats, bytes_used, I64, 0, 0, OPT, "bytes in use")                                       \
-    F(stats, bytes_reserved, I64, 0, 0, OPT, "bytes allocated")                                \
-    F(stats, pool_bytes, I64, 0, 0, OPT, "the pool's size")                                    \
-    F(stats, pool_used, I64, 0, 0, OPT, "the pool's bytes in use")                             \
-    F(stats, fragmentation, I64, 0, 0, OPT, "allocated but unused bytes")                      \
-    F(stats, hit_rate, NUM, 0, 1, OPT, "tokens served from cache / tokens needed")             \
-    F(stats, grows, INT, 0, EV_BIG, OPT, "growths so far")                                     \
-    F(stats, evictions, INT, 0, EV_BIG, OPT, "evictions so far")                               \
-    F(stats, blocks_used, INT, 0, EV_BIG, OPT, "paged: blocks in use")                         \
-    F(stats, blocks_total, INT, 0, EV_BIG, OPT, "paged: blocks in the pool")                   \
-    F(stats, shared_blocks, INT, 0, EV_BIG, OPT, "blocks shared with a fork")                  \
-    F(stats, offloaded_convs, INT, 0, EV_BIG, OPT, "conversations in host memory")             \
-    F(stats, keep, INT, 0, W, OPT, "tokens never evicted")                                     \
-    F(stats, evict_min, INT, 0, 65536, OPT, "the fewest tokens an eviction drops")             \
-    F(stats, cache_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or int8")                            \
-    F(stats, layout, STR, 0, 0, OPT, "paged or contiguous")                                    \
-    F(stats, host_bytes, I64, 0, 0, OPT, "bytes offloaded to host memory")                     \
-    F(stats, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                        \
-    F(stats, memory_free, I64, 0, 0, OPT, "the device's free memory (host RAM on the CPU)")    \
-    F(stats, memory_total, I64, 0, 0, OPT, "the device's memory")                              \
-    E(FIDELITY, fidelity, "cached logits against a fresh prefill of the same window")          \
-    F(fidelity, top1, BOOL, 0, 0, OPT, "the same next token")                                  \
-    F(fidelity, kl, NUM, 0, EV_INF, OPT, "KL divergence")                                      \
-    F(fidelity, tokens, INT, 0, EV_BIG, OPT, "the window's tokens")                            \
-    F(fidelity, agree_rate, NUM, 0, 1, OPT, "checks agreeing so far")                          \
-    F(fidelity, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                     \
-    E(NOTICE, notice, "something the user should know")                                        \
-    F(notice, text, STR, 0, 0, OPT, "for example a message cut to fit the window")             \
-    F(notice, tokens, INT, 0, EV_BIG, OPT, "the message's tokens")                             \
-    F(notice, kept, INT, 0, EV_BIG, OPT, "those kept")                                         \
-    E(PIN, pin, "a turn pinned (never evicted) or unpinned")                                   \
-    F(pin, turn, INT, 0, 1 << 20, REQ, "the turn")                                             \
-    F(pin, pinned, BOOL, 0, 0, OPT, "pinned or not")                                           \
-    E(RETRY, retry, "the last reply generated again")                                          \
-    E(EDIT, edit, "the last message replaced")                                                 \
-    E(CLEAR, clear, "every turn removed")                                                      \
-    E(SET, set, "sampling settings changed (for every conversation's next reply)")             \
-    EV_SAMPLING_FIELDS(F, set)                                                                 \
-    E(TURN_END, turn_end, "a turn closed: everything a resume needs")                          \
-    F(turn_end, conv, INT, 1, EV_CONV_MAX, REQ, "the conversation")                            \
-    F(turn_end, reply, STR, 0, 0, REQ, "the reply")                                            \
-    F(turn_end, tokens, INT, 0, 1 << 20, REQ, "the reply's tokens")                            \
-    F(turn_end, cancelled, BOOL, 0, 0, OPT, "stopped by Ctrl-C")                               \
-    F(turn_end, failed, BOOL, 0, 0, OPT, "ended by an error")                                  \
-    F(turn_end, window, IDS, 0, 0, REQ, "the window's token ids")                              \
-    F(turn_end, turns, TURNS, 0, 0, REQ, "its turns")                                          \
-    F(turn_end, keep, INT, 0, W, REQ, "tokens never evicted")                                  \
-    F(turn_end, rng, STR, 0, 0, REQ, "the sampler's state, hex")                               \
-    F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                    \
-    F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                     \
-    E(RESUME, resume, "a later run took the session up again (its settings as the header's)")  \
-    F(resume, from, STR, 0, 0, OPT, "the session resumed")                                     \
-    F(resume, window, INT, 1, 65536, OPT, "its window from here on")                           \
-    F(resume, vocab_size, INT, 257, 1 << 24, OPT, "its vocabulary")                            \
-    F(resume, weights_dtype, STR, 0, 0, OPT, "the weights' type")                              \
-    F(resume, cache, OBJ, 0, 0, OPT, "the cache settings")                                     \
-    F(resume, chat, OBJ, 0, 0, OPT, "the chat settings")                                       \
-    E(SYSTEM, system, "the system preamble of conversations still to start")                   \
+#define EV_SCHEMA(E, F)                                                                          \
+    E(MODEL, model, "the model a run loaded (first in a session)")                               \
+    F(model, name, STR, 0, 0, OPT, "its name")                                                   \
+    F(model, backend, STR, 0, 0, OPT, "cpu or cuda")                                             \
+    F(model, params, I64, 0, 0, OPT, "parameters")                                               \
+    F(model, weights_bytes, I64, 0, 0, OPT, "bytes of weights")                                  \
+    F(model, pool_bytes, I64, 0, 0, OPT, "the KV pool's bytes")                                  \
+    F(model, workspace_bytes, I64, 0, 0, OPT, "the forward pass's scratch bytes")                \
+    F(model, n_ctx, INT, 0, EV_BIG, OPT, "the model's context")                                  \
+    F(model, random_weights, BOOL, 0, 0, OPT, "a test model of random weights")                  \
+    F(model, weights_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or q8_0")                            \
+    F(model, memory_total_bytes, I64, 0, 0, OPT, "the device's memory (host RAM on the CPU)")    \
+    E(NEW, new, "a conversation started")                                                        \
+    F(new, window, INT, 1, W, OPT, "the most tokens its cache will hold")                        \
+    E(USER, user, "a message")                                                                   \
+    F(user, text, STR, 0, 0, REQ, "the message")                                                 \
+    E(PREFILL, prefill, "a turn's new tokens went through the model")                            \
+    F(prefill, ids, IDS, 0, 0, REQ, "the tokens this turn appended")                             \
+    F(prefill, cached, INT, 0, W, REQ, "the conversation's tokens already cached")               \
+    F(prefill, preamble, INT, 0, W, OPT, "of ids, the template's preamble")                      \
+    F(prefill, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
+    E(TOKEN, token, "a generated token")                                                         \
+    F(token, id, INT, 0, V - 1, REQ, "its id")                                                   \
+    F(token, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
+    F(token, text, STR, 0, 0, OPT, "its complete UTF-8 text")                                    \
+    E(GROW, grow, "a contiguous cache grew (or a paged one took blocks)")                        \
+    F(grow, from, INT, 0, EV_BIG, OPT, "capacity before, in tokens")                             \
+    F(grow, to, INT, 0, EV_BIG, OPT, "capacity after")                                           \
+    F(grow, bytes, I64, 0, 0, OPT, "bytes added")                                                \
+    F(grow, copied, I64, 0, 0, OPT, "bytes copied")                                              \
+    F(grow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                             \
+    F(grow, cache, CACHE, 0, 0, OPT, "the cache after it")                                       \
+    E(COW, cow, "a shared block copied before a write")                                          \
+    F(cow, copied, I64, 0, 0, OPT, "bytes copied")                                               \
+    F(cow, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                              \
+    F(cow, cache, CACHE, 0, 0, OPT, "the cache after it")                                        \
+    E(SHARE, share, "another conversation's write or release changed what this one shares")      \
+    F(share, cache, CACHE, 0, 0, REQ, "the cache after it")                                      \
+    E(EVICT, evict, "the window slid: its first keep tokens, then all after the dropped ones")   \
+    F(evict, keep, INT, 0, EV_BIG, OPT, "the first dropped position")                            \
+    F(evict, dropped, INT, 0, EV_BIG, OPT, "tokens dropped")                                     \
+    F(evict, recomputed, INT, 0, EV_BIG, OPT, "tokens recomputed after them")                    \
+    F(evict, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
+    F(evict, mode, STR, 0, 0, OPT, "exact, or shift (approximate)")                              \
+    F(evict, ranges, SPANS, 0, 0, REQ, "every dropped span (pinned turns may sit between)")      \
+    F(evict, prepared, BOOL, 0, 0, OPT, "swapped in ready-made")                                 \
+    F(evict, stall_ms, NUM, 0, EV_INF, OPT, "what the turn waited for it")                       \
+    F(evict, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
+    E(PREPARE, prepare, "between turns, the next eviction made ahead")                           \
+    F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                                 \
+    F(prepare, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
+    F(prepare, ready, BOOL, 0, 0, OPT, "false when a message came first or memory was short")    \
+    F(prepare, why, STR, 0, 0, OPT, "why it is not ready")                                       \
+    E(TRUNCATE, truncate, "the window rolled back (retry, edit, clear, a stop text)")            \
+    F(truncate, from, INT, 0, W, OPT, "tokens before")                                           \
+    F(truncate, to, INT, 0, W, REQ, "tokens after")                                              \
+    F(truncate, bytes, I64, 0, 0, OPT, "cache bytes given back")                                 \
+    F(truncate, cache, CACHE, 0, 0, OPT, "the cache after it")                                   \
+    E(FORK, fork, "a conversation made from another, sharing its cache")                         \
+    F(fork, parent, INT, 1, EV_CONV_MAX, OPT, "the conversation forked")                         \
+    F(fork, tokens, INT, 0, EV_BIG, OPT, "tokens shared")                                        \
+    F(fork, shared_blocks, INT, 0, EV_BIG, OPT, "blocks shared")                                 \
+    F(fork, copied, I64, 0, 0, OPT, "bytes copied")                                              \
+    F(fork, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                             \
+    F(fork, cache, CACHE, 0, 0, OPT, "the cache after it")                                       \
+    E(OFFLOAD, offload, "an idle conversation's cache moved to host memory")                     \
+    F(offload, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                      \
+    F(offload, bytes, I64, 0, 0, OPT, "bytes moved")                                             \
+    F(offload, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
+    F(offload, cache, CACHE, 0, 0, OPT, "the cache after it")                                    \
+    E(RESTORE, restore, "an offloaded cache moved back")                                         \
+    F(restore, tokens, INT, 0, EV_BIG, OPT, "tokens moved")                                      \
+    F(restore, bytes, I64, 0, 0, OPT, "bytes moved")                                             \
+    F(restore, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
+    F(restore, cache, CACHE, 0, 0, OPT, "the cache after it")                                    \
+    E(STATS, stats, "the cache after each step of a turn")                                       \
+    F(stats, tokens, INT, 0, W, OPT, "tokens cached")                                            \
+    F(stats, capacity, INT, 0, EV_BIG, OPT, "tokens the cache has room for")                     \
+    F(stats, window, INT, 1, W, OPT, "the most tokens a conversation's cache holds")             \
+    F(stats, bytes_used, I64, 0, 0, OPT, "bytes in use")                                         \
+    F(stats, bytes_reserved, I64, 0, 0, OPT, "bytes allocated")                                  \
+    F(stats, pool_bytes, I64, 0, 0, OPT, "the pool's size")                                      \
+    F(stats, pool_used, I64, 0, 0, OPT, "the pool's bytes in use")                               \
+    F(stats, fragmentation, I64, 0, 0, OPT, "allocated but unused bytes")                        \
+    F(stats, hit_rate, NUM, 0, 1, OPT, "tokens served from cache / tokens needed")               \
+    F(stats, grows, INT, 0, EV_BIG, OPT, "growths so far")                                       \
+    F(stats, evictions, INT, 0, EV_BIG, OPT, "evictions so far")                                 \
+    F(stats, blocks_used, INT, 0, EV_BIG, OPT, "paged: blocks in use")                           \
+    F(stats, blocks_total, INT, 0, EV_BIG, OPT, "paged: blocks in the pool")                     \
+    F(stats, shared_blocks, INT, 0, EV_BIG, OPT, "blocks shared with a fork")                    \
+    F(stats, offloaded_convs, INT, 0, EV_BIG, OPT, "conversations in host memory")               \
+    F(stats, keep, INT, 0, W, OPT, "tokens never evicted")                                       \
+    F(stats, evict_min, INT, 0, 65536, OPT, "the fewest tokens an eviction drops")               \
+    F(stats, reply_room, INT, 0, W, OPT, "room a turn's start makes for its reply (--evict-at)") \
+    F(stats, cache_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or int8")                              \
+    F(stats, layout, STR, 0, 0, OPT, "paged or contiguous")                                      \
+    F(stats, host_bytes, I64, 0, 0, OPT, "bytes offloaded to host memory")                       \
+    F(stats, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                          \
+    F(stats, memory_free, I64, 0, 0, OPT, "the device's free memory (host RAM on the CPU)")      \
+    F(stats, memory_total, I64, 0, 0, OPT, "the device's memory")                                \
+    E(FIDELITY, fidelity, "cached logits against a fresh prefill of the same window")            \
+    F(fidelity, top1, BOOL, 0, 0, OPT, "the same next token")                                    \
+    F(fidelity, kl, NUM, 0, EV_INF, OPT, "KL divergence")                                        \
+    F(fidelity, tokens, INT, 0, EV_BIG, OPT, "the window's tokens")                              \
+    F(fidelity, agree_rate, NUM, 0, 1, OPT, "checks agreeing so far")                            \
+    F(fidelity, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
+    E(NOTICE, notice, "something the user should know")                                          \
+    F(notice, text, STR, 0, 0, OPT, "for example a message cut to fit the window")               \
+    F(notice, tokens, INT, 0, EV_BIG, OPT, "the message's tokens")                               \
+    F(notice, kept, INT, 0, EV_BIG, OPT, "those kept")                                           \
+    E(PIN, pin, "a turn pinned (never evicted) or unpinned")                                     \
+    F(pin, turn, INT, 0, 1 << 20, REQ, "the turn")                                               \
+    F(pin, pinned, BOOL, 0, 0, OPT, "pinned or not")                                             \
+    E(RETRY, retry, "the last reply generated again")                                            \
+    E(EDIT, edit, "the last message replaced")                                                   \
+    E(CLEAR, clear, "every turn removed")                                                        \
+    E(SET, set, "sampling settings changed (for every conversation's next reply)")               \
+    EV_SAMPLING_FIELDS(F, set)                                                                   \
+    E(TURN_END, turn_end, "a turn closed: everything a resume needs")                            \
+    F(turn_end, conv, INT, 1, EV_CONV_MAX, REQ, "the conversation")                              \
+    F(turn_end, reply, STR, 0, 0, REQ, "the reply")                                              \
+    F(turn_end, tokens, INT, 0, 1 << 20, REQ, "the reply's tokens")                              \
+    F(turn_end, cancelled, BOOL, 0, 0, OPT, "stopped by Ctrl-C")                                 \
+    F(turn_end, failed, BOOL, 0, 0, OPT, "ended by an error")                                    \
+    F(turn_end, window, IDS, 0, 0, REQ, "the window's token ids")                                \
+    F(turn_end, turns, TURNS, 0, 0, REQ, "its turns")                                            \
+    F(turn_end, keep, INT, 0, W, REQ, "tokens never evicted")                                    \
+    F(turn_end, rng, STR, 0, 0, REQ, "the sampler's state, hex")                                 \
+    F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                      \
+    F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
+    E(RESUME, resume, "a later run took the session up again (its settings as the header's)")    \
+    F(resume, from, STR, 0, 0, OPT, "the session resumed")                                       \
+    F(resume, window, INT, 1, 65536, OPT, "its window from here on")                             \
+    F(resume, vocab_size, INT, 257, 1 << 24, OPT, "its vocabulary")                              \
+    F(resume, weights_dtype, STR, 0, 0, OPT, "the weights' type")                                \
+    F(resume, cache, OBJ, 0, 0, OPT, "the cache settings")                                       \
+    F(resume, chat, OBJ, 0, 0, OPT, "the chat settings")                                         \
+    E(SYSTEM, system, "the system preamble of conversations still to start")                     \
     F(system, text, STR, 0, 0, REQ, "the preamble (\"\": the template's own)")
 
 #define EV_SKIP_EVENT(NAME, name, doc)

@@ -12,6 +12,46 @@ static int fixed(const win_turn *turns, int n_turns, int keep, int i)
     return 0;
 }
 
+int win_evictable(const win_turn *turns, int n_turns, int n, int keep)
+{
+    int most = 0;
+    for (int i = 0; i < n; i++)
+        most += !fixed(turns, n_turns, keep, i);
+    return most;
+}
+
+int win_reply_room(win_when when, int n_predict)
+{
+    return when == WIN_AT_TURN && n_predict > 0 ? n_predict : 0;
+}
+
+int win_longest_message(const win_turn *turns, int n_turns)
+{
+    int most = 0;
+    for (int t = 0; t < n_turns; t++)
+        if (turns[t].role == ROLE_USER && turns[t].len > most)
+            most = turns[t].len;
+    return most;
+}
+
+int win_turn_need(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
+                  int reply_room)
+{
+    if (reply_room > 0) {
+        int longest = win_longest_message(turns, n_turns), can = -1;
+        int sizes[2] = {longest > message ? longest : message, message};
+        for (int k = 0; k < 2; k++) {
+            int over = n + sizes[k] + reply_room - window;
+            if (over <= 0)
+                return over;
+            can = can < 0 ? win_evictable(turns, n_turns, n, keep) : can;
+            if (can >= over)
+                return over;
+        }
+    }
+    return n + message - window;
+}
+
 int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
              int open_last, unsigned char *drop)
 {

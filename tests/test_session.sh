@@ -34,6 +34,30 @@ check "${TAG}session/evictions prepared between messages are recorded" grep -q '
 check "${TAG}session/a session with prepared evictions verifies" "$KV" replay "$S/prep.jsonl" --verify
 paced | chat --seed 3 --ctx 48 --evict-min 8 --prepare-evict off --no-save >"$S/noprep.out"
 check "${TAG}session/the same chat without preparation gives the same replies" cmp -s "$S/prep.out" "$S/noprep.out"
+# each rule of when to evict is recorded and verifies; a session from before the rule was
+# recorded evicting when full, and verifies so; a rule it cannot know is refused
+for rule in turn full; do
+    paced | chat --seed 3 --ctx 48 --evict-min 8 -n 12 --evict-at $rule --session "$S/at-$rule.jsonl" >/dev/null
+    check "${TAG}session/--evict-at $rule is recorded" grep -q "\"evict_at\": *\"$rule\"" "$S/at-$rule.jsonl"
+    check "${TAG}session/a chat evicting at $rule verifies" "$KV" replay "$S/at-$rule.jsonl" --verify
+done
+header_set() { # FILE KEY VALUE OUT: the session FILE with its header's chat.KEY set (None: removed)
+    "$PYTHON" - "$@" <<'PY'
+import json, sys
+f, key, value, out = sys.argv[1:]
+lines = open(f).read().split("\n")
+h = json.loads(lines[0])
+h["chat"].pop(key) if value == "None" else h["chat"].__setitem__(key, value)
+lines[0] = json.dumps(h)
+open(out, "w").write("\n".join(lines))
+PY
+}
+header_set "$S/at-full.jsonl" evict_at None "$S/at-none.jsonl"
+check "${TAG}session/a session without evict_at verifies as full" bash -c \
+    "! grep -q evict_at '$S/at-none.jsonl' && '$KV' replay '$S/at-none.jsonl' --verify"
+header_set "$S/at-turn.jsonl" evict_at soon "$S/at-bad.jsonl"
+expect_error "${TAG}session/an unknown evict_at is refused" 1 "evict_at 'soon' is neither turn nor full" \
+    "$KV" replay "$S/at-bad.jsonl" --verify
 sed '1s/"kvchat_session": *2/"kvchat_session": 1/' "$S/a.jsonl" >"$S/old.jsonl"
 "$KV" replay "$S/old.jsonl" --verify >/dev/null 2>"$S/old.err"
 check "${TAG}session/--verify of a format-1 file says sampled turns may differ" grep -q "session format 1" "$S/old.err"

@@ -359,6 +359,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->window = clamp_int(cells(ev_stats_window(ev)), 0, CM_MAX_CELLS);
         c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
         c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
+        c->reply_room = clamp_int(cells(ev_stats_reply_room(ev)), 0, CM_MAX_CELLS);
         c->bytes_used = ev_stats_bytes_used(ev);
         c->bytes_reserved = ev_stats_bytes_reserved(ev);
         c->host_bytes = ev_stats_host_bytes(ev);
@@ -382,13 +383,19 @@ void cm_apply(cache_model *m, const json_t *ev)
 
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left)
 {
-    *tokens_left = c->window > c->n_cells ? c->window - c->n_cells : 0;
+    /* as the engine will (model/window.c): --evict-at turn makes a turn's room at its start, for
+     * the longest message in the window and a reply, where it can; else when a token does not fit
+     */
+    int need = c->reply_room ? win_turn_need(c->turns, c->n_turns, c->n_cells, c->keep, c->window,
+                                             0, c->reply_room)
+                             : c->n_cells - c->window;
+    *tokens_left = clamp_int(-need, 0, CM_MAX_CELLS);
     *turns_left = c->avg_turn_tokens > 0 ? *tokens_left / c->avg_turn_tokens : 0;
     if (!c->window || !c->n_cells)
         return 0;
-    /* as the engine will when the next message does not fit: at least evict_min, oldest turns first
-     */
-    int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, 1, c->evict_min, 0, drop);
+    /* at least evict_min, oldest turns first */
+    int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, need > 1 ? need : 1, c->evict_min,
+                     0, drop);
     return n < 0 ? 0 : n;
 }
 

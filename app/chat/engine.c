@@ -82,7 +82,8 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     int V = lm->model.cfg.vocab_size;
     e->rule = (evict_rule){.window = window,
                            .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
-                           .mode = eo->evict};
+                           .mode = eo->evict,
+                           .when = eo->evict_at};
     e->logits = err_malloc(sizeof(float) * V, "logits");
     if (!e->logits || fid_init(&e->fid, V)) {
         engine_free(e);
@@ -306,6 +307,11 @@ void eng_stats(engine *e, const conv *c)
         ko->layout == KV_PAGED ? "paged" : "contiguous", "host_bytes", (json_int_t)s.host_bytes);
     if (f && c->approximate)
         json_object_set_new(f, "approximate", json_true());
+    /* the panel's forecast: the next eviction comes that much sooner (an -n past the window
+     * cannot be made room for: a reply that long slides the window inside it) */
+    int reply_room = clamp_int(win_reply_room(e->rule.when, e->mo.n_predict), 0, e->rule.window);
+    if (f && reply_room)
+        json_object_set_new(f, "reply_room", json_integer(reply_room));
     size_t mem_free = 0, mem_total = 0;
     if (f && !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total)) {
         json_object_set_new(f, "memory_free", json_integer((json_int_t)mem_free));

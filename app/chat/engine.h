@@ -22,6 +22,7 @@ typedef struct {
     int keep;            /* tokens never evicted; -1: the template's preamble */
     int evict_min;       /* at least this many per eviction; 0: a quarter of the window */
     evict_mode evict;
+    win_when evict_at;   /* --evict-at: turn (room for the reply at its turn's start) or full */
     int fidelity;        /* check every N generated tokens; 0: off */
     double idle_offload; /* offload conversations idle this many seconds; 0: only when the pool is
                             full */

@@ -166,36 +166,34 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     return 0;
 }
 
-int evict_make_room(conv *c, loaded_model *lm, const evict_rule *r, int n, int open_last)
+int evict_make_room(conv *c, loaded_model *lm, const evict_rule *r, int n, int reply, int open_last)
 {
-    return c->n_ids + n > r->window ? evict(c, lm, r, c->n_ids + n - r->window, open_last) : 0;
+    int need = win_turn_need(c->turns, c->n_turns, c->n_ids, c->keep, r->window, n, reply);
+    return need > 0 ? evict(c, lm, r, need, open_last) : 0;
 }
 
-/* The next message's size, in tokens as it will sit in the window (template markup included): the
- * longest of the conversation's last three; 64 before the first. A longer one makes a different
- * plan, and the eviction then runs as if none had been prepared. */
-static int expected_message(const conv *c)
+/* The eviction the next turn's start will make for a message as long as the longest in the window
+ * (window.c's rule: then the plan holds for any message no longer), or, at --evict-at full, the
+ * first the next turn may make, for a message or a reply token: short of a message longer than
+ * the rule's target, the target decides what it drops. <= 0: none is coming. */
+static int next_need(const conv *c, const evict_rule *r, int n_predict)
 {
-    int seen = 0, most = 0;
-    for (int t = c->n_turns - 1; t >= 0 && seen < 3; t--)
-        if (c->turns[t].role == ROLE_USER) {
-            seen++;
-            most = c->turns[t].len > most ? c->turns[t].len : most;
-        }
-    return seen ? most : 64;
+    int longest = win_longest_message(c->turns, c->n_turns),
+        reply = win_reply_room(r->when, n_predict);
+    if (reply)
+        return win_turn_need(c->turns, c->n_turns, c->n_ids, c->keep, r->window, longest, reply);
+    int over = c->n_ids + (longest ? longest : 64) + n_predict - r->window; /* 64: no message yet */
+    return over < r->target ? over : r->target;
 }
 
 int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
                   const atomic_int *stop)
 {
     evict_discard(c);
-    int n = c->n_ids, expect = expected_message(c) + n_predict, first = 0;
-    if (r->mode != EVICT_EXACT || n + expect <= r->window || c->settled != n)
+    int n = c->n_ids, need = next_need(c, r, n_predict), first = 0;
+    if (r->mode != EVICT_EXACT || need <= 0 || c->settled != n)
         return 0;
     double t0 = ev_clock();
-    /* the next turn's first eviction is for a message or a reply token: short of a message longer
-     * than the rule's target, the target decides what it drops */
-    int need = n + expect - r->window < r->target ? n + expect - r->window : r->target;
     struct prep *p = err_calloc(1, sizeof *p, "a prepared eviction");
     int *newpos = err_malloc(sizeof(int) * (size_t)(n + 1), "a prepared eviction");
     int *ids = err_malloc(sizeof(int) * (size_t)(n + 1), "a prepared eviction");

@@ -89,7 +89,8 @@ static int user_turn(engine *e, conv *c, const char *text)
         m += nm - room;
         nm = room;
     }
-    if (evict_make_room(c, e->lm, &e->rule, np + nm, 0))
+    if (evict_make_room(c, e->lm, &e->rule, np + nm, win_reply_room(e->rule.when, e->mo.n_predict),
+                        0))
         goto out;
     double t0 = ev_clock(); /* after the room is made: an eviction's time is in its own event */
     int cached = kv_len(c->seq), turns_before = c->n_turns, ids_before = c->n_ids;
@@ -157,7 +158,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
-        if ((rc = evict_make_room(c, e->lm, &e->rule, 1, 1)))
+        if ((rc = evict_make_room(c, e->lm, &e->rule, 1, 0, 1)))
             break;
         turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
         if ((rc = eng_push_ids(c, &id, 1)))

@@ -152,6 +152,7 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
             printf("%-22s  %5d  %9.1f  %7.1f  %7.1f  %8.1f  %18.1f\n", names[l], st.grows,
                    cc.copied / 1e6, peak / 1e6, (st.reserved_bytes - st.used_bytes) / 1024.0,
                    t_evict * 1e3, 1 / med);
+            fflush(stdout);
             json_array_append_new(
                 out, json_pack("{s:s, s:i, s:I, s:I, s:I, s:f, s:f}", "layout", names[l], "grows",
                                st.grows, "copied_bytes", (json_int_t)cc.copied, "peak_bytes",
@@ -167,10 +168,12 @@ static int eviction_costs(loaded_model *lm, const model_opts *mo, int window, js
 }
 
 /* what a sliding chat's events say: each reply token's time (the eviction it waited for included),
- * each turn's time to first token (its message's eviction included), the evictions */
+ * each turn's time to first token from its message (its eviction included) and whether it evicted,
+ * the evictions */
 typedef struct {
-    double *token_ms, *ttft_ms;
-    int tokens, turns, cap, evictions, prepared;
+    double *token_ms, *ttft_ms, turn_t0;
+    unsigned char *ttft_evicted;
+    int tokens, turns, cap, evictions, prepared, waiting, evicted;
     double stall_ms;
 } slide_log;
 
@@ -179,10 +182,14 @@ static void on_slide(void *ctx, json_t *ev)
     slide_log *l = ctx;
     if (ev_is(ev, EV_TOKEN) && l->tokens < l->cap) {
         l->token_ms[l->tokens++] = ev_token_ms(ev);
-    } else if (ev_is(ev, EV_PREFILL) && l->turns < l->cap) {
-        l->ttft_ms[l->turns++] = ev_prefill_ms(ev);
+        if (l->waiting && l->turns < l->cap) {
+            l->ttft_evicted[l->turns] = (unsigned char)l->evicted;
+            l->ttft_ms[l->turns++] = (ev_clock() - l->turn_t0) * 1e3;
+            l->waiting = 0;
+        }
     } else if (ev_is(ev, EV_EVICT)) {
         l->evictions++;
+        l->evicted |= l->waiting;
         l->prepared += ev_evict_prepared(ev);
         l->stall_ms += ev_evict_stall_ms(ev);
     }
@@ -196,97 +203,168 @@ static double largest(const double *v, int n)
     return m;
 }
 
-/* A chat through the engine that slides many times, with a pause after each turn once the window is
- * half full (1.25 re-prefill times: a user reading and typing), with --prepare-evict on and off:
- * the longest wait between two reply tokens against the median, each turn's time to first token,
- * the evictions and the time replies stalled for them; and whether both end on the same logits. */
-static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json_t *out)
+/* The two proportions a sliding chat is measured in: today's (48-token messages, 16-token replies,
+ * the model's window) and replies that overflow (2-30 word messages, 48-token replies, --ctx 256). */
+typedef struct {
+    const char *name;
+    int window, n_predict, words_min, words_max, turns;
+} slide_case;
+
+typedef struct {
+    int evictions, prepared, history;
+    double stall_ms, longest_gap, median_token, longest_ttft, median_ttft_plain;
+} slide_result;
+
+/* one chat of sc through the engine, with a pause after each turn once the window is half full */
+static int one_chat(loaded_model *lm, const model_opts *mo, const slide_case *sc, win_when when,
+                    int prepare, double pause, float *last, slide_result *out)
 {
-    enum { SLIDE_USER = 48, SLIDE_REPLY = 16, SLIDES = 4 };
-    const gpt2_config *c = &lm->model.cfg;
-    int target = window / 4, turns = window / (SLIDE_USER + SLIDE_REPLY) +
-                                     SLIDES * (target / (SLIDE_USER + SLIDE_REPLY) + 1);
-    int recompute = window - target - SLIDE_USER, rc = 0, V = c->vocab_size;
-    int *ids = malloc(sizeof(int) * (size_t)window);
-    float *last = malloc(sizeof(float) * (size_t)V * 2);
-    slide_log l = {.cap = turns * (SLIDE_REPLY + 1) + 16};
+    model_opts m = *mo;
+    m.n_predict = sc->n_predict;
+    m.sp.temp = 0; /* greedy: prepared or not, each rule makes one chat */
+    m.sp.repeat_penalty = 1;
+    engine_opts eo = {
+        .tpl = TPL_NONE, .keep = 0, .evict = EVICT_EXACT, .evict_at = when, .prepare = prepare};
+    slide_log l = {.cap = sc->turns * (sc->n_predict + 1) + 16};
     l.token_ms = malloc(sizeof(double) * (size_t)l.cap);
     l.ttft_ms = malloc(sizeof(double) * (size_t)l.cap);
-    kv_seq *s = kv_seq_new(lm->pool, 0);
-    if (!ids || !last || !l.token_ms || !l.ttft_ms || !s) {
-        rc = err_set("out of memory for the sliding chat");
-        goto out;
+    l.ttft_evicted = malloc((size_t)l.cap);
+    double *plain = malloc(sizeof(double) * (size_t)l.cap);
+    engine *e =
+        l.token_ms && l.ttft_ms && l.ttft_evicted && plain ? engine_create(lm, &m, &eo) : NULL;
+    int conv = e ? engine_new_conv(e) : -1, rc = conv < 0 ? -1 : 0;
+    if (!rc && ev_subscribe(lm->bus, on_slide, &l))
+        rc = -1;
+    for (int t = 0; t < sc->turns && !rc; t++) {
+        char text[64 * 8 + 1] = "";
+        int words = sc->words_min + (t * 7) % (sc->words_max - sc->words_min + 1);
+        for (int k = 0; k < words; k++) /* " w<digit>" is about one token a word */
+            snprintf(text + strlen(text), sizeof text - strlen(text), " %c%d", 'a' + (t + k) % 26,
+                     (t * 7 + k) % 10);
+        char *reply = NULL;
+        l.turn_t0 = ev_clock();
+        l.waiting = 1;
+        l.evicted = 0;
+        rc = engine_turn(e, conv, text, &reply);
+        free(reply);
+        if (!rc && engine_window_len(e, conv) > sc->window / 2)
+            nanosleep(&(struct timespec){.tv_sec = (time_t)pause,
+                                         .tv_nsec = (long)((pause - (time_t)pause) * 1e9)},
+                      NULL);
     }
-    for (int i = 0; i < window; i++)
+    ev_unsubscribe(lm->bus, on_slide, &l);
+    const float *lg = rc ? NULL : engine_logits(e);
+    if (lg)
+        memcpy(last, lg, sizeof(float) * (size_t)lm->model.cfg.vocab_size);
+    if (!rc) {
+        int n_plain = 0;
+        for (int i = 0; i < l.turns; i++)
+            if (!l.ttft_evicted[i])
+                plain[n_plain++] = l.ttft_ms[i];
+        *out = (slide_result){.evictions = l.evictions,
+                              .prepared = l.prepared,
+                              .history = engine_window_len(e, conv),
+                              .stall_ms = l.stall_ms,
+                              .longest_gap = largest(l.token_ms, l.tokens),
+                              .longest_ttft = largest(l.ttft_ms, l.turns),
+                              .median_ttft_plain = n_plain ? bench_median(plain, n_plain) : 0};
+        out->median_token = bench_median(l.token_ms, l.tokens);
+    }
+    engine_free(e);
+    free(l.token_ms);
+    free(l.ttft_ms);
+    free(l.ttft_evicted);
+    free(plain);
+    return rc;
+}
+
+/* A chat through the engine that slides many times, in both proportions, by each rule of when to
+ * evict (--evict-at turn and full), with --prepare-evict on and off: the evictions, the time
+ * replies and first tokens waited for them, the longest gap between two reply tokens against the
+ * median, the longest time to first token against a turn's without an eviction, the history left
+ * at the end; and whether prepared and unprepared chats end on the same logits. The pause after
+ * each turn, once the window is half full, is 1.25 re-prefills of what an eviction recomputes (a
+ * user reading and typing). */
+static int slide_proportion(loaded_model *lm, const model_opts *mo, const slide_case *sc,
+                            json_t *out)
+{
+    const gpt2_config *c = &lm->model.cfg;
+    int V = c->vocab_size, recompute = sc->window - sc->window / 4 - sc->words_max, rc = 0;
+    int *ids = malloc(sizeof(int) * (size_t)sc->window);
+    float *last = malloc(sizeof(float) * (size_t)V * 2);
+    kv_seq *s = kv_seq_new(lm->pool, 0);
+    if (!ids || !last || !s) {
+        kv_seq_free(s);
+        free(ids);
+        free(last);
+        return err_set("out of memory for the sliding chat");
+    }
+    for (int i = 0; i < sc->window; i++)
         ids[i] = (int)((unsigned)i * 2654435761u % (unsigned)V);
     double t0 = ev_clock();
     rc = gpt2_forward(&lm->model, lm->backend, s, ids, recompute, NULL);
-    double reprefill = ev_clock() - t0, pause = 1.25 * reprefill;
-    kv_seq_free(s);
-    s = NULL;
-    printf("\nA chat sliding %d times: %d turns of %d-token messages and %d-token replies in a "
-           "window of %d, a\n"
-           "pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is "
-           "half full\n",
-           SLIDES, turns, SLIDE_USER, SLIDE_REPLY, window, pause * 1e3, recompute);
-    printf("prepare  evictions  prepared  stall ms  longest gap ms  median token ms  gap / median  "
-           "longest TTFT ms\n");
-    for (int on = 1; on >= 0 && !rc; on--) {
-        model_opts m = *mo;
-        m.n_predict = SLIDE_REPLY;
-        m.sp.temp = 0; /* greedy: both runs make the same chat */
-        m.sp.repeat_penalty = 1;
-        engine_opts eo = {.tpl = TPL_NONE, .keep = 0, .evict = EVICT_EXACT, .prepare = on};
-        engine *e = engine_create(lm, &m, &eo);
-        int conv = e ? engine_new_conv(e) : -1;
-        l.tokens = l.turns = l.evictions = l.prepared = 0;
-        l.stall_ms = 0;
-        if (conv < 0 || ev_subscribe(lm->bus, on_slide, &l)) {
-            engine_free(e);
-            rc = -1;
-            break;
-        }
-        for (int t = 0; t < turns && !rc; t++) {
-            char text[SLIDE_USER * 8 + 1] = "";
-            for (int k = 0; k < SLIDE_USER; k++) /* " w<digits>" is about one token a word */
-                snprintf(text + strlen(text), sizeof text - strlen(text), " %c%d",
-                         'a' + (t + k) % 26, (t * 7 + k) % 10);
-            char *reply = NULL;
-            rc = engine_turn(e, conv, text, &reply);
-            free(reply);
-            if (!rc && engine_window_len(e, conv) > window / 2)
-                nanosleep(&(struct timespec){.tv_sec = (time_t)pause,
-                                             .tv_nsec = (long)((pause - (time_t)pause) * 1e9)},
-                          NULL);
-        }
-        ev_unsubscribe(lm->bus, on_slide, &l);
-        const float *lg = rc ? NULL : engine_logits(e);
-        if (lg)
-            memcpy(last + (size_t)V * on, lg, sizeof(float) * (size_t)V);
-        engine_free(e);
-        if (rc)
-            break;
-        double longest = largest(l.token_ms, l.tokens), ttft = largest(l.ttft_ms, l.turns);
-        double median = bench_median(l.token_ms, l.tokens);
-        printf("%-7s  %9d  %8d  %8.1f  %14.1f  %15.2f  %12.1f  %15.1f\n", on ? "on" : "off",
-               l.evictions, l.prepared, l.stall_ms, longest, median, longest / median, ttft);
-        json_array_append_new(
-            out, json_pack("{s:b, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "prepare", on,
-                           "evictions", l.evictions, "prepared", l.prepared, "stall_ms", l.stall_ms,
-                           "longest_gap_ms", longest, "median_token_ms", median, "longest_ttft_ms",
-                           ttft, "pause_ms", pause * 1e3, "reprefill_ms", reprefill * 1e3));
-    }
-    if (!rc)
-        printf("the two chats end on the same logits: %s\n",
-               memcmp(last, last + V, sizeof(float) * (size_t)V)
-                   ? "NO (a prepared eviction changed them)"
-                   : "yes, bit for bit");
-out:
+    double pause = 1.25 * (ev_clock() - t0);
     kv_seq_free(s);
     free(ids);
+    printf("\nA sliding chat (%s): %d turns of %d-%d word messages and %d-token replies in a "
+           "window of %d,\n"
+           "a pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is "
+           "half full\n",
+           sc->name, sc->turns, sc->words_min, sc->words_max, sc->n_predict, sc->window,
+           pause * 1e3, recompute);
+    printf("evict-at  prepare  evictions  prepared  stall ms  longest gap ms  / median  "
+           "longest TTFT ms  / no-evict TTFT  history\n");
+    for (int when = WIN_AT_TURN; when >= WIN_AT_FULL && !rc; when--)
+        for (int on = 1; on >= 0 && !rc; on--) {
+            slide_result r;
+            rc = one_chat(lm, mo, sc, (win_when)when, on, pause, last + (size_t)V * on, &r);
+            if (rc)
+                break;
+            const char *rule = when == WIN_AT_TURN ? "turn" : "full";
+            printf("%-8s  %-7s  %9d  %8d  %8.1f  %14.1f  %8.1fx  %15.1f  %14.1fx  %7d\n", rule,
+                   on ? "on" : "off", r.evictions, r.prepared, r.stall_ms, r.longest_gap,
+                   r.longest_gap / r.median_token, r.longest_ttft,
+                   r.median_ttft_plain > 0 ? r.longest_ttft / r.median_ttft_plain : 0, r.history);
+            json_array_append_new(
+                out, json_pack("{s:s, s:s, s:b, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:f}",
+                               "proportion", sc->name, "evict_at", rule, "prepare", on, "evictions",
+                               r.evictions, "prepared", r.prepared, "stall_ms", r.stall_ms,
+                               "longest_gap_ms", r.longest_gap, "median_token_ms", r.median_token,
+                               "longest_ttft_ms", r.longest_ttft, "median_ttft_no_evict_ms",
+                               r.median_ttft_plain, "history_tokens", r.history, "pause_ms",
+                               pause * 1e3));
+            fflush(stdout); /* a row a minute or so: show each as it comes */
+            if (!on)
+                printf("          prepared and not, the chats end on the same logits: %s\n",
+                       memcmp(last, last + V, sizeof(float) * (size_t)V)
+                           ? "NO (a prepared eviction changed them)"
+                           : "yes, bit for bit");
+        }
     free(last);
-    free(l.token_ms);
-    free(l.ttft_ms);
+    return rc;
+}
+
+static int sliding_chat(loaded_model *lm, const model_opts *mo, int window, json_t *out)
+{
+    enum { SLIDES = 4, OVERFLOW_WINDOW = 256 };
+    int target = window / 4;
+    slide_case cases[2] = {
+        {"messages overflow", window, 16, 48, 48, window / 64 + SLIDES * (target / 64 + 1)},
+        {"replies overflow", OVERFLOW_WINDOW, 48, 2, 30, 24},
+    };
+    int rc = slide_proportion(lm, mo, &cases[0], out);
+    if (rc || window < OVERFLOW_WINDOW)
+        return rc;
+    kv_opts o = *kv_pool_opts(lm->pool); /* a pool of the small window for the second */
+    o.window = OVERFLOW_WINDOW;
+    o.pool_bytes = 0;
+    kv_pool *big = lm->pool, *small = kv_pool_create(lm->backend, &lm->model.cfg, &o, lm->bus);
+    if (!small)
+        return -1;
+    lm->pool = small;
+    rc = slide_proportion(lm, mo, &cases[1], out);
+    lm->pool = big;
+    kv_pool_free(small);
     return rc;
 }
 

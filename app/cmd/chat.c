@@ -34,6 +34,9 @@
     "      --keep K           tokens at the start never evicted (default: the template's "         \
     "preamble)\n"                                                                                  \
     "      --evict-min N      evict at least N tokens at a time (default: a quarter of --ctx)\n"   \
+    "      --evict-at W       turn (default: make a turn's room, its message's and -n for the\n"   \
+    "                         reply, before it starts, so no eviction falls inside a reply) |\n"   \
+    "                         full (only when the next token does not fit)\n"                      \
     "      --evict M          exact (default: re-prefill what remains) | shift (approximate, "     \
     "what\n"                                                                                       \
     "                         llama.cpp does to GPT-2: old keys keep their old positions)\n"       \
@@ -117,6 +120,11 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
     } else if (MATCH("--evict-min")) {
         if (r > 0 && opt_int("--evict-min", v, 1, 65536, &eo->evict_min))
             return -1;
+    } else if (MATCH("--evict-at")) {
+        if (r > 0 && strcmp(v, "turn") && strcmp(v, "full"))
+            return err_set("--evict-at: expected turn or full, got '%s'", v);
+        if (r > 0)
+            eo->evict_at = strcmp(v, "turn") ? WIN_AT_FULL : WIN_AT_TURN;
     } else if (MATCH("--evict")) {
         if (r > 0 && strcmp(v, "exact") && strcmp(v, "shift"))
             return err_set("--evict: expected exact or shift, got '%s'", v);
@@ -187,7 +195,11 @@ int cmd_chat(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    chat_args a = {.eo = {.tpl = TPL_GPT2, .keep = -1, .evict = EVICT_EXACT, .prepare = 1}};
+    chat_args a = {.eo = {.tpl = TPL_GPT2,
+                          .keep = -1,
+                          .evict = EVICT_EXACT,
+                          .evict_at = WIN_AT_TURN,
+                          .prepare = 1}};
     for (int i = 1; i < argc; i++) {
         int r = chat_opt(&a, argc, argv, &i);
         if (r == 0)

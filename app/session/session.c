@@ -29,13 +29,14 @@ json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, cons
 {
     const kv_opts *ko = kv_pool_opts(lm->pool);
     return json_pack(
-        "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:i, s:s}}",
+        "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:s, s:i, s:s}}",
         "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
         "cache", "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype",
         dt_name(ko->type), "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
         (double)ko->grow_factor, "prealloc", ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes,
         "chat", "template", tpl_name(eo->tpl), "keep", eo->keep, "evict_min", eo->evict_min,
-        "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "fidelity", eo->fidelity, "system",
+        "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "evict_at",
+        eo->evict_at == WIN_AT_TURN ? "turn" : "full", "fidelity", eo->fidelity, "system",
         eo->system ? eo->system : "");
 }
 

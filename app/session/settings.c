@@ -31,7 +31,8 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
         return err_set("the session's cache pool size %lld is out of range", (long long)pool);
     mo->kv.pool_bytes = (size_t)pool;
     const char *tpl = json_string_value(json_object_get(ch, "template")),
-               *ev = json_string_value(json_object_get(ch, "evict"));
+               *ev = json_string_value(json_object_get(ch, "evict")),
+               *at = json_string_value(json_object_get(ch, "evict_at"));
     if (!tpl || tpl_parse(tpl, &eo->tpl))
         return err_set("the session's template is unknown");
     eo->tpl_why = "as the session was recorded";
@@ -40,6 +41,10 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
     eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
+    if (at && strcmp(at, "turn") && strcmp(at, "full"))
+        return err_set("the session's evict_at '%.16s' is neither turn nor full", at);
+    /* a session from before --evict-at was recorded evicting when full */
+    eo->evict_at = at && !strcmp(at, "turn") ? WIN_AT_TURN : WIN_AT_FULL;
     eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
     /* the sampling settings and the window were checked by the reader (session_parse) */
     if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 ||
@@ -94,6 +99,7 @@ int session_settings_diff(const model_opts *r, const engine_opts *re, const mode
         {re->keep != e->keep, "--keep"},
         {re->evict_min != e->evict_min, "--evict-min"},
         {re->evict != e->evict, "--evict"},
+        {re->evict_at != e->evict_at, "--evict-at"},
         {re->fidelity != e->fidelity, "--fidelity"},
         {!re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system"},
     };

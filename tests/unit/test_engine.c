@@ -414,6 +414,139 @@ static void events_rebuild_the_window(void)
     }
 }
 
+/* model/window.c's rule of when, by hand: a preamble of 4 (kept), a message of 10 and a reply of 6
+ * fill 20 of the window; the next turn brings a message and a reply of up to reply_room */
+static void turn_need_known_answers(void)
+{
+    win_turn t[3] = {{0, 4, ROLE_PREAMBLE, 0}, {4, 10, ROLE_USER, 0}, {14, 6, ROLE_ASSISTANT, 0}};
+    struct {
+        int pin, window, message, reply_room, want;
+    } k[] = {
+        {0, 24, 3, 6, 12},  /* room for the longest message (10) and the reply: 20 + 10 + 6 - 24 */
+        {0, 24, 3, 0, -1},  /* --evict-at full: the message fits, nothing yet */
+        {0, 24, 12, 2, 10}, /* a message longer than the longest: its own size */
+        {1, 24, 3, 6, 5},   /* the message pinned, 6 may go: room for this message, 5 */
+        {1, 24, 3, 10, -1}, /* 16 or 9 to drop, 6 may: the message's room alone, which it has */
+        {0, 31, 3, 1, 0},   /* 20 + 10 + 1 = 31: it fits exactly */
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        t[1].pinned = k[i].pin;
+        int got = win_turn_need(t, 3, 20, 4, k[i].window, k[i].message, k[i].reply_room);
+        CHECK(got == k[i].want, "case %zu: need %d, want %d", i, got, k[i].want);
+    }
+    CHECK(win_reply_room(WIN_AT_TURN, 48) == 48 && win_reply_room(WIN_AT_FULL, 48) == 0 &&
+              win_longest_message(t, 3) == 10 && win_longest_message(t, 1) == 0,
+          "the reply's room, the longest message");
+}
+
+/* whether an evict event drops exactly what drop[0..n) marks */
+static int drops_as_marked(const json_t *evict, const unsigned char *drop, int n)
+{
+    unsigned char *got = calloc((size_t)n + 1, 1);
+    size_t i;
+    json_t *r;
+    int ok = got != NULL;
+    json_array_foreach(ev_evict_ranges(evict), i, r)
+    {
+        int s0 = (int)json_integer_value(json_array_get(r, 0)),
+            len = (int)json_integer_value(json_array_get(r, 1));
+        for (int k = s0; ok && k < s0 + len; k++)
+            ok = k >= 0 && k < n ? (got[k] = 1) : 0;
+    }
+    ok = ok && !memcmp(got, drop, (size_t)n);
+    free(got);
+    return ok;
+}
+
+/* The panel's forecast at each message, from the events alone, against the eviction that turn's
+ * start made: the same tokens, whenever the message is no longer than the longest in the window
+ * (the rule's assumption). Returns the evictions compared. */
+static int forecasts_hold(rig *r)
+{
+    cache_model m;
+    cm_init(&m);
+    unsigned char drop[64];
+    int compared = 0, n_drop = 0, longest = 0, pending = 0;
+    json_t *evict = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->events, i, v)
+    {
+        cm_apply(&m, v);
+        cm_conv *c = cm_conv_get(&m, ev_conv(v));
+        if (ev_is(v, EV_USER) && c && c->n_cells <= 64) {
+            int left;
+            double turns;
+            n_drop = c->n_cells;
+            cm_preview(c, drop, &left, &turns);
+            longest = win_longest_message(c->turns, c->n_turns);
+            pending = 1, evict = NULL;
+        } else if (pending && ev_is(v, EV_EVICT)) {
+            evict = v;
+        } else if (pending && ev_is(v, EV_PREFILL)) {
+            int msg = (int)json_array_size(ev_prefill_ids(v)) - ev_prefill_preamble(v);
+            if (evict && msg <= longest) {
+                CHECK(drops_as_marked(evict, drop, n_drop),
+                      "eviction %d: not what the panel forecast at its message", compared + 1);
+                compared++;
+            }
+            pending = 0;
+        }
+    }
+    cm_free(&m);
+    return compared;
+}
+
+/* With --evict-at turn no eviction falls inside a reply: each is made before its turn's prefill,
+ * and the window stays exact. The same chat with --evict-at full evicts inside replies (so the
+ * chat does test what it says). */
+static void evict_at_turn_keeps_replies_whole(void)
+{
+    for (int when = 0; when < 2; when++) {
+        rig r;
+        engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict_at = when};
+        if (setup(&r, 48, &eo, 6))
+            return;
+        int c = engine_new_conv(r.e);
+        char *reply;
+        for (int t = 0; t < 10; t++) {
+            CHECK(engine_turn(r.e, c, MESSAGES[t % 6], &reply) == 0, "turn: %s", err_msg());
+            free(reply);
+        }
+        int replying = 0, inside = 0;
+        size_t i;
+        json_t *v;
+        json_array_foreach(r.events, i, v)
+        {
+            replying = ev_is(v, EV_TOKEN) ? 1 : ev_is(v, EV_TURN_END) ? 0 : replying;
+            inside += replying && ev_is(v, EV_EVICT);
+        }
+        const char *rule = when == WIN_AT_TURN ? "turn" : "full";
+        CHECK(count(&r, "evict") > 1, "--evict-at %s: %d evictions", rule, count(&r, "evict"));
+        CHECK(when == WIN_AT_TURN ? inside == 0 : inside > 0,
+              "--evict-at %s: %d of %d evictions inside a reply", rule, inside, count(&r, "evict"));
+        CHECK(fresh_error(&r, c) < 1e-5, "--evict-at %s: logits after the evictions", rule);
+        if (when == WIN_AT_TURN)
+            CHECK(forecasts_hold(&r) > 1, "fewer than two evictions compared with the forecast");
+        teardown(&r);
+    }
+    /* an -n past the window: no room can be made for it, the reply slides the window inside */
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict_at = WIN_AT_TURN};
+    if (setup(&r, 48, &eo, 60))
+        return;
+    int c = engine_new_conv(r.e);
+    char *reply;
+    CHECK(engine_turn(r.e, c, MESSAGES[0], &reply) == 0, "a reply past the window: %s", err_msg());
+    free(reply);
+    json_t *st = last(&r, "stats");
+    CHECK(st && ev_stats_reply_room(st) == 48 && count(&r, "evict") > 0,
+          "a reply past the window: room %d (want the window, 48), %d evictions",
+          st ? ev_stats_reply_room(st) : -1, count(&r, "evict"));
+    CHECK(fresh_error(&r, c) < 1e-5, "logits after a reply past the window");
+    teardown(&r);
+}
+
 /* A reply longer than the window slides it in steps of evict_min (its oldest part goes), not one
  * token at a time, and stays exact. */
 static void long_reply_slides_in_steps(void)
@@ -674,9 +807,10 @@ typedef struct {
     int c_on, c_off;
 } twin;
 
-static int twin_setup(twin *t, const kv_opts *kv)
+static int twin_setup(twin *t, const kv_opts *kv, win_when when)
 {
-    engine_opts on = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .prepare = 1}, off = on;
+    engine_opts on = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .evict_at = when, .prepare = 1},
+                off = on;
     off.prepare = 0;
     if (setup_kv(&t->on, 64, &on, 6, kv))
         return -1;
@@ -743,17 +877,21 @@ static int twin_fill(twin *t)
 static void prepared_eviction_exact(void)
 {
     static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    /* quick (ThreadSanitizer's run): each layout once, in three dtypes; the others run the 12 */
-    for (int k = 0; k < 12; k += test_quick() ? 5 : 1) {
+    /* quick (ThreadSanitizer's run): each layout once, in three dtypes; the others run the 12,
+     * with --evict-at full and turn */
+    for (int k = 0; k < 24; k += test_quick() ? 5 : 1) {
+        win_when when = k < 12 ? WIN_AT_FULL : WIN_AT_TURN;
         kv_opts kv;
         kv_opts_default(&kv, NULL);
-        kv.layout = k / 4 ? KV_CONTIGUOUS : KV_PAGED;
-        kv.prealloc = k / 4 == 2;
+        kv.layout = k % 12 / 4 ? KV_CONTIGUOUS : KV_PAGED;
+        kv.prealloc = k % 12 / 4 == 2;
         kv.type = types[k % 4];
         twin t;
-        if (twin_setup(&t, &kv))
+        if (twin_setup(&t, &kv, when))
             return;
-        const char *layout = k / 4 == 0 ? "paged" : k / 4 == 1 ? "contiguous" : "preallocated";
+        const char *layout = k % 12 / 4 == 0   ? "paged"
+                             : k % 12 / 4 == 1 ? "contiguous"
+                                               : "preallocated";
         int turns = twin_fill(&t);
         CHECK(turns > 0, "%s %s: no eviction was prepared and swapped in", layout,
               dt_name(kv.type));
@@ -800,7 +938,7 @@ static void prepared_plan_invalidated(void)
     const char *what[] = {"longer message", "pin", "retry", "set", "fork", "switch", "cancel"};
     for (int k = 0; k < 7; k++) {
         twin t;
-        if (twin_setup(&t, NULL))
+        if (twin_setup(&t, NULL, WIN_AT_TURN))
             return;
         if (twin_fill(&t) < 0) {
             CHECK(0, "%s: no prepared eviction to invalidate", what[k]);
@@ -860,11 +998,11 @@ static void prepared_plan_invalidated(void)
 /* In a pool that could not hold the cache growing to its window beside the prepared eviction, the
  * next turn takes the memory back: every ready plan goes unused and the evictions run as without
  * one, with the same logits; in a pool that can, plans are swapped in (some still go unused: a
- * message longer than the last three makes a different plan). */
+ * message may need more dropped than the plan made). */
 static void prepared_plan_yields_memory(void)
 {
     twin t;
-    if (twin_setup(&t, NULL))
+    if (twin_setup(&t, NULL, WIN_AT_TURN))
         return;
     size_t per = kv_bytes_per_token(t.on.lm.pool);
     twin_teardown(&t);
@@ -873,7 +1011,7 @@ static void prepared_plan_yields_memory(void)
         kv_opts_default(&kv, NULL);
         /* roomy: six windows; tight: the window, and a little more that a plan can take */
         kv.pool_bytes = (tight ? 64 + 48 : 6 * 64) * per;
-        if (twin_setup(&t, &kv))
+        if (twin_setup(&t, &kv, WIN_AT_TURN))
             return;
         int swapped = 0, dropped = 0, ready = 0;
         for (int k = 0; k < 10; k++) {
@@ -920,7 +1058,7 @@ static void compare_conv(truth *t, int id, const json_t *ev)
     /* a grow or a copy-on-write happens inside an operation (a prefill, an eviction's
      * re-prefill) that moves the window when it is done: the window's tokens are compared at the
      * events that end one, every figure of the cache at all of them */
-    int inside = ev_is(ev, EV_GROW) || ev_is(ev, EV_COW);
+    int inside = id == ev_conv(ev) && (ev_is(ev, EV_GROW) || ev_is(ev, EV_COW));
     const char *what = !inside && c->n_cells != s.len                  ? "tokens"
                        : s.capacity && c->capacity != s.capacity       ? "capacity"
                        : c->bytes_used != (double)s.used_bytes         ? "bytes used"
@@ -1011,6 +1149,8 @@ TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_ex
            {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly},
            {"engine/allocation_failures_clean", allocation_failures},
            {"engine/long_reply_slides_in_steps", long_reply_slides_in_steps},
+           {"engine/turn_need_known_answers", turn_need_known_answers},
+           {"engine/evict_at_turn_keeps_replies_whole", evict_at_turn_keeps_replies_whole},
            {"engine/retry_after_reply_fills_window", retry_after_reply_fills_window},
            {"engine/set_during_reply_waits_for_its_end", set_during_reply},
            {"engine/events_rebuild_the_window", events_rebuild_the_window},

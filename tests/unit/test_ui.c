@@ -188,6 +188,19 @@ static void model_from_events(void)
     int n = cm_preview(c, drop, &left, &turns);
     CHECK(n == 8 && drop[4] && drop[11] && !drop[3] && left == 8,
           "preview drops user+reply (8), %d, left %d", n, left);
+    /* --evict-at turn makes room at a turn's start for the longest message (3) and a reply (2):
+     * the next eviction comes 5 tokens sooner */
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"keep\":4,\"evict_min\":5,"
+              "\"reply_room\":2}");
+    n = cm_preview(c, drop, &left, &turns);
+    CHECK(n == 8 && left == 3, "with a reply's room of 2: drops %d, left %d (want 8, 3)", n, left);
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"keep\":4,\"evict_min\":5,"
+              "\"reply_room\":19}");
+    cm_preview(c, drop, &left, &turns);
+    CHECK(left == 8, "a reply's room the window cannot make: as when full, left %d (want 8)", left);
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":"
+              "5,\"bytes_used\":1,"
+              "\"cache_dtype\":\"f32\",\"layout\":\"paged\"}");
     apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":12,\"ms\":1}");
     CHECK(c->avg_turn_tokens == 12 && c->turns_seen == 1, "turn size average %g",
           c->avg_turn_tokens);

@@ -52,6 +52,17 @@ lines[0] = json.dumps(h)
 open(out, "w").write("\n".join(lines))
 PY
 }
+# a reply past the room its turn could make: its eviction is prepared as it streams, and verifies
+paced | chat --seed 3 --ctx 48 --evict-min 8 -n 40 --evict-at turn --session "$S/at-long.jsonl" >/dev/null
+check "${TAG}session/an eviction prepared inside a reply is recorded" "$PYTHON" -c '
+import json, sys
+replying, found = False, 0
+for line in open(sys.argv[1]).read().splitlines()[1:]:
+    e = json.loads(line)
+    replying = True if e["ev"] == "token" else False if e["ev"] == "turn_end" else replying
+    found += replying and e["ev"] == "evict" and e.get("prepared", False)
+sys.exit(0 if found else 1)' "$S/at-long.jsonl"
+check "${TAG}session/a chat with evictions prepared inside replies verifies" "$KV" replay "$S/at-long.jsonl" --verify
 header_set "$S/at-full.jsonl" evict_at None "$S/at-none.jsonl"
 check "${TAG}session/a session without evict_at verifies as full" bash -c \
     "! grep -q evict_at '$S/at-none.jsonl' && '$KV' replay '$S/at-none.jsonl' --verify"

@@ -2,14 +2,23 @@
 
 #include <stdlib.h>
 
+#include "../../kernels/clamp.h"
 #include "../../kernels/err.h"
 #include "conv.h"
 
-/* A prepared eviction: what evict() would compute, done while the user typed. */
+/* An eviction inside a reply at --evict-at turn recomputes what follows its first dropped position
+ * this many positions at a time, prepared or not: a plan that follows the reply makes a chunk per
+ * token, in about a token's time (one more pass over the weights), and leaves less than one. */
+enum { REPLY_CHUNK = 4 };
+
+/* A prepared eviction: what evict() would compute, done while the user typed (or, following a
+ * reply, while it streams). */
 struct prep {
     kv_seq *seq;         /* the window after it: the kept prefix shared, the rest recomputed */
-    unsigned char *drop; /* its plan over the settled window */
-    int n, kept;         /* the settled window's length, and the positions it keeps */
+    unsigned char *drop; /* its plan over the settled window (following: the window at the reply) */
+    int n, kept;         /* that window's length, and the positions it keeps */
+    int *ids, *newpos;   /* following a reply: the window after it as it grows, where each goes */
+    int first;           /* following: the first position it drops */
 };
 
 /* The rule's plan for `need` more tokens in c's window: drop[0..n) marks what goes, newpos[i] is
@@ -37,6 +46,8 @@ static void free_prep(struct prep *p)
     if (p) {
         kv_seq_free(p->seq);
         free(p->drop);
+        free(p->ids);
+        free(p->newpos);
         free(p);
     }
 }
@@ -50,11 +61,11 @@ void evict_discard(conv *c)
 /* the plan c holds, taken when it is the one just made for its window (made from the window as it
  * is settled now, the same drops over it, none after it), else discarded: NULL. Whatever else
  * changes the window drops the plan (a rollback) or the drops (a pin). */
-static struct prep *take_plan(conv *c, const unsigned char *drop, int n)
+static struct prep *take_plan(conv *c, const unsigned char *drop, int n, int following)
 {
     struct prep *p = c->plan;
     c->plan = NULL;
-    int ok = p && p->n == c->settled && p->n <= n;
+    int ok = p && !p->ids == !following && (following || p->n == c->settled) && p->n <= n;
     for (int i = 0; ok && i < n; i++)
         ok = drop[i] == (i < p->n ? p->drop[i] : 0);
     if (!ok)
@@ -62,12 +73,28 @@ static struct prep *take_plan(conv *c, const unsigned char *drop, int n)
     return ok ? p : NULL;
 }
 
+/* Positions [at, w) of a window onto s, which holds those before: REPLY_CHUNK at a time from
+ * `from` */
+static int recompute_chunks(loaded_model *lm, kv_seq *s, const int *ids, int at, int from, int w)
+{
+    int rc = 0;
+    while (!rc && at < w) {
+        int end = from + ((at - from) / REPLY_CHUNK + 1) * REPLY_CHUNK;
+        end = end < w ? end : w;
+        rc = gpt2_forward(&lm->model, lm->backend, s, ids + at, end - at, NULL);
+        at = end;
+    }
+    return rc;
+}
+
 /* Evicts by the window rule (model/window.c). Exact mode recomputes everything after the first
  * dropped position at its new position, in two passes: what survives of the settled window (as it
- * was when the last turn ended), then what came after it. A prepared eviction (evict_prepare) made
- * the first pass already, so it swaps in and makes the second: the same passes on the same rows,
- * the same bits either way, whether or not the user left time to prepare (so a replay verifies).
- * Shift mode moves the cached rows down without recomputing (approximate). */
+ * was when the last turn ended), then what came after it; inside a reply at --evict-at turn, in
+ * chunks of REPLY_CHUNK instead. A prepared eviction made the first pass already (evict_prepare,
+ * while the user typed), or the chunks so far (evict_follow, while the reply streamed), so it
+ * swaps in and makes the rest: the same passes on the same rows, the same bits either way,
+ * whether or not there was time to prepare (so a replay verifies). Shift mode moves the cached rows
+ * down without recomputing (approximate). */
 static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int open_last)
 {
     double t0 = ev_clock();
@@ -87,7 +114,8 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
                        r->window);
     }
     int nt = 0, w = newpos[n], split = newpos[c->settled < n ? c->settled : n];
-    struct prep *prepared = r->mode == EVICT_EXACT ? take_plan(c, drop, n) : NULL;
+    int chunked = r->when == WIN_AT_TURN && open_last;
+    struct prep *prepared = r->mode == EVICT_EXACT ? take_plan(c, drop, n, chunked) : NULL;
     int swapped = prepared != NULL;
     for (int t = 0; t < c->n_turns; t++) {
         win_turn tu = c->turns[t];
@@ -127,11 +155,13 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
             kv_set_busy(c->seq, 1); /* evictions happen in turns, whose cache is busy */
         } else {
             rc = kv_truncate(c->seq, first);
-            if (!rc && from > first)
+            if (!rc && from > first && !chunked)
                 rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + first, from - first,
                                   NULL);
         }
-        if (!rc && w > from)
+        if (!rc && chunked)
+            rc = recompute_chunks(lm, c->seq, c->ids, kv_len(c->seq), first, w);
+        else if (!rc && w > from)
             rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + from, w - from, NULL);
     } else {
         for (int i = first;
@@ -229,4 +259,77 @@ int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
     free(newpos);
     free(ids);
     return rc < 0 ? -1 : 0;
+}
+
+/* whether the pool can spare k more positions for c's plan and still let c grow to its window */
+static int plan_fits(const conv *c, loaded_model *lm, const evict_rule *r, int k)
+{
+    kv_pool_stats ps;
+    kv_pool_get_stats(lm->pool, &ps);
+    size_t left = ps.pool_bytes > ps.used_bytes ? ps.pool_bytes - ps.used_bytes : 0;
+    return left >= kv_growth_bytes(c->seq, r->window) +
+                       kv_growth_bytes(c->plan->seq, kv_len(c->plan->seq) + k);
+}
+
+void evict_follow_begin(conv *c, const evict_rule *r, int n_predict)
+{
+    int n = c->n_ids, W = r->window, first = 0;
+    if (r->when != WIN_AT_TURN)
+        return;
+    evict_discard(c); /* made for a turn's start: inside a reply an eviction is made in chunks */
+    if (r->mode != EVICT_EXACT || n + n_predict <= W || n >= W || !c->n_turns)
+        return;
+    /* the window as the eviction will find it: the reply grown to the window's end (the token
+     * after it does not fit), its oldest part dropped too when the turns before it are too few */
+    win_turn *t = &c->turns[c->n_turns - 1];
+    struct prep *p = err_calloc(1, sizeof *p, "a prepared eviction");
+    int ok = p && (p->drop = err_malloc((size_t)W + 1, "a prepared eviction")) &&
+             (p->newpos = err_malloc(sizeof(int) * (size_t)(W + 1), "a prepared eviction")) &&
+             (p->ids = err_malloc(sizeof(int) * (size_t)W, "a prepared eviction"));
+    if (ok) {
+        t->len = W - n;
+        ok = win_plan(c->turns, c->n_turns, W, c->keep, 1, r->target, 1, p->drop) > 0;
+        t->len = 0;
+    }
+    if (ok) {
+        for (first = 0; first < W && !p->drop[first];)
+            first++;
+        for (int i = 0, w = 0; i <= W; i++) {
+            p->newpos[i] = w;
+            w += i < W && !p->drop[i];
+        }
+        p->n = W;
+        p->first = first;
+        for (int i = first; i < n; i++)
+            if (!p->drop[i])
+                p->ids[p->newpos[i]] = c->ids[i];
+        ok = (p->seq = kv_fork_background(c->seq, first)) != NULL;
+    }
+    if (ok)
+        c->plan = p;
+    else
+        free_prep(p);
+}
+
+void evict_follow(conv *c, loaded_model *lm, const evict_rule *r)
+{
+    struct prep *p = c->plan;
+    int q = c->n_ids - 1; /* the newest token's position */
+    if (!p || !p->ids || q >= p->n)
+        return;
+    if (!p->drop[q])
+        p->ids[p->newpos[q]] = c->ids[q];
+    int have = p->newpos[q + 1], done = kv_len(p->seq);
+    int end = p->first + ((done - p->first) / REPLY_CHUNK + 1) * REPLY_CHUNK;
+    if (end > have) /* only whole chunks: the last, partial one is the eviction's */
+        return;
+    if (!plan_fits(c, lm, r, REPLY_CHUNK) ||
+        gpt2_forward(&lm->model, lm->backend, p->seq, p->ids + done, end - done, NULL))
+        evict_discard(c); /* then the eviction recomputes as without a plan */
+}
+
+void evict_follow_end(conv *c)
+{
+    if (c->plan && c->plan->ids)
+        evict_discard(c); /* made for this reply's window alone */
 }

@@ -36,6 +36,17 @@ int evict_make_room(struct conv *c, loaded_model *lm, const evict_rule *r, int n
  * ready). 0, or -1 on a failure to allocate (the plan is then simply not there). */
 int evict_prepare(struct conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
                   const atomic_int *stop);
+/* At a reply's start, at --evict-at turn, when the reply may run into the window (its turn could
+ * not make room for all of -n): the eviction it would make then, prepared as it streams. It forks
+ * the cache at the first position that eviction drops, and after each reply token (evict_follow)
+ * recomputes one more chunk of what survives and of the reply so far, at its new position, as the
+ * eviction recomputes them without a plan: the reply goes on in the old window and the eviction
+ * swaps in with less than a chunk to make, the same bits either way. It takes only memory the pool
+ * can spare beside the reply's growth to the window, else it is dropped. */
+void evict_follow_begin(struct conv *c, const evict_rule *r, int n_predict);
+void evict_follow(struct conv *c, loaded_model *lm, const evict_rule *r);
+/* at the reply's end: a plan that followed it was for its window alone */
+void evict_follow_end(struct conv *c);
 /* Drops c's prepared eviction, if any, and the memory it holds. */
 void evict_discard(struct conv *c);
 

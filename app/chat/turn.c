@@ -145,6 +145,8 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         return -1;
     int turn = c->n_turns - 1;
     kv_set_busy(c->seq, 1);
+    if (e->o.prepare)
+        evict_follow_begin(c, &e->rule, n_predict);
     while (made < n_predict && !atomic_load(&e->cancel)) {
         double t0 = ev_clock();
         if (e->o.fidelity > 0 && made > 0 && made % e->o.fidelity == 0)
@@ -167,6 +169,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         made++;
         if ((rc = eng_forward(e, c, &id, 1, !end && made < n_predict)))
             break;
+        evict_follow(c, lm, &e->rule);
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
         ev_emit(lm->bus, c->id, EV_TOKEN,
@@ -187,6 +190,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         show(e, c, &st, 0);
     }
     kv_set_busy(c->seq, 0);
+    evict_follow_end(c);
     e->forced = NULL; /* one reply's worth */
     e->n_forced = 0;
     e->on_logits = NULL;

@@ -930,6 +930,60 @@ static void cancel_on_second(void *ctx, int conv, const char *text, size_t n)
         engine_cancel(ctx);
 }
 
+/* At --evict-at turn, a reply longer than the room its turn could make (-n 40 in a window of 48)
+ * slides the window inside it; its eviction is prepared as it streams (evict_follow): swapped in,
+ * and the logits are those without preparation, bit for bit, and a fresh pass's. */
+static void prepared_eviction_inside_reply(void)
+{
+    rig on, off;
+    engine_opts eo = {.tpl = TPL_GPT2,
+                      .keep = -1,
+                      .evict_min = 8,
+                      .evict_at = WIN_AT_TURN,
+                      .prepare = 1},
+                no = eo;
+    no.prepare = 0;
+    if (setup(&on, 48, &eo, 40))
+        return;
+    if (setup(&off, 48, &no, 40)) {
+        teardown(&on);
+        return;
+    }
+    int a = engine_new_conv(on.e), b = engine_new_conv(off.e), V = on.lm.model.cfg.vocab_size;
+    for (int t = 0; t < 5; t++) {
+        char *x = NULL, *y = NULL;
+        int ok = engine_turn(on.e, a, MESSAGES[t], &x) == 0 &&
+                 engine_turn(off.e, b, MESSAGES[t], &y) == 0;
+        CHECK(ok && !strcmp(x, y), "turn %d: %s ('%s' / '%s')", t, err_msg(), x ? x : "",
+              y ? y : "");
+        free(x);
+        free(y);
+        engine_settle(on.e);
+        memcpy(off.want, engine_logits(on.e), sizeof(float) * (size_t)V);
+        CHECK(ok && !memcmp(off.want, engine_logits(off.e), sizeof(float) * (size_t)V),
+              "turn %d: prepared and unprepared logits differ", t);
+    }
+    int replying = 0, inside = 0, swapped = 0, unprepared_swaps = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(on.events, i, v)
+    {
+        replying = ev_is(v, EV_TOKEN) ? 1 : ev_is(v, EV_TURN_END) ? 0 : replying;
+        if (replying && ev_is(v, EV_EVICT)) {
+            inside++;
+            swapped += ev_evict_prepared(v);
+        }
+    }
+    json_array_foreach(off.events, i, v) unprepared_swaps +=
+        ev_is(v, EV_EVICT) && ev_evict_prepared(v);
+    CHECK(inside > 2 && swapped > 0 && unprepared_swaps == 0,
+          "%d evictions inside replies, %d of them prepared (want some), %d without preparation",
+          inside, swapped, unprepared_swaps);
+    CHECK(fresh_error(&on, a) < 1e-5, "logits after evictions prepared inside replies");
+    teardown(&on);
+    teardown(&off);
+}
+
 /* A plan that no longer holds is dropped and the eviction runs as without one, with the same
  * logits: after a longer message, /pin, /retry, /set, /fork, a switch of conversation, and Ctrl-C.
  */
@@ -1145,6 +1199,7 @@ TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_ex
            {"engine/panel_agrees_with_cache_at_every_event", panel_agrees_with_cache},
            {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
+           {"engine/prepared_eviction_inside_reply", prepared_eviction_inside_reply},
            {"engine/calls_during_reply_refused", calls_during_reply_refused},
            {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly},
            {"engine/allocation_failures_clean", allocation_failures},

@@ -267,15 +267,17 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         fields_add(&f, NULL, "no eviction ahead:");
         fields_add(&f, NULL, "nothing evictable yet");
     } else {
+        char brief[48];
         if (c->reply_room && !left) /* --evict-at turn: a turn makes its room as it starts */
-            fields_add(&f, NULL, "next eviction at the next message");
+            fields_add(&f, "evicts at the next message", "next eviction at the next message");
         else
             fields_add(&f, NULL, "next eviction in %d tok", left);
-        if (c->reply_room)
-            fields_add(&f, NULL, "(%d kept for a reply)", c->reply_room);
+        snprintf(brief, sizeof brief, "(%d for a reply)", c->reply_room);
+        if (c->reply_room) /* fields copy their text: brief is free again after */
+            fields_add(&f, brief, "(%d kept for a reply)", c->reply_room);
         if (turns > 0)
             fields_add(&f, NULL, "(~%.1f turns)", turns);
-        char brief[48]; /* "prepared" stays with what it says of */
+        /* "prepared" stays with what it says of */
         snprintf(brief, sizeof brief, "drops %d%s", n, c->prepared ? ", prepared" : "");
         fields_add(&f, brief, "drops %d (%s)%s", n, which, c->prepared ? ", prepared" : "");
     }

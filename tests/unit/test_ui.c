@@ -711,7 +711,7 @@ static void panel_never_cuts(void)
               "\"pool_bytes\":4294967296,\"pool_used\":3932160000,\"fragmentation\":393216000,"
               "\"hit_rate\":0.987,\"blocks_used\":1000,\"blocks_total\":4096,"
               "\"shared_blocks\":1000,\"offloaded_convs\":12,\"keep\":2,\"evict_min\":256,"
-              "\"cache_dtype\":\"bf16\",\"layout\":\"paged\",\"host_bytes\":0,"
+              "\"reply_room\":1000,\"cache_dtype\":\"bf16\",\"layout\":\"paged\",\"host_bytes\":0,"
               "\"approximate\":true,\"memory_free\":120754820096,\"memory_total\":150754820096}");
     apply(&m, "{\"ev\":\"fork\",\"conv\":12,\"t\":4,\"parent\":1,\"shared_blocks\":1000}");
     apply(&m, "{\"ev\":\"offload\",\"conv\":12,\"t\":5,\"tokens\":1000,"

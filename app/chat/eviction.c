@@ -2,13 +2,13 @@
 
 #include <stdlib.h>
 
-#include "../../kernels/clamp.h"
 #include "../../kernels/err.h"
 #include "conv.h"
 
 /* An eviction inside a reply at --evict-at turn recomputes what follows its first dropped position
  * this many positions at a time, prepared or not: a plan that follows the reply makes a chunk per
- * token, in about a token's time (one more pass over the weights), and leaves less than one. */
+ * token (one more pass over the weights: one or two tokens' time on a CPU), and leaves less than
+ * one for the swap. */
 enum { REPLY_CHUNK = 4 };
 
 /* A prepared eviction: what evict() would compute, done while the user typed (or, following a

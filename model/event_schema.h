@@ -91,12 +91,15 @@
     F(evict, ranges, SPANS, 0, 0, REQ, "every dropped span (pinned turns may sit between)")      \
     F(evict, prepared, BOOL, 0, 0, OPT, "swapped in ready-made")                                 \
     F(evict, stall_ms, NUM, 0, EV_INF, OPT, "what the turn waited for it")                       \
+    F(evict, ahead, INT, 0, EV_BIG, OPT, "prepared: the tokens its plan had recomputed")         \
+    F(evict, ahead_ms, NUM, 0, EV_INF, OPT, "prepared: the milliseconds its plan took")          \
     F(evict, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
     E(PREPARE, prepare, "between turns, the next eviction made ahead")                           \
     F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                                 \
     F(prepare, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
     F(prepare, ready, BOOL, 0, 0, OPT, "false when a message came first or memory was short")    \
     F(prepare, why, STR, 0, 0, OPT, "why it is not ready")                                       \
+    F(prepare, longer, BOOL, 0, 0, OPT, "for a longer message (kept as far as it got)")          \
     E(TRUNCATE, truncate, "the window rolled back (retry, edit, clear, a stop text)")            \
     F(truncate, from, INT, 0, W, OPT, "tokens before")                                           \
     F(truncate, to, INT, 0, W, REQ, "tokens after")                                              \

@@ -260,9 +260,13 @@ void cm_apply(cache_model *m, const json_t *ev)
             c->evict_ms += ev_evict_ms(ev);
         else
             c->pending_evict_ms += ev_evict_ms(ev);
-        /* a prepared eviction's re-prefill was done while the user typed: its time apart */
-        double ahead = prepared ? c->prepared_ms : 0;
-        int ahead_tok = prepared ? c->prepared_tokens : 0,
+        /* a prepared eviction's re-prefill was done while the user typed: its time apart (its
+         * own figures, or, recorded before they were, its plan's) */
+        int own = ev_evict_has_ahead(ev);
+        double ahead = !prepared ? 0 : own ? ev_evict_ahead_ms(ev) : c->prepared_ms;
+        int ahead_tok = !prepared ? 0
+                        : own     ? clamp_int(ev_evict_ahead(ev), 0, CM_MAX_CELLS)
+                                  : c->prepared_tokens,
             then = clamp_int(ev_evict_recomputed(ev) - ahead_tok, 0, CM_MAX_CELLS);
         c->turn_ahead_ms += ahead;
         c->turn_ahead_tokens += ahead_tok;
@@ -281,6 +285,10 @@ void cm_apply(cache_model *m, const json_t *ev)
             logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
                  ev_evict_dropped(ev), ev_evict_recomputed(ev),
                  fmt_ms(a, sizeof a, ev_evict_ms(ev)), c->approximate ? " (approx)" : "");
+    } else if (!strcmp(type, EV_PREPARE) && ev_prepare_longer(ev)) {
+        logk(m, c->id, 0, 0, "conv %d a longer message's eviction %s: %d tok %s", c->id,
+             ev_prepare_ready(ev) ? "prepared too" : "begun", ev_prepare_tokens(ev),
+             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
     } else if (!strcmp(type, EV_PREPARE)) {
         int ready = ev_prepare_ready(ev);
         c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;

@@ -10,6 +10,11 @@
  * token (one more pass over the weights: one or two tokens' time on a CPU), and leaves less than
  * one for the swap. */
 enum { REPLY_CHUNK = 4 };
+/* An eviction at a turn's start that drops more than the one made for the window's longest
+ * message (a longer message came) recomputes in chunks of this many, prepared or not: the plan for
+ * such a message, made after the first while the user types, stops between chunks when the message
+ * comes and keeps what it made. 32 rows a pass keep the GEMMs near a whole pass's speed. */
+enum { PLAN_CHUNK = 32 };
 
 /* A prepared eviction: what evict() would compute, done while the user typed (or, following a
  * reply, while it streams). */
@@ -19,6 +24,8 @@ struct prep {
     int n, kept;         /* that window's length, and the positions it keeps */
     int *ids, *newpos;   /* following a reply: the window after it as it grows, where each goes */
     int first;           /* following: the first position it drops */
+    double ms;           /* the time it took ahead */
+    struct prep *next;   /* between turns: the plan for a longer message, made after this one */
 };
 
 /* The rule's plan for `need` more tokens in c's window: drop[0..n) marks what goes, newpos[i] is
@@ -44,6 +51,7 @@ static int plan(const conv *c, const evict_rule *r, int need, int open_last, uns
 static void free_prep(struct prep *p)
 {
     if (p) {
+        free_prep(p->next);
         kv_seq_free(p->seq);
         free(p->drop);
         free(p->ids);
@@ -58,28 +66,40 @@ void evict_discard(conv *c)
     c->plan = NULL;
 }
 
-/* the plan c holds, taken when it is the one just made for its window (made from the window as it
- * is settled now, the same drops over it, none after it), else discarded: NULL. Whatever else
- * changes the window drops the plan (a rollback) or the drops (a pin). */
-static struct prep *take_plan(conv *c, const unsigned char *drop, int n, int following)
+/* whether p is the plan just made for c's window (made from the window as it is settled now, the
+ * same drops over it, none after it). Whatever else changes the window drops the plan (a rollback)
+ * or the drops (a pin). */
+static int plan_is(const struct prep *p, const conv *c, const unsigned char *drop, int n,
+                   int following)
 {
-    struct prep *p = c->plan;
-    c->plan = NULL;
-    int ok = p && !p->ids == !following && (following || p->n == c->settled) && p->n <= n;
+    int ok = !p->ids == !following && (following || p->n == c->settled) && p->n <= n;
     for (int i = 0; ok && i < n; i++)
         ok = drop[i] == (i < p->n ? p->drop[i] : 0);
-    if (!ok)
-        free_prep(p);
-    return ok ? p : NULL;
+    return ok;
 }
 
-/* Positions [at, w) of a window onto s, which holds those before: REPLY_CHUNK at a time from
- * `from` */
-static int recompute_chunks(loaded_model *lm, kv_seq *s, const int *ids, int at, int from, int w)
+/* the plan c holds for this eviction, taken, or NULL; every other plan is discarded */
+static struct prep *take_plan(conv *c, const unsigned char *drop, int n, int following)
+{
+    struct prep *found = NULL;
+    for (struct prep **p = &c->plan; *p && !found;)
+        if (plan_is(*p, c, drop, n, following)) {
+            found = *p;
+            *p = found->next;
+            found->next = NULL;
+        } else
+            p = &(*p)->next;
+    evict_discard(c);
+    return found;
+}
+
+/* Positions [at, w) of a window onto s, which holds those before: `chunk` at a time from `from` */
+static int recompute_chunks(loaded_model *lm, kv_seq *s, const int *ids, int at, int from, int w,
+                            int chunk)
 {
     int rc = 0;
     while (!rc && at < w) {
-        int end = from + ((at - from) / REPLY_CHUNK + 1) * REPLY_CHUNK;
+        int end = from + ((at - from) / chunk + 1) * chunk;
         end = end < w ? end : w;
         rc = gpt2_forward(&lm->model, lm->backend, s, ids + at, end - at, NULL);
         at = end;
@@ -87,15 +107,30 @@ static int recompute_chunks(loaded_model *lm, kv_seq *s, const int *ids, int at,
     return rc;
 }
 
+/* At a turn's start, at --evict-at turn: what the eviction made for a message as long as the
+ * longest in the window drops (evict_prepare's first plan), 0 when that one needs none. win_plan
+ * drops oldest first, so an eviction dropping no more is that one, and one dropping more is for a
+ * longer message. */
+static int planned_drop(const conv *c, const evict_rule *r, int reply, unsigned char *scratch)
+{
+    int need = win_turn_need(c->turns, c->n_turns, c->n_ids, c->keep, r->window,
+                             win_longest_message(c->turns, c->n_turns), reply);
+    int dropped =
+        need > 0 ? win_plan(c->turns, c->n_turns, c->n_ids, c->keep, need, r->target, 0, scratch)
+                 : 0;
+    return dropped > 0 ? dropped : 0;
+}
+
 /* Evicts by the window rule (model/window.c). Exact mode recomputes everything after the first
  * dropped position at its new position, in two passes: what survives of the settled window (as it
- * was when the last turn ended), then what came after it; inside a reply at --evict-at turn, in
- * chunks of REPLY_CHUNK instead. A prepared eviction made the first pass already (evict_prepare,
- * while the user typed), or the chunks so far (evict_follow, while the reply streamed), so it
- * swaps in and makes the rest: the same passes on the same rows, the same bits either way,
- * whether or not there was time to prepare (so a replay verifies). Shift mode moves the cached rows
- * down without recomputing (approximate). */
-static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int open_last)
+ * was when the last turn ended), then what came after it; in chunks instead inside a reply at
+ * --evict-at turn (REPLY_CHUNK, all of it), and at a turn's start dropping more than the plan for
+ * the longest message (PLAN_CHUNK, the first pass). A prepared eviction made the first pass, or
+ * some of its chunks, already (evict_prepare, while the user typed; evict_follow, while the reply
+ * streamed), so it swaps in and makes the rest: the same passes on the same rows, the same bits
+ * either way, whether or not there was time to prepare (so a replay verifies). Shift mode moves the
+ * cached rows down without recomputing (approximate). `reply`: as evict_make_room's. */
+static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int reply, int open_last)
 {
     double t0 = ev_clock();
     int n = c->n_ids, first = 0;
@@ -105,6 +140,8 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
         free(drop);
         return -1;
     }
+    int planned =
+        r->when == WIN_AT_TURN && reply > 0 && !open_last ? planned_drop(c, r, reply, drop) : -1;
     int dropped = plan(c, r, need, open_last, drop, newpos, &first);
     if (dropped < 0) {
         free(drop);
@@ -115,8 +152,10 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     }
     int nt = 0, w = newpos[n], split = newpos[c->settled < n ? c->settled : n];
     int chunked = r->when == WIN_AT_TURN && open_last;
+    int longer = planned >= 0 && dropped > planned;
     struct prep *prepared = r->mode == EVICT_EXACT ? take_plan(c, drop, n, chunked) : NULL;
-    int swapped = prepared != NULL;
+    int swapped = prepared != NULL, ahead = 0;
+    double ahead_ms = 0;
     for (int t = 0; t < c->n_turns; t++) {
         win_turn tu = c->turns[t];
         int kept = 0, start = newpos[tu.start + tu.len];
@@ -153,16 +192,21 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
             prepared->seq = NULL;
             kv_adopt(c->seq);
             kv_set_busy(c->seq, 1); /* evictions happen in turns, whose cache is busy */
-        } else {
+            ahead = kv_len(c->seq) - first;
+            ahead_ms = prepared->ms;
+        } else
             rc = kv_truncate(c->seq, first);
-            if (!rc && from > first && !chunked)
-                rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + first, from - first,
-                                  NULL);
-        }
+        int at = kv_len(c->seq);
         if (!rc && chunked)
-            rc = recompute_chunks(lm, c->seq, c->ids, kv_len(c->seq), first, w);
-        else if (!rc && w > from)
-            rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + from, w - from, NULL);
+            rc = recompute_chunks(lm, c->seq, c->ids, at, first, w, REPLY_CHUNK);
+        else {
+            if (!rc && longer)
+                rc = recompute_chunks(lm, c->seq, c->ids, at, first, from, PLAN_CHUNK);
+            else if (!rc && from > at)
+                rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + at, from - at, NULL);
+            if (!rc && w > from)
+                rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + from, w - from, NULL);
+        }
     } else {
         for (int i = first;
              i < n && !rc;) { /* every surviving run after `first` moves down, in order */
@@ -188,18 +232,22 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int o
     }
     c->evictions++;
     double ms = (ev_clock() - t0) * 1e3;
-    ev_emit(lm->bus, c->id, EV_EVICT,
-            json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f, s:o}", "keep", first, "dropped",
-                      dropped, "recomputed", recomputed, "ms", ms, "mode",
-                      r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges", ranges,
-                      "prepared", swapped, "stall_ms", ms, "cache", kv_totals(c->seq)));
+    json_t *ev = json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f, s:o}", "keep", first,
+                           "dropped", dropped, "recomputed", recomputed, "ms", ms, "mode",
+                           r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges",
+                           ranges, "prepared", swapped, "stall_ms", ms, "cache", kv_totals(c->seq));
+    if (ev && swapped) {
+        json_object_set_new(ev, "ahead", json_integer(ahead));
+        json_object_set_new(ev, "ahead_ms", json_real(ahead_ms));
+    }
+    ev_emit(lm->bus, c->id, EV_EVICT, ev);
     return 0;
 }
 
 int evict_make_room(conv *c, loaded_model *lm, const evict_rule *r, int n, int reply, int open_last)
 {
     int need = win_turn_need(c->turns, c->n_turns, c->n_ids, c->keep, r->window, n, reply);
-    return need > 0 ? evict(c, lm, r, need, open_last) : 0;
+    return need > 0 ? evict(c, lm, r, need, reply, open_last) : 0;
 }
 
 /* The eviction the next turn's start will make for a message as long as the longest in the window
@@ -216,21 +264,20 @@ static int next_need(const conv *c, const evict_rule *r, int n_predict)
     return over < r->target ? over : r->target;
 }
 
-int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
-                  const atomic_int *stop)
+/* One plan, for `need` more tokens, onto *to: the first pass of that eviction on a background fork,
+ * whole (chunk 0; a message coming first discards it) or `chunk` at a time (a message coming first
+ * keeps the chunks made: the eviction makes the rest). Emits prepare. 0, 1 when a message came
+ * first, or -1 (on a failure to allocate, with no plan). */
+static int prepare_one(conv *c, loaded_model *lm, const evict_rule *r, int need, int chunk,
+                       const atomic_int *stop, struct prep **to)
 {
-    evict_discard(c);
-    int n = c->n_ids, need = next_need(c, r, n_predict), first = 0;
-    if (r->mode != EVICT_EXACT || need <= 0 || c->settled != n)
-        return 0;
     double t0 = ev_clock();
+    int n = c->n_ids, first = 0, rc = -1;
     struct prep *p = err_calloc(1, sizeof *p, "a prepared eviction");
     int *newpos = err_malloc(sizeof(int) * (size_t)(n + 1), "a prepared eviction");
     int *ids = err_malloc(sizeof(int) * (size_t)(n + 1), "a prepared eviction");
-    int rc = -1;
     if (p && newpos && ids && (p->drop = err_malloc((size_t)n + 1, "a prepared eviction"))) {
-        if (plan(c, r, need, 0, p->drop, newpos, &first) <
-            0) { /* the turn will say what is pinned */
+        if (plan(c, r, need, 0, p->drop, newpos, &first) < 0) { /* the turn says what is pinned */
             free_prep(p);
             free(newpos);
             free(ids);
@@ -241,24 +288,58 @@ int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
         for (int i = first; i < n; i++)
             if (!p->drop[i])
                 ids[newpos[i]] = c->ids[i];
-        p->seq = kv_fork_background(c->seq, first);
-        rc = !p->seq           ? -1
-             : p->kept > first ? gpt2_forward_yielding(&lm->model, lm->backend, p->seq, ids + first,
-                                                       p->kept - first, stop)
-                               : 0;
+        rc = (p->seq = kv_fork_background(c->seq, first)) ? 0 : -1;
+        int at = first;
+        while (!rc && at < p->kept) {
+            int end = chunk && at + chunk < p->kept ? at + chunk : p->kept;
+            rc = gpt2_forward_yielding(&lm->model, lm->backend, p->seq, ids + at, end - at, stop);
+            at = rc ? at : end;
+        }
     }
-    json_t *ev = json_pack("{s:i, s:f, s:b}", "tokens", p && p->kept > first ? p->kept - first : 0,
-                           "ms", (ev_clock() - t0) * 1e3, "ready", rc == 0);
+    int made = p && p->seq ? kv_len(p->seq) - first : 0;
+    if (p)
+        p->ms = (ev_clock() - t0) * 1e3;
+    json_t *ev =
+        json_pack("{s:i, s:f, s:b}", "tokens", made, "ms", p ? p->ms : 0.0, "ready", rc == 0);
     if (rc && ev)
         json_object_set_new(ev, "why", json_string(rc > 0 ? "a message came first" : err_msg()));
+    if (chunk && ev)
+        json_object_set_new(ev, "longer", json_true());
     ev_emit(lm->bus, c->id, EV_PREPARE, ev);
-    if (rc)
+    if (rc < 0 || (rc > 0 && !chunk))
         free_prep(p);
     else
-        c->plan = p;
+        *to = p;
     free(newpos);
     free(ids);
-    return rc < 0 ? -1 : 0;
+    return rc;
+}
+
+/* Two plans at most: the eviction the next turn's start makes (next_need), whole; then, at
+ * --evict-at turn, the one a longer message would make (one more turn dropped), in chunks, when
+ * a message twice the longest would evict. More would hold more memory for rarer messages. */
+int evict_prepare(conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
+                  const atomic_int *stop)
+{
+    evict_discard(c);
+    int n = c->n_ids, need = next_need(c, r, n_predict), rc = 0;
+    int reply = win_reply_room(r->when, n_predict),
+        longest = win_longest_message(c->turns, c->n_turns);
+    if (r->mode != EVICT_EXACT || c->settled != n)
+        return 0;
+    if (need > 0 && (rc = prepare_one(c, lm, r, need, 0, stop, &c->plan)))
+        return rc < 0 ? -1 : 0;
+    if (need > 0 && !c->plan)
+        return 0; /* the kept prefix and pinned turns leave too little: the turn will say so */
+    int dropped = c->plan ? c->plan->n - c->plan->kept : 0;
+    if (!reply || !longest || atomic_load(stop) ||
+        (!dropped &&
+         win_turn_need(c->turns, c->n_turns, n, c->keep, r->window, 2 * longest, reply) <= 0))
+        return 0;
+    return prepare_one(c, lm, r, dropped + 1, PLAN_CHUNK, stop,
+                       c->plan ? &c->plan->next : &c->plan) < 0
+               ? -1
+               : 0;
 }
 
 /* whether the pool can spare k more positions for c's plan and still let c grow to its window */

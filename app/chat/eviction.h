@@ -32,8 +32,10 @@ int evict_make_room(struct conv *c, loaded_model *lm, const evict_rule *r, int n
 /* Between turns: when the next turn may not fit (a message as long as the longest in the window
  * and n_predict: at --evict-at turn, what its start makes room for), makes the first eviction it
  * would need, on a background fork of c's cache that shares the kept prefix and takes only memory
- * the pool can spare. Gives way within one layer when *stop is set. Emits prepare (tokens, ms,
- * ready). 0, or -1 on a failure to allocate (the plan is then simply not there). */
+ * the pool can spare; then, at --evict-at turn, the eviction a longer message would need (one more
+ * turn dropped), in chunks, kept as far as it got when the message comes. Gives way within one
+ * layer when *stop is set. Emits prepare (tokens, ms, ready; longer for the second). 0, or -1 on
+ * a failure to allocate (the plan is then simply not there). */
 int evict_prepare(struct conv *c, loaded_model *lm, const evict_rule *r, int n_predict,
                   const atomic_int *stop);
 /* At a reply's start, at --evict-at turn, when the reply may run into the window (its turn could

@@ -215,6 +215,10 @@ typedef struct {
     double stall_ms, longest_gap, median_token, longest_ttft, median_ttft_plain;
 } slide_result;
 
+/* The shortest pause between a reply and the next message, in seconds: that of the paced chat that
+ * found evictions stalling replies, and shorter than anyone reads a reply and types one. */
+#define PAUSE_MIN_S 1.5
+
 /* one chat of sc through the engine, with a pause after each turn once the window is half full */
 static int one_chat(loaded_model *lm, const model_opts *mo, const slide_case *sc, win_when when,
                     int prepare, double pause, float *last, slide_result *out)
@@ -283,8 +287,8 @@ static int one_chat(loaded_model *lm, const model_opts *mo, const slide_case *sc
  * replies and first tokens waited for them, the longest gap between two reply tokens against the
  * median, the longest time to first token against a turn's without an eviction, the history left
  * at the end; and whether prepared and unprepared chats end on the same logits. The pause after
- * each turn, once the window is half full, is 1.25 re-prefills of what an eviction recomputes (a
- * user reading and typing). */
+ * each turn, once the window is half full, is 1.25 re-prefills of what an eviction recomputes, and
+ * at least PAUSE_MIN_S (a user reading and typing). */
 static int slide_proportion(loaded_model *lm, const model_opts *mo, const slide_case *sc,
                             json_t *out)
 {
@@ -304,14 +308,15 @@ static int slide_proportion(loaded_model *lm, const model_opts *mo, const slide_
     double t0 = ev_clock();
     rc = gpt2_forward(&lm->model, lm->backend, s, ids, recompute, NULL);
     double pause = 1.25 * (ev_clock() - t0);
+    pause = pause > PAUSE_MIN_S ? pause : PAUSE_MIN_S;
     kv_seq_free(s);
     free(ids);
     printf("\nA sliding chat (%s): %d turns of %d-%d word messages and %d-token replies in a "
            "window of %d,\n"
-           "a pause of %.0f ms (1.25 re-prefills of %d tokens) after each turn once the window is "
-           "half full\n",
+           "a pause of %.0f ms (1.25 re-prefills of %d tokens, at least %.1f s) after each turn "
+           "once the window is half full\n",
            sc->name, sc->turns, sc->words_min, sc->words_max, sc->n_predict, sc->window,
-           pause * 1e3, recompute);
+           pause * 1e3, recompute, PAUSE_MIN_S);
     printf("evict-at  prepare  evictions  prepared  stall ms  longest gap ms  / median  "
            "longest TTFT ms  / no-evict TTFT  history\n");
     for (int when = WIN_AT_TURN; when >= WIN_AT_FULL && !rc; when--)

@@ -836,6 +836,19 @@ static int prepared_since(rig *r, int n)
     return count(r, "evict") > n && ev ? json_is_true(json_object_get(ev, "prepared")) : -1;
 }
 
+/* the prepare events that made a plan whole (the plan for the longest message, and the one for a
+ * longer one) */
+static int ready_plans(rig *r)
+{
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->events, i, v) n +=
+        !strcmp(json_string_value(json_object_get(v, "ev")), "prepare") &&
+        json_is_true(json_object_get(v, "ready"));
+    return n;
+}
+
 /* a turn in both, then the preparation awaited; the logits must be the same bits and a fresh pass's
  */
 static int twin_turn(twin *t, const char *text, const char *what)
@@ -920,6 +933,80 @@ static void prepared_eviction_exact(void)
         CHECK(bad == 0, "%d prepare events inside turns", bad);
         twin_teardown(&t);
     }
+}
+
+/* the last prepare event of the plan for a longer message, or NULL */
+static json_t *last_longer_plan(rig *r)
+{
+    json_t *found = NULL, *v;
+    size_t i;
+    json_array_foreach(r->events, i,
+                       v) if (!strcmp(json_string_value(json_object_get(v, "ev")), "prepare") &&
+                              json_is_true(json_object_get(v, "longer"))) found = v;
+    return found;
+}
+
+/* At --evict-at turn, a message longer than any in the window needs one more turn dropped than
+ * the plan for the longest message made: the second plan, made after it while the user types, is
+ * swapped in (with what it had made: all of it when the user took their time, some or none when
+ * the message came at once), and the logits are those without preparation, bit for bit, and a
+ * fresh pass's. */
+static void prepared_eviction_longer_message(void)
+{
+    static const char *const LONGER[] = {
+        "Please tell me everything you know about how the cache slides along when the window "
+        "fills up",
+        "So what exactly happens to all of the oldest turns when a long message like this one "
+        "arrives"};
+    twin t;
+    if (twin_setup(&t, NULL, WIN_AT_TURN))
+        return;
+    CHECK(twin_fill(&t) > 0, "no eviction was prepared and swapped in");
+    int whole = 0, longer = 0, at_once = 0;
+    for (int round = 0; round < 6; round++) {
+        for (int k = 0; k < 4; k++) /* the last longer message leaves the window */
+            twin_turn(&t, MESSAGES[(round + k) % 6], "a short message");
+        const char *text = LONGER[round % 2];
+        int n = count(&t.on, "evict");
+        if (round % 2 == 0) { /* the user took their time: both plans were made */
+            json_t *p = last_longer_plan(&t.on);
+            CHECK(p && json_is_true(json_object_get(p, "ready")),
+                  "round %d: no plan for a longer message was made", round);
+            twin_turn(&t, text, "a longer message");
+            json_t *ev = last(&t.on, "evict");
+            int used = count(&t.on, "evict") > n && json_is_true(json_object_get(ev, "prepared"));
+            CHECK(used, "round %d: the longer message's eviction was not prepared", round);
+            /* a message may still fit in what the first plan's whole turns left over */
+            longer += used && p &&
+                      json_integer_value(json_object_get(ev, "ahead")) ==
+                          json_integer_value(json_object_get(p, "tokens"));
+            whole++;
+        } else { /* the message came at once, while the plans were being made */
+            char *a = NULL, *b = NULL;
+            CHECK(engine_turn(t.on.e, t.c_on, MESSAGES[round % 6], &a) == 0 &&
+                      engine_turn(t.on.e, t.c_on, text, &b) == 0,
+                  "%s", err_msg());
+            free(a);
+            free(b);
+            CHECK(engine_turn(t.off.e, t.c_off, MESSAGES[round % 6], &a) == 0 &&
+                      engine_turn(t.off.e, t.c_off, text, &b) == 0,
+                  "%s", err_msg());
+            free(a);
+            free(b);
+            engine_settle(t.on.e);
+            int V = t.on.lm.model.cfg.vocab_size;
+            CHECK(!memcmp(engine_logits(t.on.e), engine_logits(t.off.e), sizeof(float) * V),
+                  "round %d: at once: prepared and unprepared logits differ", round);
+            at_once += count(&t.on, "evict") > n;
+        }
+        twin_turn(&t, MESSAGES[round % 6], "after the longer message");
+    }
+    CHECK(whole == 3 && longer > 0 && at_once > 0,
+          "%d longer messages after a pause (%d on the plan for them), %d at once evicted", whole,
+          longer, at_once);
+    double err = fresh_error(&t.on, t.c_on);
+    CHECK(err < 1e-5, "cached vs a fresh pass %.3g", err);
+    twin_teardown(&t);
 }
 
 static int piece_count;
@@ -1073,8 +1160,7 @@ static void prepared_plan_yields_memory(void)
             int used = prepared_since(&t.on, 0);
             swapped += ready && used == 1;
             dropped += ready && used == 0;
-            json_t *p = last(&t.on, "prepare"); /* made after this turn, for the next */
-            ready = p && json_is_true(json_object_get(p, "ready"));
+            ready = ready_plans(&t.on);    /* made after this turn, for the next */
             json_array_clear(t.on.events); /* each turn's events alone */
         }
         if (tight)
@@ -1200,6 +1286,7 @@ TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_ex
            {"engine/prepared_plan_yields_memory", prepared_plan_yields_memory},
            {"engine/prepared_plan_invalidated", prepared_plan_invalidated},
            {"engine/prepared_eviction_inside_reply", prepared_eviction_inside_reply},
+           {"engine/prepared_eviction_longer_message", prepared_eviction_longer_message},
            {"engine/calls_during_reply_refused", calls_during_reply_refused},
            {"engine/conv_limit_refused_cleanly", conv_limit_refused_cleanly},
            {"engine/allocation_failures_clean", allocation_failures},

@@ -62,6 +62,17 @@ typedef struct {
  * CPU). */
 typedef enum { KB_KERNELS_FAST, KB_KERNELS_BASIC } kb_kernels;
 
+/* Where a decode step's attention put its weight: the window cut into spans (its turns), span s the
+ * positions [start[s], start[s + 1]), start[0] = 0, start[n_spans] >= the step's positions (those
+ * past it count for nothing). mass[(layer * n_head + head) * n_spans + s] gets the softmax weight
+ * that head of that layer gave span s, so a head's n_spans values sum to 1. Host memory, both; a
+ * device backend has mass in place when the step ends. */
+typedef struct {
+    const int *start;
+    int n_spans;
+    float *mass;
+} kb_probe;
+
 typedef struct kb_backend kb_backend;
 struct kb_backend {
     const char *name; /* "cpu", ... */
@@ -94,9 +105,10 @@ struct kb_backend {
                      int n, int C, float eps);
     /* Causal self-attention of layer `layer` for n new tokens at positions past..past+n-1. qkv is
      * [n, 3C] (q, k, v per token); the new k and v are first stored in the cache (converted to its
-     * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head. */
+     * dtype), then y[n, C] = softmax(q k^T / sqrt(head_dim)) v over positions 0..own, per head.
+     * probe (NULL: none; n == 1 only): this layer's rows of the weight each head gave each span. */
     int (*attention)(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer,
-                     int past, int n);
+                     int past, int n, const kb_probe *probe);
     /* x += r, then y = layernorm(x) * g + beta: the residual add fused with the next block's norm
      */
     int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g,

@@ -15,6 +15,7 @@ typedef enum {
     T_STR,
     T_BOOL,
     T_IDS,
+    T_NUMS,
     T_SPANS,
     T_TURNS,
     T_SAMPLING,
@@ -98,12 +99,14 @@ static int is_num(const json_t *j, double lo, double hi)
            (float)json_number_value(j) >= (float)lo && (float)json_number_value(j) <= (float)hi;
 }
 
-static int int_array(const json_t *a, double max, double lo, double hi)
+/* an array of at most max values, each of which is(v, lo, hi) */
+static int array_of(const json_t *a, double max, double lo, double hi,
+                    int (*is)(const json_t *, double, double))
 {
     if (!json_is_array(a) || (double)json_array_size(a) > max)
         return 0;
     for (size_t i = 0; i < json_array_size(a); i++)
-        if (!is_int(json_array_get(a, i), lo, hi))
+        if (!is(json_array_get(a, i), lo, hi))
             return 0;
     return 1;
 }
@@ -114,7 +117,7 @@ static int spans_ok(const json_t *a, double W)
         return 0;
     for (size_t i = 0; i < json_array_size(a); i++) {
         const json_t *x = json_array_get(a, i);
-        if (!int_array(x, 2, 0, W) || json_array_size(x) != 2 ||
+        if (!array_of(x, 2, 0, W, is_int) || json_array_size(x) != 2 ||
             json_integer_value(json_array_get(x, 0)) + json_integer_value(json_array_get(x, 1)) > W)
             return 0;
     }
@@ -157,9 +160,14 @@ static const char *type_why(const json_t *j, ftype t, double lo, double hi, doub
         case T_STR: return json_is_string(j) ? NULL : "a string";
         case T_BOOL: return json_is_boolean(j) ? NULL : "true or false";
         case T_IDS:
-            if (int_array(j, W, 0, V - 1))
+            if (array_of(j, W, 0, V - 1, is_int))
                 return NULL;
             snprintf(buf, sizeof buf, "token ids (at most %.0f, each in 0..%.0f)", W, V - 1);
+            return buf;
+        case T_NUMS:
+            if (array_of(j, W + 1, lo, hi, is_num))
+                return NULL;
+            snprintf(buf, sizeof buf, "numbers in %g..%g (at most %.0f)", lo, hi, W + 1);
             return buf;
         case T_SPANS:
             if (spans_ok(j, W))
@@ -238,6 +246,15 @@ static const char *turns_fit(const json_t *ev)
     return NULL;
 }
 
+/* an attention event has a mean and a max for each of its spans */
+static const char *attention_fits(const json_t *ev)
+{
+    size_t n = json_array_size(ev_attention_spans(ev));
+    if (json_array_size(ev_attention_mean(ev)) != n || json_array_size(ev_attention_max(ev)) != n)
+        return "attention needs a 'mean' and a 'max' for each of its spans";
+    return NULL;
+}
+
 const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
 {
     const char *type = ev_type(ev);
@@ -276,6 +293,8 @@ const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
         return prefill_fits(ev, W);
     if (!strcmp(type, EV_TURN_END))
         return turns_fit(ev);
+    if (!strcmp(type, EV_ATTENTION))
+        return attention_fits(ev);
     return NULL;
 }
 

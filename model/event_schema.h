@@ -1,16 +1,16 @@
-/* Every event and its fields, declared once. The event names (EV_PREFILL, ...), the session reader's
- * checks (ev_check), the check of each emitted event in the tests (KVCHAT_CHECK_EVENTS), the typed
- * accessors the panel and replay read with (ev_prefill_cached(ev), ...) and the events table of
- * model/README.md (`kvchat replay --events-table`) are all made from this list.
+/* Every event and its fields, declared once. The event names (EV_PREFILL, ...), the session
+ * reader's checks (ev_check), the check of each emitted event in the tests (KVCHAT_CHECK_EVENTS),
+ * the typed accessors the panel and replay read with (ev_prefill_cached(ev), ...) and the events
+ * table of model/README.md (`kvchat replay --events-table`) are all made from this list.
  *
  * E(NAME, name, doc): an event. F(event, field, type, lo, hi, need, doc): one of its fields, where
  * type is INT (an int in lo..hi), I64 (any integer: bytes, seeds), NUM (a finite number in lo..hi,
  * compared as the float it was written from), STR, BOOL, IDS (token ids: at most W integers in
- * 0..V-1), SPANS ([start, length] pairs within W), TURNS ([start, length, role, pinned] within the
- * event's window), SAMPLING (an object of the sampling fields below), CACHE (one of the cache
- * totals below) or OBJ (an object); need is
- * REQ or OPT (absent, or as declared). Bounds may use W, the session's window, V, its vocabulary,
- * and EV_CONV_MAX. Every event also has "ev", "conv" (0..EV_CONV_MAX) and "t" (seconds, >= 0). */
+ * 0..V-1), NUMS (at most W + 1 numbers in lo..hi), SPANS ([start, length] pairs within W), TURNS
+ * ([start, length, role, pinned] within the event's window), SAMPLING (an object of the sampling
+ * fields below), CACHE (one of the cache totals below) or OBJ (an object); need is REQ or OPT
+ * (absent, or as declared). Bounds may use W, the session's window, V, its vocabulary, and
+ * EV_CONV_MAX. Every event also has "ev", "conv" (0..EV_CONV_MAX) and "t" (seconds, >= 0). */
 #ifndef KVCHAT_EVENT_SCHEMA_H
 #define KVCHAT_EVENT_SCHEMA_H
 
@@ -94,6 +94,11 @@
     F(evict, ahead, INT, 0, EV_BIG, OPT, "prepared: the tokens its plan had recomputed")         \
     F(evict, ahead_ms, NUM, 0, EV_INF, OPT, "prepared: the milliseconds its plan took")          \
     F(evict, cache, CACHE, 0, 0, OPT, "the cache after it")                                      \
+    E(ATTENTION, attention, "where a reply's tokens read: attention's weight per turn")          \
+    F(attention, spans, SPANS, 0, 0, REQ, "the kept prefix, then each turn, as in the window")   \
+    F(attention, mean, NUMS, 0, 1, REQ, "each span's weight, the mean over heads and layers")    \
+    F(attention, max, NUMS, 0, 1, REQ, "each span's weight in the head that gave it the most")   \
+    F(attention, tokens, INT, 1, EV_BIG, REQ, "the decode steps it averages")                    \
     E(PREPARE, prepare, "between turns, the next eviction made ahead")                           \
     F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                                 \
     F(prepare, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                          \
@@ -204,6 +209,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_CTYPE_STR const char *
 #define EV_CTYPE_BOOL int
 #define EV_CTYPE_IDS const json_t *
+#define EV_CTYPE_NUMS const json_t *
 #define EV_CTYPE_SPANS const json_t *
 #define EV_CTYPE_TURNS const json_t *
 #define EV_CTYPE_SAMPLING const json_t *
@@ -215,6 +221,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_GET_STR(j) json_string_value(j)
 #define EV_GET_BOOL(j) json_is_true(j)
 #define EV_GET_IDS(j) (j)
+#define EV_GET_NUMS(j) (j)
 #define EV_GET_SPANS(j) (j)
 #define EV_GET_TURNS(j) (j)
 #define EV_GET_SAMPLING(j) (j)

@@ -59,7 +59,7 @@ static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, in
         const gpt2_layer *L = &m->layers[l];
         kb_norm ln1 = {L->ln1_g, L->ln1_b, c->ln_eps}, ln2 = {L->ln2_g, L->ln2_b, c->ln_eps};
         if (b->linear(b, m->qkv, x, &L->attn_w, L->attn_b, &ln1, KB_LINEAR, 0) ||
-            b->attention(b, m->att, m->qkv, kv, l, past, 1) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, 1, m->probe) ||
             b->linear(b, x, m->att, &L->proj_w, L->proj_b, NULL, KB_LINEAR, 1) ||
             b->linear(b, m->fc, x, &L->fc_w, L->fc_b, &ln2, KB_GELU, 0) ||
             b->linear(b, x, m->fc, &L->fcproj_w, L->fcproj_b, NULL, KB_LINEAR, 1))
@@ -90,7 +90,7 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
         if ((l == 0 ? b->layernorm(b, h, x, L->ln1_g, L->ln1_b, n, C, c->ln_eps)
                     : b->add_layernorm(b, h, x, h, L->ln1_g, L->ln1_b, n, C, c->ln_eps)) ||
             b->matmul(b, m->qkv, h, n, &L->attn_w, L->attn_b, KB_LINEAR) ||
-            b->attention(b, m->att, m->qkv, kv, l, past, n) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, n, n == 1 ? m->probe : NULL) ||
             b->matmul(b, h, m->att, n, &L->proj_w, L->proj_b, KB_LINEAR) ||
             b->add_layernorm(b, h, x, h, L->ln2_g, L->ln2_b, n, C, c->ln_eps) ||
             b->matmul(b, m->fc, h, n, &L->fc_w, L->fc_b, KB_GELU) ||
@@ -164,14 +164,15 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     key.max_tokens = kv->max_tokens;
     key.work_tokens = m->work_tokens;
     key.weights = weight_addresses(m);
-    /* without a window the attention grid is not fixed: such a step is never recorded */
+    /* without a window the attention grid is not fixed, and a probe's spans change every step:
+     * such a step is never recorded */
     kb_step st = {.ids = ids,
                   .n = n,
                   .past = past,
                   .pick = pick,
                   .next = next,
                   .key = &key,
-                  .key_bytes = kv->max_tokens > 0 ? sizeof key : 0};
+                  .key_bytes = kv->max_tokens > 0 && !(n == 1 && m->probe) ? sizeof key : 0};
     int rc, end, head = key.ends > 0;
     do {
         int replayed = 0;

@@ -49,6 +49,9 @@ typedef struct {
     float *logits; /* [V] the last token's */
     int work_tokens;
     const atomic_int *yield; /* gpt2_forward_yielding's flag: set, a pass stops between layers */
+    /* set by the caller: each one-token step fills it (kernels/backend.h: the weight each head
+     * of each layer gave each span of the window, the turns); NULL: off, and nothing is spent */
+    const kb_probe *probe;
 } gpt2_model;
 
 /* Told how far a long load has come: stage names the work, fraction is 0..1. */

@@ -23,6 +23,11 @@ expect_error "${TAG}bad/--prompt-ids junk" 2 "--prompt-ids: expected" "$KV" gene
 expect_error "${TAG}bad/--device tpu" 2 "--device: expected auto, cpu or cuda" "$KV" generate -m "$B/good" --device tpu
 expect_error "${TAG}bad/--evict-at soon" 2 "--evict-at: expected turn or full, got 'soon'" \
     "$KV" chat --no-tui -m "$B/good" --evict-at soon
+for v in soon 0; do
+    expect_error "${TAG}bad/--attention $v" 2 \
+        "--attention: expected on, off or a number of tokens, got '$v'" \
+        "$KV" chat --no-tui -m "$B/good" --attention $v
+done
 expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16 or int8, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
 expect_error "${TAG}bad/--gpu-kernels turbo" 2 "--gpu-kernels: expected fast or basic, got 'turbo'" "$KV" generate -m "$B/good" --gpu-kernels turbo
 expect_error "${TAG}bad/--cache-mem past 1e15 bytes" 2 "'2000T' is more than the largest size" \

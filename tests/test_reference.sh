@@ -67,3 +67,27 @@ for s in "2 4 64 64" "3 3 48 40"; do
     same "${TAG}ref/greedy with cache = NumPy (${L}x${E})" "$want" "$($g)"
     same "${TAG}ref/greedy without cache = NumPy (${L}x${E})" "$want" "$($g --no-cache)"
 done
+
+# Where a reply's tokens read (--attention 1: each decode step's weight per turn) against NumPy's
+# own softmax weights of the same window, rebuilt from the events, in several windows: through
+# evictions (the windows slide), a pinned turn and the kept prefix, to 1e-5.
+msgs=$'hello there\nhow are you today my friend\n/pin 2\ntell me more about the cache\nwhat next'
+msgs+=$'\nand then what happens after that\none more'
+for ctx in 36 48 64; do
+    name="${TAG}ref/attention per turn = NumPy's weights (--ctx $ctx, a pin, keep 3)"
+    if ! echo "$msgs" | "$KV" chat --no-tui --no-save -m "$R/l2-h4-e64-f32" --dtype f32 \
+        --cache-dtype f32 -n 10 --temp 0 --template none --keep 3 --ctx $ctx --attention 1 \
+        --force --events "$TMP/att.jsonl" >/dev/null 2>"$TMP/att.err"; then
+        fail "$name" "the chat failed: $(tail -1 "$TMP/att.err")"
+        continue
+    fi
+    evictions=$(grep -c '"ev":"evict"' "$TMP/att.jsonl")
+    if ! out=$(cd tests/reference && "$PYTHON" attention_ref.py "$R/l2-h4-e64-f32" \
+        "$TMP/att.jsonl" 2>&1); then
+        fail "$name" "$out"
+    elif [ "$ctx" != 64 ] && [ "$evictions" = 0 ]; then
+        fail "$name" "no eviction came"
+    else
+        pass "$name ($out, $evictions evictions)"
+    fi
+done

@@ -34,6 +34,14 @@ check "${TAG}session/evictions prepared between messages are recorded" grep -q '
 check "${TAG}session/a session with prepared evictions verifies" "$KV" replay "$S/prep.jsonl" --verify
 paced | chat --seed 3 --ctx 48 --evict-min 8 --prepare-evict off --no-save >"$S/noprep.out"
 check "${TAG}session/the same chat without preparation gives the same replies" cmp -s "$S/prep.out" "$S/noprep.out"
+# attention events are recorded (where the replies read), and the session replays and verifies
+# as one without them
+paced | chat --seed 3 --ctx 48 --evict-min 8 --attention 4 --session "$S/att.jsonl" >"$S/att.out"
+check "${TAG}session/attention events are recorded" grep -q '"ev": *"attention"' "$S/att.jsonl"
+check "${TAG}session/a session with attention events verifies" "$KV" replay "$S/att.jsonl" --verify
+check "${TAG}session/... and replays (--no-tui)" "$KV" replay "$S/att.jsonl" --no-tui
+check "${TAG}session/the same chat without them gives the same replies" \
+    cmp -s "$S/prep.out" "$S/att.out"
 # each rule of when to evict is recorded and verifies; a session from before the rule was
 # recorded evicting when full, and verifies so; a rule it cannot know is refused
 for rule in turn full; do

@@ -84,6 +84,7 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
                            .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
                            .mode = eo->evict,
                            .when = eo->evict_at};
+    rd_init(&e->reading, lm->model.cfg.n_layer, lm->model.cfg.n_head);
     e->logits = err_malloc(sizeof(float) * V, "logits");
     if (!e->logits || fid_init(&e->fid, V)) {
         engine_free(e);
@@ -103,6 +104,7 @@ void engine_free(engine *e)
         free_conv(e->convs[i]);
     free(e->convs);
     fid_free(&e->fid);
+    rd_free(&e->reading);
     free(e->logits);
     free(e->system);
     free(e);

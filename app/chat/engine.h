@@ -28,6 +28,8 @@ typedef struct {
                             full */
     int prepare;         /* prepare the next exact eviction between turns (--prepare-evict) */
     int max_convs;       /* /new and /fork refuse a conversation numbered past it; 0: no limit */
+    int attention;       /* attention events every this many reply tokens (and at a reply's end,
+                            model/reading.h); 0: off, and nothing is spent on them */
 } engine_opts;
 
 typedef struct engine engine;

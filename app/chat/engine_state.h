@@ -9,6 +9,7 @@
 
 #include "conv.h"
 #include "engine.h"
+#include "../../model/reading.h"
 #include "fidelity.h"
 
 struct engine {
@@ -40,6 +41,7 @@ struct engine {
     int preparing;
     atomic_int prep_stop;
     conv *prep_conv;
+    rd_reading reading; /* where the reply's tokens read (engine_opts.attention) */
 };
 
 /* conversation `id`, or NULL with the error */

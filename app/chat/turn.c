@@ -17,6 +17,24 @@ int eng_forward(engine *e, conv *c, const int *ids, int n, int pick)
                      NULL);
 }
 
+/* A reply's decode step of id (pushed last), with its reading probed when attention events are
+ * on: the probe is the model's for this step alone (an eviction's passes, a prefill and the
+ * preparation between turns run without it) */
+static int read_step(engine *e, conv *c, const int *id, int pick)
+{
+    gpt2_model *m = &e->lm->model;
+    if (e->o.attention <= 0)
+        return eng_forward(e, c, id, 1, pick);
+    if (rd_spans(&e->reading, c->turns, c->n_turns, c->keep, c->n_ids, e->lm->bus, c->id))
+        return -1;
+    m->probe = &e->reading.probe;
+    int rc = eng_forward(e, c, id, 1, pick);
+    m->probe = NULL;
+    if (!rc)
+        rd_step(&e->reading);
+    return rc;
+}
+
 static void offload_idle(engine *e, const conv *active)
 {
     if (e->o.idle_offload <= 0)
@@ -167,7 +185,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
             break;
         c->turns[turn].len++;
         made++;
-        if ((rc = eng_forward(e, c, &id, 1, !end && made < n_predict)))
+        if ((rc = read_step(e, c, &id, !end && made < n_predict)))
             break;
         evict_follow(c, lm, &e->rule);
         size_t len = 0;
@@ -175,6 +193,8 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         ev_emit(lm->bus, c->id, EV_TOKEN,
                 json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text",
                           piece, len));
+        if (e->o.attention > 0 && e->reading.steps >= e->o.attention)
+            rd_tell(&e->reading, lm->bus, c->id);
         if (end)
             break;
         int drop = 0;
@@ -191,7 +211,8 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
     }
     kv_set_busy(c->seq, 0);
     evict_follow_end(c);
-    e->forced = NULL; /* one reply's worth */
+    rd_tell(&e->reading, lm->bus, c->id); /* the reply's last steps */
+    e->forced = NULL;                     /* one reply's worth */
     e->n_forced = 0;
     e->on_logits = NULL;
     if (!rc && stopped <= 0) {

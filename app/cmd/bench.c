@@ -14,6 +14,7 @@
 const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
     "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
+    "       kvchat bench --attention [-m DIR] [--dtype T] [--context LIST] [--runs N]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
@@ -31,6 +32,9 @@ const char BENCH_HELP[] =
     "per cache layout (copies, peak memory, fragmentation, time), a chat sliding four times with\n"
     "pauses between messages with evictions prepared ahead and not (longest token gap against the\n"
     "median, time to first token, stall time), and 1000 tokens with and without a KV cache.\n"
+    "--attention measures what the attention events cost a decode step (chat --attention): "
+    "tok/s\n"
+    "with the probe off and on at each --context, in alternating runs.\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -210,7 +214,7 @@ int cmd_bench(int argc, char **argv)
     model_opts_init(&mo);
     static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
-    int runs = 5, turns = 0;
+    int runs = 5, mode = 0; /* 1: --turns, 2: --attention */
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -230,7 +234,9 @@ int cmd_bench(int argc, char **argv)
             if (r < 0 || parse_list("--context", v, plan.ctx, &plan.n_ctx, 0))
                 return EXIT_USAGE;
         } else if (opt_match(argc, argv, &i, NULL, "--turns", NULL)) {
-            turns = 1;
+            mode = 1;
+        } else if (opt_match(argc, argv, &i, NULL, "--attention", NULL)) {
+            mode = 2;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
             if (r < 0 || opt_int("--runs", v, 1, 64, &runs))
                 return EXIT_USAGE;
@@ -241,16 +247,21 @@ int cmd_bench(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
         }
     }
-    if (turns) {
+    if (mode) {
+        const char *name = mode == 1 ? "--turns" : "--attention";
         loaded_model lm;
         mo.wtype_set |= dtypes != default_types;
         if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
-            return err_set("--dtype: with --turns, one of f32, bf16, f16, q8"), EXIT_USAGE;
+            return err_set("--dtype: with %s, one of f32, bf16, f16, q8", name), EXIT_USAGE;
         if (selftest_load(&lm, &mo))
             return EXIT_RUNTIME;
-        printf("kvchat bench --turns: %s, %s weights, %s cache, %d threads\n\n", lm.dir,
-               dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->threads);
-        int rc = bench_turns(&lm, &mo, json_path) ? EXIT_RUNTIME : 0;
+        printf("kvchat bench %s: %s, %s weights, %s cache, %s, %d threads\n\n", name, lm.dir,
+               dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name,
+               lm.backend->threads);
+        int rc = (mode == 1 ? bench_turns(&lm, &mo, json_path)
+                            : bench_reading(&lm, plan.ctx, plan.n_ctx, runs))
+                     ? EXIT_RUNTIME
+                     : 0;
         unload_model(&lm);
         return rc;
     }

@@ -1,5 +1,6 @@
-/* What kvchat bench (app/cmd/bench.c) takes from its --turns mode (app/cmd/bench_turns.c): the
- * mode, and the median it also uses. One way: bench_turns.c calls nothing in bench.c. */
+/* What kvchat bench (app/cmd/bench.c) takes from its --turns and --attention modes
+ * (app/cmd/bench_turns.c, bench_reading.c): the modes, and the median they also use. One way:
+ * they call nothing else in bench.c. */
 #ifndef KVCHAT_BENCH_H
 #define KVCHAT_BENCH_H
 
@@ -8,5 +9,7 @@
 double bench_median(double *v, int n);
 /* kvchat bench --turns */
 int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path);
+/* kvchat bench --attention: decode tok/s with the attention probe off and on, at each context */
+int bench_reading(loaded_model *lm, const int *ctx, int n_ctx, int runs);
 
 #endif

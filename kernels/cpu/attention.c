@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../err.h"
 #include "../kvlayout.h"
 #include "cpu.h"
 #include "simd.h"
@@ -125,9 +126,24 @@ static void query_block(float *y, const float *q, const float *k, const float *v
                 0.0f, y + (size_t)r0 * C, C);
 }
 
-int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
-                  int n)
+/* the weights w[0..len) of one head, summed span by span into its row of the probe */
+static void probe_row(const kb_probe *pr, int layer, int H, int h, const float *w, int len)
 {
+    float *mass = pr->mass + ((size_t)layer * H + h) * pr->n_spans;
+    for (int sp = 0; sp < pr->n_spans; sp++) {
+        int j0 = pr->start[sp], j1 = pr->start[sp + 1] < len ? pr->start[sp + 1] : len;
+        float m = 0;
+        for (int j = j0; j < j1; j++)
+            m += w[j];
+        mass[sp] = m;
+    }
+}
+
+int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
+                  int n, const kb_probe *probe)
+{
+    if (probe && n != 1)
+        return err_set("an attention probe is for one-token steps, not %d tokens", n);
     int H = kv->n_head, hd = kv->head_dim, C = H * hd, T = past + n, gemm = n >= GEMM_MIN_QUERIES;
     for (int t = 0; t < n; t++)
         for (int h = 0; h < H; h++) {
@@ -161,6 +177,8 @@ int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, in
                 one_query(y + (size_t)blk * C + (size_t)h * hd,
                           qkv + (size_t)blk * 3 * C + (size_t)h * hd, kv, layer, h, past + blk + 1,
                           scale, s);
+                if (probe)
+                    probe_row(probe, layer, H, h, s, past + 1);
             }
         }
     return 0;

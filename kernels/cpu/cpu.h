@@ -79,6 +79,6 @@ int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *
 int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
                    const float *bias, kb_act act);
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
-                  int n);
+                  int n, const kb_probe *probe);
 
 #endif

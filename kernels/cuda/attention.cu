@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <string.h>
 
 #include "common.cuh"
 
@@ -233,13 +234,55 @@ __device__ static const float *chunk_done(float *out, float mx, float sum, unsig
     return cu_last_block(done, (unsigned)chunks, flag) ? head_parts : NULL;
 }
 
+/* The probe of a decode step (kernels/backend.h's kb_probe) in device memory: each chunk's block
+ * leaves its exponentials (against its own max) in e, and the head's last block weighs each by its
+ * chunk's factor against the head's max and total, as the output's reduction does, and sums them
+ * span by span into this layer's rows of mass. mass NULL: no probe. */
+typedef struct {
+    const int *start;    /* the spans' n_spans + 1 boundaries */
+    int n_spans, stride; /* stride: positions per head in e */
+    float *mass;         /* this layer's [heads][n_spans] */
+    float *e;            /* [heads][stride] */
+} cu_probe;
+
+__device__ static void probe_leave(const cu_probe &pr, int h, int from, int rows, const float *s)
+{
+    if (pr.mass)
+        for (int r = threadIdx.x; r < rows; r += blockDim.x)
+            pr.e[(size_t)h * pr.stride + from + r] = s[r];
+}
+
+/* p: the head's partials (hd + 2 floats a chunk of `chunk` positions), m their max */
+__device__ static void probe_sum(const cu_probe &pr, const float *p, int hd, int chunks, int chunk,
+                                 float m, int h, int len, float *red)
+{
+    if (!pr.mass)
+        return;
+    float total = 0;
+    for (int k = 0; k < chunks; k++) {
+        float ks = __ldcg(p + (size_t)k * (hd + 2) + 1);
+        if (ks != 0)
+            total += ks * __expf(__ldcg(p + (size_t)k * (hd + 2)) - m);
+    }
+    const float *e = pr.e + (size_t)h * pr.stride;
+    for (int sp = 0; sp < pr.n_spans; sp++) { /* uniform: every thread reaches each reduction */
+        int j1 = min(pr.start[sp + 1], len);
+        float part = 0;
+        for (int j = pr.start[sp] + (int)threadIdx.x; j < j1; j += blockDim.x)
+            part += __ldcg(e + j) * __expf(__ldcg(p + (size_t)(j / chunk) * (hd + 2)) - m);
+        part = block_reduce(part, red, 0);
+        if (threadIdx.x == 0)
+            pr.mass[(size_t)h * pr.n_spans + sp] = part / total;
+    }
+}
+
 /* Decode: grid (heads, chunks). Each block leaves its chunk's max, sum of exponentials and weighted
  * values as a partial; the last block of a head to finish (a counter per head, reset by that block
  * for the next step) rescales the partials to one max and writes the head's output. The block whose
  * chunk holds the new position stores its head's key and value first: no other block reads them. */
 __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, unsigned *done,
                                        const float *qkv, kb_kv kv, int layer, const cu_step *st,
-                                       int C, float scale)
+                                       int C, float scale, cu_probe pr)
 {
     __shared__ float s[CHUNK];
     __shared__ float red[32];
@@ -256,6 +299,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             __syncthreads();
         }
         softmax_part(s, red, kv, qkv + (size_t)h * hd, layer, h, from, to, scale, &mx, &sum);
+        probe_leave(pr, h, from, to - from, s);
         for (int c = threadIdx.x; c < hd; c += blockDim.x) {
             float o = 0;
             for (int j = from; j < to; j++)
@@ -283,6 +327,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
         }
         cu_put(y, y16, (size_t)h * hd + c, o / total);
     }
+    probe_sum(pr, p, hd, chunks, CHUNK, m, h, len, red);
 }
 
 /* Decode, flash-decoding layout (the fast kernels): grid (heads, chunks of FD_CHUNK positions), as
@@ -302,7 +347,7 @@ enum {
 template <dtype T>
 __global__ static void __launch_bounds__(FD_THREADS)
     attend_flash_k(float *y, cu_rounded y16, float *part, unsigned *done, const float *qkv,
-                   kb_kv kv, int layer, const cu_step *st, int C, float scale)
+                   kb_kv kv, int layer, const cu_step *st, int C, float scale, cu_probe pr)
 {
     enum { E = cu_vec<T>::E };
     __shared__ const char *krow[FD_CHUNK], *vrow[FD_CHUNK];
@@ -356,6 +401,7 @@ __global__ static void __launch_bounds__(FD_THREADS)
         if (tid < rows)
             s[tid] = ex = __expf(s[tid] - mx);
         sum = block_reduce(ex, red, 0); /* its barriers publish s */
+        probe_leave(pr, h, from, rows, s);
         for (int base = warp * G; base < rows; base += FD_WARPS * G) {
             int r = base + group;
             if (r < rows) {
@@ -403,13 +449,14 @@ __global__ static void __launch_bounds__(FD_THREADS)
                 acc += __ldcg(p + (size_t)k * (hd + 2) + 2 + c) * wts[k];
         cu_put(y, y16, (size_t)h * hd + c, acc / total);
     }
+    probe_sum(pr, p, hd, chunks, FD_CHUNK, m, h, len, red);
 }
 
 /* the flash-decoding kernel for this cache, or NULL where its rows do not fit its lanes (the basic
  * kernel serves those) */
 static void (*flash_for(const kb_kv *kv, int chunks))(float *, cu_rounded, float *, unsigned *,
                                                       const float *, kb_kv, int, const cu_step *,
-                                                      int, float)
+                                                      int, float, cu_probe)
 {
     size_t bytes = (size_t)kv->head_dim * dt_size(kv->type);
     int lanes = (int)(bytes / 16);
@@ -445,9 +492,46 @@ static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned 
     return 0;
 }
 
-int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
-                   int n)
+/* The probe's device side for this layer: the buffers grown, the spans sent (a pageable copy,
+ * taken at the call; each layer's, for a caller that runs one); after the last layer, the mass
+ * copied back (into pageable memory: it waits for the step's work so far). */
+static int probe_args(kb_backend *b, const kb_probe *probe, const kb_kv *kv, int layer, int most,
+                      cu_probe *pr)
 {
+    cuda_state *st = cuda_of(b);
+    memset(pr, 0, sizeof *pr);
+    if (!probe)
+        return 0;
+    int H = kv->n_head, S = probe->n_spans;
+    size_t starts = ((size_t)S + 1 + 63) & ~(size_t)63, mass = (size_t)kv->n_layer * H * S;
+    size_t bytes = sizeof(int) * starts + sizeof(float) * (mass + (size_t)H * most);
+    if (bytes > st->probe_bytes && cuda_grow(b, &st->probe, &st->probe_bytes, bytes))
+        return -1;
+    int *start = (int *)st->probe;
+    float *all = (float *)(start + starts);
+    *pr = (cu_probe){start, S, most, all + (size_t)layer * H * S, all + mass};
+    CK(cudaMemcpyAsync(start, probe->start, sizeof(int) * ((size_t)S + 1), cudaMemcpyHostToDevice,
+                       st->stream));
+    return 0;
+}
+
+static int probe_done(kb_backend *b, const kb_probe *probe, const kb_kv *kv, int layer)
+{
+    cuda_state *st = cuda_of(b);
+    if (!probe || layer != kv->n_layer - 1)
+        return 0;
+    size_t starts = ((size_t)probe->n_spans + 1 + 63) & ~(size_t)63;
+    CK(cudaMemcpyAsync(probe->mass, (int *)st->probe + starts,
+                       sizeof(float) * (size_t)kv->n_layer * kv->n_head * probe->n_spans,
+                       cudaMemcpyDeviceToHost, st->stream));
+    return 0;
+}
+
+int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
+                   int n, const kb_probe *probe)
+{
+    if (probe && n != 1)
+        return err_set("an attention probe is for one-token steps, not %d tokens", n);
     cuda_state *st = cuda_of(b);
     cudaStream_t stream = st->stream;
     int T = past + n, C = kv->n_head * kv->head_dim, hd = kv->head_dim;
@@ -468,17 +552,19 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
         int chunk = flash ? (int)FD_CHUNK : (int)CHUNK, chunks = (most + chunk - 1) / chunk;
         unsigned *done = NULL;
         float *part = NULL;
+        cu_probe pr;
         if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2),
-                           &done, &part))
+                           &done, &part) ||
+            probe_args(b, probe, kv, layer, chunks * chunk, &pr))
             return -1;
         if (flash)
             flash<<<dim3(kv->n_head, chunks), FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv,
-                                                                       layer, step, C, scale);
+                                                                       layer, step, C, scale, pr);
         else
             attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(
-                y, y16, part, done, qkv, dkv, layer, step, C, scale);
+                y, y16, part, done, qkv, dkv, layer, step, C, scale, pr);
         CK_LAUNCH();
-        return 0;
+        return probe_done(b, probe, kv, layer);
     }
     size_t shared = sizeof(float) * (size_t)T;
     if (shared > (size_t)st->prop.sharedMemPerBlockOptin)

@@ -242,6 +242,7 @@ static void cu_destroy(kb_backend *b)
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
     cudaFree(s->partials);
+    cudaFree(s->probe);
     cudaFree(s->mv_work);
     cudaFree(s->rounded);
     cudaFree(s->dstep);

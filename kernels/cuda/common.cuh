@@ -77,6 +77,9 @@ struct cuda_state {
     float
         *partials; /* decode attention: a counter per head, then per (head, chunk) max, sum, row */
     size_t partial_bytes;
+    void *probe; /* decode attention's probe: its spans, the mass per (layer, head, span), the
+                    exponentials per (head, position) */
+    size_t probe_bytes;
     void
         *mv_work; /* one-token products: a counter per column tile, then the slices' partial sums */
     size_t mv_bytes;
@@ -165,7 +168,7 @@ int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const 
                 const kb_norm *norm, kb_act act, int residual);
 int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
-                   int n);
+                   int n, const kb_probe *probe);
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
 /* y[i, :] = bias for n rows of N; to_16bit: f32 -> f16 or bf16 */
 int cuda_fill_rows(kb_backend *b, float *y, const float *bias, int n, int N);

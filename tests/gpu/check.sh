@@ -385,6 +385,21 @@ if section chat "cache layouts, dtypes, eviction and offload (greedy chat, f32 w
             row FAIL "chat $opts" "not the CPU's replies: ${why:0:120}"
         fi
     done
+    # where the replies read (--attention 1: every decode step's weight per turn, from the decode
+    # kernel's probe) through evictions and a pin, against the CPU's
+    name="attention per turn, eviction and a pin, $CHAT_SET kernels" ran=1
+    for dev in cpu cuda; do
+        [ $ran = 1 ] || break
+        run 90 sh -c "printf '%s\n' 'hello there' 'how are you' '/pin 2' 'tell me about it' more |
+            '$KV' chat --no-tui --no-save -m '$m' --dtype f32 --cache-dtype f32 -n 8 --temp 0 \
+            --template none --keep 3 --ctx 40 --attention 1 --force --events '$T/att-$dev.jsonl' \
+            --device $dev $([ $dev = cuda ] && echo "--gpu-kernels $CHAT_SET")"
+        failed "$name ($dev run)" && ran=0
+    done
+    if [ $ran = 1 ]; then
+        v=$("$PY" tests/gpu/same_reading.py "$T/att-cpu.jsonl" "$T/att-cuda.jsonl" 1e-4)
+        row "${v%% *}" "$name" "${v#* }"
+    fi
 fi
 
 if section sanitizer "NVIDIA's compute-sanitizer on the unit tests (quick sizes)"; then

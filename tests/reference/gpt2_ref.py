@@ -112,8 +112,9 @@ class GPT2:
                 self.near_ties += 1
         return r @ w
 
-    def logits(self, ids):
-        """Logits of every position, no cache: the whole sequence at once."""
+    def logits(self, ids, reading=None):
+        """Logits of every position, no cache: the whole sequence at once. reading: a list that
+        gets, layer by layer, the last position's attention weights [heads, positions]."""
         w, C, H = self.w, self.C, self.H
         T, hd = len(ids), C // H
         x = w["wte.weight"][ids] + w["wpe.weight"][:T]
@@ -125,6 +126,8 @@ class GPT2:
             s = q @ k.transpose(0, 2, 1) / np.sqrt(hd) + mask
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
+            if reading is not None:
+                reading.append(s[:, -1, :])
             y = (s @ v).transpose(1, 0, 2).reshape(T, C)
             x = x + self.mm(y, w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"]
             h = self.mm(self.ln(x, p + "ln_2"), w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]

@@ -389,6 +389,36 @@ static void q8_twins(void)
     c->destroy(c);
 }
 
+/* A decode step at `past` on both with a probe of spans that are empty, cut chunks of 64 and 128,
+ * and run past the step: the largest difference of a head's weight on a span. The spans' mass
+ * must also add up to one a head. */
+static double probe_twins(kb_backend *c, kb_backend *g, float *y, const float *q, float *dq,
+                          float *dy, const kb_kv *kv, const kb_kv *dkv, int past)
+{
+    enum { S = 7 };
+    const int start[S + 1] = {0, 3, 60, 60, 64, 129, past, past + 40};
+    int H = kv->n_head;
+    float want[2 * 8 * S], got[2 * 8 * S];
+    memset(want, 0, sizeof want);
+    for (size_t i = 0; i < sizeof got / sizeof *got; i++)
+        got[i] = NAN;
+    kb_probe pc = {start, S, want}, pg = {start, S, got};
+    if (c->attention(c, y, q, kv, 1, past, 1, &pc) || g->attention(g, dy, dq, dkv, 1, past, 1, &pg))
+        return INFINITY;
+    double worst = 0;
+    for (int h = 0; h < H; h++) {
+        double sum = 0;
+        for (int sp = 0; sp < S; sp++) {
+            size_t i = ((size_t)1 * H + h) * S + sp; /* layer 1 */
+            double d = fabs((double)got[i] - want[i]);
+            worst = d > worst || d != d ? d : worst;
+            sum += want[i];
+        }
+        worst = fabs(sum - 1) > worst ? fabs(sum - 1) : worst;
+    }
+    return worst;
+}
+
 static void attention_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -437,16 +467,16 @@ static void attention_twins(void)
             float *dpre = up(g, qkv_pre, sizeof(float) * past * 3 * C),
                   *dq = up(g, qkv, sizeof(float) * n * 3 * C);
             float *dy = g->alloc(g, sizeof(float) * past * C, "y");
-            c->attention(c, yp, qkv_pre, &kv, 1, 0, past);
+            c->attention(c, yp, qkv_pre, &kv, 1, 0, past, NULL);
             poison(g, dy, sizeof(float) * past * C);
-            GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past));
+            GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past, NULL));
             g->copy(g, y2, dy, sizeof(float) * past * C);
             double e = rel_err(y2, yp, past * C);
             CHECK(e < tol, "prefill attention hd %d %s, %d-position blocks (%s): rel err %.3g", hd,
                   dt_name(types[t]), bt, set_name(set), e);
-            c->attention(c, y1, qkv, &kv, 1, past, n);
+            c->attention(c, y1, qkv, &kv, 1, past, n, NULL);
             poison(g, dy, sizeof(float) * n * C);
-            GPU_OK(g->attention(g, dy, dq, &dkv, 1, past, n));
+            GPU_OK(g->attention(g, dy, dq, &dkv, 1, past, n, NULL));
             g->copy(g, y2, dy, sizeof(float) * n * C);
             e = rel_err(y2, y1, n * C);
             CHECK(e < tol, "attention after %d cached, hd %d %s: rel err %.3g", past, hd,
@@ -457,11 +487,17 @@ static void attention_twins(void)
                 for (int k = 0; k < n; k++) {
                     float *dq1 = up(g, qkv + (size_t)k * 3 * C, sizeof(float) * 3 * C);
                     poison(g, dy, sizeof(float) * C);
-                    GPU_OK(g->attention(g, dy, dq1, &dkv, 1, past + k, 1));
+                    GPU_OK(g->attention(g, dy, dq1, &dkv, 1, past + k, 1, NULL));
                     g->copy(g, y2, dy, sizeof(float) * C);
                     e = rel_err(y2, y1 + (size_t)k * C, C);
                     CHECK(e < tol,
                           "decode attention hd %d %s at %d (capacity %d, %s kernels): rel err %.3g",
+                          hd, dt_name(types[t]), past + k, most, set_name(set), e);
+                    e = probe_twins(c, g, y2, qkv + (size_t)k * 3 * C, dq1, dy, &kv, &dkv,
+                                    past + k);
+                    CHECK(e < 2e-5,
+                          "the decode probe hd %d %s at %d (capacity %d, %s kernels): "
+                          "%.3g off the CPU's",
                           hd, dt_name(types[t]), past + k, most, set_name(set), e);
                     g->release(g, dq1);
                 }

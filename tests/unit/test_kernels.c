@@ -191,10 +191,10 @@ static void attention_case(int past, int n, int H, int C, dtype t, int paged)
     for (int i = 0; i < past * 3 * C; i++)
         pre[i] = rnd(&s) * 2;
     if (past)
-        CHECK(be()->attention(be(), yp, pre, &kv, 1, 0, past) == 0, "prefix failed");
+        CHECK(be()->attention(be(), yp, pre, &kv, 1, 0, past, NULL) == 0, "prefix failed");
     for (int i = 0; i < n * 3 * C; i++)
         qkv[i] = rnd(&s) * 2;
-    CHECK(be()->attention(be(), y, qkv, &kv, 1, past, n) == 0, "attention failed");
+    CHECK(be()->attention(be(), y, qkv, &kv, 1, past, n, NULL) == 0, "attention failed");
     double tol = t == DT_F32 ? 1e-6 : t == DT_I8 ? 0.02 : t == DT_BF16 ? 0.01 : 0.001, worst = 0;
     for (int tok = 0; tok < n; tok++)
         for (int h = 0; h < H; h++) {

@@ -1,0 +1,117 @@
+#include "reading.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/err.h"
+
+void rd_init(rd_reading *r, int n_layer, int n_head)
+{
+    memset(r, 0, sizeof *r);
+    r->n_layer = n_layer;
+    r->n_head = n_head;
+}
+
+void rd_free(rd_reading *r)
+{
+    free(r->start);
+    free(r->mass);
+    free(r->mean);
+    free(r->max);
+    memset(r, 0, sizeof *r);
+}
+
+static int reserve(rd_reading *r, int spans)
+{
+    if (spans <= r->cap)
+        return 0;
+    int cap = spans * 2;
+    int *start = realloc(r->start, sizeof(int) * ((size_t)cap + 1));
+    if (start)
+        r->start = start;
+    float *mass =
+        start ? realloc(r->mass, sizeof(float) * (size_t)r->n_layer * r->n_head * cap) : NULL;
+    if (mass)
+        r->mass = mass;
+    double *mean = mass ? realloc(r->mean, sizeof(double) * (size_t)cap) : NULL;
+    if (mean)
+        r->mean = mean;
+    double *max = mean ? realloc(r->max, sizeof(double) * (size_t)cap) : NULL;
+    if (max)
+        r->max = max;
+    if (!max)
+        return err_set("out of memory for the attention's spans (%d)", spans);
+    r->cap = cap;
+    return 0;
+}
+
+/* boundary i of the spans of a window of n: 0, keep, then each turn's end (the turns tile the
+ * window in order), clipped to the kept prefix */
+static int boundary(const win_turn *turns, int n_turns, int keep, int n, int i)
+{
+    if (i == 0 || i == 1)
+        return i ? keep : 0;
+    if (i == n_turns + 1)
+        return n;
+    int end = turns[i - 2].start + turns[i - 2].len;
+    return end > keep ? end : keep;
+}
+
+int rd_spans(rd_reading *r, const win_turn *turns, int n_turns, int keep, int n, ev_bus *bus,
+             int conv)
+{
+    int S = n_turns + 1;
+    keep = keep < n ? keep : n;
+    int same = r->steps && r->probe.n_spans == S;
+    for (int i = 1; same && i < S; i++)
+        same = r->start[i] == boundary(turns, n_turns, keep, n, i);
+    if (r->steps && !same)
+        rd_tell(r, bus, conv);
+    if (reserve(r, S))
+        return -1;
+    for (int i = 0; i <= S; i++)
+        r->start[i] = boundary(turns, n_turns, keep, n, i);
+    if (!r->steps) {
+        memset(r->mean, 0, sizeof(double) * (size_t)S);
+        memset(r->max, 0, sizeof(double) * (size_t)S);
+    }
+    r->probe = (kb_probe){r->start, S, r->mass};
+    return 0;
+}
+
+void rd_step(rd_reading *r)
+{
+    int S = r->probe.n_spans, LH = r->n_layer * r->n_head;
+    for (int s = 0; s < S; s++) {
+        double sum = 0, most = 0;
+        for (int i = 0; i < LH; i++) {
+            double m = r->mass[(size_t)i * S + s];
+            sum += m;
+            most = m > most ? m : most;
+        }
+        r->mean[s] += sum / LH;
+        r->max[s] += most;
+    }
+    r->steps++;
+}
+
+/* a weight for the event: within 0..1 (a head's sum may round past 1) */
+static json_t *share(double v) { return json_real(v < 0 ? 0 : v > 1 ? 1 : v); }
+
+void rd_tell(rd_reading *r, ev_bus *bus, int conv)
+{
+    if (!r->steps)
+        return;
+    int S = r->probe.n_spans;
+    json_t *spans = json_array(), *mean = json_array(), *max = json_array();
+    for (int s = 0; s < S; s++) {
+        json_array_append_new(spans,
+                              json_pack("[i, i]", r->start[s], r->start[s + 1] - r->start[s]));
+        json_array_append_new(mean, share(r->mean[s] / r->steps));
+        json_array_append_new(max, share(r->max[s] / r->steps));
+    }
+    ev_emit(bus, conv, EV_ATTENTION,
+            json_pack("{s:o, s:o, s:o, s:i}", "spans", spans, "mean", mean, "max", max, "tokens",
+                      r->steps));
+    r->steps = 0;
+}

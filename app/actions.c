@@ -10,6 +10,7 @@
 #include "files.h"
 #include "options.h"
 #include "redo.h"
+#include "show.h"
 
 static void say(act_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(act_host *h, const char *fmt, ...)
@@ -75,39 +76,6 @@ static act_result help(act_host *h, const char *name, char *args)
 {
     (void)h, (void)name, (void)args;
     return ACT_HELP;
-}
-
-static act_result show(act_host *h, const char *name, char *args)
-{
-    (void)name, (void)args;
-    const model_opts *mo = engine_model_opts(h->e);
-    const kv_opts *ko = kv_pool_opts(h->lm->pool);
-    const gpt2_config *c = &h->lm->model.cfg;
-    const char *sys = engine_system(h->e), *path = h->persist->session_path;
-    char buf[2048 + PATH_MAX], a[32], b[32], where[320];
-    if (kb_fallback_reason()) /* said here (and by info), not on stderr at every start */
-        snprintf(where, sizeof where, "cpu (no usable GPU: %s)", kb_fallback_reason());
-    else
-        snprintf(where, sizeof where, "%s", h->lm->backend->name);
-    snprintf(buf, sizeof buf,
-             "model %s: %d layers x %d embd, %d heads, context %d, %s weights on %s.\n"
-             "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, "
-             "max %d tokens.\n"
-             "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
-             "template: %s (%s).\n%s%s%s"
-             "session: %s.",
-             session_model_name(h->lm), c->n_layer, c->n_embd, c->n_head, c->n_ctx,
-             dt_name(h->lm->model.wtype), where, mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
-             mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
-             ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
-             fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(h->lm->pool)),
-             fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
-             h->eo->evict == EVICT_EXACT ? "exact" : "shift (approximate)",
-             h->eo->keep >= 0 ? "--keep" : "the preamble", tpl_name(h->eo->tpl), h->eo->tpl_why,
-             sys ? "system preamble: " : "", sys ? sys : "", sys ? "\n" : "",
-             path ? path : "not saved (--no-save)");
-    h->note(h, buf);
-    return ACT_DONE;
 }
 
 static act_result set(act_host *h, const char *name, char *args)
@@ -371,7 +339,14 @@ static const act_def table[] = {
      set,
      EV_SET,
      act_redo_set},
-    {"show", {0}, "", "model, settings and cache plan", NULL, show, NULL, NULL},
+    {"show",
+     {0},
+     "",
+     "model, settings, cache plan and where the replies read",
+     NULL,
+     act_show,
+     NULL,
+     NULL},
     {"save",
      {"save!"},
      "[FILE]",

@@ -174,6 +174,22 @@ check "${TAG}chat/line /set changes what /show says" grep -q "temp 0.5, top-k 7,
 check "${TAG}chat/line /set with a bad value says why" grep -q "^/set: temp" "$LC/err"
 check "${TAG}chat/line unknown command is a message" grep -q "^unknown command /frobnicate" \
     "$LC/err"
+# /show lists where the replies read: the kept prefix and each turn with its share, which the
+# event it comes from also holds (the mean's shares add up to one)
+printf 'Hello there\nHow are you\n/show\n' | g --keep 2 --attention 3 --events "$LC/att.jsonl" \
+    >/dev/null 2>"$LC/err"
+check "${TAG}chat/line /show says where the replies read" \
+    grep -q "^where the replies read (the last [0-9]* tokens" "$LC/err"
+check "${TAG}chat/line ... the kept prefix and the turns, with their shares" \
+    "$PYTHON" - "$LC/att.jsonl" "$LC/err" <<'PY'
+import json, re, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e["ev"] == "attention"][-1]
+name = r"the kept prefix|the preamble|turn \d+ \((?:you|gpt-2)\)"
+rows = re.findall(r"^  (%s) +(\d+) tok +([\d.]+)%%" % name, open(sys.argv[2]).read(), re.M)
+want = [(n, round(100 * m, 1)) for (s, n), m in zip(ev["spans"], ev["mean"]) if n > 0]
+assert [(int(n), float(p)) for _, n, p in rows] == want, (rows, want)
+assert rows[0][0] == "the kept prefix" and abs(sum(ev["mean"]) - 1) < 1e-5
+PY
 out=$(printf 'one\n/fork\ntwo\n/conv 1\n/new\n/conv 9\n' | g --events "$LC/fork.jsonl" 2>"$LC/err")
 same "${TAG}chat/line /fork, /conv, /new: replies" 2 "$(echo "$out" | wc -l)"
 check "${TAG}chat/line /fork: the message after it went to the fork" \

@@ -15,8 +15,10 @@ void cm_init(cache_model *m) { memset(m, 0, sizeof *m); }
 
 void cm_free(cache_model *m)
 {
-    for (int i = 0; i < m->n_convs; i++)
+    for (int i = 0; i < m->n_convs; i++) {
         free(m->convs[i].turns);
+        free(m->convs[i].reads);
+    }
     free(m->convs);
     memset(m, 0, sizeof *m);
 }
@@ -85,8 +87,11 @@ const char *cm_log_find(const cache_model *m, int i, cm_log_filter f, int conv)
 static int add_turn(cm_conv *c, int role)
 {
     if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns,
+                 "the panel's turns") ||
+        err_grow(&c->reads, &c->cap_reads, (size_t)c->n_turns + 1, sizeof *c->reads,
                  "the panel's turns"))
         return -1;
+    c->reads[c->n_turns] = (cm_read){0, 0};
     c->turns[c->n_turns++] = (win_turn){.start = c->n_cells, .role = role};
     return 0;
 }
@@ -129,8 +134,10 @@ static void remove_span(cm_conv *c, int s, int len)
         if (ov1 > ov0)
             t.len -= ov1 - ov0;
         t.start = a >= s + len ? a - len : a > s ? s : a;
-        if (t.len > 0 || i == c->n_turns - 1)
+        if (t.len > 0 || i == c->n_turns - 1) {
+            c->reads[nt] = c->reads[i];
             c->turns[nt++] = t;
+        }
     }
     c->n_turns = nt;
     c->n_cells -= len;
@@ -163,6 +170,45 @@ static void count_used(cm_conv *c)
     if (!c->bytes_per_token)
         return;
     c->bytes_used = c->n_cells * c->bytes_per_token;
+}
+
+/* an attention event's shares onto the turns its spans fall in (the first span: the kept prefix);
+ * a turn it does not name (newer than it) has none */
+static void apply_reading(cm_conv *c, const json_t *ev)
+{
+    const json_t *spans = ev_attention_spans(ev), *mean = ev_attention_mean(ev),
+                 *max = ev_attention_max(ev);
+    for (int t = 0; t < c->n_turns; t++)
+        c->reads[t] = (cm_read){0, 0};
+    c->keep_read = (cm_read){0, 0};
+    for (size_t i = 0; i < json_array_size(spans); i++) {
+        const json_t *sp = json_array_get(spans, i);
+        int start = cells(json_integer_value(json_array_get(sp, 0))),
+            len = cells(json_integer_value(json_array_get(sp, 1)));
+        cm_read r = {clamp_dbl(json_number_value(json_array_get(mean, i)), 0, 1),
+                     clamp_dbl(json_number_value(json_array_get(max, i)), 0, 1)};
+        if (i == 0) {
+            c->keep_read = r;
+            continue;
+        }
+        for (int t = 0; len > 0 && t < c->n_turns; t++)
+            if (start >= c->turns[t].start && start < c->turns[t].start + c->turns[t].len)
+                c->reads[t] = r;
+    }
+    c->have_read = 1;
+}
+
+double cm_read_share(const cm_conv *c, const unsigned char *drop)
+{
+    double share = 0;
+    for (int t = 0; c->have_read && t < c->n_turns; t++) {
+        const win_turn *tu = &c->turns[t];
+        int gone = 0;
+        for (int p = tu->start; p < tu->start + tu->len && p < c->n_cells; p++)
+            gone += drop[p] != 0;
+        share += tu->len ? c->reads[t].mean * gone / tu->len : 0;
+    }
+    return share;
 }
 
 void cm_apply(cache_model *m, const json_t *ev)
@@ -336,13 +382,19 @@ void cm_apply(cache_model *m, const json_t *ev)
     } else if (!strcmp(type, EV_FORK)) {
         cm_conv *p = cm_conv_get(m, ev_fork_parent(ev));
         win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
-        if (t) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
+        cm_read *r = t ? malloc(sizeof *r * p->cap_reads) : NULL;
+        if (!r)
+            free(t);
+        if (r) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
             memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
+            memcpy(r, p->reads, sizeof *r * (size_t)p->n_turns);
             free(c->turns);
+            free(c->reads);
             int id = c->id;
             *c = *p;
             c->id = id;
             c->turns = t;
+            c->reads = r;
             c->prepared = 0; /* a preparation is its parent's alone */
             c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
         }
@@ -350,6 +402,8 @@ void cm_apply(cache_model *m, const json_t *ev)
         graph_push(&c->history, c->n_cells, 'F');
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
              ev_fork_shared_blocks(ev));
+    } else if (!strcmp(type, EV_ATTENTION)) {
+        apply_reading(c, ev);
     } else if (!strcmp(type, EV_PIN)) {
         int t = ev_pin_turn(ev);
         if (t >= 0 && t < c->n_turns)

@@ -15,9 +15,19 @@
  * numbers from a file beyond it are clamped, so a hostile replay cannot size the panel's arrays. */
 #define CM_MAX_CELLS 65536
 
+/* a span's share of where the replies read (an attention event): the mean over heads and layers,
+ * and the most one head gave */
+typedef struct {
+    double mean, max;
+} cm_read;
+
 typedef struct {
     int id;
     win_turn *turns;
+    cm_read *reads; /* beside turns: each turn's share at the last attention event (0: none) */
+    size_t cap_reads;
+    cm_read keep_read; /* ... and the kept prefix's */
+    int have_read;     /* an attention event came */
     int n_turns, n_cells;
     size_t cap_turns;
     int keep, window, capacity, evict_min;
@@ -77,6 +87,9 @@ cm_conv *cm_conv_get(cache_model *m, int id); /* NULL if unknown */
 /* What the next eviction of conversation c would drop (drop[0..n_cells)), and the forecast: tokens
  * left before it, and at the average turn size, turns left. Returns the tokens it would drop. */
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left);
+/* The share of attention that the cells drop[0..n_cells) marks held at the last attention event
+ * (a turn's share spread over its cells), 0..1 */
+double cm_read_share(const cm_conv *c, const unsigned char *drop);
 /* A turn's statistics as ollama --verbose gives them (prompt tokens and time, reply tokens and
  * rate, TTFT, the turn's evictions), when ev is a turn_end that did not fail: 1 and buf filled,
  * else 0. */

@@ -36,7 +36,23 @@ static const win_turn *turn_at(const cm_conv *c, int pos)
     return NULL;
 }
 
-/* drop: what the next eviction drops (cm_preview), outlined; NULL: nothing outlined */
+/* The ramp of attention: a share's step (0-3) and, where there is no colour, its character. The
+ * steps are a turn's share of the reading at 2%, 10% and 25%: on the order of one turn among
+ * fifty, ten and four. */
+static const double READ_STEPS[] = {0.02, 0.10, 0.25};
+static const char READ_CHARS[] = ",:*#";
+
+static int read_step(double share)
+{
+    int k = 0;
+    while (k < 3 && share >= READ_STEPS[k])
+        k++;
+    return k;
+}
+
+/* drop: what the next eviction drops (cm_preview), outlined; NULL: nothing outlined. Once the
+ * replies' reading is known (an attention event), each turn's cells take its share's colour, or
+ * in monochrome its character. */
 static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int width,
                       const unsigned char *drop)
 {
@@ -62,6 +78,12 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
                 ch = (chtype)('0' + n);
             if (t && t->pinned) /* pinned: upper case, its colour */
                 pair = CP_PIN, ch = ch >= 'a' && ch <= 'z' ? ch - 32 : ch;
+            if (c->have_read) {
+                int k = read_step(pos < c->keep || !t ? c->keep_read.mean
+                                                      : c->reads[t - c->turns].mean);
+                pair = CP_READ1 + k;
+                ch = s->color ? ch : (chtype)READ_CHARS[k];
+            }
             if (drop && drop[pos]) /* the next eviction: outlined, the writer still readable */
                 extra = A_REVERSE | A_UNDERLINE;
         }
@@ -120,6 +142,39 @@ static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, i
         ui_drawf(w, y++, 1, iw, "%s", line);
         if (c->id == conv)
             wattroff(w, A_REVERSE);
+    }
+    return y;
+}
+
+/* the conversation's turns with their share of attention (the last attention event): the mean
+ * over heads and layers and the most one head gave; the newest when they do not all fit, since
+ * the reading a reply is doing now matters most. A pinned turn's name ends in *. */
+static int turn_reads(WINDOW *w, const cm_conv *c, int y, int rows, int iw)
+{
+    if (!c->have_read || rows < 3)
+        return y;
+    ui_fields f = {0};
+    fields_add(&f, "attention per turn:", "where the replies read, a share per turn:");
+    y += fields_draw(w, y, 1, iw, 1, &f);
+    ui_drawf(w, y++, 1, iw, "turn     tok   mean   max");
+    rows -= 2;
+    int shown = 1 + c->n_turns < rows ? 1 + c->n_turns : rows, k = 0,
+        first = c->n_turns - shown + 1;
+    for (int t = 0; t < c->n_turns; t++)
+        k += c->turns[t].role != ROLE_PREAMBLE && t < first;
+    if (first <= 0 && shown--)
+        ui_drawf(w, y++, 1, iw, "%-8s%4d %5.1f%% %5.1f%%", "kept", c->keep, 100 * c->keep_read.mean,
+                 100 * c->keep_read.max);
+    for (int t = first > 0 ? first : 0; t < c->n_turns && shown-- > 0; t++) {
+        const win_turn *tu = &c->turns[t];
+        char name[16];
+        if (tu->role == ROLE_PREAMBLE)
+            snprintf(name, sizeof name, "preamble");
+        else
+            snprintf(name, sizeof name, "%d %s%s", ++k, tu->role == ROLE_USER ? "you" : "gpt-2",
+                     tu->pinned ? "*" : "");
+        ui_drawf(w, y++, 1, iw, "%-8s%4d %5.1f%% %5.1f%%", name, tu->len, 100 * c->reads[t].mean,
+                 100 * c->reads[t].max);
     }
     return y;
 }
@@ -256,11 +311,19 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         fields_add(&f, NULL, "1-9:turn");
         fields_add(&f, "rev:next evict", "reverse:next eviction");
         fields_add(&f, NULL, ".:free");
+        if (c->have_read && s->color)
+            fields_add(&f, "read:grey,green,yellow,red",
+                       "colour: share of attention, grey <2%%, green <10%%, yellow <25%%, red");
+        else if (c->have_read)
+            fields_add(&f, "read: , : * #", "share of attention: , <2%% : <10%% * <25%% #");
         y += fields_draw(w, y, 1, iw, 2, &f);
     }
     char which[64] = "";
     if (n > 0)
         dropped_turns(c, drop, which, sizeof which);
+    char read[32] = "";
+    if (n > 0 && c->have_read) /* what the model would no longer read */
+        snprintf(read, sizeof read, ", %.0f%% of attention", 100 * cm_read_share(c, drop));
     free(drop);
     f = (ui_fields){0};
     if (n <= 0) {
@@ -278,8 +341,8 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         if (turns > 0)
             fields_add(&f, NULL, "(~%.1f turns)", turns);
         /* "prepared" stays with what it says of */
-        snprintf(brief, sizeof brief, "drops %d%s", n, c->prepared ? ", prepared" : "");
-        fields_add(&f, brief, "drops %d (%s)%s", n, which, c->prepared ? ", prepared" : "");
+        snprintf(brief, sizeof brief, "drops %d%s%s", n, read, c->prepared ? ", prepared" : "");
+        fields_add(&f, brief, "drops %d (%s%s)%s", n, which, read, c->prepared ? ", prepared" : "");
     }
     return y + fields_draw(w, y, 1, iw, rest - (y - y0), &f);
 }
@@ -422,9 +485,10 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         return;
     }
     y = occupancy(w, s, m, c, y, h - 1 - y, iw);
-    if (s->conv_view) /* one row per conversation, as htop lists processes */
+    if (s->conv_view) { /* one row per conversation, as htop lists processes */
         y = conv_table(m, conv, w, y, h, iw);
-    else {
+        y = turn_reads(w, c, y, h - 1 - y, iw);
+    } else {
         y = map_and_forecast(w, s, c, y, h - y - 1, iw);
         y = history_graph(w, s, c, y, h - y - 1, iw);
         y = speed_and_memory(w, m, c, y, h - 1 - y, iw);

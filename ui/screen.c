@@ -29,6 +29,10 @@ static const struct {
     [CP_MARK_PREP] = {COLOR_GREEN, -1, A_BOLD},
     [CP_MARK_FORK] = {COLOR_CYAN, -1, A_BOLD},
     [CP_MARK_OFFLOAD] = {COLOR_BLUE, -1, A_BOLD},
+    [CP_READ1] = {COLOR_WHITE, -1, A_DIM},
+    [CP_READ2] = {COLOR_GREEN, -1, A_NORMAL},
+    [CP_READ3] = {COLOR_YELLOW, -1, A_NORMAL},
+    [CP_READ4] = {COLOR_RED, -1, A_BOLD},
 };
 
 int screen_attr(const screen *s, int pair)

@@ -25,6 +25,10 @@ enum {
     CP_MARK_PREP,
     CP_MARK_FORK,
     CP_MARK_OFFLOAD,
+    CP_READ1, /* the map's ramp of attention: a turn's share, least to most (cache_panel.c) */
+    CP_READ2,
+    CP_READ3,
+    CP_READ4,
     CP_COUNT
 };
 

@@ -1,6 +1,7 @@
 /* The UI's arithmetic: wrapping with wide and combining characters, layout at any size, the graph's
  * scaling, number formats, and the cache model and the chat pane rebuilt from events. */
 #include <locale.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -11,6 +12,7 @@
 #include "../../ui/format.h"
 #include "../../ui/graph.h"
 #include "../../ui/layout.h"
+#include "../../ui/screen.h"
 #include "../../ui/text.h"
 #include "check.h"
 
@@ -548,6 +550,18 @@ static void conversations_view(void)
     term_close(&ft);
 }
 
+/* a window of 20 holding a preamble of 4 (the kept prefix), a message of 3 and a reply of 5 */
+static void small_window(cache_model *m)
+{
+    cm_init(m);
+    apply(m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,"
+             "\"ms\":7}");
+    for (int i = 0; i < 5; i++)
+        apply(m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
+    apply(m,
+          "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
+}
+
 /* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in
  * capitals, the next eviction outlined (reverse video) without hiding its writer, and a legend with
  * the scale */
@@ -557,13 +571,7 @@ static void map_reads(void)
     if (term_open(&ft))
         return;
     cache_model m;
-    cm_init(&m);
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,\"preamble\":4,"
-              "\"ms\":7}");
-    for (int i = 0; i < 5; i++)
-        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
-    apply(&m,
-          "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
+    small_window(&m);
     apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":1,\"pinned\":true}");
     screen scr = {0};
     WINDOW *w = newwin(40, 44, 0, 0);
@@ -588,6 +596,67 @@ static void map_reads(void)
     }
     CHECK(legend, "a legend with the tokens per cell");
     delwin(w);
+    cm_free(&m);
+    term_close(&ft);
+}
+
+/* The map shades each turn by its share of where the replies read (the last attention event):
+ * characters in monochrome, colours otherwise; the shares follow an eviction's renumbering, the
+ * forecast says what the next eviction's turns held, and F6 lists the turns with their shares. */
+static void map_shades_attention(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    small_window(&m);
+    /* the engine's spans: the kept prefix, the preamble inside it (empty), message, reply */
+    apply(&m, "{\"ev\":\"attention\",\"conv\":1,\"spans\":[[0,4],[4,0],[4,3],[7,5]],"
+              "\"mean\":[0.01,0,0.05,0.94],\"max\":[0.1,0,0.3,1],\"tokens\":4}");
+    cm_conv *c = cm_conv_get(&m, 1);
+    unsigned char drop[12] = {0};
+    drop[8] = drop[9] = 1; /* two of the reply's five cells */
+    CHECK(c && c->have_read && fabs(cm_read_share(c, drop) - 0.94 * 2 / 5) < 1e-9,
+          "a share spread over its turn's cells: %g", c ? cm_read_share(c, drop) : -1);
+    wchar_t line[128];
+    for (int pass = 0; pass < 2; pass++) {
+        screen scr = {.color = 0};
+        WINDOW *w = newwin(40, 60, 0, 0);
+        cache_panel_draw(&m, 1, &scr, w);
+        const wchar_t *want = pass ? L",,,,#####." : L",,,,:::#####.";
+        int map = 0, said = 0;
+        for (int y = 1; y < 39; y++) {
+            row(w, y, line, 127);
+            map |= !wcsncmp(line + 1, want, wcslen(want));
+            said |= wcsstr(line, pass ? L"of attention" : L"99% of attention") != NULL;
+        }
+        CHECK(map, "%s: the map's ramp reads %ls", pass ? "after the eviction" : "before", want);
+        CHECK(said, "%s: the forecast says the attention its turns held",
+              pass ? "after" : "before");
+        scr.color = 1;
+        cache_panel_draw(&m, 1, &scr, w);
+        chtype reply = mvwinch(w, 1 + 0, 0); /* the first row holds the title: find the map */
+        for (int y = 1; y < 39; y++) {
+            row(w, y, line, 127);
+            if (!wcsncmp(line + 1, pass ? L"kkkk" : L"kkkk1", pass ? 4 : 5))
+                reply = mvwinch(w, y, pass ? 5 : 9);
+        }
+        CHECK((reply & A_COLOR) == (chtype)COLOR_PAIR(CP_READ4),
+              "%s: the most-read turn takes the ramp's last colour", pass ? "after" : "before");
+        scr.conv_view = 1;
+        cache_panel_draw(&m, 1, &scr, w);
+        int listed = 0;
+        for (int y = 1; y < 39; y++) {
+            row(w, y, line, 127);
+            listed |= wcsstr(line, L"gpt-2") && wcsstr(line, L"94.0% 100.0%");
+        }
+        CHECK(listed, "%s: F6 lists the reply with its share and its head's",
+              pass ? "after" : "before");
+        delwin(w);
+        /* the message goes: the reply's share goes with the reply */
+        apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":3,\"recomputed\":5,"
+                  "\"ranges\":[[4,3]]}");
+    }
     cm_free(&m);
     term_close(&ft);
 }
@@ -713,6 +782,8 @@ static void panel_never_cuts(void)
               "\"shared_blocks\":1000,\"offloaded_convs\":12,\"keep\":2,\"evict_min\":256,"
               "\"reply_room\":1000,\"cache_dtype\":\"bf16\",\"layout\":\"paged\",\"host_bytes\":0,"
               "\"approximate\":true,\"memory_free\":120754820096,\"memory_total\":150754820096}");
+    apply(&m, "{\"ev\":\"attention\",\"conv\":1,\"t\":4,\"spans\":[[0,2],[2,0],[2,10],[12,32]],"
+              "\"mean\":[0.5,0,0.123,0.377],\"max\":[1,0,0.9,0.8],\"tokens\":16}");
     apply(&m, "{\"ev\":\"fork\",\"conv\":12,\"t\":4,\"parent\":1,\"shared_blocks\":1000}");
     apply(&m, "{\"ev\":\"offload\",\"conv\":12,\"t\":5,\"tokens\":1000,"
               "\"bytes\":1966080000,\"ms\":1234.5}");
@@ -739,6 +810,7 @@ static void panel_never_cuts(void)
 }
 
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
+           {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},
            {"ui/layout_any_size", layouts}, {"ui/graph_scaling", graph_scaling},

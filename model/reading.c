@@ -23,26 +23,15 @@ void rd_free(rd_reading *r)
 
 static int reserve(rd_reading *r, int spans)
 {
-    if (spans <= r->cap)
-        return 0;
-    int cap = spans * 2;
-    int *start = realloc(r->start, sizeof(int) * ((size_t)cap + 1));
-    if (start)
-        r->start = start;
-    float *mass =
-        start ? realloc(r->mass, sizeof(float) * (size_t)r->n_layer * r->n_head * cap) : NULL;
-    if (mass)
-        r->mass = mass;
-    double *mean = mass ? realloc(r->mean, sizeof(double) * (size_t)cap) : NULL;
-    if (mean)
-        r->mean = mean;
-    double *max = mean ? realloc(r->max, sizeof(double) * (size_t)cap) : NULL;
-    if (max)
-        r->max = max;
-    if (!max)
-        return err_set("out of memory for the attention's spans (%d)", spans);
-    r->cap = cap;
-    return 0;
+    const char *what = "the attention's spans";
+    size_t S = (size_t)spans;
+    return err_grow(&r->start, &r->cap_start, S + 1, sizeof *r->start, what) ||
+                   err_grow(&r->mass, &r->cap_mass, (size_t)r->n_layer * r->n_head * S,
+                            sizeof *r->mass, what) ||
+                   err_grow(&r->mean, &r->cap_mean, S, sizeof *r->mean, what) ||
+                   err_grow(&r->max, &r->cap_max, S, sizeof *r->max, what)
+               ? -1
+               : 0;
 }
 
 /* boundary i of the spans of a window of n: 0, keep, then each turn's end (the turns tile the

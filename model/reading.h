@@ -11,7 +11,8 @@
 
 typedef struct {
     kb_probe probe; /* what a step fills: gpt2_model.probe points here for a decode step */
-    int n_layer, n_head, cap;
+    int n_layer, n_head;
+    size_t cap_start, cap_mass, cap_mean, cap_max;
     int *start;         /* the spans: the kept prefix, then each turn */
     float *mass;        /* [n_layer][n_head][spans] */
     double *mean, *max; /* summed over the steps since the last event */

@@ -20,6 +20,15 @@ static void spans_by_hand(void)
     rd_init(&r, 2, 3);
     /* keep 5 inside the first turn [0, 8), a message [8, 12), a reply in progress [12, 15) */
     win_turn t[3] = {{0, 8, ROLE_USER, 0}, {8, 4, ROLE_ASSISTANT, 0}, {12, 3, ROLE_ASSISTANT, 0}};
+    for (int k = 0; k < 4; k++) { /* each of its four arrays failing to grow: said, nothing lost */
+        rd_reading f;
+        rd_init(&f, 2, 3);
+        err_fail_allocs_after(k);
+        CHECK(rd_spans(&f, t, 3, 5, 15, NULL, 1) == -1 && strstr(err_msg(), "attention's spans"),
+              "allocation %d failing: %s", k, err_msg());
+        err_fail_allocs_after(-1);
+        rd_free(&f);
+    }
     CHECK(rd_spans(&r, t, 3, 5, 15, NULL, 1) == 0, "%s", err_msg());
     static const int want[] = {0, 5, 8, 12, 15};
     CHECK(r.probe.n_spans == 4 && !memcmp(r.start, want, sizeof want), "spans %d: %d %d %d %d %d",

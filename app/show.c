@@ -87,7 +87,9 @@ act_result act_show(act_host *h, const char *name, char *args)
              ko->layout == KV_PAGED ? "paged" : "contiguous", dt_name(ko->type), ko->window,
              fmt_bytes(a, sizeof a, (double)kv_bytes_per_token(h->lm->pool)),
              fmt_bytes(b, sizeof b, (double)ko->pool_bytes),
-             h->eo->evict == EVICT_EXACT ? "exact" : "shift (approximate)",
+             h->eo->evict == EVICT_SHIFT       ? "shift (approximate)"
+             : h->eo->policy == WIN_LEAST_READ ? "exact, the least read first"
+                                               : "exact",
              h->eo->keep >= 0 ? "--keep" : "the preamble", tpl_name(h->eo->tpl), h->eo->tpl_why,
              sys ? "system preamble: " : "", sys ? sys : "", sys ? "\n" : "",
              path ? path : "not saved (--no-save)", read);

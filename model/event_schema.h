@@ -146,6 +146,7 @@
     F(stats, keep, INT, 0, W, OPT, "tokens never evicted")                                       \
     F(stats, evict_min, INT, 0, 65536, OPT, "the fewest tokens an eviction drops")               \
     F(stats, reply_room, INT, 0, W, OPT, "room a turn's start makes for its reply (--evict-at)") \
+    F(stats, least_read, BOOL, 0, 0, OPT, "--evict least-read: the least-read turns go first")   \
     F(stats, cache_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or int8")                              \
     F(stats, layout, STR, 0, 0, OPT, "paged or contiguous")                                      \
     F(stats, host_bytes, I64, 0, 0, OPT, "bytes offloaded to host memory")                       \
@@ -182,6 +183,7 @@
     F(turn_end, rng, STR, 0, 0, REQ, "the sampler's state, hex")                                 \
     F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                      \
     F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
+    F(turn_end, reads, NUMS, 0, 1, OPT, "least-read: each turn's share of attention")            \
     E(RESUME, resume, "a later run took the session up again (its settings as the header's)")    \
     F(resume, from, STR, 0, 0, OPT, "the session resumed")                                       \
     F(resume, window, INT, 1, 65536, OPT, "its window from here on")                             \

@@ -18,6 +18,7 @@ void rd_free(rd_reading *r)
     free(r->mass);
     free(r->mean);
     free(r->max);
+    free(r->now);
     memset(r, 0, sizeof *r);
 }
 
@@ -29,7 +30,8 @@ static int reserve(rd_reading *r, int spans)
                    err_grow(&r->mass, &r->cap_mass, (size_t)r->n_layer * r->n_head * S,
                             sizeof *r->mass, what) ||
                    err_grow(&r->mean, &r->cap_mean, S, sizeof *r->mean, what) ||
-                   err_grow(&r->max, &r->cap_max, S, sizeof *r->max, what)
+                   err_grow(&r->max, &r->cap_max, S, sizeof *r->max, what) ||
+                   err_grow(&r->now, &r->cap_now, S, sizeof *r->now, what)
                ? -1
                : 0;
 }
@@ -78,6 +80,7 @@ void rd_step(rd_reading *r)
             sum += m;
             most = m > most ? m : most;
         }
+        r->now[s] = sum / LH;
         r->mean[s] += sum / LH;
         r->max[s] += most;
     }

@@ -12,10 +12,11 @@
 typedef struct {
     kb_probe probe; /* what a step fills: gpt2_model.probe points here for a decode step */
     int n_layer, n_head;
-    size_t cap_start, cap_mass, cap_mean, cap_max;
+    size_t cap_start, cap_mass, cap_mean, cap_max, cap_now;
     int *start;         /* the spans: the kept prefix, then each turn */
     float *mass;        /* [n_layer][n_head][spans] */
     double *mean, *max; /* summed over the steps since the last event */
+    double *now;        /* the last step's mean per span */
     int steps;
 } rd_reading;
 

@@ -52,15 +52,29 @@ int win_turn_need(const win_turn *turns, int n_turns, int n, int keep, int windo
     return n + message - window;
 }
 
+/* whether turn t may go whole, and is not marked yet */
+static int whole_candidate(const win_turn *turns, int t, int keep, int n, const unsigned char *drop)
+{
+    const win_turn *u = &turns[t];
+    int from = u->start > keep ? u->start : keep;
+    return !u->pinned && u->role != ROLE_PREAMBLE && from < u->start + u->len && from < n &&
+           !drop[from];
+}
+
 int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
-             int open_last, unsigned char *drop)
+             int open_last, win_policy policy, unsigned char *drop)
 {
     memset(drop, 0, (size_t)n);
     target = target < need ? need : target;
     int dropped = 0, whole = open_last ? n_turns - 1 : n_turns;
-    for (int t = 0; t < whole && dropped < target; t++) {
-        if (turns[t].pinned || turns[t].role == ROLE_PREAMBLE)
-            continue;
+    for (int k = 0; k < whole && dropped < target; k++) {
+        int t = -1; /* the next turn to go: the oldest, or the least read (the oldest of equals) */
+        for (int u = 0; u < whole && (t < 0 || policy == WIN_LEAST_READ); u++)
+            if (whole_candidate(turns, u, keep, n, drop) &&
+                (t < 0 || turns[u].read < turns[t].read))
+                t = u;
+        if (t < 0)
+            break;
         for (int i = turns[t].start; i < turns[t].start + turns[t].len && i < n; i++)
             if (i >= keep)
                 drop[i] = 1, dropped++;
@@ -75,4 +89,12 @@ int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int 
         return -1;
     }
     return dropped;
+}
+
+void win_fold_reading(win_turn *turns, int n_turns, int steps)
+{
+    for (int t = 0; t < n_turns; t++) {
+        turns[t].read = WIN_READ_DECAY * turns[t].read + (steps > 0 ? turns[t].took / steps : 0);
+        turns[t].took = 0;
+    }
 }

@@ -6,16 +6,32 @@
 /* who wrote a turn, or a chat pane's message (a notice is never in a window) */
 enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT, ROLE_NOTICE };
 
+/* read: the turn's share of where the replies read, decayed (WIN_LEAST_READ's; 0 otherwise);
+ * took: the reply in progress's reading of it so far, folded into read at its end */
 typedef struct {
     int start, len, role, pinned;
+    float read, took;
 } win_turn;
 
-/* Marks in drop[0..n) what an eviction removes from a window of n tokens: whole unpinned turns from
- * the oldest (never the kept prefix, the preamble or a pinned turn) until `target` tokens; a last
- * turn still in progress (open_last) only loses its oldest part, as much as still lacks to reach
- * `target`. Returns the number dropped, or -1 (with drop cleared) when fewer than `need` can go. */
+/* Which whole turns an eviction takes first: the oldest (--evict exact), or those the replies read
+ * least (--evict least-read), by each turn's decayed share of attention */
+typedef enum { WIN_OLDEST, WIN_LEAST_READ } win_policy;
+
+/* Marks in drop[0..n) what an eviction removes from a window of n tokens: whole unpinned turns,
+ * the oldest first or the least read first (ties: the oldest), never the kept prefix, the
+ * preamble or a pinned turn, until `target` tokens; a last turn still in progress (open_last) only
+ * loses its oldest part, as much as still lacks to reach `target`. Returns the number dropped, or
+ * -1 (with drop cleared) when fewer than `need` can go. Either way a larger need drops a superset.
+ */
 int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
-             int open_last, unsigned char *drop);
+             int open_last, win_policy policy, unsigned char *drop);
+/* A reply's end at WIN_LEAST_READ: each turn's read decays by WIN_READ_DECAY and takes the mean
+ * share the reply's `steps` decode steps gave it. The decay halves a share each reply: what the
+ * next replies read is best foretold by the last few, and a turn read long ago but no longer
+ * loses its claim within a few turns (a sum without decay, as H2O keeps, favours old turns for
+ * having been read for longer). */
+#define WIN_READ_DECAY 0.5f
+void win_fold_reading(win_turn *turns, int n_turns, int steps);
 /* The most tokens an eviction may drop from that window, by the same rule: all but the kept prefix,
  * the preamble and the pinned turns. */
 int win_evictable(const win_turn *turns, int n_turns, int n, int keep);

@@ -39,7 +39,11 @@ printf '%s\n' "$msgs" | chat --evict shift --fidelity 2 --events "$TMP/shift.jso
 check "${TAG}chat/--evict shift is labelled approximate" grep -q '"mode":"shift (approximate)"' "$TMP/shift.jsonl"
 check "${TAG}chat/--fidelity reports" grep -q '"ev":"fidelity"' "$TMP/shift.jsonl"
 
-expect_error "${TAG}chat/--evict bad" 2 "--evict: expected exact or shift" "$KV" chat --no-tui -m "$CM" --evict maybe
+expect_error "${TAG}chat/--evict bad" 2 "--evict: expected exact, shift or least-read" \
+    "$KV" chat --no-tui -m "$CM" --evict maybe
+expect_error "${TAG}chat/--evict least-read needs the reading" 1 \
+    "--evict least-read goes by where the replies read: it needs --attention on" \
+    "$KV" chat --no-tui -m "$CM" --evict least-read --attention off
 expect_error "${TAG}chat/--prepare-evict bad" 2 "--prepare-evict: expected on or off, got 'maybe'" "$KV" chat --no-tui -m "$CM" --prepare-evict maybe
 expect_error "${TAG}chat/--template bad" 2 "--template: expected gpt2, dialogpt or none" "$KV" chat --no-tui -m "$CM" --template llama
 expect_error "${TAG}chat/--cache-layout bad" 2 "--cache-layout: expected paged or contiguous" "$KV" chat --no-tui -m "$CM" --cache-layout ring

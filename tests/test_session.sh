@@ -42,6 +42,16 @@ check "${TAG}session/a session with attention events verifies" "$KV" replay "$S/
 check "${TAG}session/... and replays (--no-tui)" "$KV" replay "$S/att.jsonl" --no-tui
 check "${TAG}session/the same chat without them gives the same replies" \
     cmp -s "$S/prep.out" "$S/att.out"
+# --evict least-read is recorded with each turn's reading, verifies, and a resume goes on with the
+# recorded reading (the replies those of the same chat in one run)
+paced | chat --seed 3 --ctx 48 --evict-min 8 --evict least-read --session "$S/lr.jsonl" >"$S/lr.out"
+check "${TAG}session/--evict least-read is recorded" grep -q '"evict": *"least-read"' "$S/lr.jsonl"
+check "${TAG}session/... with each turn's reading" grep -q '"reads": *\[' "$S/lr.jsonl"
+check "${TAG}session/a least-read chat verifies" "$KV" replay "$S/lr.jsonl" --verify
+paced | head -4 | chat --seed 3 --ctx 48 --evict-min 8 --evict least-read \
+    --session "$S/lr2.jsonl" >"$S/lr2.out"
+paced | tail -3 | chat --resume "$S/lr2.jsonl" >>"$S/lr2.out"
+check "${TAG}session/a resumed least-read chat goes on as one run" cmp -s "$S/lr.out" "$S/lr2.out"
 # each rule of when to evict is recorded and verifies; a session from before the rule was
 # recorded evicting when full, and verifies so; a rule it cannot know is refused
 for rule in turn full; do

@@ -402,6 +402,18 @@ void cm_apply(cache_model *m, const json_t *ev)
         graph_push(&c->history, c->n_cells, 'F');
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
              ev_fork_shared_blocks(ev));
+    } else if (!strcmp(type, EV_TURN_END)) {
+        /* the reading least-read evicts by, for the forecast: each recorded turn's onto the
+         * panel's turn that holds its start */
+        const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);
+        for (size_t k = 0; reads && k < json_array_size(turns); k++) {
+            const json_t *x = json_array_get(turns, k);
+            int start = cells(json_integer_value(json_array_get(x, 0)));
+            for (int t = 0; json_integer_value(json_array_get(x, 1)) > 0 && t < c->n_turns; t++)
+                if (start >= c->turns[t].start && start < c->turns[t].start + c->turns[t].len)
+                    c->turns[t].read =
+                        (float)clamp_dbl(json_number_value(json_array_get(reads, k)), 0, 1);
+        }
     } else if (!strcmp(type, EV_ATTENTION)) {
         apply_reading(c, ev);
     } else if (!strcmp(type, EV_PIN)) {
@@ -422,6 +434,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
         c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
         c->reply_room = clamp_int(cells(ev_stats_reply_room(ev)), 0, CM_MAX_CELLS);
+        c->policy = ev_stats_least_read(ev) ? WIN_LEAST_READ : WIN_OLDEST;
         c->bytes_used = ev_stats_bytes_used(ev);
         c->bytes_reserved = ev_stats_bytes_reserved(ev);
         c->host_bytes = ev_stats_host_bytes(ev);
@@ -457,7 +470,7 @@ int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *
         return 0;
     /* at least evict_min, oldest turns first */
     int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, need > 1 ? need : 1, c->evict_min,
-                     0, drop);
+                     0, c->policy, drop);
     return n < 0 ? 0 : n;
 }
 

@@ -31,7 +31,8 @@ typedef struct {
     int n_turns, n_cells;
     size_t cap_turns;
     int keep, window, capacity, evict_min;
-    int reply_room; /* --evict-at turn: what a turn's start keeps free for its reply */
+    int reply_room;    /* --evict-at turn: what a turn's start keeps free for its reply */
+    win_policy policy; /* the turns an eviction takes first (its stats say; reads: turn_end's) */
     double bytes_used, bytes_reserved, host_bytes, hit_rate; /* reserved - used: fragmentation */
     double bytes_per_token; /* from the events' cache totals: used bytes follow each token */
     int grows, evictions, shared_blocks, offloaded, approximate, have_stats;

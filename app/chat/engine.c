@@ -83,7 +83,10 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
     e->rule = (evict_rule){.window = window,
                            .target = eo->evict_min > 0 ? eo->evict_min : window / 4,
                            .mode = eo->evict,
-                           .when = eo->evict_at};
+                           .when = eo->evict_at,
+                           .policy = eo->policy};
+    if (eo->policy == WIN_LEAST_READ && e->o.attention <= 0) /* the rule goes by the reading */
+        e->o.attention = ENGINE_ATTENTION_EVERY;
     rd_init(&e->reading, lm->model.cfg.n_layer, lm->model.cfg.n_head);
     e->logits = err_malloc(sizeof(float) * V, "logits");
     if (!e->logits || fid_init(&e->fid, V)) {
@@ -314,6 +317,8 @@ void eng_stats(engine *e, const conv *c)
     int reply_room = clamp_int(win_reply_room(e->rule.when, e->mo.n_predict), 0, e->rule.window);
     if (f && reply_room)
         json_object_set_new(f, "reply_room", json_integer(reply_room));
+    if (f && e->rule.policy == WIN_LEAST_READ)
+        json_object_set_new(f, "least_read", json_true());
     size_t mem_free = 0, mem_total = 0;
     if (f && !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total)) {
         json_object_set_new(f, "memory_free", json_integer((json_int_t)mem_free));

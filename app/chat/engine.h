@@ -30,7 +30,11 @@ typedef struct {
     int max_convs;       /* /new and /fork refuse a conversation numbered past it; 0: no limit */
     int attention;       /* attention events every this many reply tokens (and at a reply's end,
                             model/reading.h); 0: off, and nothing is spent on them */
+    win_policy policy;   /* --evict least-read: the least-read turns go first (attention is on) */
 } engine_opts;
+
+/* --attention on: an attention event every this many reply tokens */
+#define ENGINE_ATTENTION_EVERY 16
 
 typedef struct engine engine;
 

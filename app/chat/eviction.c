@@ -35,7 +35,8 @@ static int plan(const conv *c, const evict_rule *r, int need, int open_last, uns
                 int *newpos, int *first)
 {
     int n = c->n_ids, w = 0;
-    int dropped = win_plan(c->turns, c->n_turns, n, c->keep, need, r->target, open_last, drop);
+    int dropped =
+        win_plan(c->turns, c->n_turns, n, c->keep, need, r->target, open_last, r->policy, drop);
     if (dropped < 0)
         return -1;
     for (*first = 0; *first < n && !drop[*first];)
@@ -109,15 +110,15 @@ static int recompute_chunks(loaded_model *lm, kv_seq *s, const int *ids, int at,
 
 /* At a turn's start, at --evict-at turn: what the eviction made for a message as long as the
  * longest in the window drops (evict_prepare's first plan), 0 when that one needs none. win_plan
- * drops oldest first, so an eviction dropping no more is that one, and one dropping more is for a
- * longer message. */
+ * drops a superset for a larger need, so an eviction dropping no more is that one, and one
+ * dropping more is for a longer message. */
 static int planned_drop(const conv *c, const evict_rule *r, int reply, unsigned char *scratch)
 {
     int need = win_turn_need(c->turns, c->n_turns, c->n_ids, c->keep, r->window,
                              win_longest_message(c->turns, c->n_turns), reply);
-    int dropped =
-        need > 0 ? win_plan(c->turns, c->n_turns, c->n_ids, c->keep, need, r->target, 0, scratch)
-                 : 0;
+    int dropped = need > 0 ? win_plan(c->turns, c->n_turns, c->n_ids, c->keep, need, r->target, 0,
+                                      r->policy, scratch)
+                           : 0;
     return dropped > 0 ? dropped : 0;
 }
 
@@ -369,7 +370,7 @@ void evict_follow_begin(conv *c, const evict_rule *r, int n_predict)
              (p->ids = err_malloc(sizeof(int) * (size_t)W, "a prepared eviction"));
     if (ok) {
         t->len = W - n;
-        ok = win_plan(c->turns, c->n_turns, W, c->keep, 1, r->target, 1, p->drop) > 0;
+        ok = win_plan(c->turns, c->n_turns, W, c->keep, 1, r->target, 1, r->policy, p->drop) > 0;
         t->len = 0;
     }
     if (ok) {

@@ -13,10 +13,11 @@
 typedef enum { EVICT_EXACT, EVICT_SHIFT } evict_mode;
 
 typedef struct {
-    int window;      /* tokens the cache holds at most */
-    int target;      /* drop at least this many per eviction */
-    evict_mode mode; /* exact: re-prefill what moved; shift: move cached rows (approximate) */
-    win_when when;   /* at a turn's start, for its reply too; or when a token does not fit */
+    int window;        /* tokens the cache holds at most */
+    int target;        /* drop at least this many per eviction */
+    evict_mode mode;   /* exact: re-prefill what moved; shift: move cached rows (approximate) */
+    win_when when;     /* at a turn's start, for its reply too; or when a token does not fit */
+    win_policy policy; /* which turns go first: the oldest, or the least read */
 } evict_rule;
 
 struct conv;

@@ -39,11 +39,19 @@ json_t *rec_turn_end_fields(const rec_turn_end *t)
     }
     char rng[24];
     snprintf(rng, sizeof rng, "%016llx", (unsigned long long)t->rng);
-    return json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:o, s:b}", "reply",
-                     t->reply ? t->reply : "", "tokens", t->tokens, "cancelled", t->cancelled,
-                     "failed", t->failed, "window", win, "turns", turns, "keep", t->keep, "rng",
-                     rng, "sampling", rec_sampling(&t->sp, t->n_predict), "approximate",
-                     t->approximate);
+    json_t *ev =
+        json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:o, s:b}", "reply",
+                  t->reply ? t->reply : "", "tokens", t->tokens, "cancelled", t->cancelled,
+                  "failed", t->failed, "window", win, "turns", turns, "keep", t->keep, "rng", rng,
+                  "sampling", rec_sampling(&t->sp, t->n_predict), "approximate", t->approximate);
+    json_t *reads = ev && t->reads ? json_array() : NULL;
+    for (int i = 0; reads && i < t->n_turns; i++) /* within 0..1 as the schema has it */
+        json_array_append_new(reads, json_real(t->turns[i].read < 0   ? 0
+                                               : t->turns[i].read > 1 ? 1
+                                                                      : t->turns[i].read));
+    if (reads)
+        json_object_set_new(ev, "reads", reads);
+    return ev;
 }
 
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns)
@@ -67,10 +75,12 @@ int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **t
         (*ids)[i] = (int)json_integer_value(json_array_get(w, (size_t)i));
     for (int i = 0; i < t->n_turns; i++) {
         const json_t *x = json_array_get(tu, (size_t)i);
-        (*turns)[i] = (win_turn){(int)json_integer_value(json_array_get(x, 0)),
-                                 (int)json_integer_value(json_array_get(x, 1)),
-                                 (int)json_integer_value(json_array_get(x, 2)),
-                                 json_is_true(json_array_get(x, 3))};
+        (*turns)[i] = (win_turn){
+            .start = (int)json_integer_value(json_array_get(x, 0)),
+            .len = (int)json_integer_value(json_array_get(x, 1)),
+            .role = (int)json_integer_value(json_array_get(x, 2)),
+            .pinned = json_is_true(json_array_get(x, 3)),
+            .read = (float)json_number_value(json_array_get(ev_turn_end_reads(ev), (size_t)i))};
     }
     t->ids = *ids;
     t->turns = *turns;

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t rng; /* the sampler's state after the reply */
     sampler_params sp;
     int n_predict, approximate;
+    int reads; /* --evict least-read: each turn's decayed share of attention goes with it */
 } rec_turn_end;
 
 /* The record's fields (for ev_emit); a new reference, NULL when out of memory. */

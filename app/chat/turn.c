@@ -30,9 +30,12 @@ static int read_step(engine *e, conv *c, const int *id, int pick)
     m->probe = &e->reading.probe;
     int rc = eng_forward(e, c, id, 1, pick);
     m->probe = NULL;
-    if (!rc)
-        rd_step(&e->reading);
-    return rc;
+    if (rc)
+        return rc;
+    rd_step(&e->reading);
+    for (int t = 0; t < c->n_turns; t++) /* span t + 1 is turn t */
+        c->turns[t].took += (float)e->reading.now[t + 1];
+    return 0;
 }
 
 static void offload_idle(engine *e, const conv *active)
@@ -154,7 +157,8 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
 {
     loaded_model *lm = e->lm;
     /* fixed for the whole reply: a /set meanwhile waits for its end (engine_set_sampling) */
-    int eos = tok_eos(lm->tok), rc = 0, made = 0, n_predict = e->mo.n_predict, stopped = 0;
+    int eos = tok_eos(lm->tok), rc = 0, made = 0, n_predict = e->mo.n_predict, stopped = 0,
+        probed = 0;
     stop_text st;
     stop_init(&st, tpl_stop(e->o.tpl));
     tok_stream ts;
@@ -187,6 +191,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         made++;
         if ((rc = read_step(e, c, &id, !end && made < n_predict)))
             break;
+        probed += e->o.attention > 0;
         evict_follow(c, lm, &e->rule);
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
@@ -212,7 +217,9 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
     kv_set_busy(c->seq, 0);
     evict_follow_end(c);
     rd_tell(&e->reading, lm->bus, c->id); /* the reply's last steps */
-    e->forced = NULL;                     /* one reply's worth */
+    if (e->rule.policy == WIN_LEAST_READ) /* the reading the next eviction goes by */
+        win_fold_reading(c->turns, c->n_turns, probed);
+    e->forced = NULL; /* one reply's worth */
     e->n_forced = 0;
     e->on_logits = NULL;
     if (!rc && stopped <= 0) {
@@ -254,7 +261,8 @@ int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
                       .rng = c->smp.rng,
                       .sp = c->smp.p,
                       .n_predict = e->mo.n_predict,
-                      .approximate = c->approximate};
+                      .approximate = c->approximate,
+                      .reads = e->rule.policy == WIN_LEAST_READ};
     ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
     c->turns_done++;
     c->settled = c->n_ids;

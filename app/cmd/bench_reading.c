@@ -22,7 +22,9 @@ static int one_run(loaded_model *lm, kv_seq *c, const int *ids, int ctx, rd_read
         int n = ctx + s + 1, n_turns = (n + TURN - 1) / TURN;
         if (rd) {
             for (int t = 0; t < n_turns; t++)
-                turns[t] = (win_turn){t * TURN, t == n_turns - 1 ? n - t * TURN : TURN, 1, 0};
+                turns[t] = (win_turn){.start = t * TURN,
+                                      .len = t == n_turns - 1 ? n - t * TURN : TURN,
+                                      .role = ROLE_USER};
             if (rd_spans(rd, turns, n_turns, 0, n, lm->bus, 1))
                 return -1;
             m->probe = &rd->probe;

@@ -39,7 +39,9 @@
     "                         full (only when the next token does not fit)\n"                      \
     "      --evict M          exact (default: re-prefill what remains) | shift (approximate, "     \
     "what\n"                                                                                       \
-    "                         llama.cpp does to GPT-2: old keys keep their old positions)\n"       \
+    "                         llama.cpp does to GPT-2: old keys keep their old positions) |\n"     \
+    "                         least-read (exact, the turns the replies read least go first;\n"     \
+    "                         it turns --attention on)\n"                                          \
     "      --fidelity N       every N tokens, recompute the logits from scratch and report "       \
     "top-1\n"                                                                                      \
     "                         agreement and KL divergence as a fidelity event\n"                   \
@@ -87,8 +89,6 @@ const char CHAT_HELP[] =
     "      --commands         print the chat's commands as a Markdown table and "
     "exit\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
-enum { ATTENTION_EVERY = 16 }; /* --attention on: an event every this many reply tokens */
-
 typedef struct {
     engine_opts eo;
     const char *events, *session, *resume;
@@ -131,10 +131,12 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
         if (r > 0)
             eo->evict_at = strcmp(v, "turn") ? WIN_AT_FULL : WIN_AT_TURN;
     } else if (MATCH("--evict")) {
-        if (r > 0 && strcmp(v, "exact") && strcmp(v, "shift"))
-            return err_set("--evict: expected exact or shift, got '%s'", v);
-        if (r > 0)
-            eo->evict = strcmp(v, "exact") ? EVICT_SHIFT : EVICT_EXACT;
+        if (r > 0 && strcmp(v, "exact") && strcmp(v, "shift") && strcmp(v, "least-read"))
+            return err_set("--evict: expected exact, shift or least-read, got '%s'", v);
+        if (r > 0) {
+            eo->evict = strcmp(v, "shift") ? EVICT_EXACT : EVICT_SHIFT;
+            eo->policy = strcmp(v, "least-read") ? WIN_OLDEST : WIN_LEAST_READ;
+        }
     } else if (MATCH("--fidelity")) {
         if (r > 0 && opt_int("--fidelity", v, 0, 1 << 20, &eo->fidelity))
             return -1;
@@ -151,7 +153,7 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
             eo->prepare = !strcmp(v, "on");
     } else if (MATCH("--attention")) {
         if (r > 0 && !strcmp(v, "on"))
-            eo->attention = ATTENTION_EVERY;
+            eo->attention = ENGINE_ATTENTION_EVERY;
         else if (r > 0 && !strcmp(v, "off"))
             eo->attention = 0;
         else if (r > 0 && opt_int("--attention", v, 1, 1 << 20, &eo->attention))
@@ -350,9 +352,13 @@ int cmd_chat(int argc, char **argv)
         a.eo.max_convs = CHAT_PANES;
     /* where something shows it, and where it costs under 3% of a decode step: on the CPU (a
      * probed CUDA step is not recorded as a graph, and is unmeasured) */
+    if (a.eo.policy == WIN_LEAST_READ && !a.eo.attention) {
+        err_set("--evict least-read goes by where the replies read: it needs --attention on");
+        goto out;
+    }
     if (a.eo.attention < 0)
         a.eo.attention =
-            (tui || a.events) && !strcmp(lm.backend->name, "cpu") ? ATTENTION_EVERY : 0;
+            (tui || a.events) && !strcmp(lm.backend->name, "cpu") ? ENGINE_ATTENTION_EVERY : 0;
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {

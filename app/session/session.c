@@ -35,9 +35,12 @@ json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, cons
         dt_name(ko->type), "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
         (double)ko->grow_factor, "prealloc", ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes,
         "chat", "template", tpl_name(eo->tpl), "keep", eo->keep, "evict_min", eo->evict_min,
-        "evict", eo->evict == EVICT_EXACT ? "exact" : "shift", "evict_at",
-        eo->evict_at == WIN_AT_TURN ? "turn" : "full", "fidelity", eo->fidelity, "system",
-        eo->system ? eo->system : "");
+        "evict",
+        eo->evict == EVICT_SHIFT       ? "shift"
+        : eo->policy == WIN_LEAST_READ ? "least-read"
+                                       : "exact",
+        "evict_at", eo->evict_at == WIN_AT_TURN ? "turn" : "full", "fidelity", eo->fidelity,
+        "system", eo->system ? eo->system : "");
 }
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)

@@ -40,7 +40,10 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     eo->system = system && *system ? system : NULL; /* lives with the session */
     eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
     eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
+    if (ev && strcmp(ev, "exact") && strcmp(ev, "shift") && strcmp(ev, "least-read"))
+        return err_set("the session's evict '%.16s' is none of exact, shift and least-read", ev);
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
+    eo->policy = ev && !strcmp(ev, "least-read") ? WIN_LEAST_READ : WIN_OLDEST;
     if (at && strcmp(at, "turn") && strcmp(at, "full"))
         return err_set("the session's evict_at '%.16s' is neither turn nor full", at);
     /* a session from before --evict-at was recorded evicting when full */
@@ -98,7 +101,7 @@ int session_settings_diff(const model_opts *r, const engine_opts *re, const mode
         {re->tpl != e->tpl, "--template"},
         {re->keep != e->keep, "--keep"},
         {re->evict_min != e->evict_min, "--evict-min"},
-        {re->evict != e->evict, "--evict"},
+        {re->evict != e->evict || re->policy != e->policy, "--evict"},
         {re->evict_at != e->evict_at, "--evict-at"},
         {re->fidelity != e->fidelity, "--fidelity"},
         {!re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system"},

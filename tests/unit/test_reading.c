@@ -11,6 +11,7 @@
 #include "../../app/chat/engine.h"
 #include "../../kernels/err.h"
 #include "../../model/reading.h"
+#include "../../ui/cache_model.h"
 #include "check.h"
 #include "model_fixture.h"
 
@@ -19,8 +20,10 @@ static void spans_by_hand(void)
     rd_reading r;
     rd_init(&r, 2, 3);
     /* keep 5 inside the first turn [0, 8), a message [8, 12), a reply in progress [12, 15) */
-    win_turn t[3] = {{0, 8, ROLE_USER, 0}, {8, 4, ROLE_ASSISTANT, 0}, {12, 3, ROLE_ASSISTANT, 0}};
-    for (int k = 0; k < 4; k++) { /* each of its four arrays failing to grow: said, nothing lost */
+    win_turn t[3] = {{0, 8, ROLE_USER, 0, 0, 0},
+                     {8, 4, ROLE_ASSISTANT, 0, 0, 0},
+                     {12, 3, ROLE_ASSISTANT, 0, 0, 0}};
+    for (int k = 0; k < 5; k++) { /* each of its arrays failing to grow: said, nothing lost */
         rd_reading f;
         rd_init(&f, 2, 3);
         err_fail_allocs_after(k);
@@ -34,7 +37,7 @@ static void spans_by_hand(void)
     CHECK(r.probe.n_spans == 4 && !memcmp(r.start, want, sizeof want), "spans %d: %d %d %d %d %d",
           r.probe.n_spans, r.start[0], r.start[1], r.start[2], r.start[3], r.start[4]);
     /* a preamble within the kept prefix is an empty span */
-    win_turn p[2] = {{0, 3, ROLE_PREAMBLE, 0}, {3, 6, ROLE_USER, 0}};
+    win_turn p[2] = {{0, 3, ROLE_PREAMBLE, 0, 0, 0}, {3, 6, ROLE_USER, 0, 0, 0}};
     CHECK(rd_spans(&r, p, 2, 4, 9, NULL, 1) == 0 && r.probe.n_spans == 3 && r.start[1] == 4 &&
               r.start[2] == 4 && r.start[3] == 9,
           "a preamble inside the kept prefix");
@@ -51,22 +54,30 @@ static void spans_by_hand(void)
 
 static void collect(void *ctx, json_t *ev) { json_array_append(ctx, ev); }
 
+/* the f32 test model in a window of 40, greedy, replies of n_predict, its events into `events` */
+static int load(loaded_model *lm, model_opts *mo, int n_predict, json_t *events)
+{
+    model_opts_init(mo);
+    mo->model_dir = fixture_model("f32", 64);
+    mo->wtype = DT_F32;
+    mo->device = "cpu";
+    mo->n_predict = n_predict;
+    mo->sp.temp = 0;
+    mo->sp.repeat_penalty = 1;
+    mo->kv.window = 40;
+    if (load_model(lm, mo))
+        return -1;
+    ev_subscribe(lm->bus, collect, events);
+    return 0;
+}
+
 /* a chat of four turns, its events into `events`, its last logits into *logits (malloc'd) */
 static int attention_chat(int every, json_t *events, float **logits, int *vocab)
 {
     model_opts mo;
-    model_opts_init(&mo);
-    mo.model_dir = fixture_model("f32", 64);
-    mo.wtype = DT_F32;
-    mo.device = "cpu";
-    mo.n_predict = 20;
-    mo.sp.temp = 0;
-    mo.sp.repeat_penalty = 1;
-    mo.kv.window = 40;
     loaded_model lm;
-    if (load_model(&lm, &mo))
+    if (load(&lm, &mo, 20, events))
         return -1;
-    ev_subscribe(lm.bus, collect, events);
     /* --evict-at full, a window of 40 and replies of 20: evictions inside replies */
     engine_opts eo = {
         .tpl = TPL_NONE, .keep = 2, .evict_min = 8, .evict_at = WIN_AT_FULL, .attention = every};
@@ -138,5 +149,149 @@ static void attention_events(void)
     json_decref(off);
 }
 
+/* model/window.c's least-read rule by hand: whole turns by their reading, the least first, never
+ * the kept prefix or a pinned turn; the oldest first beside it; a reply's end folding in */
+static void least_read_by_hand(void)
+{
+    win_turn t[4] = {{0, 4, ROLE_USER, 0, 0.5f, 0},
+                     {4, 4, ROLE_ASSISTANT, 0, 0.1f, 0},
+                     {8, 4, ROLE_USER, 0, 0.3f, 0},
+                     {12, 4, ROLE_ASSISTANT, 1, 0.05f, 0}};
+    unsigned char d[16];
+    static const struct {
+        int target;
+        win_policy policy;
+        const char *want; /* the dropped positions */
+    } k[] = {
+        {1, WIN_LEAST_READ, "0000111100000000"}, /* turn 1, the least read (3 is pinned) */
+        {6, WIN_LEAST_READ, "0000111111110000"}, /* then turn 2 */
+        {9, WIN_LEAST_READ, "0011111111110000"}, /* then turn 0, its kept prefix left */
+        {1, WIN_OLDEST, "0011000000000000"},     /* the oldest: turn 0 past the kept prefix */
+        {3, WIN_OLDEST, "0011111100000000"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        int n = win_plan(t, 4, 16, 2, 1, k[i].target, 0, k[i].policy, d);
+        char got[17] = "";
+        for (int p = 0; p < 16; p++)
+            got[p] = (char)('0' + d[p]);
+        int ones = 0;
+        for (const char *q = k[i].want; *q; q++)
+            ones += *q == '1';
+        CHECK(!strcmp(got, k[i].want) && n == ones, "case %zu: dropped %s (%d), want %s", i, got, n,
+              k[i].want);
+    }
+    t[0].took = 3; /* a reply of 4 steps gave turn 0 a share of 0.75 a step */
+    win_fold_reading(t, 4, 4);
+    CHECK(fabsf(t[0].read - (0.5f * WIN_READ_DECAY + 0.75f)) < 1e-6f && t[0].took == 0 &&
+              fabsf(t[1].read - 0.1f * WIN_READ_DECAY) < 1e-6f,
+          "folded: %g %g", t[0].read, t[1].read);
+}
+
+/* a least-read chat in a window of 40 (turn rule, evictions prepared and not), its events into
+ * `events`, its last logits and window into *out (malloc'd), and the fresh pass's error */
+static int least_read_chat(int prepare, json_t *events, float **out, double *fresh)
+{
+    model_opts mo;
+    loaded_model lm;
+    if (load(&lm, &mo, 8, events))
+        return -1;
+    engine_opts eo = {.tpl = TPL_NONE,
+                      .keep = 2,
+                      .evict_min = 4,
+                      .evict_at = WIN_AT_TURN,
+                      .prepare = prepare,
+                      .policy = WIN_LEAST_READ};
+    engine *e = engine_create(&lm, &mo, &eo);
+    int c = e ? engine_new_conv(e) : -1, rc = c < 0 ? -1 : 0, V = lm.model.cfg.vocab_size, n = 0;
+    static const char *const msgs[] = {"hello there",     "how are you today",
+                                       "and the cache",   "one more",
+                                       "tell me a story", "why",
+                                       "ok then",         "bye"};
+    for (int k = 0; k < 8 && !rc; k++) {
+        char *reply = NULL;
+        rc = engine_turn(e, c, msgs[k], &reply);
+        free(reply);
+        engine_settle(e);
+    }
+    float *want = malloc(sizeof(float) * (size_t)V);
+    *out = malloc(sizeof(float) * (size_t)V);
+    const int *ids = rc ? NULL : engine_window(e, c, &n);
+    kv_seq *s = ids ? kv_seq_new(lm.pool, 0) : NULL;
+    if (!s || !want || !*out || gpt2_forward(&lm.model, lm.backend, s, ids, n, want))
+        rc = -1;
+    if (!rc) {
+        memcpy(*out, engine_logits(e), sizeof(float) * (size_t)V);
+        *fresh = rel_err(*out, want, V);
+    }
+    kv_seq_free(s);
+    free(want);
+    engine_free(e);
+    unload_model(&lm);
+    return rc;
+}
+
+/* --evict least-read: exact (a fresh pass over the window it leaves), the same bits prepared or
+ * not, evicting turns other than the oldest, and the panel's forecast at each message the
+ * eviction that message's turn made, drawn from the same events */
+static void least_read_evicts_exactly(void)
+{
+    json_t *on = json_array(), *off = json_array();
+    float *a = NULL, *b = NULL;
+    double ea = 1, eb = 1;
+    CHECK(least_read_chat(1, on, &a, &ea) == 0 && least_read_chat(0, off, &b, &eb) == 0, "%s",
+          err_msg());
+    CHECK(ea < 1e-5 && eb < 1e-5, "cached vs a fresh pass: %.3g prepared, %.3g not", ea, eb);
+    CHECK(a && b && !memcmp(a, b, sizeof(float) * 256), "prepared and unprepared logits differ");
+    free(a);
+    free(b);
+    cache_model m;
+    cm_init(&m);
+    int evictions = 0, not_oldest = 0, prepared = 0, forecast = 0, forecasts = 0, agreed = 0;
+    unsigned char drop[64];
+    int left;
+    double turns;
+    size_t i;
+    json_t *v;
+    json_array_foreach(on, i, v)
+    {
+        const char *ev = json_string_value(json_object_get(v, "ev"));
+        if (!strcmp(ev, "user")) { /* what the panel expects this turn's start to drop */
+            cm_conv *c = cm_conv_get(&m, 1);
+            forecast = c && cm_preview(c, drop, &left, &turns) > 0 && left == 0;
+        }
+        if (!strcmp(ev, "evict")) {
+            const json_t *r = json_object_get(v, "ranges");
+            evictions++;
+            prepared += json_is_true(json_object_get(v, "prepared"));
+            not_oldest += json_integer_value(json_array_get(json_array_get(r, 0), 0)) != 2;
+            if (forecast) { /* the forecast is the plan for the longest message: within it */
+                int inside = 1;
+                for (size_t k = 0; k < json_array_size(r); k++) {
+                    const json_t *x = json_array_get(r, k);
+                    for (json_int_t p = json_integer_value(json_array_get(x, 0)),
+                                    e = p + json_integer_value(json_array_get(x, 1));
+                         p < e && p < 64; p++)
+                        drop[p] = drop[p] ? 2 : 3;
+                }
+                for (int p = 0; p < 64; p++)
+                    inside &= drop[p] != 1;
+                agreed += inside;
+                forecasts++;
+            }
+            forecast = 0;
+        }
+        cm_apply(&m, v);
+    }
+    CHECK(evictions > 2 && not_oldest > 0 && prepared > 0,
+          "%d evictions, %d not of the oldest turn, %d prepared", evictions, not_oldest, prepared);
+    CHECK(forecasts > 0 && agreed == forecasts,
+          "the panel's forecast held within %d of the %d evictions it foretold", agreed, forecasts);
+    cm_free(&m);
+    json_decref(on);
+    json_decref(off);
+}
+
 TEST_TABLE(reading_tests, {"reading/spans_by_hand", spans_by_hand},
-           {"reading/attention_events", attention_events});
+           {"reading/attention_events", attention_events},
+           {"reading/least_read_by_hand", least_read_by_hand},
+           {"reading/least_read_evicts_exactly", least_read_evicts_exactly});

@@ -33,7 +33,7 @@ static int read_step(engine *e, conv *c, const int *id, int pick)
     if (rc)
         return rc;
     rd_step(&e->reading);
-    for (int t = 0; t < c->n_turns; t++) /* span t + 1 is turn t */
+    for (int t = 0; e->rule.policy == WIN_LEAST_READ && t < c->n_turns; t++) /* span t + 1 */
         c->turns[t].took += (float)e->reading.now[t + 1];
     return 0;
 }

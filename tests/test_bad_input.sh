@@ -28,6 +28,25 @@ for v in soon 0; do
         "--attention: expected on, off or a number of tokens, got '$v'" \
         "$KV" chat --no-tui -m "$B/good" --attention $v
 done
+expect_error "${TAG}bad/bench --messages without --policy" 2 "--messages: only with --policy" \
+    "$KV" bench -m "$B/good" --messages "$B/none.txt"
+expect_error "${TAG}bad/bench --policy -n 0" 2 "-n 0: bench --policy compares reply tokens" \
+    "$KV" bench --policy -m "$B/good" -n 0
+: >"$B/empty.txt"
+printf '\n  \n' >"$B/blank.txt"
+for f in none.txt empty.txt blank.txt .; do
+    why="no message in it"
+    [ "$f" = none.txt ] && why="No such file or directory"
+    [ "$f" = . ] && why="Is a directory"
+    expect_error "${TAG}bad/bench --policy --messages $f" 1 "--messages $B/$f: $why" \
+        "$KV" bench --policy -m "$B/good" --messages "$B/$f"
+done
+expect_error "${TAG}bad/bench --policy --ctx of the model's positions" 1 \
+    "--ctx 32: bench --policy needs a window smaller than the model's 32 positions" \
+    "$KV" bench --policy -m "$B/good" --ctx 32
+expect_error "${TAG}bad/bench --policy on positions too few for a turn" 1 \
+    "the model's 32 positions hold no turn of this chat and its 64-token replies" \
+    "$KV" bench --policy -m "$B/good" --ctx 8
 expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16 or int8, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
 expect_error "${TAG}bad/--gpu-kernels turbo" 2 "--gpu-kernels: expected fast or basic, got 'turbo'" "$KV" generate -m "$B/good" --gpu-kernels turbo
 expect_error "${TAG}bad/--cache-mem past 1e15 bytes" 2 "'2000T' is more than the largest size" \

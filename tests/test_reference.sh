@@ -91,3 +91,19 @@ for ctx in 36 48 64; do
         pass "$name ($out, $evictions evictions)"
     fi
 done
+
+# bench --policy's figures (KL(full || evicted) and top-1 agreement at every reply token, by each
+# rule) against NumPy's distributions for the same windows, rebuilt from what its --json records.
+P=$R/policy
+"$KV" make-tiny-model "$P" --layers 2 --heads 4 --embd 64 --ctx 160 --seed 7 >/dev/null
+name="${TAG}ref/bench --policy's KL and top-1 = NumPy's (--ctx 48, both rules)"
+if ! "$KV" bench --policy -m "$P" --dtype f32 --cache-dtype f32 --ctx 48 -n 8 \
+    --json "$TMP/policy.json" >"$TMP/policy.out" 2>&1; then
+    fail "$name" "the bench failed: $(tail -1 "$TMP/policy.out")"
+elif ! out=$(cd tests/reference && "$PYTHON" policy_ref.py "$P" "$TMP/policy.json" 2>&1); then
+    fail "$name" "$out"
+elif ! grep -q '^least-read  *[1-9]' "$TMP/policy.out"; then
+    fail "$name" "least-read never evicted: $(tail -1 "$TMP/policy.out")"
+else
+    pass "$name ($out)"
+fi

@@ -15,6 +15,8 @@ const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
     "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
     "       kvchat bench --attention [-m DIR] [--dtype T] [--context LIST] [--runs N]\n"
+    "       kvchat bench --policy [-m DIR] [--ctx N] [--messages FILE] [-n N] [--seed S] "
+    "[--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
@@ -35,6 +37,14 @@ const char BENCH_HELP[] =
     "--attention measures what the attention events cost a decode step (chat --attention): "
     "tok/s\n"
     "with the probe off and on at each --context, in alternating runs.\n"
+    "--policy measures which eviction rule keeps the model closest to one that never evicts:\n"
+    "a chat whose replies the model draws in a window holding all of it, then teacher-forced\n"
+    "through a window of --ctx positions (default a quarter of the model's: 256 for GPT-2)\n"
+    "evicting oldest-first and least-read; per reply token, KL(full || evicted) and top-1\n"
+    "agreement (mean, worst). The chat is --messages FILE (one message a line) or a built-in\n"
+    "one, as long as the model's positions hold; replies of -n tokens (default 64) drawn with\n"
+    "the sampling options (--temp, --seed, ...). Random weights say nothing here: run it on a\n"
+    "real checkpoint (kvchat get-model gpt2).\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -45,6 +55,7 @@ const char BENCH_HELP[] =
     "f16;\n"
     "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
+    "      --messages FILE --policy's chat: one user message a line\n"
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: the cores this process may run on)\n";
 
@@ -214,7 +225,8 @@ int cmd_bench(int argc, char **argv)
     model_opts_init(&mo);
     static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
-    int runs = 5, mode = 0; /* 1: --turns, 2: --attention */
+    const char *messages = NULL;
+    int runs = 5, mode = 0; /* 1: --turns, 2: --attention, 3: --policy */
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -237,6 +249,12 @@ int cmd_bench(int argc, char **argv)
             mode = 1;
         } else if (opt_match(argc, argv, &i, NULL, "--attention", NULL)) {
             mode = 2;
+        } else if (opt_match(argc, argv, &i, NULL, "--policy", NULL)) {
+            mode = 3;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--messages", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            messages = v;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
             if (r < 0 || opt_int("--runs", v, 1, 64, &runs))
                 return EXIT_USAGE;
@@ -247,8 +265,15 @@ int cmd_bench(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
         }
     }
+    if (messages && mode != 3)
+        return err_set("--messages: only with --policy"), EXIT_USAGE;
+    if (mode == 3 && mo.n_predict < 1)
+        return err_set("-n %d: bench --policy compares reply tokens; give -n 1 or more",
+                       mo.n_predict),
+               EXIT_USAGE;
     if (mode) {
-        const char *name = mode == 1 ? "--turns" : "--attention";
+        static const char *const names[] = {"", "--turns", "--attention", "--policy"};
+        const char *name = names[mode];
         loaded_model lm;
         mo.wtype_set |= dtypes != default_types;
         if (dtypes != default_types && (dt_parse(dtypes, &mo.wtype) || mo.wtype == DT_I8))
@@ -258,10 +283,10 @@ int cmd_bench(int argc, char **argv)
         printf("kvchat bench %s: %s, %s weights, %s cache, %s, %d threads\n\n", name, lm.dir,
                dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name,
                lm.backend->threads);
-        int rc = (mode == 1 ? bench_turns(&lm, &mo, json_path)
-                            : bench_reading(&lm, plan.ctx, plan.n_ctx, runs))
-                     ? EXIT_RUNTIME
-                     : 0;
+        int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
+                 : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
+                             : bench_policy(&lm, &mo, messages, json_path);
+        rc = rc ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;
     }

@@ -112,9 +112,10 @@ class GPT2:
                 self.near_ties += 1
         return r @ w
 
-    def logits(self, ids, reading=None):
-        """Logits of every position, no cache: the whole sequence at once. reading: a list that
-        gets, layer by layer, the last position's attention weights [heads, positions]."""
+    def logits(self, ids, reading=None, last=False):
+        """Logits of every position (last: of the last one only), no cache: the whole sequence at
+        once. reading: a list that gets, layer by layer, the last position's attention weights
+        [heads, positions]."""
         w, C, H = self.w, self.C, self.H
         T, hd = len(ids), C // H
         x = w["wte.weight"][ids] + w["wpe.weight"][:T]
@@ -133,7 +134,7 @@ class GPT2:
             h = self.mm(self.ln(x, p + "ln_2"), w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"]
             h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
             x = x + self.mm(h, w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"]
-        return self.mm(self.ln(x, "ln_f"), w["wte.weight"].T)
+        return self.mm(self.ln(x[-1:] if last else x, "ln_f"), w["wte.weight"].T)
 
 
 def main():

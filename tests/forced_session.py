@@ -11,6 +11,9 @@ N = int(sys.argv[4]) if len(sys.argv) > 4 else 48
 header["sampling"]["n_predict"] = N
 if len(sys.argv) > 3 and sys.argv[3]:  # --verify runs with the recorded settings, the weight dtype among them
     header["weights_dtype"] = sys.argv[3]
+# the GPU check's --cache-mem sizes assume f32 rows: a pool smaller than the two windows, so one
+# conversation has to go to host memory (with the default f16 rows both would fit)
+header["cache"]["dtype"] = "f32"
 header["chat"].update({"template": "none", "keep": 0, "evict_min": 16, "evict": "exact"})
 sampling = dict(header["sampling"])
 events, t = [], 0.0

@@ -18,11 +18,17 @@ extern "C" {
  * the reduction in blocks of DT_Q8_BLOCK, an f16 scale each: matmul's W by output column (data[j *
  * rows + k], scales[j * rows / 32 + k / 32]; rows a multiple of 32), matmul_t's and the embeddings'
  * by row (data[r * cols + c], scales[r * cols / 32 + c / 32]; cols a multiple of 32). */
+/* A 16-bit matmul W the CPU backend packed (kb_backend.pack) has column_blocks set instead: its
+ * columns in blocks of KB_COLUMN_BLOCK, each block's rows one after the other (element (k, j) at
+ * data[(j - j % B) * rows + k * B + j % B], B = KB_COLUMN_BLOCK; cols a multiple of B), so that a
+ * one-token product reads one ascending stream and keeps its sums in registers. */
+enum { KB_COLUMN_BLOCK = 64 };
 typedef struct {
     const void *data;
     dtype type;
     int rows, cols;
     const uint16_t *scales; /* DT_Q8 only */
+    int column_blocks;      /* the layout above (kernels/cpu only) */
 } kb_mat;
 
 /* One token's choice (the rule is kernels/cpu/sample.c): repetition penalty over the distinct ids
@@ -91,6 +97,10 @@ struct kb_backend {
      * below an overlapping src with equal pitches is allowed */
     int (*copy2d)(kb_backend *b, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                   size_t width, size_t height);
+    /* Optional (NULL: none): *out = w in the backend's own layout for matmul, in memory from
+     * alloc (the caller releases out->data), or out->data NULL where w serves as it is. Called once
+     * per product weight at load. */
+    int (*pack)(kb_backend *b, kb_mat *out, const kb_mat *w);
     /* y[n, w.cols] = act(x[n, w.rows] @ w + bias) (bias may be NULL): GPT-2's Conv1D layout;
      * KB_GELU is the tanh form GPT-2 uses. */
     int (*matmul)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,

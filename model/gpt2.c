@@ -269,9 +269,41 @@ static int place_mat(gpt2_model *m, kb_mat *w)
     return w->type != DT_Q8 || (w->scales = place(m, w->scales, n / DT_Q8_BLOCK * 2)) != NULL;
 }
 
+/* w in the backend's own layout, where it has one for w; the converted copy it replaces is freed
+ * (weights still in the mapped file stay there) */
+static int pack_mat(gpt2_model *m, kb_mat *w)
+{
+    kb_mat p = {0};
+    if (m->placed->pack(m->placed, &p, w))
+        return 0;
+    if (!p.data)
+        return 1;
+    m->placed_bufs[m->n_placed++] = (void *)p.data;
+    for (size_t i = 0; i < m->n_owned; i++)
+        if (m->owned[i] == w->data) {
+            free(m->owned[i]);
+            m->owned[i] = m->owned[--m->n_owned];
+            break;
+        }
+    *w = p;
+    return 1;
+}
+
+/* the products' weights in the host backend's own layout (kernels/cpu: column blocks for 16 bits) */
+static int pack_products(gpt2_model *m)
+{
+    int ok = 1;
+    for (int l = 0; ok && l < m->cfg.n_layer; l++) {
+        gpt2_layer *L = &m->layers[l];
+        ok = pack_mat(m, &L->attn_w) && pack_mat(m, &L->proj_w) && pack_mat(m, &L->fc_w) &&
+             pack_mat(m, &L->fcproj_w);
+    }
+    return ok ? 0 : err_wrap("packing the weights for %s", m->placed->name);
+}
+
 int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress)
 {
-    if (!b->device_memory)
+    if (!b->device_memory && !b->pack)
         return 0;
     const gpt2_config *c = &m->cfg;
     size_t C = (size_t)c->n_embd;
@@ -279,6 +311,8 @@ int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress)
     m->placed_bufs = err_calloc((size_t)(4 + 12 * c->n_layer) * 2, sizeof(void *), "weight table");
     if (!m->placed_bufs)
         return -1;
+    if (!b->device_memory)
+        return pack_products(m);
 #define MAT(mt) place_mat(m, &(mt))
 #define VEC(v, n) ((v) = place(m, (v), (n) * sizeof(float))) != NULL
     int ok = MAT(m->wte) && MAT(m->wpe) && VEC(m->lnf_g, C) && VEC(m->lnf_b, C);

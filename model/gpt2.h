@@ -36,7 +36,7 @@ typedef struct {
     st_file st;
     void **owned; /* buffers the loader allocated (converted weights) */
     size_t n_owned, cap_owned;
-    kb_backend *placed; /* weights copied into this backend's memory, or NULL (host) */
+    kb_backend *placed; /* weights copied into (or packed for) this backend, or NULL */
     void **placed_bufs;
     int n_placed;
     /* activations for the largest batch seen so far, in the backend's memory */
@@ -67,8 +67,8 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *
 /* Before the backend it ran on is destroyed: its activations and placed weights are that backend's.
  */
 void gpt2_free(gpt2_model *m);
-/* Copies the weights into the backend's memory when it is not host memory (a GPU); a no-op on the
- * CPU. */
+/* Copies the weights into the backend's memory when it is not host memory (a GPU); on the CPU,
+ * packs the products' weights in the backend's own layout (kb_backend.pack). */
 int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */

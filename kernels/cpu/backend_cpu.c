@@ -146,6 +146,7 @@ kb_backend *cpu_backend_create(int threads)
         .copy = cpu_copy,
         .copy2d = cpu_copy2d,
         .mem_info = cpu_mem_info,
+        .pack = cpu_pack,
         .matmul = cpu_matmul,
         .matmul_t = cpu_matmul_t,
         .embed = cpu_embed,

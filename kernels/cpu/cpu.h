@@ -27,6 +27,18 @@ float *cpu_scratch(kb_backend *b, size_t floats);
 /* A second such buffer, for ops built from other kernels (which use the scratch). */
 float *cpu_staging(kb_backend *b, size_t floats);
 
+/* backend.h's pack: 16-bit weights whose columns fill whole blocks in column blocks (where the
+ * build has vectors), anything else as it is */
+int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
+/* &W[k][j] of a 16-bit matmul W, row-major or in column blocks */
+static inline const uint16_t *cpu_w16(const kb_mat *w, int k, int j)
+{
+    const uint16_t *d = w->data;
+    if (!w->column_blocks)
+        return d + (size_t)k * w->cols + j;
+    return d + (size_t)(j - j % KB_COLUMN_BLOCK) * w->rows + (size_t)k * KB_COLUMN_BLOCK +
+           j % KB_COLUMN_BLOCK;
+}
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                kb_act act);
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w);

@@ -14,12 +14,9 @@
 #include "simd.h"
 #include "vecmath.h"
 
-/* acc[0..N) += sum over r<4 of x[r] * W[row + r][0..N). The hardware prefetcher follows one stream
- * but not four rows that start afresh every group, so the next group's rows are asked for, a cache
- * line each, while this group's are summed (`ahead`: there is a next group): with two threads a
- * band of bf16 rows ran at 30 GB/s of the machine's 46, and at 51 with this. bf16 rows are widened
- * split (simd.h), so acc keeps each block of 2 * VW columns below bf16_cut(N) as its even columns,
- * then its odd ones, until merge_bf16; each column takes the same operations in the same order. */
+/* bf16 rows are widened split (simd.h), so acc keeps each block of 2 * VW columns below
+ * bf16_cut(N) as its even columns, then its odd ones, until merge_bf16; each column takes the same
+ * operations in the same order. */
 INLINE size_t bf16_cut(size_t N)
 {
 #ifdef VW
@@ -30,65 +27,32 @@ INLINE size_t bf16_cut(size_t N)
 #endif
 }
 
-/* rows4_axpy's bf16 columns [0, bf16_cut(N)), 2 * VW at a time */
-INLINE void rows4_axpy_bf16(float *restrict acc, const uint16_t *w, size_t b0, size_t N,
-                            const float *x, int ahead)
+/* acc[0..N) += x * W[row][0..N). One row at a time, so that each thread reads its band as one
+ * ascending stream: the hardware prefetcher runs such a stream at the read's pace on every machine
+ * measured, with no distance to tune. Four rows at a time (four streams, one row apart) needed
+ * software prefetch tuned to one machine and still read at 55% of a plain read on another (README,
+ * Speed). Each column takes its rows' FMAs in row order, as the four-row update did: the same
+ * results bit for bit. */
+INLINE void row_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N, float x)
 {
+    size_t j = 0, b = row * N;
 #ifdef VW
-    size_t b1 = b0 + N, b2 = b1 + N, b3 = b2 + N, cut = bf16_cut(N);
-    const char *next = (const char *)(w + b3 + N);
-    vf x0 = VSET1(x[0]), x1 = VSET1(x[1]), x2 = VSET1(x[2]), x3 = VSET1(x[3]), e, o;
-    for (size_t j = 0; j < cut; j += 2 * VW) {
-        if (ahead && j % 32 == 0)
-            for (size_t r = 0; r < 4; r++)
-                _mm_prefetch(next + (r * N + j) * 2, _MM_HINT_T0);
-        vf ae = VLOADF(acc + j), ao = VLOADF(acc + j + VW);
-        vld_bf16_split(w + b0 + j, &e, &o);
-        ae = VFMA(e, x0, ae), ao = VFMA(o, x0, ao);
-        vld_bf16_split(w + b1 + j, &e, &o);
-        ae = VFMA(e, x1, ae), ao = VFMA(o, x1, ao);
-        vld_bf16_split(w + b2 + j, &e, &o);
-        ae = VFMA(e, x2, ae), ao = VFMA(o, x2, ao);
-        vld_bf16_split(w + b3 + j, &e, &o);
-        ae = VFMA(e, x3, ae), ao = VFMA(o, x3, ao);
-        VSTOREF(acc + j, ae);
-        VSTOREF(acc + j + VW, ao);
-    }
-#else
-    (void)acc, (void)w, (void)b0, (void)N, (void)x, (void)ahead;
-#endif
-}
-
-INLINE void rows4_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N,
-                       const float *x, int ahead)
-{
-    size_t j = 0, b0 = row * N, b1 = b0 + N, b2 = b1 + N, b3 = b2 + N;
-    if (t == DT_BF16) {
-        rows4_axpy_bf16(acc, w, b0, N, x, ahead);
-        j = bf16_cut(N);
-    }
-#ifdef VW
-    size_t es = dt_elem(t), line = 64 / es;
-    const char *next = (const char *)w + (b3 + N) * es;
-    vf x0 = VSET1(x[0]), x1 = VSET1(x[1]), x2 = VSET1(x[2]), x3 = VSET1(x[3]);
-    for (; t != DT_BF16 && j + VW <= N; j += VW) {
-        if (ahead && j % line == 0)
-            for (size_t r = 0; r < 4; r++)
-                _mm_prefetch(next + (r * N + j) * es, _MM_HINT_T0);
-        vf a = VLOADF(acc + j);
-        a = VFMA(vld(w, b0 + j, t), x0, a);
-        a = VFMA(vld(w, b1 + j, t), x1, a);
-        a = VFMA(vld(w, b2 + j, t), x2, a);
-        a = VFMA(vld(w, b3 + j, t), x3, a);
-        VSTOREF(acc + j, a);
-    }
+    vf xv = VSET1(x), e, o;
+    if (t == DT_BF16)
+        for (; j < bf16_cut(N); j += 2 * VW) {
+            vld_bf16_split((const uint16_t *)w + b + j, &e, &o);
+            VSTOREF(acc + j, VFMA(e, xv, VLOADF(acc + j)));
+            VSTOREF(acc + j + VW, VFMA(o, xv, VLOADF(acc + j + VW)));
+        }
+    else
+        for (; j + VW <= N; j += VW)
+            VSTOREF(acc + j, VFMA(vld(w, b + j, t), xv, VLOADF(acc + j)));
 #endif
     for (; j < N; j++)
-        acc[j] += x[0] * ld1(w, b0 + j, t) + x[1] * ld1(w, b1 + j, t) + x[2] * ld1(w, b2 + j, t) +
-                  x[3] * ld1(w, b3 + j, t);
+        acc[j] += x * ld1(w, b + j, t);
 }
 
-/* acc's split blocks (rows4_axpy) back in column order */
+/* acc's split blocks (row_axpy) back in column order */
 INLINE void merge_bf16(float *acc, size_t N)
 {
 #ifdef VW
@@ -99,35 +63,39 @@ INLINE void merge_bf16(float *acc, size_t N)
 #endif
 }
 
-INLINE void row_axpy(float *restrict acc, const void *w, dtype t, size_t row, size_t N, float x)
-{
-    for (size_t j = 0; j < N; j++)
-        acc[j] += x * ld1(w, row * N + j, t);
-}
-
-/* acc[tok][0..N) = sum over rows r0..r1 of x[tok][r] * W[r][0..N), for n tokens. */
+/* acc[tok][0..N) = sum over rows r0..r1 of x[tok][r] * W[r][0..N), for n tokens: each row is read
+ * from memory once, for every token */
 INLINE void band(float *acc, const float *x, int n, const void *w, dtype t, int K, int N, int r0,
                  int r1)
 {
     memset(acc, 0, sizeof(float) * (size_t)n * N);
-    int r = r0;
-    for (; r + 4 <= r1; r += 4)
-        for (int tok = 0; tok < n; tok++)
-            rows4_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x + (size_t)tok * K + r,
-                       r + 8 <= K);
-    for (int tok = 0; t == DT_BF16 && tok < n; tok++)
-        merge_bf16(acc + (size_t)tok * N, (size_t)N);
-    for (; r < r1; r++)
+    for (int r = r0; r < r1; r++)
         for (int tok = 0; tok < n; tok++)
             row_axpy(acc + (size_t)tok * N, w, t, (size_t)r, (size_t)N, x[(size_t)tok * K + r]);
+    for (int tok = 0; t == DT_BF16 && tok < n; tok++)
+        merge_bf16(acc + (size_t)tok * N, (size_t)N);
 }
 
-/* The rows are cut into bands of whole 4-row groups, BANDS or the backend's most threads if more,
- * whatever the threads of this call, each thread streaming a contiguous run of bands, and the
- * bands' partial sums are added in band order: the result does not depend on how many threads this
- * call runs (the backend changes their number between steps), and a machine with more cores uses
- * them. */
+/* The rows are cut into bands of whole 4-row groups (the bands the sums were first defined on),
+ * BANDS or the backend's most threads if more, whatever the threads of this call, and the bands'
+ * partial sums are added in band order: the result does not depend on how many threads this call
+ * runs (the backend changes their number between steps), and a machine with more cores uses them.
+ */
 enum { BANDS = 8 };
+
+static int band_count(kb_backend *b, int K)
+{
+    int groups = (K + 3) / 4, most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
+    return groups < most ? groups : most;
+}
+
+/* band bd's rows [*r0, *r1) */
+INLINE void band_rows(int K, int bands, int bd, int *r0, int *r1)
+{
+    int groups = (K + 3) / 4, end = groups * (bd + 1) / bands * 4;
+    *r0 = groups * bd / bands * 4;
+    *r1 = end < K ? end : K;
+}
 
 enum { STRIP = 64 };
 
@@ -158,9 +126,7 @@ INLINE void add_bands(float *restrict y, const float *part, size_t per, int band
 static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
                          const float *bias, kb_act act)
 {
-    int K = w->rows, N = w->cols, groups = (K + 3) / 4,
-        most = cpu_max_threads(b) > BANDS ? cpu_max_threads(b) : BANDS;
-    int bands = groups < most ? groups : most;
+    int K = w->rows, N = w->cols, bands = band_count(b, K);
     size_t per = (size_t)n * N;
     float *part = cpu_scratch(b, per * bands + (w->type == DT_BF16 ? (size_t)n * K : 0));
     if (!part)
@@ -173,9 +139,9 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
     {
 #pragma omp for schedule(static)
         for (int bd = 0; bd < bands; bd++) {
-            int r0 = groups * bd / bands * 4, r1 = groups * (bd + 1) / bands * 4;
+            int r0, r1;
             float *acc = part + per * bd;
-            r1 = r1 < K ? r1 : K;
+            band_rows(K, bands, bd, &r0, &r1);
             switch (w->type) {
                 case DT_F32: band(acc, x, n, w->data, DT_F32, K, N, r0, r1); break;
                 case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
@@ -195,20 +161,129 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
     return 0;
 }
 
-/* A 16-bit W's columns [c0, c1) widened to f32, [K][c1 - c0] */
+#ifdef VW
+enum { BV = KB_COLUMN_BLOCK / VW }; /* vectors in a block's row */
+
+/* One block of a W packed in column blocks (backend.h): y[tok][0..KB_COLUMN_BLOCK) for n tokens.
+ * Each band's rows are summed in registers in row order and the bands added in order onto the
+ * bias: per column the operations band() and add_bands() do on the row-major layout, so the same
+ * sums bit for bit, with the block read as one ascending stream and no partial sums through
+ * memory (the row-major update loads and stores its sums once per row: a core's stores, not the
+ * memory, bounded it). */
+INLINE void block_product(float *y, const float *x, int n, const uint16_t *blk, dtype t, int K,
+                          int N, int bands, const float *bias, kb_act act)
+{
+    for (int tok = 0; tok < n; tok++) {
+        const float *xt = x + (size_t)tok * K;
+        float *yt = y + (size_t)tok * N;
+        vf s[BV], p[BV], e, o;
+        for (int v = 0; v < BV; v += 2)
+            if (!bias)
+                s[v] = s[v + 1] = VZERO();
+            else if (t == DT_BF16) /* the sums of bf16 rows are split (row_axpy) */
+                vld_split(bias + v * VW, &s[v], &s[v + 1]);
+            else
+                s[v] = VLOADF(bias + v * VW), s[v + 1] = VLOADF(bias + (v + 1) * VW);
+        for (int bd = 0; bd < bands; bd++) {
+            int r0, r1;
+            band_rows(K, bands, bd, &r0, &r1);
+            for (int v = 0; v < BV; v++)
+                p[v] = VZERO();
+            for (int r = r0; r < r1; r++) {
+                const uint16_t *row = blk + (size_t)r * KB_COLUMN_BLOCK;
+                vf xv = VSET1(xt[r]);
+                for (int v = 0; v < BV; v += 2) {
+                    if (t == DT_BF16)
+                        vld_bf16_split(row + v * VW, &e, &o);
+                    else
+                        e = vld(row, (size_t)v * VW, t), o = vld(row, (size_t)(v + 1) * VW, t);
+                    p[v] = VFMA(e, xv, p[v]);
+                    p[v + 1] = VFMA(o, xv, p[v + 1]);
+                }
+            }
+            for (int v = 0; v < BV; v++)
+                s[v] = VADD(s[v], p[v]);
+        }
+        for (int v = 0; v < BV; v += 2)
+            if (t == DT_BF16)
+                vstore_merged(yt + v * VW, s[v], s[v + 1]);
+            else
+                VSTOREF(yt + v * VW, s[v]), VSTOREF(yt + (v + 1) * VW, s[v + 1]);
+        if (act == KB_GELU)
+#pragma omp simd
+            for (int j = 0; j < KB_COLUMN_BLOCK; j++)
+                yt[j] = vm_gelu(yt[j]);
+    }
+}
+
+/* matmul_stream's product for W packed in column blocks: each thread a contiguous run of blocks */
+static int blocked_product(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                           const float *bias, kb_act act)
+{
+    int K = w->rows, N = w->cols, bands = band_count(b, K), blocks = N / KB_COLUMN_BLOCK;
+    if (w->type == DT_BF16) {
+        float *xr = cpu_scratch(b, (size_t)n * K);
+        if (!xr)
+            return -1;
+        cpu_round_bf16(xr, x, (size_t)n * K);
+        x = xr;
+    }
+#pragma omp parallel for num_threads(b->threads) schedule(static)
+    for (int c = 0; c < blocks; c++) {
+        const uint16_t *blk = (const uint16_t *)w->data + (size_t)c * KB_COLUMN_BLOCK * K;
+        int j0 = c * KB_COLUMN_BLOCK;
+        const float *bj = bias ? bias + j0 : NULL;
+        if (w->type == DT_BF16)
+            block_product(y + j0, x, n, blk, DT_BF16, K, N, bands, bj, act);
+        else
+            block_product(y + j0, x, n, blk, DT_F16, K, N, bands, bj, act);
+    }
+    return 0;
+}
+#endif
+
+int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
+{
+    *out = (kb_mat){0};
+#ifdef VW
+    size_t K = (size_t)w->rows, N = (size_t)w->cols, B = KB_COLUMN_BLOCK;
+    /* f32 stays as the file holds it: its prefill is OpenBLAS's GEMM on that layout (the
+     * reference path's sums), and a second copy for decode would double its memory */
+    if ((w->type != DT_BF16 && w->type != DT_F16) || w->column_blocks || N % B)
+        return 0;
+    uint16_t *d = b->alloc(b, K * N * sizeof *d, "weights in column blocks");
+    if (!d)
+        return -1;
+    for (size_t j0 = 0; j0 < N; j0 += B)
+        for (size_t k = 0; k < K; k++)
+            memcpy(d + j0 * K + k * B, (const uint16_t *)w->data + k * N + j0, B * sizeof *d);
+    *out = *w;
+    out->data = d;
+    out->column_blocks = 1;
+#else
+    (void)b, (void)w;
+#endif
+    return 0;
+}
+
+/* A 16-bit W's columns [c0, c1) widened to f32, [K][c1 - c0]; a run of columns at a time that
+ * W holds in a row (to the panel's end, or to its column block's) */
 static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 {
-    size_t nc = (size_t)(c1 - c0);
-    for (size_t k = 0; k < (size_t)K; k++) {
-        float *dst = p + k * nc;
-        size_t at = k * (size_t)w->cols + (size_t)c0, j = 0;
+    int nc = c1 - c0;
+    for (int k = 0; k < K; k++)
+        for (int j = 0, len; j < nc; j += len) {
+            int left = KB_COLUMN_BLOCK - (c0 + j) % KB_COLUMN_BLOCK, i = 0;
+            len = w->column_blocks && left < nc - j ? left : nc - j;
+            const uint16_t *src = cpu_w16(w, k, c0 + j);
+            float *dst = p + (size_t)k * nc + j;
 #ifdef VW
-        for (; j + VW <= nc; j += VW)
-            VSTOREF(dst + j, vld(w->data, at + j, w->type));
+            for (; i + VW <= len; i += VW)
+                VSTOREF(dst + i, vld(src, (size_t)i, w->type));
 #endif
-        for (; j < nc; j++)
-            dst[j] = ld1(w->data, at + j, w->type);
-    }
+            for (; i < len; i++)
+                dst[i] = ld1(src, (size_t)i, w->type);
+        }
 }
 
 /* the GEMMs of a prefill */
@@ -253,6 +328,10 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                kb_act act)
 {
+#ifdef VW
+    if (w->column_blocks && n <= CPU_STREAM_MAX_TOKENS)
+        return blocked_product(b, y, x, n, w, bias, act);
+#endif
     if (w->type != DT_Q8 && n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias, act);
     if (w->type == DT_Q8)

@@ -49,18 +49,18 @@ static void pack_rows(uint32_t *dst, const float *x, int n, int K, int kp)
 
 /* Columns [c0, c0 + nc) of W [K][N] as pairs along the reduction, the layout the dot product takes:
  * [kp][ncp] 32-bit lanes of (W[2k][j], W[2k + 1][j]), zero past nc (ncp: nc rounded up to NR) and
- * past K. */
-static void pack_panel(uint32_t *dst, const uint16_t *w, int K, int N, int c0, int nc, int kp,
-                       int ncp)
+ * past K. c0 is a multiple of CPU_PANEL, so 16 columns never cross one of W's column blocks. */
+static void pack_panel(uint32_t *dst, const kb_mat *w, int K, int c0, int nc, int kp, int ncp)
 {
     for (int k2 = 0; k2 < kp; k2++) {
-        const uint16_t *r0 = w + (size_t)(2 * k2) * N + c0, *r1 = r0 + N;
         int odd = 2 * k2 + 1 < K;
         for (int j = 0; j < ncp; j += 16) {
             __mmask16 m = tile_lanes(nc - j);
-            __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + j));
-            __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j))
-                             : _mm512_setzero_si512();
+            /* lanes past nc are masked off: their addresses are never read */
+            __m512i lo =
+                _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cpu_w16(w, 2 * k2, c0 + j)));
+            __m512i hi = _mm512_cvtepu16_epi32(
+                _mm256_maskz_loadu_epi16(odd ? m : 0, cpu_w16(w, 2 * k2 + odd, c0 + j)));
             _mm512_storeu_si512(dst + (size_t)k2 * ncp + j,
                                 _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }
@@ -109,7 +109,7 @@ int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *
         for (int c = 0; c < chunks; c++) {
             int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL,
                 ncp = (nc + NR - 1) / NR * NR;
-            pack_panel(bp, w->data, K, N, c0, nc, kp, ncp);
+            pack_panel(bp, w, K, c0, nc, kp, ncp);
             for (int j = 0; j < ncp; j += NR) {
                 const float *bj = bias ? bias + c0 + j : NULL;
                 int m = 0;

@@ -44,6 +44,7 @@ INLINE vf vld(const void *p, size_t i, dtype t)
 #define VSTOREF(p, v) _mm512_storeu_ps(p, v)
 #define VSET1(x) _mm512_set1_ps(x)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
 #define VSUM(v) _mm512_reduce_add_ps(v)
 INLINE void vld_bf16_split(const uint16_t *p, vf *even, vf *odd)
@@ -59,6 +60,14 @@ INLINE void vstore_merged(float *dst, vf even, vf odd)
     const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     _mm512_storeu_ps(dst, _mm512_permutex2var_ps(even, lo, odd));
     _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(even, hi, odd));
+}
+/* vstore_merged's inverse: 2 * VW floats as their even-indexed values and their odd ones */
+INLINE void vld_split(const float *p, vf *even, vf *odd)
+{
+    const __m512i e = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+    *even = _mm512_permutex2var_ps(a, e, b);
+    *odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(e, _mm512_set1_epi32(1)), b);
 }
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define VW 8
@@ -87,6 +96,15 @@ INLINE void vstore_merged(float *dst, vf even, vf odd)
     _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
     _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 }
+INLINE void vld_split(const float *p, vf *even, vf *odd)
+{
+    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    /* per 128-bit lane (a0, a2, b0, b2), then the 64-bit pairs in order */
+    *even = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+    *odd = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+}
 INLINE float vsum8(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -98,6 +116,7 @@ INLINE float vsum8(__m256 v)
 #define VSTOREF(p, v) _mm256_storeu_ps(p, v)
 #define VSET1(x) _mm256_set1_ps(x)
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
 #define VZERO() _mm256_setzero_ps()
 #define VSUM(v) vsum8(v)
 #endif

@@ -104,7 +104,7 @@ static int gemm_weights(kb_backend *b, const kb_mat *w, int by_column, kb_mat *o
     dequant_q8<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(
         (float *)f, (const signed char *)w->data, w->scales, w->rows, w->cols, by_column);
     CK_LAUNCH();
-    *out = (kb_mat){f, DT_F32, w->rows, w->cols, NULL};
+    *out = (kb_mat){f, DT_F32, w->rows, w->cols, NULL, 0};
     return 0;
 }
 

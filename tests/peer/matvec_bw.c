@@ -17,7 +17,8 @@ typedef struct {
     size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's scales */
 } mat;
 
-static int make(mat *out, dtype t, int rows, int cols, unsigned *seed)
+/* a random matrix in the layout the backend multiplies (kb_backend.pack), as a model's is */
+static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *seed)
 {
     size_t n = (size_t)rows * cols;
     float *f = malloc(n * sizeof *f);
@@ -35,7 +36,14 @@ static int make(mat *out, dtype t, int rows, int cols, unsigned *seed)
         dt_from_f32(d, f, t, n);
     free(f);
     size_t nsc = sc ? n / DT_Q8_BLOCK * sizeof *sc : 0;
-    *out = (mat){{d, t, rows, cols, sc}, n * dt_size(t) + nsc, nsc};
+    *out = (mat){{d, t, rows, cols, sc, 0}, n * dt_size(t) + nsc, nsc};
+    kb_mat packed;
+    if (b->pack && b->pack(b, &packed, &out->m))
+        return -1;
+    if (b->pack && packed.data) {
+        free(d);
+        out->m = packed;
+    }
     return 0;
 }
 
@@ -93,9 +101,9 @@ int main(int argc, char **argv)
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
         mat big[48], small;
         for (int i = 0; i < 48; i++)
-            if (make(&big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed))
+            if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed))
                 return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
-        if (make(&small, types[t], 768, 768, &seed))
+        if (make(b, &small, types[t], 768, 768, &seed))
             return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         double pb = pace(b, big, 48, 2, y, x), rb = pace(b, big, 48, 2, NULL, x);
         double ps = pace(b, &small, 1, 400, y, x), rs = pace(b, &small, 1, 400, NULL, x);

@@ -122,8 +122,8 @@ static void twins(void)
             dt_to_f32(xr, x16, types[t], n * K);
         }
         for (int rows = 1; rows <= n; rows += n - 1) {
-            kb_mat hw = {w, types[t], K, N, NULL},
-                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
+            kb_mat hw = {w, types[t], K, N, NULL, 0},
+                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL, 0};
             float *dx = up(g, xr, sizeof xr), *db = up(g, bias, sizeof bias),
                   *dy = g->alloc(g, sizeof y2, "y");
             for (int v = 0; v < 4;
@@ -188,9 +188,9 @@ static void twins(void)
                 tw = t16;
                 pw = p16;
             }
-            kb_mat hte = {tw, types[t], V, E, NULL}, hpe = {pw, types[t], P, E, NULL};
-            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E, NULL},
-                   dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E, NULL};
+            kb_mat hte = {tw, types[t], V, E, NULL, 0}, hpe = {pw, types[t], P, E, NULL, 0};
+            kb_mat dte = {up(g, tw, dt_size(types[t]) * V * E), types[t], V, E, NULL, 0},
+                   dpe = {up(g, pw, dt_size(types[t]) * P * E), types[t], P, E, NULL, 0};
             float *de = g->alloc(g, sizeof e2, "x");
             c->embed(c, e1, ids, ne, 30, &hte, &hpe);
             poison(g, de, sizeof e2);
@@ -274,8 +274,8 @@ static void fused_twins(void)
             void *w = types[t] == DT_F32 ? (void *)wf : (void *)w16;
             if (types[t] != DT_F32)
                 dt_from_f32(w16, wf, types[t], (size_t)K * N);
-            kb_mat hw = {w, types[t], K, N, NULL},
-                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL};
+            kb_mat hw = {w, types[t], K, N, NULL, 0},
+                   dw = {up(g, w, dt_size(types[t]) * K * N), types[t], K, N, NULL, 0};
             kb_norm hn = {gam, bet, 1e-5f}, dn = {dg, dbe, 1e-5f};
             for (int v = 0; v < 4; v++) { /* norm+GELU, norm, residual, no bias */
                 kb_act act = v == 0 ? KB_GELU : KB_LINEAR;
@@ -293,7 +293,7 @@ static void fused_twins(void)
                       v, e);
             }
             /* the LM head: the same matrix read as [V = K, N] rows */
-            kb_mat ht = {w, types[t], K, N, NULL}, dt = {dw.data, types[t], K, N, NULL};
+            kb_mat ht = {w, types[t], K, N, NULL, 0}, dt = {dw.data, types[t], K, N, NULL, 0};
             float *xt = malloc(sizeof(float) * N), *yt1 = malloc(sizeof(float) * K),
                   *yt2 = malloc(sizeof(float) * K);
             kb_norm htn = {y0, bias, 1e-5f};
@@ -358,7 +358,8 @@ static void q8_twins(void)
         dt_q8_quantize(q + (size_t)j * K, sc + (size_t)j * (K / 32), NULL, col, K);
         bias[j] = rnd(&s), y0[j] = rnd(&s);
     }
-    kb_mat hw = {q, DT_Q8, K, N, sc}, dw = {up(g, q, sizeof q), DT_Q8, K, N, up(g, sc, sizeof sc)};
+    kb_mat hw = {q, DT_Q8, K, N, sc, 0},
+           dw = {up(g, q, sizeof q), DT_Q8, K, N, up(g, sc, sizeof sc), 0};
     float *dx = up(g, x, sizeof x), *db = up(g, bias, sizeof bias),
           *dy = g->alloc(g, sizeof y2, "y");
     for (int v = 0; v < 3; v++) { /* GELU, residual, none */
@@ -371,7 +372,7 @@ static void q8_twins(void)
         CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v,
               rel_err(y2, y1, N));
     }
-    kb_mat ht = {q, DT_Q8, N, K, sc}, dt = {dw.data, DT_Q8, N, K, dw.scales};
+    kb_mat ht = {q, DT_Q8, N, K, sc, 0}, dt = {dw.data, DT_Q8, N, K, dw.scales, 0};
     cpu_linear_t(c, y1, x, &ht, NULL);
     GPU_OK(g->linear_t(g, dy, dx, &dt, NULL));
     g->copy(g, y2, dy, sizeof(float) * N);

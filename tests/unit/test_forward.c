@@ -228,7 +228,7 @@ static void fused_products(void)
     for (int j = 0; j < N; j++)
         bias[j] = w[j + 300], y0[j] = w[j + 400];
     kb_backend *b = kb_create("cpu", 2);
-    kb_mat m = {w, DT_F32, K, N, NULL};
+    kb_mat m = {w, DT_F32, K, N, NULL, 0};
     kb_norm ln = {g, be, 1e-5f};
     double mean = 0, var = 0, xn[K];
     for (int k = 0; k < K; k++)
@@ -256,7 +256,7 @@ static void fused_products(void)
             CHECK(rel_err(y, ref, N) < 1e-6, "linear %s: rel err %.3g",
                   v == 0 ? "norm+gelu" : "residual", rel_err(y, ref, N));
         } else {
-            kb_mat t = {w, DT_F32, N, K, NULL}; /* [N, K]: y[N] = norm(x)[K] . rows */
+            kb_mat t = {w, DT_F32, N, K, NULL, 0}; /* [N, K]: y[N] = norm(x)[K] . rows */
             float yt[N];
             CHECK(cpu_linear_t(b, yt, x, &t, &ln) == 0, "%s", err_msg());
             for (int j = 0; j < N; j++) {

@@ -40,6 +40,39 @@ static double input(float v, dtype t)
     return t == DT_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(v)) : v;
 }
 
+/* The weights packed in the backend's own layout (column blocks, for 16 bits filling whole blocks;
+ * anything else stays as it is): the product is the row-major one's bit for bit, with either
+ * activation, with one thread and with two. */
+static void packed_case(const kb_mat *m, const float *x, int n, const float *bias)
+{
+    static kb_backend *one;
+    if (!one)
+        one = kb_create("cpu", 1);
+    kb_mat pk;
+    int want = m->type != DT_F32 && m->cols % KB_COLUMN_BLOCK == 0;
+    CHECK(be()->pack(be(), &pk, m) == 0, "pack failed");
+    CHECK(!pk.data == !want, "%s [%d, %d] %s", dt_name(m->type), m->rows, m->cols,
+          want ? "not packed" : "packed");
+    if (!pk.data)
+        return;
+    size_t len = (size_t)n * m->cols;
+    float *y = malloc(sizeof(float) * len), *yp = malloc(sizeof(float) * len);
+    for (int act = 0; act < 2; act++)
+        for (int b = 0; b < 2; b++) {
+            kb_backend *k = b ? one : be();
+            kb_act a = act ? KB_GELU : KB_LINEAR;
+            CHECK(be()->matmul(be(), y, x, n, m, bias, a) == 0 &&
+                      k->matmul(k, yp, x, n, &pk, bias, a) == 0,
+                  "matmul failed");
+            CHECK(!memcmp(y, yp, sizeof(float) * len),
+                  "packed %s n=%d K=%d N=%d (%s, %d thread(s)) differs from row-major",
+                  dt_name(m->type), n, m->rows, m->cols, act ? "gelu" : "linear", k->threads);
+        }
+    be()->release(be(), (void *)pk.data);
+    free(y);
+    free(yp);
+}
+
 /* weights stored in `t`; the reference reads back the stored values, so only arithmetic is compared
  */
 static void matmul_case(dtype t, int n, int K, int N, int with_bias)
@@ -78,6 +111,7 @@ static void matmul_case(dtype t, int n, int K, int N, int with_bias)
                  (1 + tanh(sqrt(2 / M_PI) * (ref[i] + 0.044715 * ref[i] * ref[i] * ref[i])));
     e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "matmul+gelu %s n=%d K=%d N=%d: rel err %.3g", dt_name(t), n, K, N, e);
+    packed_case(&m, x, n, with_bias ? bias : NULL);
     /* transposed product: x[n, N] against the same matrix read as [K, N]^T gives [n, K] */
     for (int r = 0; r < n; r++)
         for (int k = 0; k < K; k++) {
@@ -114,6 +148,9 @@ static void matmul_all(void)
         matmul_case(types[i], 20, 96, 130, 1); /* prefill: GEMM */
         matmul_case(types[i], 43, 64, 300, 1); /* row tiles and panels with tails */
         matmul_case(types[i], 9, 33, 17, 0);   /* no bias */
+        matmul_case(types[i], 5, 96, 128, 1);  /* packed in column blocks: decode, 5 tokens */
+        matmul_case(types[i], 8, 70, 64, 0);   /* packed: bands with a short group, no bias */
+        matmul_case(types[i], 21, 96, 320, 1); /* packed: prefill panels across blocks */
     }
 }
 

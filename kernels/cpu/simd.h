@@ -46,7 +46,39 @@ INLINE vf vld(const void *p, size_t i, dtype t)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
-#define VSUM(v) _mm512_reduce_add_ps(v)
+#define VSUM(v) vsum16(v)
+/* the sum of v's lanes by a fixed tree (GCC's _mm512_reduce_add_ps): the upper half plus the lower,
+ * the same for quarters, then lanes 0 + 2 and 1 + 3, then those two; vsum16_x16 adds the same way */
+INLINE float vsum16(__m512 v)
+{
+    __m256 h = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)),
+                             _mm512_castps512_ps256(v));
+    __m128 q = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    q = _mm_add_ps(q, _mm_shuffle_ps(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+/* s[r] = vsum16(v[r]) for 16 vectors, each addition of the tree made for several vectors at once
+ * (four 128-bit quarters of two vectors side by side, then of four, ...) */
+INLINE __m512 vsum16_x16(const __m512 *v)
+{
+    __m512 h[8], q[4], p[2];
+    for (int i = 0; i < 8; i++) /* upper halves (quarters 2, 3) + lower (0, 1), two vectors */
+        h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44));
+    for (int i = 0; i < 4; i++) /* then quarter 1 + quarter 0: vector 4i + j in quarter j */
+        q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd),
+                             _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88));
+    for (int i = 0; i < 2; i++) /* lanes 0 + 2, 1 + 3: quarter j holds 8i + j, then 8i + 4 + j */
+        p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xee));
+    /* the two: quarter j holds vectors j, 4 + j, 8 + j, 12 + j; put back in order */
+    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(p[0], p[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_permutexvar_ps(order, s);
+}
+
 INLINE void vld_bf16_split(const uint16_t *p, vf *even, vf *odd)
 {
     __m512i v = _mm512_loadu_si512((const void *)p);

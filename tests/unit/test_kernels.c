@@ -154,6 +154,30 @@ static void matmul_all(void)
     }
 }
 
+#ifdef __AVX512F__
+#include "../../kernels/cpu/simd.h"
+#endif
+
+/* The decode attention's scores sum 16 rows' lanes at once (simd.h's vsum16_x16): each must be
+ * vsum16 of its row bit for bit, the sum dot_t gives one row at a time */
+static void sums_of_16(void)
+{
+#ifdef __AVX512F__
+    uint64_t s = 5;
+    __m512 v[16];
+    float want[16], got[16];
+    for (int r = 0; r < 16; r++) {
+        float lanes[16];
+        for (int i = 0; i < 16; i++) /* magnitudes far apart, so the order of additions shows */
+            lanes[i] = rnd(&s) * (float)(1 << (i * 3 % 24));
+        v[r] = _mm512_loadu_ps(lanes);
+        want[r] = vsum16(v[r]);
+    }
+    _mm512_storeu_ps(got, vsum16_x16(v));
+    CHECK(!memcmp(got, want, sizeof got), "16 sums at once differ from one at a time");
+#endif
+}
+
 static void layernorm_gelu_add(void)
 {
     enum { N = 5, C = 77 };
@@ -437,5 +461,6 @@ static void embed(void)
 }
 
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
-           {"kernels/q8_vs_definition", q8_all}, {"kernels/layernorm_gelu_add", layernorm_gelu_add},
+           {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_of_16", sums_of_16},
+           {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed});

@@ -67,10 +67,11 @@ typedef struct {
 
 typedef struct {
     double prefill[MAX_POINTS],
-        decode[MAX_POINTS];         /* median seconds: per prefill, per decoded token */
-    double decode_wall[MAX_POINTS]; /* the same by the wall clock, host overheads included */
-    double decode_step[MAX_POINTS]; /* the median single step: the steady state */
-    int nodes;                      /* of a recorded decode step (0: none recorded) */
+        decode[MAX_POINTS];          /* median seconds: per prefill, per decoded token */
+    double decode_wall[MAX_POINTS];  /* the same by the wall clock, host overheads included */
+    double decode_step[MAX_POINTS];  /* the median single step: the steady state */
+    double decode_first[MAX_POINTS]; /* the median first step after the context's prefill */
+    int nodes;                       /* of a recorded decode step (0: none recorded) */
 } figures;
 
 /* One step of n tokens choosing the next as chat does (history: the first `seen` ids), and its
@@ -106,13 +107,14 @@ static int time_prefill(loaded_model *lm, kv_seq *c, const int *ids, int n, samp
 
 /* seconds per decoded token after a context of `ctx` tokens: each run's 16 steps timed together
  * (every slow step counts, the first after the context's prefill too, as in llama-bench's tg
- * figure), the median of the runs; and the median single step (*out_step), what decoding settles
- * to. The tokens fed are the fixed prompt's, so every dtype and backend runs the same positions. */
+ * figure), the median of the runs; the median single step (*out_step), what decoding settles to;
+ * and the median first step (*out_first), what a reply's first token pays after its prompt. The
+ * tokens fed are the fixed prompt's, so every dtype and backend runs the same positions. */
 static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sampler *smp, int runs,
-                       double *out, double *out_wall, double *out_step)
+                       double *out, double *out_wall, double *out_step, double *out_first)
 {
     enum { STEPS = 16 };
-    double t[65], w[65], step[64 * STEPS], dt, wall;
+    double t[65], w[65], first[65], step[64 * STEPS], dt, wall;
     int k = 0;
     for (int r = 0; r <= runs; r++) { /* run 0 warms caches and page tables */
         kv_truncate(c, 0);
@@ -124,6 +126,8 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sam
                 return -1;
             t[r] += dt / STEPS;
             w[r] += wall / STEPS;
+            if (s == 0)
+                first[r] = dt;
             if (r)
                 step[k++] = dt;
         }
@@ -131,6 +135,7 @@ static int time_decode(loaded_model *lm, kv_seq *c, const int *ids, int ctx, sam
     *out = bench_median(t + 1, runs);
     *out_wall = bench_median(w + 1, runs);
     *out_step = bench_median(step, k);
+    *out_first = bench_median(first + 1, runs);
     return 0;
 }
 
@@ -163,7 +168,7 @@ static int bench_one(loaded_model *lm, const bench_plan *plan, const sampler_par
             goto out;
     for (int i = 0; i < plan->n_ctx; i++)
         if (time_decode(lm, c, ids, plan->ctx[i], &smp, runs, &f->decode[i], &f->decode_wall[i],
-                        &f->decode_step[i]))
+                        &f->decode_step[i], &f->decode_first[i]))
             goto out;
     f->nodes = lm->backend->step_nodes ? lm->backend->step_nodes(lm->backend) : 0;
     rc = 0;
@@ -358,6 +363,8 @@ int cmd_bench(int argc, char **argv)
                 json_object_set_new(row, key, json_real(1 / f.decode_wall[i]));
                 snprintf(key, sizeof key, "decode_ctx%d_step_tok_s", plan.ctx[i]);
                 json_object_set_new(row, key, json_real(1 / f.decode_step[i]));
+                snprintf(key, sizeof key, "decode_ctx%d_first_ms", plan.ctx[i]);
+                json_object_set_new(row, key, json_real(f.decode_first[i] * 1e3));
                 printf(" %13.1f", 1 / f.decode[i]);
             }
             printf("  %13.1f  %11.1f\n", bytes / 1e6, bytes / f.decode[0] / 1e9);

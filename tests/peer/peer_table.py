@@ -23,6 +23,10 @@ def medians(t, tc):
                           ("decode_ctx0_tok_s", "d0"), ("decode_ctx512_tok_s", "d512"),
                           ("decode_ctx0_step_tok_s", "s0"), ("decode_ctx512_step_tok_s", "s512")):
             kv.setdefault(name, []).append(k[key])
+        for ctx in (0, 512):  # the first step after the context's prefill, against a steady one
+            if "decode_ctx%d_first_ms" % ctx in k:
+                kv.setdefault("f%d" % ctx, []).append(
+                    k["decode_ctx%d_first_ms" % ctx] * k["decode_ctx%d_step_tok_s" % ctx] / 1e3)
         kv["bytes"], kv["cache"] = k["weight_bytes_per_token"], k.get("cache_dtype", "?")
         kv["per_pos"] = k["cache_bytes_per_position"]
         for rec in json.load(open("%s/ll-%s-%s-%d.json" % (w, t, tc, r))):
@@ -51,4 +55,6 @@ for tc in tlist:
             print("%-6s   decode@%-4d %.0f MB a token; of the %s read bandwidth: kvchat %s, llama.cpp %s;"
                   " kvchat's median single step %.1f tok/s (%.2f)"
                   % ("", ctx, need * 1e3, "/".join(plural(c) for c in tlist),
-                     frac(statistics.median(kv[name]) * need), frac(a * need), s, s / a))
+                     frac(statistics.median(kv[name]) * need), frac(a * need), s, s / a)
+                  + ("; its first step %.2fx a steady one" % statistics.median(kv["f%d" % ctx])
+                     if "f%d" % ctx in kv else ""))

@@ -98,6 +98,7 @@
     F(attention, spans, SPANS, 0, 0, REQ, "the kept prefix, then each turn, as in the window")   \
     F(attention, mean, NUMS, 0, 1, REQ, "each span's weight, the mean over heads and layers")    \
     F(attention, max, NUMS, 0, 1, REQ, "each span's weight in the head that gave it the most")   \
+    F(attention, turns, NUMS, 0, EV_BIG, OPT, "each span's turn number (0: the kept prefix)")    \
     F(attention, tokens, INT, 1, EV_BIG, REQ, "the decode steps it averages")                    \
     E(PREPARE, prepare, "between turns, the next eviction made ahead")                           \
     F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                                 \
@@ -184,6 +185,7 @@
     F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                      \
     F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
     F(turn_end, reads, NUMS, 0, 1, OPT, "least-read: each turn's share of attention")            \
+    F(turn_end, numbers, NUMS, 1, EV_BIG, OPT, "each turn's number in the conversation, from 1") \
     E(RESUME, resume, "a later run took the session up again (its settings as the header's)")    \
     F(resume, from, STR, 0, 0, OPT, "the session resumed")                                       \
     F(resume, window, INT, 1, 65536, OPT, "its window from here on")                             \

@@ -19,6 +19,7 @@ void rd_free(rd_reading *r)
     free(r->mean);
     free(r->max);
     free(r->now);
+    free(r->no);
     memset(r, 0, sizeof *r);
 }
 
@@ -31,7 +32,8 @@ static int reserve(rd_reading *r, int spans)
                             sizeof *r->mass, what) ||
                    err_grow(&r->mean, &r->cap_mean, S, sizeof *r->mean, what) ||
                    err_grow(&r->max, &r->cap_max, S, sizeof *r->max, what) ||
-                   err_grow(&r->now, &r->cap_now, S, sizeof *r->now, what)
+                   err_grow(&r->now, &r->cap_now, S, sizeof *r->now, what) ||
+                   err_grow(&r->no, &r->cap_no, S, sizeof *r->no, what)
                ? -1
                : 0;
 }
@@ -55,13 +57,15 @@ int rd_spans(rd_reading *r, const win_turn *turns, int n_turns, int keep, int n,
     keep = keep < n ? keep : n;
     int same = r->steps && r->probe.n_spans == S;
     for (int i = 1; same && i < S; i++)
-        same = r->start[i] == boundary(turns, n_turns, keep, n, i);
+        same = r->start[i] == boundary(turns, n_turns, keep, n, i) && r->no[i] == turns[i - 1].no;
     if (r->steps && !same)
         rd_tell(r, bus, conv);
     if (reserve(r, S))
         return -1;
     for (int i = 0; i <= S; i++)
         r->start[i] = boundary(turns, n_turns, keep, n, i);
+    for (int i = 0; i < S; i++)
+        r->no[i] = i ? turns[i - 1].no : 0;
     if (!r->steps) {
         memset(r->mean, 0, sizeof(double) * (size_t)S);
         memset(r->max, 0, sizeof(double) * (size_t)S);
@@ -95,15 +99,16 @@ void rd_tell(rd_reading *r, ev_bus *bus, int conv)
     if (!r->steps)
         return;
     int S = r->probe.n_spans;
-    json_t *spans = json_array(), *mean = json_array(), *max = json_array();
+    json_t *spans = json_array(), *mean = json_array(), *max = json_array(), *no = json_array();
     for (int s = 0; s < S; s++) {
         json_array_append_new(spans,
                               json_pack("[i, i]", r->start[s], r->start[s + 1] - r->start[s]));
         json_array_append_new(mean, share(r->mean[s] / r->steps));
         json_array_append_new(max, share(r->max[s] / r->steps));
+        json_array_append_new(no, json_integer(r->no[s]));
     }
     ev_emit(bus, conv, EV_ATTENTION,
-            json_pack("{s:o, s:o, s:o, s:i}", "spans", spans, "mean", mean, "max", max, "tokens",
-                      r->steps));
+            json_pack("{s:o, s:o, s:o, s:o, s:i}", "spans", spans, "mean", mean, "max", max,
+                      "turns", no, "tokens", r->steps));
     r->steps = 0;
 }

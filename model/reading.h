@@ -12,8 +12,9 @@
 typedef struct {
     kb_probe probe; /* what a step fills: gpt2_model.probe points here for a decode step */
     int n_layer, n_head;
-    size_t cap_start, cap_mass, cap_mean, cap_max, cap_now;
+    size_t cap_start, cap_mass, cap_mean, cap_max, cap_now, cap_no;
     int *start;         /* the spans: the kept prefix, then each turn */
+    int *no;            /* each span's turn number (win_turn.no; 0: the kept prefix) */
     float *mass;        /* [n_layer][n_head][spans] */
     double *mean, *max; /* summed over the steps since the last event */
     double *now;        /* the last step's mean per span */

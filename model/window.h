@@ -7,10 +7,12 @@
 enum { ROLE_PREAMBLE, ROLE_USER, ROLE_ASSISTANT, ROLE_NOTICE };
 
 /* read: the turn's share of where the replies read, decayed (WIN_LEAST_READ's; 0 otherwise);
- * took: the reply in progress's reading of it so far, folded into read at its end */
+ * took: the reply in progress's reading of it so far, folded into read at its end; no: its number
+ * in the conversation, from 1, which evictions leave as it is (events name turns by it) */
 typedef struct {
     int start, len, role, pinned;
     float read, took;
+    int no;
 } win_turn;
 
 /* Which whole turns an eviction takes first: the oldest (--evict exact), or those the replies read

@@ -42,6 +42,16 @@ check "${TAG}session/a session with attention events verifies" "$KV" replay "$S/
 check "${TAG}session/... and replays (--no-tui)" "$KV" replay "$S/att.jsonl" --no-tui
 check "${TAG}session/the same chat without them gives the same replies" \
     cmp -s "$S/prep.out" "$S/att.out"
+# the events name turns by their number in the conversation, which a resume carries on
+paced | head -4 | chat --seed 3 --ctx 48 --evict-min 8 --attention 4 --session "$S/att2.jsonl" \
+    >/dev/null
+paced | tail -3 | chat --resume "$S/att2.jsonl" --attention 4 >/dev/null
+att_turns() { "$PYTHON" -c 'import json, sys
+print([e["turns"] for e in map(json.loads, open(sys.argv[1])) if e.get("ev") == "attention"])' "$1"; }
+same "${TAG}session/attention events number turns across evictions and a resume" \
+    "$(att_turns "$S/att.jsonl")" "$(att_turns "$S/att2.jsonl")"
+check "${TAG}session/... up to the last reply, turn 15 (after the preamble, 7 messages)" \
+    grep -q '"turns": *\[0,[0-9, ]*15\]' "$S/att.jsonl"
 # --evict least-read is recorded with each turn's reading, verifies, and a resume goes on with the
 # recorded reading (the replies those of the same chat in one run)
 paced | chat --seed 3 --ctx 48 --evict-min 8 --evict least-read --session "$S/lr.jsonl" >"$S/lr.out"

@@ -32,7 +32,9 @@ int eng_push_turn(conv *c, int role, int start)
     if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns,
                  "a conversation's turns"))
         return -1;
-    c->turns[c->n_turns++] = (win_turn){.start = start, .role = role};
+    /* numbered on from the last turn: evictions keep the last, a rollback reuses its numbers */
+    int no = c->n_turns ? c->turns[c->n_turns - 1].no + 1 : 1;
+    c->turns[c->n_turns++] = (win_turn){.start = start, .role = role, .no = no};
     return 0;
 }
 

@@ -51,12 +51,18 @@ json_t *rec_turn_end_fields(const rec_turn_end *t)
                                                                       : t->turns[i].read));
     if (reads)
         json_object_set_new(ev, "reads", reads);
+    json_t *numbers = ev ? json_array() : NULL;
+    for (int i = 0; numbers && i < t->n_turns; i++)
+        json_array_append_new(numbers, json_integer(t->turns[i].no));
+    if (numbers)
+        json_object_set_new(ev, "numbers", numbers);
     return ev;
 }
 
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns)
 {
-    const json_t *w = ev_turn_end_window(ev), *tu = ev_turn_end_turns(ev);
+    const json_t *w = ev_turn_end_window(ev), *tu = ev_turn_end_turns(ev),
+                 *nos = ev_turn_end_numbers(ev);
     *t = (rec_turn_end){.reply = ev_turn_end_reply(ev),
                         .tokens = ev_turn_end_tokens(ev),
                         .cancelled = ev_turn_end_cancelled(ev),
@@ -80,7 +86,9 @@ int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **t
             .len = (int)json_integer_value(json_array_get(x, 1)),
             .role = (int)json_integer_value(json_array_get(x, 2)),
             .pinned = json_is_true(json_array_get(x, 3)),
-            .read = (float)json_number_value(json_array_get(ev_turn_end_reads(ev), (size_t)i))};
+            .read = (float)json_number_value(json_array_get(ev_turn_end_reads(ev), (size_t)i)),
+            /* sessions from before turns were numbered: by their place in the window */
+            .no = nos ? (int)json_integer_value(json_array_get(nos, (size_t)i)) : i + 1};
     }
     t->ids = *ids;
     t->turns = *turns;

@@ -418,9 +418,9 @@ static void events_rebuild_the_window(void)
  * fill 20 of the window; the next turn brings a message and a reply of up to reply_room */
 static void turn_need_known_answers(void)
 {
-    win_turn t[3] = {{0, 4, ROLE_PREAMBLE, 0, 0, 0},
-                     {4, 10, ROLE_USER, 0, 0, 0},
-                     {14, 6, ROLE_ASSISTANT, 0, 0, 0}};
+    win_turn t[3] = {{0, 4, ROLE_PREAMBLE, 0, 0, 0, 0},
+                     {4, 10, ROLE_USER, 0, 0, 0, 0},
+                     {14, 6, ROLE_ASSISTANT, 0, 0, 0, 0}};
     struct {
         int pin, window, message, reply_room, want;
     } k[] = {

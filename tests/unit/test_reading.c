@@ -20,9 +20,9 @@ static void spans_by_hand(void)
     rd_reading r;
     rd_init(&r, 2, 3);
     /* keep 5 inside the first turn [0, 8), a message [8, 12), a reply in progress [12, 15) */
-    win_turn t[3] = {{0, 8, ROLE_USER, 0, 0, 0},
-                     {8, 4, ROLE_ASSISTANT, 0, 0, 0},
-                     {12, 3, ROLE_ASSISTANT, 0, 0, 0}};
+    win_turn t[3] = {{0, 8, ROLE_USER, 0, 0, 0, 0},
+                     {8, 4, ROLE_ASSISTANT, 0, 0, 0, 0},
+                     {12, 3, ROLE_ASSISTANT, 0, 0, 0, 0}};
     for (int k = 0; k < 5; k++) { /* each of its arrays failing to grow: said, nothing lost */
         rd_reading f;
         rd_init(&f, 2, 3);
@@ -37,7 +37,7 @@ static void spans_by_hand(void)
     CHECK(r.probe.n_spans == 4 && !memcmp(r.start, want, sizeof want), "spans %d: %d %d %d %d %d",
           r.probe.n_spans, r.start[0], r.start[1], r.start[2], r.start[3], r.start[4]);
     /* a preamble within the kept prefix is an empty span */
-    win_turn p[2] = {{0, 3, ROLE_PREAMBLE, 0, 0, 0}, {3, 6, ROLE_USER, 0, 0, 0}};
+    win_turn p[2] = {{0, 3, ROLE_PREAMBLE, 0, 0, 0, 0}, {3, 6, ROLE_USER, 0, 0, 0, 0}};
     CHECK(rd_spans(&r, p, 2, 4, 9, NULL, 1) == 0 && r.probe.n_spans == 3 && r.start[1] == 4 &&
               r.start[2] == 4 && r.start[3] == 9,
           "a preamble inside the kept prefix");
@@ -111,6 +111,7 @@ static void attention_events(void)
     free(a);
     free(b);
     int n_att = 0, steps = 0, tokens = 0, evict_in_reply = 0, in_reply = 0, bad = 0, off_att = 0;
+    int bad_no = 0, last_no = 0, moved = 0, ends = 0, bad_end = 0;
     size_t i;
     json_t *v;
     json_array_foreach(off, i, v) off_att +=
@@ -120,8 +121,14 @@ static void attention_events(void)
         const char *ev = json_string_value(json_object_get(v, "ev"));
         if (!strcmp(ev, "token"))
             tokens++, in_reply = 1;
-        if (!strcmp(ev, "turn_end"))
+        if (!strcmp(ev, "turn_end")) { /* message k's reply is turn 2k (no preamble) */
+            const json_t *nos = json_object_get(v, "numbers");
+            size_t nt = json_array_size(json_object_get(v, "turns"));
+            ends++;
+            bad_end += json_array_size(nos) != nt ||
+                       json_integer_value(json_array_get(nos, nt - 1)) != 2 * ends;
             in_reply = 0;
+        }
         evict_in_reply += in_reply && !strcmp(ev, "evict");
         if (strcmp(ev, "attention"))
             continue;
@@ -139,7 +146,24 @@ static void attention_events(void)
         }
         bad += json_integer_value(json_array_get(json_array_get(spans, 0), 1)) != 2 ||
                fabs(sum - 1) > 1e-5;
+        /* the turns by number: the prefix 0, then rising; where an eviction took turns, their
+         * numbers are missing, and the others keep theirs */
+        const json_t *nos = json_object_get(v, "turns");
+        bad_no += json_array_size(nos) != json_array_size(spans) ||
+                  json_integer_value(json_array_get(nos, 0)) != 0;
+        for (size_t s = 2; s < json_array_size(nos); s++) {
+            json_int_t lo = json_integer_value(json_array_get(nos, s - 1)),
+                       hi = json_integer_value(json_array_get(nos, s));
+            bad_no += hi <= lo;
+            moved += hi > lo + 1;
+        }
+        last_no = (int)json_integer_value(json_array_get(nos, json_array_size(nos) - 1));
     }
+    CHECK(bad_no == 0 && moved > 0 && last_no == 8,
+          "turn numbers: %d out of order, %d gaps an eviction left, the last %d (want 8)", bad_no,
+          moved, last_no);
+    CHECK(ends == 4 && bad_end == 0, "%d of %d turn ends number their turns wrongly", bad_end,
+          ends);
     CHECK(n_att > 0 && off_att == 0, "%d attention events on, %d off", n_att, off_att);
     CHECK(bad == 0, "%d attention events that do not tile the window or sum to one", bad);
     /* each reply token is one decode step, told once */
@@ -153,10 +177,10 @@ static void attention_events(void)
  * the kept prefix or a pinned turn; the oldest first beside it; a reply's end folding in */
 static void least_read_by_hand(void)
 {
-    win_turn t[4] = {{0, 4, ROLE_USER, 0, 0.5f, 0},
-                     {4, 4, ROLE_ASSISTANT, 0, 0.1f, 0},
-                     {8, 4, ROLE_USER, 0, 0.3f, 0},
-                     {12, 4, ROLE_ASSISTANT, 1, 0.05f, 0}};
+    win_turn t[4] = {{0, 4, ROLE_USER, 0, 0.5f, 0, 0},
+                     {4, 4, ROLE_ASSISTANT, 0, 0.1f, 0, 0},
+                     {8, 4, ROLE_USER, 0, 0.3f, 0, 0},
+                     {12, 4, ROLE_ASSISTANT, 1, 0.05f, 0, 0}};
     unsigned char d[16];
     static const struct {
         int target;

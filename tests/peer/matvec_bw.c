@@ -22,7 +22,9 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
 {
     size_t n = (size_t)rows * cols;
     float *f = malloc(n * sizeof *f);
-    void *d = calloc(1, n * dt_size(t) + 64);
+    void *d = NULL; /* aligned as the loader's converted weights are (a file's may be less) */
+    if (posix_memalign(&d, 128, n * dt_size(t) + 64))
+        d = NULL;
     uint16_t *sc = t == DT_Q8 ? malloc(n / DT_Q8_BLOCK * sizeof *sc) : NULL;
     if (!f || !d || (t == DT_Q8 && !sc)) {
         free(f), free(d), free(sc);

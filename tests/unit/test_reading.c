@@ -284,6 +284,7 @@ static void least_read_evicts_exactly(void)
         const char *ev = json_string_value(json_object_get(v, "ev"));
         if (!strcmp(ev, "user")) { /* what the panel expects this turn's start to drop */
             cm_conv *c = cm_conv_get(&m, 1);
+            memset(drop, 0, sizeof drop); /* the preview marks only the window's cells */
             forecast = c && cm_preview(c, drop, &left, &turns) > 0 && left == 0;
         }
         if (!strcmp(ev, "evict")) {

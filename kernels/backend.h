@@ -18,7 +18,7 @@ extern "C" {
  * the reduction in blocks of DT_Q8_BLOCK, an f16 scale each: matmul's W by output column (data[j *
  * rows + k], scales[j * rows / 32 + k / 32]; rows a multiple of 32), matmul_t's and the embeddings'
  * by row (data[r * cols + c], scales[r * cols / 32 + c / 32]; cols a multiple of 32). */
-/* A 16-bit matmul W the CPU backend packed (kb_backend.pack) has column_blocks set instead: its
+/* A matmul W the CPU backend packed (kb_backend.pack; f32, f16, bf16) has column_blocks set: its
  * columns in blocks of KB_COLUMN_BLOCK, each block's rows one after the other (element (k, j) at
  * data[(j - j % B) * rows + k * B + j % B], B = KB_COLUMN_BLOCK; cols a multiple of B), so that a
  * one-token product reads one ascending stream and keeps its sums in registers. */

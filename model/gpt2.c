@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../kernels/err.h"
 #include "checkpoint.h"
@@ -279,17 +281,26 @@ static int pack_mat(gpt2_model *m, kb_mat *w)
     if (!p.data)
         return 1;
     m->placed_bufs[m->n_placed++] = (void *)p.data;
-    for (size_t i = 0; i < m->n_owned; i++)
-        if (m->owned[i] == w->data) {
-            free(m->owned[i]);
-            m->owned[i] = m->owned[--m->n_owned];
-            break;
-        }
+    size_t i = 0;
+    while (i < m->n_owned && m->owned[i] != w->data)
+        i++;
+    if (i < m->n_owned) {
+        free(m->owned[i]);
+        m->owned[i] = m->owned[--m->n_owned];
+    } else { /* read in place from the file's mapping: its pages go back (a read-only private
+              * mapping gives them again from the file should another tensor share them) */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)w->data,
+                  b = a + (size_t)w->rows * w->cols * dt_size(w->type), map = (uintptr_t)m->st.map;
+        int mapped = map && a >= map && b <= map + m->st.map_len;
+        a = (a + page - 1) / page * page, b = b / page * page;
+        if (mapped && b > a)
+            madvise((void *)a, b - a, MADV_DONTNEED);
+    }
     *w = p;
     return 1;
 }
 
-/* the products' weights in the host backend's own layout (kernels/cpu: column blocks for 16 bits) */
+/* the products' weights in the host backend's own layout (kernels/cpu: column blocks) */
 static int pack_products(gpt2_model *m)
 {
     int ok = 1;

@@ -27,17 +27,16 @@ float *cpu_scratch(kb_backend *b, size_t floats);
 /* A second such buffer, for ops built from other kernels (which use the scratch). */
 float *cpu_staging(kb_backend *b, size_t floats);
 
-/* backend.h's pack: 16-bit weights whose columns fill whole blocks in column blocks (where the
- * build has vectors), anything else as it is */
+/* backend.h's pack: weights in f32, f16 or bf16 whose columns fill whole blocks in column blocks
+ * (where the build has vectors), anything else as it is */
 int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
-/* &W[k][j] of a 16-bit matmul W, row-major or in column blocks */
-static inline const uint16_t *cpu_w16(const kb_mat *w, int k, int j)
+/* &W[k][j] of a matmul W in f32, f16 or bf16, row-major or in column blocks */
+static inline const void *cpu_w_at(const kb_mat *w, int k, int j)
 {
-    const uint16_t *d = w->data;
-    if (!w->column_blocks)
-        return d + (size_t)k * w->cols + j;
-    return d + (size_t)(j - j % KB_COLUMN_BLOCK) * w->rows + (size_t)k * KB_COLUMN_BLOCK +
-           j % KB_COLUMN_BLOCK;
+    size_t B = KB_COLUMN_BLOCK, at = !w->column_blocks
+                                         ? (size_t)k * w->cols + j
+                                         : (size_t)(j - j % B) * w->rows + (size_t)k * B + j % B;
+    return (const char *)w->data + at * dt_elem(w->type);
 }
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                kb_act act);

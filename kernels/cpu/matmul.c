@@ -1,8 +1,9 @@
 /* Matrix products against weights in f32, f16 or bf16, accumulating in f32 (bf16 weights multiply
  * inputs rounded to bf16 and prefill by their own GEMM: matmul_bf16.c).
- * Few tokens (decode): each thread streams its own contiguous band of weight rows once and keeps
- * partial sums in cache, so the product runs at memory bandwidth. Many tokens (prefill): OpenBLAS
- * does the GEMM on f32 weights; f16 weights are widened to f32 a panel of CPU_PANEL columns at a
+ * Few tokens (decode): each thread reads its share of the weights once, as one ascending stream:
+ * a model's weights packed in column blocks (cpu_pack) with the sums in registers, a row-major W a
+ * row at a time with its partial sums in cache. Many tokens (prefill): OpenBLAS does the GEMM on
+ * f32 weights (a packed W's bands put back in rows first); f16 weights are widened to f32 a panel of CPU_PANEL columns at a
  * time, in cache, just before its tiles (cpu_gemm_panels in panels.c; widening the whole matrix
  * first wrote and re-read twice its bytes, a fifth of a 128-token prefill). */
 #include <cblas.h>
@@ -170,8 +171,8 @@ enum { BV = KB_COLUMN_BLOCK / VW }; /* vectors in a block's row */
  * sums bit for bit, with the block read as one ascending stream and no partial sums through
  * memory (the row-major update loads and stores its sums once per row: a core's stores, not the
  * memory, bounded it). */
-INLINE void block_product(float *y, const float *x, int n, const uint16_t *blk, dtype t, int K,
-                          int N, int bands, const float *bias, kb_act act)
+INLINE void block_product(float *y, const float *x, int n, const void *blk, dtype t, int K, int N,
+                          int bands, const float *bias, kb_act act)
 {
     for (int tok = 0; tok < n; tok++) {
         const float *xt = x + (size_t)tok * K;
@@ -190,11 +191,11 @@ INLINE void block_product(float *y, const float *x, int n, const uint16_t *blk, 
             for (int v = 0; v < BV; v++)
                 p[v] = VZERO();
             for (int r = r0; r < r1; r++) {
-                const uint16_t *row = blk + (size_t)r * KB_COLUMN_BLOCK;
+                const void *row = (const char *)blk + (size_t)r * KB_COLUMN_BLOCK * dt_elem(t);
                 vf xv = VSET1(xt[r]);
                 for (int v = 0; v < BV; v += 2) {
                     if (t == DT_BF16)
-                        vld_bf16_split(row + v * VW, &e, &o);
+                        vld_bf16_split((const uint16_t *)row + v * VW, &e, &o);
                     else
                         e = vld(row, (size_t)v * VW, t), o = vld(row, (size_t)(v + 1) * VW, t);
                     p[v] = VFMA(e, xv, p[v]);
@@ -230,13 +231,16 @@ static int blocked_product(kb_backend *b, float *y, const float *x, int n, const
     }
 #pragma omp parallel for num_threads(b->threads) schedule(static)
     for (int c = 0; c < blocks; c++) {
-        const uint16_t *blk = (const uint16_t *)w->data + (size_t)c * KB_COLUMN_BLOCK * K;
         int j0 = c * KB_COLUMN_BLOCK;
+        const void *blk = cpu_w_at(w, 0, j0);
         const float *bj = bias ? bias + j0 : NULL;
-        if (w->type == DT_BF16)
-            block_product(y + j0, x, n, blk, DT_BF16, K, N, bands, bj, act);
-        else
-            block_product(y + j0, x, n, blk, DT_F16, K, N, bands, bj, act);
+        switch (w->type) {
+            case DT_F32: block_product(y + j0, x, n, blk, DT_F32, K, N, bands, bj, act); break;
+            case DT_BF16: block_product(y + j0, x, n, blk, DT_BF16, K, N, bands, bj, act); break;
+            case DT_F16: block_product(y + j0, x, n, blk, DT_F16, K, N, bands, bj, act); break;
+            case DT_I8:
+            case DT_Q8: break; /* never packed */
+        }
     }
     return 0;
 }
@@ -247,16 +251,15 @@ int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
     *out = (kb_mat){0};
 #ifdef VW
     size_t K = (size_t)w->rows, N = (size_t)w->cols, B = KB_COLUMN_BLOCK;
-    /* f32 stays as the file holds it: its prefill is OpenBLAS's GEMM on that layout (the
-     * reference path's sums), and a second copy for decode would double its memory */
-    if ((w->type != DT_BF16 && w->type != DT_F16) || w->column_blocks || N % B)
+    size_t es = dt_elem(w->type);
+    if (w->type == DT_Q8 || w->type == DT_I8 || w->column_blocks || N % B)
         return 0;
-    uint16_t *d = b->alloc(b, K * N * sizeof *d, "weights in column blocks");
+    char *d = b->alloc(b, K * N * es, "weights in column blocks");
     if (!d)
         return -1;
     for (size_t j0 = 0; j0 < N; j0 += B)
         for (size_t k = 0; k < K; k++)
-            memcpy(d + j0 * K + k * B, (const uint16_t *)w->data + k * N + j0, B * sizeof *d);
+            memcpy(d + (j0 * K + k * B) * es, (const char *)w->data + (k * N + j0) * es, B * es);
     *out = *w;
     out->data = d;
     out->column_blocks = 1;
@@ -266,8 +269,8 @@ int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
     return 0;
 }
 
-/* A 16-bit W's columns [c0, c1) widened to f32, [K][c1 - c0]; a run of columns at a time that
- * W holds in a row (to the panel's end, or to its column block's) */
+/* W's columns [c0, c1) as f32 rows, [K][c1 - c0] (16-bit values widened); a run of columns at a
+ * time that W holds in a row (to the panel's end, or to its column block's) */
 static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 {
     int nc = c1 - c0;
@@ -275,7 +278,7 @@ static void widen_panel(float *p, const kb_mat *w, int K, int c0, int c1)
         for (int j = 0, len; j < nc; j += len) {
             int left = KB_COLUMN_BLOCK - (c0 + j) % KB_COLUMN_BLOCK, i = 0;
             len = w->column_blocks && left < nc - j ? left : nc - j;
-            const uint16_t *src = cpu_w16(w, k, c0 + j);
+            const void *src = cpu_w_at(w, k, c0 + j);
             float *dst = p + (size_t)k * nc + j;
 #ifdef VW
             for (; i + VW <= len; i += VW)
@@ -311,15 +314,25 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
      * its band's width, so the bands follow the backend's most threads, not this call's: a step run
      * with fewer threads gives the same result. */
     int blocks = (N + 15) / 16, most = cpu_max_threads(b), bands = blocks < most ? blocks : most;
+    float *rows = w->column_blocks ? cpu_scratch(b, (size_t)K * N) : NULL;
+    if (w->column_blocks && !rows)
+        return -1;
 #pragma omp parallel for num_threads(b->threads) schedule(static)
     for (int bd = 0; bd < bands; bd++) {
-        int c0 = blocks * bd / bands * 16, c1 = blocks * (bd + 1) / bands * 16;
+        int c0 = blocks * bd / bands * 16, c1 = blocks * (bd + 1) / bands * 16, ld = N;
         c1 = c1 < N ? c1 : N;
+        const float *wb = (const float *)w->data + c0;
+        if (rows && c1 > c0) { /* W in column blocks (decode's layout): the band back in rows of
+                                * its own width, which OpenBLAS sums exactly as the file's rows
+                                * (its sums depend on the band, not on the stride) */
+            widen_panel(rows + (size_t)K * c0, w, K, c0, c1);
+            wb = rows + (size_t)K * c0, ld = c1 - c0;
+        }
         if (c1 > c0) {
             for (int i = 0; i < n && bias; i++)
                 memcpy(y + (size_t)i * N + c0, bias + c0, sizeof(float) * (size_t)(c1 - c0));
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c1 - c0, K, 1.0f, x, K,
-                        (const float *)w->data + c0, N, bias ? 1.0f : 0.0f, y + c0, N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c1 - c0, K, 1.0f, x, K, wb,
+                        ld, bias ? 1.0f : 0.0f, y + c0, N);
         }
     }
     return 0;

@@ -58,9 +58,9 @@ static void pack_panel(uint32_t *dst, const kb_mat *w, int K, int c0, int nc, in
             __mmask16 m = tile_lanes(nc - j);
             /* lanes past nc are masked off: their addresses are never read */
             __m512i lo =
-                _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cpu_w16(w, 2 * k2, c0 + j)));
+                _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cpu_w_at(w, 2 * k2, c0 + j)));
             __m512i hi = _mm512_cvtepu16_epi32(
-                _mm256_maskz_loadu_epi16(odd ? m : 0, cpu_w16(w, 2 * k2 + odd, c0 + j)));
+                _mm256_maskz_loadu_epi16(odd ? m : 0, cpu_w_at(w, 2 * k2 + odd, c0 + j)));
             _mm512_storeu_si512(dst + (size_t)k2 * ncp + j,
                                 _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }

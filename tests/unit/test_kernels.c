@@ -40,8 +40,8 @@ static double input(float v, dtype t)
     return t == DT_BF16 ? dt_bf16_to_f32(dt_f32_to_bf16(v)) : v;
 }
 
-/* The weights packed in the backend's own layout (column blocks, for 16 bits filling whole blocks;
- * anything else stays as it is): the product is the row-major one's bit for bit, with either
+/* The weights packed in the backend's own layout (column blocks, where the columns fill whole
+ * blocks; anything else stays as it is): the product is the row-major one's bit for bit, with either
  * activation, with one thread and with two. */
 static void packed_case(const kb_mat *m, const float *x, int n, const float *bias)
 {
@@ -49,7 +49,7 @@ static void packed_case(const kb_mat *m, const float *x, int n, const float *bia
     if (!one)
         one = kb_create("cpu", 1);
     kb_mat pk;
-    int want = m->type != DT_F32 && m->cols % KB_COLUMN_BLOCK == 0;
+    int want = m->cols % KB_COLUMN_BLOCK == 0;
     CHECK(be()->pack(be(), &pk, m) == 0, "pack failed");
     CHECK(!pk.data == !want, "%s [%d, %d] %s", dt_name(m->type), m->rows, m->cols,
           want ? "not packed" : "packed");
@@ -61,7 +61,7 @@ static void packed_case(const kb_mat *m, const float *x, int n, const float *bia
         for (int b = 0; b < 2; b++) {
             kb_backend *k = b ? one : be();
             kb_act a = act ? KB_GELU : KB_LINEAR;
-            CHECK(be()->matmul(be(), y, x, n, m, bias, a) == 0 &&
+            CHECK(k->matmul(k, y, x, n, m, bias, a) == 0 &&
                       k->matmul(k, yp, x, n, &pk, bias, a) == 0,
                   "matmul failed");
             CHECK(!memcmp(y, yp, sizeof(float) * len),

@@ -271,8 +271,8 @@ static int place_mat(gpt2_model *m, kb_mat *w)
     return w->type != DT_Q8 || (w->scales = place(m, w->scales, n / DT_Q8_BLOCK * 2)) != NULL;
 }
 
-/* w in the backend's own layout, where it has one for w; the converted copy it replaces is freed
- * (weights still in the mapped file stay there) */
+/* w in the backend's own layout, where it has one for w; the converted copy it replaces is freed,
+ * or the mapped file's pages it was read from handed back */
 static int pack_mat(gpt2_model *m, kb_mat *w)
 {
     kb_mat p = {0};

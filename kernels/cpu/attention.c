@@ -75,18 +75,8 @@ static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int he
 INLINE void dots16(float *s, const float *q, const void *k, dtype t, size_t off, int hd)
 {
     __m512 a0[16], a1[16];
-    for (int r = 0; r < 16; r++) {
-        size_t o = off + (size_t)r * hd;
-        __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
-        int c = 0;
-        for (; c + 32 <= hd; c += 32) {
-            x0 = VFMA(VLOADF(q + c), vld(k, o + c, t), x0);
-            x1 = VFMA(VLOADF(q + c + 16), vld(k, o + c + 16, t), x1);
-        }
-        for (; c + 16 <= hd; c += 16)
-            x0 = VFMA(VLOADF(q + c), vld(k, o + c, t), x0);
-        a0[r] = x0, a1[r] = x1;
-    }
+    for (int r = 0; r < 16; r++)
+        dot_parts(q, k, t, off + (size_t)r * hd, hd, &a0[r], &a1[r]);
     _mm512_storeu_ps(s, _mm512_add_ps(vsum16_x16(a0), vsum16_x16(a1)));
 }
 #endif

@@ -3,9 +3,10 @@
  * Few tokens (decode): each thread reads its share of the weights once, as one ascending stream:
  * a model's weights packed in column blocks (cpu_pack) with the sums in registers, a row-major W a
  * row at a time with its partial sums in cache. Many tokens (prefill): OpenBLAS does the GEMM on
- * f32 weights (a packed W's bands put back in rows first); f16 weights are widened to f32 a panel of CPU_PANEL columns at a
- * time, in cache, just before its tiles (cpu_gemm_panels in panels.c; widening the whole matrix
- * first wrote and re-read twice its bytes, a fifth of a 128-token prefill). */
+ * f32 weights (a packed W's bands put back in rows first); f16 weights are widened to f32 a panel
+ * of CPU_PANEL columns at a time, in cache, just before its tiles (cpu_gemm_panels in panels.c;
+ * widening the whole matrix first wrote and re-read twice its bytes, a fifth of a 128-token
+ * prefill). */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -100,6 +101,26 @@ INLINE void band_rows(int K, int bands, int bd, int *r0, int *r1)
 
 enum { STRIP = 64 };
 
+/* the MLP's GELU over y[0..len), applied where a product's outputs are made */
+INLINE void gelu_run(float *y, int len)
+{
+#pragma omp simd
+    for (int j = 0; j < len; j++)
+        y[j] = vm_gelu(y[j]);
+}
+
+/* what a product against weights of type t multiplies: x, or for bf16 its n values rounded to
+ * bf16 in the scratch (matmul_bf16.c's definition); NULL when the scratch cannot grow */
+static const float *product_input(kb_backend *b, const float *x, size_t n, dtype t)
+{
+    if (t != DT_BF16)
+        return x;
+    float *xr = cpu_scratch(b, n);
+    if (xr)
+        cpu_round_bf16(xr, x, n);
+    return xr;
+}
+
 /* y[0..len) = bias + the bands' partial sums (part[bd * per + j]), added in band order (so the sum
  * does not depend on who adds it), a strip of columns at a time so each addition is a vector one:
  * one sum per column through all the bands was a chain of dependent scalar additions, 5% of a
@@ -117,9 +138,7 @@ INLINE void add_bands(float *restrict y, const float *part, size_t per, int band
             y[j] += p[j];
     }
     if (act == KB_GELU)
-#pragma omp simd
-        for (int j = 0; j < len; j++)
-            y[j] = vm_gelu(y[j]);
+        gelu_run(y, len);
 }
 
 /* act: the GELU is applied as the bands' sums are added, by both threads, instead of by one thread
@@ -211,9 +230,7 @@ INLINE void block_product(float *y, const float *x, int n, const void *blk, dtyp
             else
                 VSTOREF(yt + v * VW, s[v]), VSTOREF(yt + (v + 1) * VW, s[v + 1]);
         if (act == KB_GELU)
-#pragma omp simd
-            for (int j = 0; j < KB_COLUMN_BLOCK; j++)
-                yt[j] = vm_gelu(yt[j]);
+            gelu_run(yt, KB_COLUMN_BLOCK);
     }
 }
 
@@ -222,13 +239,8 @@ static int blocked_product(kb_backend *b, float *y, const float *x, int n, const
                            const float *bias, kb_act act)
 {
     int K = w->rows, N = w->cols, bands = band_count(b, K), blocks = N / KB_COLUMN_BLOCK;
-    if (w->type == DT_BF16) {
-        float *xr = cpu_scratch(b, (size_t)n * K);
-        if (!xr)
-            return -1;
-        cpu_round_bf16(xr, x, (size_t)n * K);
-        x = xr;
-    }
+    if (!(x = product_input(b, x, (size_t)n * K, w->type)))
+        return -1;
 #pragma omp parallel for num_threads(b->threads) schedule(static)
     for (int c = 0; c < blocks; c++) {
         int j0 = c * KB_COLUMN_BLOCK;
@@ -366,13 +378,8 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
 {
     if (w->type == DT_Q8)
         return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL, KB_LINEAR);
-    if (w->type == DT_BF16) {
-        float *xr = cpu_scratch(b, (size_t)n * w->cols);
-        if (!xr)
-            return -1;
-        cpu_round_bf16(xr, x, (size_t)n * w->cols);
-        x = xr;
-    }
+    if (!(x = product_input(b, x, (size_t)n * w->cols, w->type)))
+        return -1;
 #pragma omp parallel num_threads(b->threads)
     switch (w->type) {
         case DT_F32: dots(y, x, n, w->data, DT_F32, w->rows, w->cols); break;

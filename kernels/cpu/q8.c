@@ -31,6 +31,19 @@ enum {
     */
 
 #if defined(__AVX2__) && defined(__FMA__)
+/* a block's integer dot product as 8 lanes, from |x| and w carrying x's sign: the form the
+ * u8 x s8 instructions take (|x| <= 127) */
+INLINE __m256i dot_q8(__m256i ax, __m256i sw)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1)); /* <= 32258 */
+#endif
+}
+
 /* acc[t][r] += block b's scaled integer dot product of w's row r and x's token t */
 INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw, int nr,
                      const int8_t *x, const float *dx, int nt, int K, int blocks, int b)
@@ -42,19 +55,9 @@ INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw,
         if (t >= nt)
             break;
         __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (size_t)t * K + DT_Q8_BLOCK * b));
-        /* unsigned |x| times w carrying x's sign: the form the u8 x s8 instructions take (|x| <=
-         * 127) */
         __m256i ax = _mm256_sign_epi8(xv, xv);
         for (int r = 0; r < nr; r++) {
-            __m256i sw = _mm256_sign_epi8(wv[r], xv);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-            __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
-#elif defined(__AVXVNNI__)
-            __m256i dot = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sw);
-#else
-            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw),
-                                            _mm256_set1_epi16(1)); /* pairs <= 32258 */
-#endif
+            __m256i dot = dot_q8(ax, _mm256_sign_epi8(wv[r], xv));
             acc[t][r] =
                 _mm256_fmadd_ps(_mm256_set1_ps(dw[r * blocks + b] * dx[(size_t)t * blocks + b]),
                                 _mm256_cvtepi32_ps(dot), acc[t][r]);
@@ -64,40 +67,32 @@ INLINE void block_q8(__m256 acc[TOKENS][ROWS], const int8_t *w, const float *dw,
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
+/* block b's dot_q8 of a row w and x, with |x| (ax) made once for all the rows */
+INLINE __m256i row_block_q8(const int8_t *w, const int8_t *x, const int8_t *ax, int b)
+{
+    const __m256i *at = (const __m256i *)(ax + DT_Q8_BLOCK * b);
+    return dot_q8(_mm256_loadu_si256(at),
+                  _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(w + DT_Q8_BLOCK * b)),
+                                   _mm256_loadu_si256((const __m256i *)(x + DT_Q8_BLOCK * b))));
+}
+
 /* One token against one stored row (decode): tile_q8's operations for one row and one token, with
  * |x| (ax) and each block's scale product (s[b] = dw[b] * dx[b]) made once, so the same sums bit
  * for bit with fewer instructions a block: decode was bound by them, not by the memory. */
-/* block b's integer dot product of w and x as 8 lanes (ax = |x|) */
-INLINE __m256i dot_q8(const int8_t *w, const int8_t *x, const int8_t *ax, int b)
-{
-    __m256i sw = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(w + DT_Q8_BLOCK * b)),
-                                  _mm256_loadu_si256((const __m256i *)(x + DT_Q8_BLOCK * b)));
-    __m256i av = _mm256_loadu_si256((const __m256i *)(ax + DT_Q8_BLOCK * b));
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), av, sw);
-#elif defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), av, sw);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(av, sw), _mm256_set1_epi16(1));
-#endif
-}
-
 INLINE float row_q8(const int8_t *w, const int8_t *x, const int8_t *ax, const float *s, int blocks)
 {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int b = 0;
     for (; b + 1 < blocks; b += 2) { /* even blocks into acc0, odd into acc1, as tile_q8 */
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(s[b]), _mm256_cvtepi32_ps(dot_q8(w, x, ax, b)), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(s[b]), _mm256_cvtepi32_ps(row_block_q8(w, x, ax, b)),
+                               acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(s[b + 1]),
-                               _mm256_cvtepi32_ps(dot_q8(w, x, ax, b + 1)), acc1);
+                               _mm256_cvtepi32_ps(row_block_q8(w, x, ax, b + 1)), acc1);
     }
     if (b < blocks)
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(s[b]), _mm256_cvtepi32_ps(dot_q8(w, x, ax, b)), acc0);
-    __m256 a = _mm256_add_ps(acc0, acc1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(s[b]), _mm256_cvtepi32_ps(row_block_q8(w, x, ax, b)),
+                               acc0);
+    return vsum8(_mm256_add_ps(acc0, acc1));
 }
 
 /* s[b] = dw[b] * dx[b] for a row's f16 scales dw */
@@ -152,13 +147,8 @@ INLINE void tile_q8(float y[TOKENS][ROWS], const int8_t *w, const float *dw, int
     if (b < blocks)
         block_q8(acc0, w, dw, nr, x, dx, nt, K, blocks, b);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) {
-            __m256 a = _mm256_add_ps(acc0[t][r], acc1[t][r]);
-            __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-            y[t][r] = _mm_cvtss_f32(s);
-        }
+        for (int r = 0; r < nr; r++)
+            y[t][r] = vsum8(_mm256_add_ps(acc0[t][r], acc1[t][r]));
 #else
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++) {

@@ -13,6 +13,17 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+#ifdef __AVX__
+/* the sum of v's 8 lanes: the halves, then lanes 0 + 2 and 1 + 3, then those two */
+INLINE float vsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
 /* element i of an array of type t, widened (DT_I8 without its scale) */
 INLINE float ld1(const void *p, size_t i, dtype t)
 {
@@ -47,8 +58,9 @@ INLINE vf vld(const void *p, size_t i, dtype t)
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
 #define VSUM(v) vsum16(v)
-/* the sum of v's lanes by a fixed tree (GCC's _mm512_reduce_add_ps): the upper half plus the lower,
- * the same for quarters, then lanes 0 + 2 and 1 + 3, then those two; vsum16_x16 adds the same way */
+/* the sum of v's lanes by a fixed tree (GCC's _mm512_reduce_add_ps): the upper half plus the
+ * lower, the same for quarters, then lanes 0 + 2 and 1 + 3, then those two; vsum16_x16 adds the
+ * same way */
 INLINE float vsum16(__m512 v)
 {
     __m256 h = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)),
@@ -137,13 +149,6 @@ INLINE void vld_split(const float *p, vf *even, vf *odd)
     *odd = _mm256_castpd_ps(
         _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
 }
-INLINE float vsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 #define VLOADF(p) _mm256_loadu_ps(p)
 #define VSTOREF(p, v) _mm256_storeu_ps(p, v)
 #define VSET1(x) _mm256_set1_ps(x)
@@ -153,19 +158,31 @@ INLINE float vsum8(__m256 v)
 #define VSUM(v) vsum8(v)
 #endif
 
+#ifdef VW
+/* dot_t's vector part: its two accumulators over x[0..n) and w[off..off+n), to the last whole
+ * vector (the index returned) */
+INLINE int dot_parts(const float *x, const void *w, dtype t, size_t off, int n, vf *a0, vf *a1)
+{
+    int c = 0;
+    *a0 = *a1 = VZERO();
+    for (; c + 2 * VW <= n; c += 2 * VW) {
+        *a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), *a0);
+        *a1 = VFMA(VLOADF(x + c + VW), vld(w, off + c + VW, t), *a1);
+    }
+    for (; c + VW <= n; c += VW)
+        *a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), *a0);
+    return c;
+}
+#endif
+
 /* dot(x[0..n), w[off..off+n)) with w of type t */
 INLINE float dot_t(const float *x, const void *w, dtype t, size_t off, int n)
 {
     int c = 0;
     float s = 0;
 #ifdef VW
-    vf a0 = VZERO(), a1 = VZERO();
-    for (; c + 2 * VW <= n; c += 2 * VW) {
-        a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), a0);
-        a1 = VFMA(VLOADF(x + c + VW), vld(w, off + c + VW, t), a1);
-    }
-    for (; c + VW <= n; c += VW)
-        a0 = VFMA(VLOADF(x + c), vld(w, off + c, t), a0);
+    vf a0, a1;
+    c = dot_parts(x, w, t, off, n, &a0, &a1);
     s = VSUM(a0) + VSUM(a1);
 #endif
     for (; c < n; c++)

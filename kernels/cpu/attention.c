@@ -1,7 +1,7 @@
 /* Causal self-attention reading keys and values through the cache layout of kernels/kvlayout.h
  * (paged or contiguous; f32, f16, bf16 or int8 rows). Decode (few queries) walks the cached rows
- * directly, each thread a run of heads, block by block; prefill first widens each head's rows into contiguous f32 and runs GEMMs, in row blocks
- * that skip the masked upper triangle. */
+ * directly, each thread a run of heads, block by block; prefill first widens each head's rows into
+ * contiguous f32 and runs GEMMs, in row blocks that skip the masked upper triangle. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -128,6 +128,12 @@ INLINE void value_run(float *o, const float *w, const char *v, const float *vs, 
         axpy_t(o, w[r] * (vs ? vs[r] : 1.0f), v + r * row, t, hd);
 }
 
+/* the positions from j on that lie in j's block, up to len */
+INLINE int block_run(int j, int len, int bt)
+{
+    return bt - j % bt < len - j ? bt - j % bt : len - j;
+}
+
 /* One query against heads [h0, h1) of a layer: their scores in s, one row of len per head, and
  * their outputs in o. A paged block holds a layer's heads one after the other (kernels/kvlayout.h),
  * so each block's run is taken for all these heads before the next block: one stream through the
@@ -139,7 +145,7 @@ INLINE void query_heads_t(float *o, const float *q, const kb_kv *kv, int layer, 
 {
     int hd = kv->head_dim, bt = kv->block_tokens, i8 = t == DT_I8;
     for (int j = 0, run; j < len; j += run) {
-        run = bt - j % bt < len - j ? bt - j % bt : len - j;
+        run = block_run(j, len, bt);
         for (int h = h0; h < h1; h++)
             key_run(s + (size_t)(h - h0) * len + j, q + (size_t)h * hd, kvl_row(kv, layer, 0, h, j),
                     i8 ? kvl_scale(kv, layer, 0, h, j) : NULL, run, hd, t);
@@ -149,7 +155,7 @@ INLINE void query_heads_t(float *o, const float *q, const kb_kv *kv, int layer, 
         memset(o + (size_t)h * hd, 0, sizeof(float) * hd);
     }
     for (int j = 0, run; j < len; j += run) {
-        run = bt - j % bt < len - j ? bt - j % bt : len - j;
+        run = block_run(j, len, bt);
         for (int h = h0; h < h1; h++)
             value_run(o + (size_t)h * hd, s + (size_t)(h - h0) * len + j,
                       kvl_row(kv, layer, 1, h, j), i8 ? kvl_scale(kv, layer, 1, h, j) : NULL, run,

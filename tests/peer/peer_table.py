@@ -1,6 +1,6 @@
 """bench_peer.sh's tables: for each thread count, kvchat against llama.cpp: tok/s, medians of the
-rounds; the ratio, the median of each round's own ratio (the two ran minutes apart at most, where the
-shared machine's pace moves between rounds), with the lowest and highest round's below; and each
+rounds; the ratio, the median of each round's own ratio (the two ran minutes apart at most, where
+the shared machine's pace moves between rounds), with the lowest and highest round's below; and each
 decode figure as a fraction of the read bandwidth of one thread and of all of them, measured
 in the same run (the best of its measurements: a shared machine only ever reads slower than it can).
 usage: peer_table.py DIR TYPES ROUNDS "1 THREADS" """
@@ -43,16 +43,18 @@ def medians(t, tc):
 for tc in tlist:
     print("\n" + plural(tc))
     print("%-6s %-13s %22s %22s %22s %22s" % ("", "", "prefill-128", "prefill-512", "decode@0", "decode@512"))
-    print("%-6s %-13s %22s %22s %22s %22s" % ("weights", "cache kv, ll", *(["llama / kvchat (x)"] * 4)))
+    print("%-6s %-13s %22s %22s %22s %22s"
+          % ("weights", "cache kv, ll", *(["llama / kvchat (x)"] * 4)))
     for t in types:
         kv, ll = medians(t, tc)
         cells, spread = [], []
         for name in ("p128", "p512", "d0", "d512"):
             x = [b / a for a, b in zip(ll[name], kv[name])]
-            cells.append("%7.1f / %7.1f (%.2f)" % (statistics.median(ll[name]),
-                                                   statistics.median(kv[name]), statistics.median(x)))
+            cells.append("%7.1f / %7.1f (%.2f)" % (
+                statistics.median(ll[name]), statistics.median(kv[name]), statistics.median(x)))
             spread.append("rounds %.2f-%.2f" % (min(x), max(x)))
-        print("%-6s %-13s %s" % (t, kv["cache"] + ", " + kv["ll_cache"], " ".join("%22s" % c for c in cells)))
+        caches = kv["cache"] + ", " + kv["ll_cache"]
+        print("%-6s %-13s %s" % (t, caches, " ".join("%22s" % c for c in cells)))
         print("%-6s %-13s %s" % ("", "", " ".join("%22s" % c for c in spread)))
         for name, ctx in (("d0", 0), ("d512", 512)):
             need = (kv["bytes"] + ctx * kv["per_pos"]) / 1e9

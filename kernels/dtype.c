@@ -140,13 +140,15 @@ void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
     }
 }
 
-/* roundf(v) (halves away from zero, as q8_0 rounds) in a form GCC vectorises: libm's roundf and
- * fmaxf stay calls, which made quantising a decode step's inputs a tenth of its time. v - truncf(v)
- * is exact. */
-static inline float round_away(float v)
+/* roundf(v) (halves away from zero, as q8_0 rounds) for |v| <= 127 in a form GCC vectorises:
+ * libm's roundf stays a call, truncf vectorises only without trapping math, and a choice between
+ * t + 1, t - 1 and t stayed a scalar loop of branches (6% of a one-thread q8 decode step). The
+ * conversion truncates exactly, and v - t is exact. */
+static inline int32_t round_away(float v)
 {
-    float t = truncf(v), f = v - t;
-    return f >= 0.5f ? t + 1.0f : f <= -0.5f ? t - 1.0f : t;
+    int32_t t = (int32_t)v;
+    float f = v - (float)t;
+    return t + (f >= 0.5f) - (f <= -0.5f);
 }
 
 void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n)

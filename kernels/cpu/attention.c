@@ -68,27 +68,14 @@ static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int he
 
 #define INLINE static inline __attribute__((always_inline))
 
-#ifdef __AVX512F__
-/* s[r] = dot_t(q, k, t, off + r * hd, hd) for 16 rows (hd a multiple of 16) with dot_t's
- * operations, the lanes of the 16 rows' accumulators summed together (simd.h's vsum16_x16): one
- * reduction a row was most of a decode step's attention at a depth of 512 */
-INLINE void dots16(float *s, const float *q, const void *k, dtype t, size_t off, int hd)
-{
-    __m512 a0[16], a1[16];
-    for (int r = 0; r < 16; r++)
-        dot_parts(q, k, t, off + (size_t)r * hd, hd, &a0[r], &a1[r]);
-    _mm512_storeu_ps(s, _mm512_add_ps(vsum16_x16(a0), vsum16_x16(a1)));
-}
-#endif
-
 /* s[0..run) = the scores of q against `run` consecutive keys k of one head */
 INLINE void key_run(float *s, const float *q, const void *k, const float *ks, int run, int hd,
                     dtype t)
 {
     int r = 0;
-#ifdef __AVX512F__
-    for (; hd % 16 == 0 && r + 16 <= run; r += 16)
-        dots16(s + r, q, k, t, (size_t)r * hd, hd);
+#ifdef VW
+    for (; hd % VW == 0 && r + VW <= run; r += VW)
+        dot_rows(s + r, q, k, t, (size_t)r * hd, hd);
 #endif
     for (; r < run; r++)
         s[r] = dot_t(q, k, t, (size_t)r * hd, hd);

@@ -366,12 +366,30 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
     return act == KB_GELU ? cpu_gelu(b, y, (size_t)n * w->cols) : 0;
 }
 
+/* y[tok][v] = x[tok] . W[v] for W's V rows of C values: VW rows at a time where C allows, read in
+ * order (one ascending stream a thread) and summed together (simd.h's dot_rows) */
 INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V, int C)
 {
+#ifdef VW
+    int G = C % VW == 0 ? VW : 1;
+#else
+    int G = 1;
+#endif
 #pragma omp for schedule(static)
-    for (int v = 0; v < V; v++)
-        for (int tok = 0; tok < n; tok++)
-            y[(size_t)tok * V + v] = dot_t(x + (size_t)tok * C, w, t, (size_t)v * C, C);
+    for (int g = 0; g < (V + G - 1) / G; g++)
+        for (int tok = 0; tok < n; tok++) {
+            int v0 = g * G, v1 = v0 + G < V ? v0 + G : V;
+            float *yt = y + (size_t)tok * V;
+            const float *xt = x + (size_t)tok * C;
+#ifdef VW
+            if (v1 - v0 == VW) {
+                dot_rows(yt + v0, xt, w, t, (size_t)v0 * C, C);
+                continue;
+            }
+#endif
+            for (int v = v0; v < v1; v++)
+                yt[v] = dot_t(xt, w, t, (size_t)v * C, C);
+        }
 }
 
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)

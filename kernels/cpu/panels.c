@@ -1,7 +1,7 @@
 /* The prefill GEMM over weights that are not f32 as they are stored: each thread widens (or
- * dequantises) a panel of CPU_PANEL columns into its own buffer, in cache, and multiplies it at once
- * (matmul.c for 16-bit weights, q8.c for 8-bit). Its own file so both call it and neither calls the
- * other. */
+ * dequantises) a panel of CPU_PANEL columns into its own buffer, in cache, and multiplies it at
+ * once (matmul.c for 16-bit weights, q8.c for 8-bit). Its own file so both call it and neither
+ * calls the other. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>

@@ -24,6 +24,23 @@ INLINE float vsum8(__m256 v)
 }
 #endif
 
+#ifdef __AVX2__
+/* vsum8 of v[0..3] at once, the same additions in the same order: [sum v0, sum v1, sum v2, sum v3]
+ * (a sum's two operands swap places, which changes no bit) */
+INLINE __m128 vsum8x4(const __m256 v[4])
+{
+    __m256 h01 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20),
+                               _mm256_permute2f128_ps(v[0], v[1], 0x31)),
+           h23 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20),
+                               _mm256_permute2f128_ps(v[2], v[3], 0x31));
+    /* per 128-bit lane: [v0's 0 + 2, 1 + 3, v2's 0 + 2, 1 + 3 | v1's ..., v3's ...] */
+    __m256 p = _mm256_add_ps(_mm256_shuffle_ps(h01, h23, 0x44), _mm256_shuffle_ps(h01, h23, 0xee));
+    __m256 r = _mm256_hadd_ps(p, p); /* [v0, v2, v0, v2 | v1, v3, v1, v3] */
+    return _mm256_castps256_ps128(
+        _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)));
+}
+#endif
+
 /* element i of an array of type t, widened (DT_I8 without its scale) */
 INLINE float ld1(const void *p, size_t i, dtype t)
 {
@@ -189,6 +206,29 @@ INLINE float dot_t(const float *x, const void *w, dtype t, size_t off, int n)
         s += x[c] * ld1(w, off + c, t);
     return s;
 }
+
+#ifdef VW
+/* v's VW vectors' VSUMs as one vector: [VSUM(v[0]), ..., VSUM(v[VW - 1])], the same bits */
+INLINE vf vsums(const vf *v)
+{
+#if VW == 16
+    return vsum16_x16(v);
+#else
+    return _mm256_set_m128(vsum8x4(v + 4), vsum8x4(v));
+#endif
+}
+
+/* s[r] = dot_t(x, w, t, off + r * n, n) for VW rows of n values (n a multiple of VW) with dot_t's
+ * operations, the rows' accumulators summed together: one reduction a row was most of a decode
+ * step's attention at a depth of 512, and made the LM head's rows slower than the memory */
+INLINE void dot_rows(float *s, const float *x, const void *w, dtype t, size_t off, int n)
+{
+    vf a0[VW], a1[VW];
+    for (int r = 0; r < VW; r++)
+        dot_parts(x, w, t, off + (size_t)r * n, n, &a0[r], &a1[r]);
+    VSTOREF(s, VADD(vsums(a0), vsums(a1)));
+}
+#endif
 
 /* y[0..n) += a * w[0..n) with w of type t */
 INLINE void axpy_t(float *restrict y, float a, const void *w, dtype t, int n)

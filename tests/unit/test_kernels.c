@@ -167,6 +167,29 @@ static void matmul_all(void)
 
 /* The decode attention's scores sum 16 rows' lanes at once (simd.h's vsum16_x16): each must be
  * vsum16 of its row bit for bit, the sum dot_t gives one row at a time */
+/* vsum8x4 (four vsum8s at once) and vsums (VW VSUMs at once) against one sum at a time */
+static void sums_at_once(void)
+{
+#ifdef __AVX2__
+    uint64_t s = 5;
+    __m256 v[8];
+    float want[8], got[8];
+    for (int r = 0; r < 8; r++) {
+        float lanes[8];
+        for (int i = 0; i < 8; i++) /* magnitudes far apart, so the order of additions shows */
+            lanes[i] = rnd(&s) * (float)(1 << (i * 7 % 24));
+        v[r] = _mm256_loadu_ps(lanes);
+        want[r] = vsum8(v[r]);
+    }
+    _mm_storeu_ps(got, vsum8x4(v));
+    CHECK(!memcmp(got, want, 4 * sizeof *got), "4 sums of 8 at once differ from one at a time");
+#endif
+#if defined(VW) && VW == 8
+    VSTOREF(got, vsums(v));
+    CHECK(!memcmp(got, want, sizeof got), "8 sums of 8 at once differ from one at a time");
+#endif
+}
+
 static void sums_of_16(void)
 {
 #ifdef __AVX512F__
@@ -182,6 +205,8 @@ static void sums_of_16(void)
     }
     _mm512_storeu_ps(got, vsum16_x16(v));
     CHECK(!memcmp(got, want, sizeof got), "16 sums at once differ from one at a time");
+    _mm512_storeu_ps(got, vsums(v));
+    CHECK(!memcmp(got, want, sizeof got), "vsums differs from one sum at a time");
 #endif
 }
 
@@ -345,7 +370,7 @@ static void q8_ref_block(const float *v, double *q, double *d, int f16_scale)
     *d = dd;
 }
 
-static void q8_case(int n, int K, int N, int with_bias)
+static void q8_case(int n, int K, int N, int with_bias, kb_act act)
 {
     uint64_t s = (uint64_t)(n * 977 + K * 13 + N);
     int blocks = K / 32;
@@ -385,10 +410,21 @@ static void q8_case(int n, int K, int N, int with_bias)
         }
     }
     kb_mat m = {.data = q, .type = DT_Q8, .rows = K, .cols = N, .scales = sc};
-    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, KB_LINEAR) == 0,
+    float *y1 = malloc(sizeof(float) * n * N);
+    CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, act) == 0 &&
+              be1()->matmul(be1(), y1, x, n, &m, with_bias ? bias : NULL, act) == 0,
           "q8 matmul failed");
+    CHECK(!memcmp(y, y1, sizeof(float) * n * N),
+          "q8 matmul n=%d K=%d N=%d: one thread's differs from two threads'", n, K, N);
+    free(y1);
+    for (int i = 0; i < n * N && act == KB_GELU; i++) {
+        double v = ref[i];
+        ref[i] = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    }
     double e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "q8 matmul n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
+    if (act == KB_GELU)
+        goto done; /* matmul_t has no activation */
     /* the LM head's layout: the same stored rows read as matmul_t's [N, K] */
     kb_mat t = {.data = q, .type = DT_Q8, .rows = N, .cols = K, .scales = sc};
     CHECK(be()->matmul_t(be(), y, x, n, &t) == 0, "q8 matmul_t failed");
@@ -407,6 +443,7 @@ static void q8_case(int n, int K, int N, int with_bias)
             den += a * a;
         }
     CHECK(sqrt(num / den) < 2e-2, "q8 against f32: rel err %.3g", sqrt(num / den));
+done:
     free(x);
     free(w);
     free(bias);
@@ -421,21 +458,27 @@ static void q8_case(int n, int K, int N, int with_bias)
 
 static void q8_all(void)
 {
-    q8_case(1, 64, 96, 1);   /* decode */
-    q8_case(1, 608, 20, 0);  /* decode: 19 blocks, an odd one last, scales in two vectors */
-    q8_case(5, 96, 33, 1);   /* a few tokens, odd column count */
-    q8_case(40, 128, 70, 0); /* prefill */
-    /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are; zeros stay
-     * zero */
+    q8_case(1, 64, 96, 1, KB_LINEAR); /* decode */
+    /* decode: 19 blocks, an odd one last, scales in two vectors */
+    q8_case(1, 608, 20, 0, KB_LINEAR);
+    /* decode's GELU, each thread's rows (11 and 12) in groups of 4 and single rows after them */
+    q8_case(1, 96, 23, 1, KB_GELU);
+    q8_case(5, 96, 33, 1, KB_LINEAR);   /* a few tokens, odd column count */
+    q8_case(40, 128, 70, 0, KB_LINEAR); /* prefill */
+    /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are and rounds
+     * halves away from zero; zeros stay zero */
     float v[64];
     int8_t q[64];
     uint16_t d[2];
     for (int i = 0; i < 32; i++)
         v[i] = (float)(i * 8 - 127 > 127 ? 127 : i * 8 - 127), v[32 + i] = 0;
+    float half[][2] = {{0.5f, 1}, {-0.5f, -1}, {2.5f, 3}, {-2.5f, -3}, {0.49f, 0}, {-126.5f, -127}};
+    for (int i = 0; i < 6; i++)
+        v[1 + 2 * i] = half[i][0];
     dt_q8_quantize(q, d, NULL, v, 64);
     int ok = dt_f16_to_f32(d[0]) == 1.0f && d[1] == 0;
     for (int i = 0; i < 32; i++)
-        ok &= q[i] == (int8_t)v[i] && q[32 + i] == 0;
+        ok &= q[i] == (i % 2 && i < 13 ? half[i / 2][1] : v[i]) && q[32 + i] == 0;
     CHECK(ok, "q8 quantiser: scale %g, %g", dt_f16_to_f32(d[0]), dt_f16_to_f32(d[1]));
 }
 
@@ -477,5 +520,6 @@ static void embed(void)
 
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
            {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_of_16", sums_of_16},
+           {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed});

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static _Thread_local char err_buf[1024];
 
@@ -52,6 +53,21 @@ void *err_malloc(size_t bytes, const char *what)
     void *p = injected_failure() ? NULL : malloc(bytes ? bytes : 1);
     if (!p)
         err_set("out of memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void *err_alloc_big(size_t bytes, const char *what)
+{
+    size_t huge = (size_t)2 << 20, align = bytes >= huge ? huge : 128;
+    void *p = NULL;
+    if (injected_failure() || posix_memalign(&p, align, bytes ? bytes : 1)) {
+        err_set("out of memory allocating %zu bytes for %s", bytes, what);
+        return NULL;
+    }
+    /* only the whole huge pages inside get them, so nothing is rounded up; where the kernel
+     * refuses the advice, small pages serve as before */
+    if (align == huge)
+        madvise(p, bytes, MADV_HUGEPAGE);
     return p;
 }
 

@@ -18,6 +18,10 @@ const char *err_msg(void);
 /* malloc/calloc that set an error naming what was being allocated. */
 void *err_malloc(size_t bytes, const char *what);
 void *err_calloc(size_t n, size_t size, const char *what);
+/* Memory read through every step (weights, the KV pool), freed by free(): aligned to 128 bytes,
+ * and past 2 MiB to 2 MiB with transparent huge pages asked for (madvise), so that a stream through
+ * it does not miss the TLB at every 4 KiB page. */
+void *err_alloc_big(size_t bytes, const char *what);
 /* Makes the array *buf (elem-byte items, *cap of them) hold at least `need` items, doubling its
  * capacity; on failure the array is kept and the error names what was growing. buf is the address
  * of the array's pointer. */

@@ -77,9 +77,9 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     size_t n = (t->end - t->begin) / dt_size(have);
     if (have == want && (uintptr_t)t->data % dt_size(want) == 0)
         return t->data;
-    void *dst = NULL;
-    if (posix_memalign(&dst, 128, n * dt_size(want) + 128)) {
-        err_set("out of memory converting tensor '%s'", t->name);
+    void *dst = err_alloc_big(n * dt_size(want) + 128, "a converted tensor");
+    if (!dst) {
+        err_wrap("converting tensor '%s'", t->name);
         return NULL;
     }
     if (own(m, dst))
@@ -118,11 +118,11 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
     if (K % DT_Q8_BLOCK)
         return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d",
                        t->name, DT_Q8_BLOCK, K);
-    int8_t *q = NULL;
-    uint16_t *s = NULL;
-    if (posix_memalign((void **)&q, 128, (size_t)V * K) || own(m, q) ||
-        posix_memalign((void **)&s, 128, (size_t)V * K / DT_Q8_BLOCK * 2) || own(m, s))
-        return err_set("out of memory quantising tensor '%s'", t->name);
+    int8_t *q = err_alloc_big((size_t)V * K, "quantised weights");
+    uint16_t *s =
+        q && !own(m, q) ? err_alloc_big((size_t)V * K / DT_Q8_BLOCK * 2, "their scales") : NULL;
+    if (!s || own(m, s))
+        return err_wrap("quantising tensor '%s'", t->name);
     const char *src = t->data;
     size_t es = dt_size(have);
 #pragma omp parallel

@@ -49,12 +49,7 @@ float *cpu_staging(kb_backend *b, size_t floats)
 static void *cpu_alloc(kb_backend *b, size_t bytes, const char *what)
 {
     (void)b;
-    void *p = NULL;
-    if (posix_memalign(&p, 128, (bytes + 127) & ~(size_t)127)) {
-        err_set("out of memory allocating %zu bytes for %s", bytes, what);
-        return NULL;
-    }
-    return p;
+    return err_alloc_big((bytes + 127) & ~(size_t)127, what);
 }
 
 static void cpu_release(kb_backend *b, void *p)

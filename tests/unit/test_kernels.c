@@ -7,6 +7,7 @@
 #include "../../kernels/backend.h"
 #include "../../kernels/cpu/cpu.h"
 #include "../../kernels/cpu/simd.h"
+#include "../../kernels/err.h"
 #include "../../kernels/kvlayout.h"
 #include "check.h"
 
@@ -518,8 +519,29 @@ static void embed(void)
     CHECK(ok, "q8 embedding rows wrong");
 }
 
+/* err_alloc_big: 2 MiB alignment past 2 MiB (huge pages need it), 128 below, a named failure */
+static void alloc_big(void)
+{
+    size_t sizes[] = {1000, (size_t)3 << 20};
+    for (int i = 0; i < 2; i++) {
+        char *p = err_alloc_big(sizes[i], "a test buffer");
+        CHECK(p && (uintptr_t)p % (i ? (size_t)2 << 20 : 128) == 0, "%zu bytes at %p", sizes[i],
+              (void *)p);
+        if (p) {
+            memset(p, 7, sizes[i]);
+            CHECK(p[sizes[i] - 1] == 7, "the last byte of %zu", sizes[i]);
+        }
+        free(p);
+    }
+    err_fail_allocs_after(0);
+    void *p = err_alloc_big(sizes[1], "a test buffer");
+    err_fail_allocs_after(-1);
+    CHECK(!p && strstr(err_msg(), "a test buffer"), "an injected failure: %p, %s", p, err_msg());
+}
+
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
            {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_of_16", sums_of_16},
            {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
-           {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed});
+           {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed},
+           {"kernels/alloc_big", alloc_big});

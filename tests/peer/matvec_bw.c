@@ -1,9 +1,11 @@
 /* What one core does per byte in decode: the CPU backend's one-token product (backend.h's matmul)
- * timed against a plain read of the same bytes, twice: over the 124M shape's 48 transformer
- * matrices (85M weights, far past the caches: the memory's pace) and over one of its 768 x 768
+ * timed against a plain read of the same bytes, three times: over the 124M shape's 48 transformer
+ * matrices (85M weights, far past the caches: the memory's pace), over its LM head (matmul_t of
+ * the 50257 x 768 token embedding, a third of a decode step's bytes) and over one of its 768 x 768
  * matrices, read again and again from the caches (the core's own pace: a product slower than the
  * read there is bound by its instructions, not by the memory; a smaller matrix would time the
- * product's fixed costs instead). Best of 5 passes, GB/s of weights.
+ * product's fixed costs instead). Best of 5 passes, GB/s of weights; memory as the model's
+ * (err_alloc_big).
  * Usage: matvec_bw [THREADS] (default 1) */
 #include <omp.h>
 #include <stdio.h>
@@ -11,21 +13,22 @@
 #include <string.h>
 
 #include "../../kernels/backend.h"
+#include "../../kernels/err.h"
 
 typedef struct {
     kb_mat m;
     size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's scales */
 } mat;
 
-/* a random matrix in the layout the backend multiplies (kb_backend.pack), as a model's is */
-static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *seed)
+/* a random matrix in the layout the backend multiplies (kb_backend.pack where `pack`), as a
+ * model's is */
+static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *seed, int pack)
 {
     size_t n = (size_t)rows * cols;
     float *f = malloc(n * sizeof *f);
-    void *d = NULL; /* aligned as the loader's converted weights are (a file's may be less) */
-    if (posix_memalign(&d, 128, n * dt_size(t) + 64))
-        d = NULL;
-    uint16_t *sc = t == DT_Q8 ? malloc(n / DT_Q8_BLOCK * sizeof *sc) : NULL;
+    /* as the loader's converted weights are (a file's may be less aligned) */
+    void *d = err_alloc_big(n * dt_size(t) + 64, "a matrix");
+    uint16_t *sc = t == DT_Q8 ? err_alloc_big(n / DT_Q8_BLOCK * sizeof *sc, "scales") : NULL;
     if (!f || !d || (t == DT_Q8 && !sc)) {
         free(f), free(d), free(sc);
         return -1;
@@ -40,6 +43,8 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
     size_t nsc = sc ? n / DT_Q8_BLOCK * sizeof *sc : 0;
     *out = (mat){{d, t, rows, cols, sc, 0}, n * dt_size(t) + nsc, nsc};
     kb_mat packed;
+    if (!pack)
+        return 0;
     if (b->pack && b->pack(b, &packed, &out->m))
         return -1;
     if (b->pack && packed.data) {
@@ -63,8 +68,9 @@ static uint64_t read_all(const mat *m, int threads)
     return s;
 }
 
-/* GB/s, the best of 5 passes of `reps` rounds over the matrices: the product, or (y NULL) a read */
-static double pace(kb_backend *b, const mat *ms, int nm, int reps, float *y, const float *x)
+/* GB/s, the best of 5 passes of `reps` rounds over the matrices: the product (matmul_t's where
+ * `t`), or (y NULL) a read */
+static double pace(kb_backend *b, const mat *ms, int nm, int reps, float *y, const float *x, int t)
 {
     size_t bytes = 0;
     double best = 1e30, sink = 0;
@@ -74,7 +80,8 @@ static double pace(kb_backend *b, const mat *ms, int nm, int reps, float *y, con
         double t0 = omp_get_wtime();
         for (int r = 0; r < reps; r++)
             for (int i = 0; i < nm; i++) {
-                if (y && b->matmul(b, y, x, 1, &ms[i].m, NULL, KB_LINEAR))
+                if (y && (t ? b->matmul_t(b, y, x, 1, &ms[i].m)
+                            : b->matmul(b, y, x, 1, &ms[i].m, NULL, KB_LINEAR)))
                     return -1;
                 sink += y ? y[0] : (double)read_all(&ms[i], b->threads);
             }
@@ -90,7 +97,8 @@ int main(int argc, char **argv)
     kb_backend *b = threads > 0 ? kb_create("cpu", threads) : NULL;
     static const int shape[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
     static const dtype types[] = {DT_F32, DT_BF16, DT_F16, DT_Q8};
-    float *x = malloc(3072 * sizeof *x), *y = malloc(3072 * sizeof *y);
+    enum { VOCAB = 50257 };
+    float *x = malloc(3072 * sizeof *x), *y = malloc(VOCAB * sizeof *y);
     unsigned seed = 1;
     if (!b || !x || !y) {
         fprintf(stderr, "matvec_bw: %s\n", b ? "out of memory" : "usage: matvec_bw [THREADS]");
@@ -99,22 +107,28 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3072; i++)
         x[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
     printf("%d thread(s), GB/s of weights: product / plain read of the same bytes\n", threads);
-    printf("%-7s %-26s %s\n", "weights", "124M's 48 matrices (DRAM)", "one 768 x 768 (in cache)");
+    printf("%-7s %-26s %-26s %s\n", "weights", "124M's 48 matrices (DRAM)", "its LM head (DRAM)",
+           "one 768 x 768 (in cache)");
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        mat big[48], small;
+        mat big[48], head, small;
         for (int i = 0; i < 48; i++)
-            if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed))
+            if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed, 1))
                 return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
-        if (make(b, &small, types[t], 768, 768, &seed))
+        if (make(b, &small, types[t], 768, 768, &seed, 1) ||
+            make(b, &head, types[t], VOCAB, 768, &seed, 0))
             return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
-        double pb = pace(b, big, 48, 2, y, x), rb = pace(b, big, 48, 2, NULL, x);
-        double ps = pace(b, &small, 1, 400, y, x), rs = pace(b, &small, 1, 400, NULL, x);
-        char col[64];
-        snprintf(col, sizeof col, "%.1f / %.1f (%.0f%%)", pb, rb, 100 * pb / rb);
-        printf("%-7s %-26s %.1f / %.1f (%.0f%%)\n", dt_name(types[t]), col, ps, rs, 100 * ps / rs);
+        double p[3] = {pace(b, big, 48, 2, y, x, 0), pace(b, &head, 1, 2, y, x, 1),
+                       pace(b, &small, 1, 400, y, x, 0)},
+               r[3] = {pace(b, big, 48, 2, NULL, x, 0), pace(b, &head, 1, 2, NULL, x, 1),
+                       pace(b, &small, 1, 400, NULL, x, 0)};
+        char col[3][64];
+        for (int i = 0; i < 3; i++)
+            snprintf(col[i], sizeof col[i], "%.1f / %.1f (%.0f%%)", p[i], r[i], 100 * p[i] / r[i]);
+        printf("%-7s %-26s %-26s %s\n", dt_name(types[t]), col[0], col[1], col[2]);
         for (int i = 0; i < 48; i++)
             free((void *)big[i].m.data), free((void *)big[i].m.scales);
         free((void *)small.m.data), free((void *)small.m.scales);
+        free((void *)head.m.data), free((void *)head.m.scales);
     }
     b->destroy(b);
     free(x), free(y);

@@ -417,6 +417,16 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
           "q8 matmul failed");
     CHECK(!memcmp(y, y1, sizeof(float) * n * N),
           "q8 matmul n=%d K=%d N=%d: one thread's differs from two threads'", n, K, N);
+    if (n == 1) { /* decode's own loop against the few-token tiles' sums, bit for bit */
+        float *x2 = malloc(sizeof(float) * 2 * K), *y2 = malloc(sizeof(float) * 2 * N);
+        memcpy(x2, x, sizeof(float) * K);
+        memcpy(x2 + K, x, sizeof(float) * K);
+        CHECK(be()->matmul(be(), y2, x2, 2, &m, with_bias ? bias : NULL, act) == 0 &&
+                  !memcmp(y, y2, sizeof(float) * N),
+              "q8 decode K=%d N=%d differs from the same token among two", K, N);
+        free(x2);
+        free(y2);
+    }
     free(y1);
     for (int i = 0; i < n * N && act == KB_GELU; i++) {
         double v = ref[i];

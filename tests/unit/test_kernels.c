@@ -166,48 +166,37 @@ static void matmul_all(void)
     }
 }
 
-/* The decode attention's scores sum 16 rows' lanes at once (simd.h's vsum16_x16): each must be
- * vsum16 of its row bit for bit, the sum dot_t gives one row at a time */
-/* vsum8x4 (four vsum8s at once) and vsums (VW VSUMs at once) against one sum at a time */
+/* Sums of many vectors at once (simd.h's vsum8x4, vsum16_x16 and vsums, which the decode
+ * attention, the LM head and q8 decode use): each must be its one vector's sum bit for bit */
 static void sums_at_once(void)
 {
+    uint64_t s = 5;
+    float f[16 * 16], want[16], got[16];
+    for (int i = 0; i < 16 * 16; i++) /* magnitudes far apart, so the order of additions shows */
+        f[i] = rnd(&s) * (float)(1 << (i % 16 * 7 % 24));
 #ifdef __AVX2__
-    uint64_t s = 5;
-    __m256 v[8];
-    float want[8], got[8];
+    __m256 v8[8];
     for (int r = 0; r < 8; r++) {
-        float lanes[8];
-        for (int i = 0; i < 8; i++) /* magnitudes far apart, so the order of additions shows */
-            lanes[i] = rnd(&s) * (float)(1 << (i * 7 % 24));
-        v[r] = _mm256_loadu_ps(lanes);
-        want[r] = vsum8(v[r]);
+        v8[r] = _mm256_loadu_ps(f + 8 * r);
+        want[r] = vsum8(v8[r]);
     }
-    _mm_storeu_ps(got, vsum8x4(v));
+    _mm_storeu_ps(got, vsum8x4(v8));
     CHECK(!memcmp(got, want, 4 * sizeof *got), "4 sums of 8 at once differ from one at a time");
-#endif
 #if defined(VW) && VW == 8
-    VSTOREF(got, vsums(v));
-    CHECK(!memcmp(got, want, sizeof got), "8 sums of 8 at once differ from one at a time");
+    VSTOREF(got, vsums(v8));
+    CHECK(!memcmp(got, want, 8 * sizeof *got), "vsums of 8 differs from one sum at a time");
 #endif
-}
-
-static void sums_of_16(void)
-{
+#endif
 #ifdef __AVX512F__
-    uint64_t s = 5;
-    __m512 v[16];
-    float want[16], got[16];
+    __m512 v16[16];
     for (int r = 0; r < 16; r++) {
-        float lanes[16];
-        for (int i = 0; i < 16; i++) /* magnitudes far apart, so the order of additions shows */
-            lanes[i] = rnd(&s) * (float)(1 << (i * 3 % 24));
-        v[r] = _mm512_loadu_ps(lanes);
-        want[r] = vsum16(v[r]);
+        v16[r] = _mm512_loadu_ps(f + 16 * r);
+        want[r] = vsum16(v16[r]);
     }
-    _mm512_storeu_ps(got, vsum16_x16(v));
+    _mm512_storeu_ps(got, vsum16_x16(v16));
     CHECK(!memcmp(got, want, sizeof got), "16 sums at once differ from one at a time");
-    _mm512_storeu_ps(got, vsums(v));
-    CHECK(!memcmp(got, want, sizeof got), "vsums differs from one sum at a time");
+    _mm512_storeu_ps(got, vsums(v16));
+    CHECK(!memcmp(got, want, sizeof got), "vsums of 16 differs from one sum at a time");
 #endif
 }
 
@@ -550,8 +539,7 @@ static void alloc_big(void)
 }
 
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
-           {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_of_16", sums_of_16},
-           {"kernels/sums_at_once", sums_at_once},
+           {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed},
            {"kernels/alloc_big", alloc_big});

@@ -163,7 +163,9 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
         for (int i = tu.start + tu.len - 1; i >= tu.start; i--)
             if (!drop[i])
                 kept++, start = newpos[i];
-        if (kept || t == c->n_turns - 1) {
+        /* a turn dropped whole goes, but for the reply still growing (open_last): the turn its
+         * next tokens join */
+        if (kept || (open_last && t == c->n_turns - 1)) {
             tu.start = start;
             tu.len = kept;
             c->turns[nt++] = tu;

@@ -186,6 +186,46 @@ static void eviction_exact_and_pinned(void)
     teardown(&r);
 }
 
+/* Issue 46's first probe: the turns an eviction at a turn's start drops whole leave the window's
+ * turn list, so the turns after the preamble tile the window from its kept prefix, and "turn 1"
+ * of /pin is the oldest message still there: pinned, it survives every later eviction. */
+static void evicted_turns_leave_the_list(void)
+{
+    rig r;
+    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1};
+    if (setup(&r, 64, &eo, 26)) /* as the probe's --ctx 96 -n 40: a turn drops a whole exchange */
+        return;
+    int c = engine_new_conv(r.e), nt, pinned_no = 0;
+    for (int t = 0; t < 8; t++) {
+        char *reply = NULL;
+        CHECK(engine_turn(r.e, c, MESSAGES[t % 6], &reply) == 0, "turn %d: %s", t, err_msg());
+        free(reply);
+        const win_turn *turns = engine_turns(r.e, c, &nt);
+        int at = 0, empty = 0;
+        for (int i = 0; i < nt; i++) {
+            CHECK(turns[i].start == at, "turn %d starts at %d, not %d", i, turns[i].start, at);
+            at += turns[i].len;
+            empty += turns[i].len == 0 && i < nt - 1;
+        }
+        CHECK(!empty, "after message %d: %d empty turn(s) kept in the window", t, empty);
+        if (count(&r, "evict") > 0 && !pinned_no) { /* "/pin 1": the first after the preamble */
+            int first = turns[0].role == ROLE_PREAMBLE ? 1 : 0;
+            CHECK(turns[first].role == ROLE_USER && turns[first].len > 0,
+                  "turn 1 after an eviction is %s of %d tokens",
+                  turns[first].role == ROLE_USER ? "a message" : "not a message", turns[first].len);
+            pinned_no = turns[first].no;
+            CHECK(engine_pin(r.e, c, first, 1) == 0, "pin: %s", err_msg());
+        }
+    }
+    CHECK(pinned_no, "no eviction happened");
+    int kept = 0;
+    const win_turn *turns = engine_turns(r.e, c, &nt);
+    for (int i = 0; i < nt; i++)
+        kept += turns[i].no == pinned_no && turns[i].pinned && turns[i].len > 0;
+    CHECK(kept, "the pinned message (turn no %d) was evicted", pinned_no);
+    teardown(&r);
+}
+
 static void long_message(void)
 {
     rig r;
@@ -1301,6 +1341,7 @@ TEST_TABLE(engine_tests, {"engine/prepared_eviction_exact", prepared_eviction_ex
            {"engine/idle_offload_and_restore", idle_offload},
            {"engine/multi_turn_reuses_cache", multi_turn},
            {"engine/eviction_exact_keep_and_pin", eviction_exact_and_pinned},
+           {"engine/evicted_turns_leave_the_list", evicted_turns_leave_the_list},
            {"engine/message_longer_than_window", long_message},
            {"engine/cancel_mid_reply", cancel_mid_reply}, {"engine/retry_and_fork", retry_and_fork},
            {"engine/fidelity_exact_vs_shift", fidelity_exact_vs_shift});

@@ -39,6 +39,20 @@ expect_error() {
     fi
 }
 
+# until WHAT COND: waits for the shell condition COND (eval'd) to hold, polling every 0.1 s, for
+# up to $WAIT_MAX seconds (default 180: far past what a loaded machine takes, so it never decides a
+# test, and it ends a hang); past that it says what it waited for on stderr and returns 1
+await() {
+    local what=$1 cond=$2 end=$((SECONDS + ${WAIT_MAX:-180}))
+    until eval "$cond"; do
+        if [ "$SECONDS" -ge "$end" ]; then
+            echo "gave up after ${WAIT_MAX:-180} s waiting for $what" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
 # same_output NAME EXPECTED ACTUAL
 same() {
     if [ "$2" == "$3" ]; then pass "$1"; else fail "$1" "want '$(echo "$2" | head -c 200)' got '$(echo "$3" | head -c 200)'"; fi

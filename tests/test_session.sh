@@ -172,7 +172,7 @@ mkfifo "$S/in2"
 kpid=$!
 exec 7>"$S/in2"
 printf 'three, forever\n' >&7
-for _ in $(seq 100); do [ "$(grep -c '"ev":"token"' "$S/k.jsonl")" -ge 40 ] && break; sleep 0.1; done
+await "40 tokens of the third turn" '[ "$(grep -c "\"ev\":\"token\"" "$S/k.jsonl")" -ge 40 ]'
 kill -9 $kpid 2>/dev/null
 wait $kpid 2>/dev/null
 exec 7>&-
@@ -224,14 +224,14 @@ check "${TAG}session/a stale snapshot is named stale" grep -q "another point of 
 rm -f "$S/st.jsonl.kv"
 mkfifo "$S/st.jsonl.kv"
 : >"$S/st.jsonl.kv.part" # a snapshot write killed midway
-printf 'fifo\n' | timeout 60 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/fifo.err"
+printf 'fifo\n' | timeout 600 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/fifo.err"
 same "${TAG}session/a FIFO in place of the snapshot does not hang resume" 0 $?
 check "${TAG}session/a FIFO in place of the snapshot is named" grep -q "not a regular file" "$S/fifo.err"
 check "${TAG}session/a killed snapshot write's .part is removed" test ! -e "$S/st.jsonl.kv.part"
 rm -f "$S/st.jsonl.kv"
 head -c 56 "$S/st.kv.old" >"$S/st.jsonl.kv"
 truncate -s 3G "$S/st.jsonl.kv"
-printf 'sparse\n' | timeout 60 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/sparse.err"
+printf 'sparse\n' | timeout 600 "$KV" chat --no-tui --resume "$S/st.jsonl" -n 2 >/dev/null 2>"$S/sparse.err"
 check "${TAG}session/a 3 GB snapshot is refused by its size before reading" grep -q "needing [0-9]* bytes" "$S/sparse.err"
 rm -f "$S/st.jsonl.kv"
 
@@ -255,7 +255,7 @@ mkfifo "$S/in3"
 "$KV" chat --no-tui --resume "$S/twice.jsonl" <"$S/in3" >/dev/null 2>&1 &
 lpid=$!
 exec 8>"$S/in3"
-for _ in $(seq 100); do grep -q '"ev":"resume"' <(tail -c 300 "$S/twice.jsonl") && break; sleep 0.1; done
+await "the resume event" 'tail -c 300 "$S/twice.jsonl" | grep -q "\"ev\":\"resume\""'
 expect_error "${TAG}session/a second writer of one session is refused" 1 "another kvchat is writing to it" \
     bash -c "printf 'hi\n' | '$KV' chat --no-tui --resume '$S/twice.jsonl'"
 exec 8>&-
@@ -339,9 +339,9 @@ mkfifo "$S/int.fifo"
 int_pid=$!
 exec 7>"$S/int.fifo"
 echo "tell me everything" >&7
-for _ in $(seq 50); do n=$(grep -c '"ev":"token"' "$S/int.jsonl" 2>/dev/null); [ "${n:-0}" -ge 100 ] && break; sleep 0.1; done
+await "100 tokens of the reply" '[ "$(grep -c "\"ev\":\"token\"" "$S/int.jsonl" 2>/dev/null)" -ge 100 ]'
 kill -INT "$int_pid"
-for _ in $(seq 50); do grep -q '"cancelled":true' "$S/int.jsonl" 2>/dev/null && break; sleep 0.1; done
+await "the stopped reply's turn_end" 'grep -q "\"cancelled\":true" "$S/int.jsonl" 2>/dev/null'
 echo "and then" >&7
 exec 7>&-
 wait "$int_pid"

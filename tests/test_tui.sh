@@ -11,8 +11,10 @@ TUIM=$TMP/tui-model
 "$KV" make-tiny-model "$TUIM" --layers 4 --heads 4 --embd 256 --ctx 256 --seed 4 >/dev/null
 stop_tmux() { $TM kill-server 2>/dev/null; sleep 0.5; }
 screen_text() { $TM capture-pane -t tui -p 2>/dev/null; }
-wait_for() { # wait_for PATTERN [SECONDS]: polls the screen
-    local deadline=$((SECONDS + ${2:-15}))
+wait_for() { # wait_for PATTERN [SECONDS]: polls the screen, for at least $WAIT_MAX s (lib.sh's)
+    local limit=${2:-15}
+    [ "$limit" -ge "${WAIT_MAX:-180}" ] || limit=${WAIT_MAX:-180}
+    local deadline=$((SECONDS + limit))
     while [ $SECONDS -lt $deadline ]; do
         screen_text | grep -qE -- "$1" && return 0
         sleep 0.2
@@ -26,7 +28,7 @@ expect_screen() { # expect_screen NAME PATTERN [SECONDS]
 stop_tmux
 rm -f "$TMP/tui.rc"
 $TM new-session -d -s tui -x 120 -y 40 \
-    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl' --session '$TMP/tui.session'; echo \$? > '$TMP/tui.rc'; sleep 60"
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 12 --ctx 256 --events '$TMP/tui.jsonl' --session '$TMP/tui.session'; echo \$? > '$TMP/tui.rc'; sleep 3600"
 expect_screen "${TAG}tui/starts with the panel and the random-weights label" "KV cache.*conv 1" 20
 expect_screen "${TAG}tui/says where the session is saved" "saving this session to .*tui.session"
 expect_screen "${TAG}tui/labels random weights" "RANDOM WEIGHTS"
@@ -107,10 +109,7 @@ $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
 expect_screen "${TAG}tui//save onto a file that exists is refused" "saved.jsonl already exists; /save! FILE"
 saved_inode=$(stat -c %i "$TMP/saved.jsonl")
 $TM send-keys -t tui "/save! $TMP/saved.jsonl" Enter
-for _ in $(seq 50); do
-    [ "$(stat -c %i "$TMP/saved.jsonl")" != "$saved_inode" ] && break
-    sleep 0.1
-done
+await "/save! to replace saved.jsonl" '[ "$(stat -c %i "$TMP/saved.jsonl")" != "$saved_inode" ]'
 check "${TAG}tui//save! replaces it" test "$(stat -c %i "$TMP/saved.jsonl")" != "$saved_inode"
 # another kvchat's live session: never replaced, not even by /save!
 rm -f "$TMP/live.jsonl" "$TMP/live.in"
@@ -120,7 +119,7 @@ mkfifo "$TMP/live.in"
 live_pid=$!
 exec 9>"$TMP/live.in"
 echo "first" >&9
-for _ in $(seq 100); do grep -q turn_end "$TMP/live.jsonl" 2>/dev/null && break; sleep 0.1; done
+await "the other kvchat's first turn" 'grep -q turn_end "$TMP/live.jsonl" 2>/dev/null'
 live_inode=$(stat -c %i "$TMP/live.jsonl")
 for cmd in /save /save!; do # (the status line says one thing at a time: another thing between)
     $TM send-keys -t tui "/save $TMP/saved.jsonl" Enter
@@ -137,8 +136,7 @@ same "${TAG}tui/the other kvchat's session kept its file" "$live_inode" \
 same "${TAG}tui/the other kvchat's session kept both turns" 2 \
     "$(grep -c turn_end "$TMP/live.jsonl")"
 $TM send-keys -t tui F2
-sleep 1
-if screen_text | grep -q "KV cache"; then fail "${TAG}tui/F2 hides the panel" "still shown"; else pass "${TAG}tui/F2 hides the panel"; fi
+if await "F2 to hide the panel" '! screen_text | grep -q "KV cache"'; then pass "${TAG}tui/F2 hides the panel"; else fail "${TAG}tui/F2 hides the panel" "still shown"; fi
 $TM send-keys -t tui F2
 expect_screen "${TAG}tui/F2 shows it again" "KV cache"
 $TM send-keys -t tui F3
@@ -170,7 +168,7 @@ expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on 
 expect_screen "${TAG}tui/F1 help lists the commands of the table" "/save \[FILE\]  /help  /quit"
 $TM send-keys -t tui q
 $TM send-keys -t tui "/quit" Enter
-for _ in $(seq 50); do [ -s "$TMP/tui.rc" ] && break; sleep 0.2; done
+await "the chat's exit status" '[ -s "$TMP/tui.rc" ]'
 same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
 expect_screen "${TAG}tui/on exit it says where the session is" "session saved in .*tui.session"
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
@@ -180,21 +178,19 @@ check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/
 rm -rf "$TMP/hist2"
 for w in ha hb; do
     $TM new-session -d -s $w -x 100 -y 30 \
-        "XDG_STATE_HOME=$TMP/hist2 '$KV' -m '$TUIM' -n 2 --no-save; sleep 60"
+        "XDG_STATE_HOME=$TMP/hist2 '$KV' -m '$TUIM' -n 2 --no-save; sleep 3600"
 done
 pane_has() {
-    for _ in $(seq 100); do $TM capture-pane -t "$1" -p | grep -q -- "$2" && return 0; sleep 0.2; done
-    return 1
+    await "/$2/ on tmux pane $1" '$TM capture-pane -t "$1" -p | grep -q -- "$2"'
 }
 pane_has ha "Ctrl-C twice: quit" && pane_has hb "Ctrl-C twice: quit"
 for step in "ha from A one" "hb from B one" "ha from A two"; do
     $TM send-keys -t "${step%% *}" "${step#* }" Enter
-    sleep 0.5
-    pane_has "${step%% *}" "Ctrl-C twice: quit"
+    await "'${step#* }' in the history" 'grep -qx "${step#* }" "$TMP/hist2/kvchat/history" 2>/dev/null'
 done
 $TM kill-session -t ha # the terminal closes: SIGHUP
 $TM send-keys -t hb "/quit" Enter
-sleep 1
+await "the second chat's exit" '! pgrep -f "kvchat -m $TUIM -n 2 --no-save\$" >/dev/null'
 same "${TAG}tui/two chats' history, one of them hung up" "from A one
 from B one
 from A two" "$(grep '^from' "$TMP/hist2/kvchat/history")"
@@ -203,17 +199,17 @@ $TM kill-session -t hb 2>/dev/null
 # stopped from outside (kill -TSTP), then continued: the terminal is given back while stopped (no
 # mouse reports, the shell's screen) and taken again, redrawn, on SIGCONT
 $TM new-session -d -s st -x 100 -y 30 \
-    "XDG_STATE_HOME=$TMP/tstp '$KV' -m '$TUIM' -n 2 --no-save --seed 77; sleep 60"
+    "XDG_STATE_HOME=$TMP/tstp '$KV' -m '$TUIM' -n 2 --no-save --seed 77; sleep 3600"
 pane_has st "Ctrl-C twice: quit"
 st_pid=$(pgrep -f "^[^ ]*kvchat -m $TUIM -n 2 --no-save --seed 77")
 modes() { $TM display -p -t st '#{mouse_standard_flag} #{alternate_on}'; }
 same "${TAG}tui/before a stop: mouse reports on, the alternate screen" "1 1" "$(modes)"
 kill -TSTP "$st_pid"
-sleep 1
+await "the stopped chat to give the terminal back" '[ "$(modes)" = "0 0" ]'
 same "${TAG}tui/stopped (SIGTSTP): mouse reports off, the shell's screen" "0 0" "$(modes)"
 $TM send-keys -t st "x" # would be a byte of a mouse report to a shell that had it on
 kill -CONT "$st_pid"
-sleep 1
+await "the continued chat to take the terminal again" '[ "$(modes)" = "1 1" ]'
 same "${TAG}tui/continued (SIGCONT): mouse reports on, the alternate screen" "1 1" "$(modes)"
 expect_screen_of() { # expect_screen_of SESSION NAME PATTERN
     if pane_has "$1" "$3"; then pass "$2"; else fail "$2" "no /$3/ on screen"; fi
@@ -226,12 +222,12 @@ $TM kill-session -t st 2>/dev/null
 # line mode typed at a terminal: Ctrl-C at the idle prompt once warns, twice quits (exit 0)
 rm -f "$TMP/lm.rc"
 $TM new-session -d -s lm -x 100 -y 30 \
-    "'$KV' chat --no-tui -m '$TUIM' -n 2 --no-save; echo \$? >'$TMP/lm.rc'; sleep 60"
+    "'$KV' chat --no-tui -m '$TUIM' -n 2 --no-save; echo \$? >'$TMP/lm.rc'; sleep 3600"
 pane_has lm "you> "
 $TM send-keys -t lm C-c
 expect_screen_of lm "${TAG}tui/line mode: Ctrl-C at the idle prompt warns" "Ctrl-C again to quit"
 $TM send-keys -t lm C-c
-for _ in $(seq 50); do [ -s "$TMP/lm.rc" ] && break; sleep 0.1; done
+await "line mode's exit status" '[ -s "$TMP/lm.rc" ]'
 same "${TAG}tui/line mode: Ctrl-C twice at the idle prompt quits" 0 \
     "$(cat "$TMP/lm.rc" 2>/dev/null)"
 $TM kill-session -t lm 2>/dev/null
@@ -244,7 +240,7 @@ stop_tmux
 # the pane, the conversation or the session's verdict; /retry then regenerates the last real reply
 rm -f "$TMP/fail.rc" "$TMP/fail.session"
 $TM new-session -d -s tui -x 120 -y 40 \
-    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 20 --ctx 64 --seed 5 --session '$TMP/fail.session'; echo \$? > '$TMP/fail.rc'; sleep 60"
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 20 --ctx 64 --seed 5 --session '$TMP/fail.session'; echo \$? > '$TMP/fail.rc'; sleep 3600"
 wait_for "KV cache" 20
 $TM send-keys -t tui "hello there" Enter
 wait_for "gpt-2 +[^ ]" 30
@@ -264,8 +260,9 @@ idle
 if screen_text | grep -q "you  *this message needs room"; then fail "${TAG}tui/a failed message leaves the pane" "it is still shown"
 else pass "${TAG}tui/a failed message leaves the pane"; fi
 same "${TAG}tui/a failed message: one reply on screen, under its own message" 1 "$(screen_text | grep -c '^gpt-2[ *]')"
+turns=$(grep -c '"ev":"turn_end"' "$TMP/fail.session")
 $TM send-keys -t tui "/retry" Enter
-sleep 1
+await "the retried reply's end" '[ "$(grep -c "\"ev\":\"turn_end\"" "$TMP/fail.session")" -gt $turns ]'
 idle
 # two presses just after a reply ended were meant for it: the chat goes on, not even armed to quit
 $TM send-keys -t tui C-c C-c
@@ -277,7 +274,7 @@ $TM send-keys -t tui C-c
 expect_screen "${TAG}tui/Ctrl-C at the prompt asks once more" "press Ctrl-C again to quit"
 same "${TAG}tui/a first Ctrl-C at the prompt does not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"
 $TM send-keys -t tui C-c
-for _ in $(seq 50); do [ -s "$TMP/fail.rc" ] && break; sleep 0.2; done
+await "fail.rc" '[ -s "$TMP/fail.rc" ]'
 same "${TAG}tui/a second Ctrl-C quits, exit 0" 0 "$(cat "$TMP/fail.rc" 2>/dev/null)"
 "$KV" replay "$TMP/fail.session" --verify >"$TMP/fail.verify" 2>&1
 same "${TAG}tui/a session with a failed message verifies" "0|1" \
@@ -289,19 +286,19 @@ stop_tmux
 # line mode typed at a terminal: a prompt, a reply, and /quit ends it (it is not sent to GPT-2)
 rm -f "$TMP/line.rc" "$TMP/line.session"
 $TM new-session -d -s tui -x 120 -y 20 \
-    "'$KV' chat --no-tui -m '$TUIM' --dtype f32 -n 4 --session '$TMP/line.session'; echo \$? > '$TMP/line.rc'; sleep 60"
+    "'$KV' chat --no-tui -m '$TUIM' --dtype f32 -n 4 --session '$TMP/line.session'; echo \$? > '$TMP/line.rc'; sleep 3600"
 expect_screen "${TAG}tui/line mode at a terminal prompts" "^you>" 20
 $TM send-keys -t tui "hello" Enter
 wait_for "^you> hello" 10
 expect_screen "${TAG}tui/line mode replies, then prompts again" "^you>$" 30
 $TM send-keys -t tui "/quit" Enter
-for _ in $(seq 50); do [ -s "$TMP/line.rc" ] && break; sleep 0.2; done
+await "line.rc" '[ -s "$TMP/line.rc" ]'
 same "${TAG}tui/line mode: /quit ends it, exit 0, one message sent" "0 1" \
     "$(cat "$TMP/line.rc" 2>/dev/null) $(grep -c '"ev":"user"' "$TMP/line.session")"
 stop_tmux
 
 # the session it saved: replayed in the TUI (no model needed), and resumed with its history
-$TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$? > '$TMP/replay.rc'; sleep 60"
+$TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/tui.session'; echo \$? > '$TMP/replay.rc'; sleep 3600"
 expect_screen "${TAG}tui/replay opens" "replay .*tui.session"
 for _ in 1 2 3 4 5 6 7 8; do $TM send-keys -t tui +; done
 expect_screen "${TAG}tui/replay plays the recorded turns" "you +and again"
@@ -317,22 +314,21 @@ print('yes' if m and float(m.group(1)) < 3600 else 'no: ' + (m.group(1) if m els
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 in replay shows its keys" "Replay keys"
 $TM send-keys -t tui x
-sleep 0.5
-if screen_text | grep -q "Replay keys"; then fail "${TAG}tui/a key closes replay's help" "still open"; else pass "${TAG}tui/a key closes replay's help"; fi
+if ! await "a key to close replay's help" '! screen_text | grep -q "Replay keys"'; then fail "${TAG}tui/a key closes replay's help" "still open"; else pass "${TAG}tui/a key closes replay's help"; fi
 $TM send-keys -t tui q
-for _ in $(seq 50); do [ -s "$TMP/replay.rc" ] && break; sleep 0.2; done
+await "replay.rc" '[ -s "$TMP/replay.rc" ]'
 same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"
 stop_tmux
 # a fatal signal gives the terminal back (alternate screen and mouse reporting off), in replay as in
 # the chat: term_gives_back NAME WAIT_PATTERN COMMAND
 term_gives_back() {
     rm -f "$TMP/term.rc"
-    $TM new-session -d -s tui -x 120 -y 40 "$3; echo \$? > '$TMP/term.rc'; sleep 60"
+    $TM new-session -d -s tui -x 120 -y 40 "$3; echo \$? > '$TMP/term.rc'; sleep 3600"
     wait_for "$2" 20
     same "${TAG}tui/$1 takes the terminal (alternate screen, mouse reports)" "1 1" \
         "$($TM display -p -t tui '#{alternate_on} #{mouse_any_flag}')"
     pkill -TERM -P "$($TM display -p -t tui '#{pane_pid}')" kvchat
-    for _ in $(seq 50); do [ -s "$TMP/term.rc" ] && break; sleep 0.2; done
+    await "term.rc" '[ -s "$TMP/term.rc" ]'
     same "${TAG}tui/$1 dies of SIGTERM" 143 "$(cat "$TMP/term.rc" 2>/dev/null)"
     same "${TAG}tui/$1 killed by SIGTERM gives the terminal back" "0 0" \
         "$($TM display -p -t tui '#{alternate_on} #{mouse_any_flag}')"
@@ -340,7 +336,7 @@ term_gives_back() {
 }
 term_gives_back replay "replay .*tui.session" "'$KV' replay '$TMP/tui.session'"
 term_gives_back chat "conv 1/1" "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --no-save"
-$TM new-session -d -s tui -x 120 -y 40 "XDG_STATE_HOME=$TMP/state '$KV' --resume '$TMP/tui.session' --no-save; sleep 60"
+$TM new-session -d -s tui -x 120 -y 40 "XDG_STATE_HOME=$TMP/state '$KV' --resume '$TMP/tui.session' --no-save; sleep 3600"
 expect_screen "${TAG}tui/resume shows the history" "resumed: the history above was restored" 30
 expect_screen "${TAG}tui/resume keeps the messages" "you +and again"
 $TM send-keys -t tui "/quit" Enter
@@ -348,7 +344,7 @@ stop_tmux
 
 # hostile text from a session file is drawn harmlessly on a terminal
 { head -1 "$TMP/tui.session"; printf '%s\n' '{"ev":"user","conv":1,"t":0,"text":"\u001b[2J\u001b[31mRED\u0007"}'; } >"$TMP/evil.jsonl"
-$TM new-session -d -s tui -x 100 -y 10 "'$KV' replay '$TMP/evil.jsonl' --no-tui; sleep 60"
+$TM new-session -d -s tui -x 100 -y 10 "'$KV' replay '$TMP/evil.jsonl' --no-tui; sleep 3600"
 expect_screen "${TAG}tui/escape sequences from a file are shown, not run" "you: \^\[\[2J\^\[\[31mRED\^G"
 stop_tmux
 
@@ -366,7 +362,7 @@ PY
 stop_tmux
 rm -f "$TMP/paste.rc" "$TMP/paste.session"
 $TM new-session -d -s tui -x 120 -y 40 \
-    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 4 --session '$TMP/paste.session'; echo \$? > '$TMP/paste.rc'; sleep 60"
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 4 --session '$TMP/paste.session'; echo \$? > '$TMP/paste.rc'; sleep 3600"
 wait_for "conv 1/1" 20
 $TM load-buffer "$TMP/paste.txt"
 $TM paste-buffer -p -t tui
@@ -384,10 +380,10 @@ $TM send-keys -t tui '"""' Enter
 expect_screen "${TAG}tui/\"\"\" opens a message over several lines" 'end it with """'
 $TM send-keys -t tui "line one" Enter
 $TM send-keys -t tui 'line two"""' Enter
-sleep 1
-wait_for "Ctrl-C twice: quit" 60
+await "the multi-line message's reply" \
+    '[ "$(grep -c "\"ev\":\"turn_end\"" "$TMP/paste.session")" -ge 2 ]'
 $TM send-keys -t tui "/quit" Enter
-for _ in $(seq 50); do [ -s "$TMP/paste.rc" ] && break; sleep 0.2; done
+await "paste.rc" '[ -s "$TMP/paste.rc" ]'
 # (tmux's paste-buffer sends each line break as \r, as terminals do: the file's \r\n arrives as two)
 same "${TAG}tui/the paste arrived as one message of its length, its line breaks kept" "2 100022 3" \
     "$("$PYTHON" -c '
@@ -404,12 +400,13 @@ stop_tmux
 # a small window that slides every turn: between messages the next eviction is prepared, the forecast
 # line says so, and the one that follows is swapped in (the log marks it)
 $TM new-session -d -s tui -x 160 -y 48 "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 10 --ctx 48 \
-    --evict-min 8 --no-save; sleep 60"
+    --evict-min 8 --session '$TMP/slide.session'; sleep 3600"
 wait_for "conv 1/1" 30
+k=0
 for m in "Hello there" "How are you?" "Tell me more"; do
     $TM send-keys -t tui "$m" Enter
-    wait_for "Ctrl-C twice: quit" 30
-    sleep 0.5
+    k=$((k + 1))
+    await "the reply to '$m'" '[ "$(grep -c "\"ev\":\"turn_end\"" "$TMP/slide.session")" -ge $k ]'
 done
 expect_screen "${TAG}tui/the forecast says the next eviction is prepared" "drops [0-9]+.*, prepared" 15
 $TM send-keys -t tui "And then what?" Enter
@@ -422,7 +419,7 @@ AKV=${BUILD:-build}/asan/kvchat
 if [ -x "$AKV" ]; then
     rm -f "$TMP/set.rc" "$TMP/set.session"
     $TM new-session -d -s tui -x 120 -y 40 "ASAN_OPTIONS=detect_leaks=0 XDG_STATE_HOME=$TMP/state '$AKV' -m '$TUIM' --dtype f32 \
-        -n 1500 --ctx 256 --session '$TMP/set.session' 2>'$TMP/set.err'; echo \$? > '$TMP/set.rc'; sleep 60"
+        -n 1500 --ctx 256 --session '$TMP/set.session' 2>'$TMP/set.err'; echo \$? > '$TMP/set.rc'; sleep 3600"
     wait_for "conv 1/1" 30
     $TM send-keys -t tui "Tell me a long story" Enter
     wait_for "generating" 30
@@ -431,7 +428,7 @@ if [ -x "$AKV" ]; then
     wait_for "Ctrl-C twice: quit" 300
     expect_screen "${TAG}tui/asan: the new n applies after the reply" "n 3000 .*Ctrl-C twice: quit"
     $TM send-keys -t tui "/quit" Enter
-    for _ in $(seq 100); do [ -s "$TMP/set.rc" ] && break; sleep 0.2; done
+    await "set.rc" '[ -s "$TMP/set.rc" ]'
     same "${TAG}tui/asan: the chat exits 0 after /set mid-reply" 0 "$(cat "$TMP/set.rc" 2>/dev/null)"
     check "${TAG}tui/asan: no sanitizer report" bash -c "! grep -q -E 'AddressSanitizer|runtime error' '$TMP/set.err'"
     same "${TAG}tui/asan: the reply kept its 1500 tokens and the set follows its turn_end" "1500 set" "$("$PYTHON" -c '
@@ -449,7 +446,7 @@ fi
 # refused: "conv 64/65", and messages went to conversation 64)
 stop_tmux
 $TM new-session -d -s tui -x 120 -y 40 \
-    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' -n 2 --no-save; sleep 60"
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' -n 2 --no-save; sleep 3600"
 wait_for "conv 1/1" 20
 for i in $(seq 65); do $TM send-keys -t tui "/new" Enter; done
 expect_screen "${TAG}tui//new past 64 conversations is refused" \

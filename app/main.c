@@ -72,6 +72,8 @@ static int hold_std_fds(void)
 static void print_error(const char *cmd)
 {
     static char line[8192];
+    if (err_was_said())
+        return;
     fprintf(stderr, "%s%s: %s\n", strcmp(cmd, "kvchat") ? "kvchat " : "", cmd,
             safe_copy(line, sizeof line, err_msg()));
 }

@@ -7,9 +7,19 @@
 #include <sys/mman.h>
 
 static _Thread_local char err_buf[1024];
+static _Thread_local int err_told;
+
+int err_said(void)
+{
+    err_told = 1;
+    return -1;
+}
+
+int err_was_said(void) { return err_told; }
 
 int err_set(const char *fmt, ...)
 {
+    err_told = 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err_buf, sizeof err_buf, fmt, ap);

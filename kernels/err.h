@@ -15,6 +15,10 @@ int err_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prepends context ("loading model: ") to the current message; returns -1. */
 int err_wrap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *err_msg(void);
+/* A failure already told the user where it happened (a chat that reads on past a message that did
+ * not go in): returns -1, and the printer at the top prints nothing more; err_set clears it. */
+int err_said(void);
+int err_was_said(void);
 /* malloc/calloc that set an error naming what was being allocated. */
 void *err_malloc(size_t bytes, const char *what);
 void *err_calloc(size_t n, size_t size, const char *what);

@@ -50,18 +50,42 @@ typedef struct {
     pthread_mutex_t lock;
 } collector;
 
+/* what the chat says goes to stderr as visible text: it may quote a recorded session */
+static void say_line(const char *text, size_t len)
+{
+    safe_fwrite(stderr, text, len, 0);
+    fputc('\n', stderr);
+}
+
+/* collects, and says each notice (a message cut to fit, a byte read as Latin-1) as the TUI shows
+ * it in the pane */
 static void collect(void *ctx, json_t *ev)
 {
     collector *c = ctx;
     pthread_mutex_lock(&c->lock);
     json_array_append(c->all, ev);
     pthread_mutex_unlock(&c->lock);
+    if (ev_is(ev, EV_NOTICE) && ev_notice_text(ev)) {
+        fputs("kvchat: ", stderr);
+        say_line(ev_notice_text(ev), ev_notice_text_len(ev));
+    }
 }
 
 static void line_say(act_host *h, const char *text)
 {
     (void)h;
-    fprintf(stderr, "%s\n", text);
+    say_line(text, strlen(text));
+}
+
+/* a message that did not go in (no room in the window, say): said, and the chat reads on, as the
+ * full-screen chat does; the run's exit status says that some failed (*failed counts them) */
+static void turn_failed(int *failed)
+{
+    putchar('\n');
+    fflush(stdout);
+    fputs("kvchat: ", stderr);
+    line_say(NULL, err_msg());
+    ++*failed;
 }
 
 /* messages until the input ends or /quit: the exit status */
@@ -69,7 +93,7 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
                     const session_writer *sw)
 {
     engine *e = host->e;
-    int rc = 0, raw = !isatty(STDOUT_FILENO);
+    int rc = 0, raw = !isatty(STDOUT_FILENO), failed = 0;
     session_emit_model(lm);
     engine_on_text(e, print_text, &raw);
     running_engine = e;
@@ -105,6 +129,11 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
         }
         if (got != LINES_LINE) {
             rc = got == LINES_ERROR ? EXIT_RUNTIME : 0;
+            if (got == LINES_END && block.open) {
+                err_set("the input ended inside a \"\"\" block: that message was not sent (end "
+                        "it with a line ending in \"\"\")");
+                rc = EXIT_RUNTIME;
+            }
             break;
         }
         size_t n = strlen(line);
@@ -130,16 +159,14 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
                 continue;
         } else if (engine_turn_start(e, host->conv, whole ? whole : line)) {
             free(whole);
-            putchar('\n');
-            rc = EXIT_RUNTIME;
-            break;
+            turn_failed(&failed);
+            continue;
         }
         free(whole);
         char *reply = NULL;
         if (engine_turn_wait(e, &reply)) {
-            putchar('\n');
-            rc = EXIT_RUNTIME;
-            break;
+            turn_failed(&failed);
+            continue;
         }
         free(reply);
         putchar('\n');
@@ -155,6 +182,10 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
     }
     lines_free(&in);
     block_free(&block);
+    if (!rc && failed) {
+        err_said();
+        rc = EXIT_RUNTIME;
+    }
     sigaction(SIGINT, &old_sa, NULL);
     running_engine = NULL;
     return rc;

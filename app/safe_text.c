@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "../kernels/err.h"
+
 /* the length of the well-formed UTF-8 sequence at u (no overlong form, no surrogate), or 0 */
 static int utf8_len(const unsigned char *u, size_t n)
 {
@@ -41,6 +43,28 @@ static void escape_one(const unsigned char *u, size_t n, size_t *i, int keep_new
         out[len] = 0;
     }
     *i += len ? (size_t)len : 1;
+}
+
+char *utf8_from_latin1(const char *s, int *fixed)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    char *out = err_malloc(2 * n + 1, "a message's text"); /* a Latin-1 byte takes two */
+    *fixed = 0;
+    for (size_t i = 0; out && i < n;) {
+        int len = utf8_len(u + i, n - i);
+        if (len) {
+            memcpy(out + o, s + i, (size_t)len);
+            o += (size_t)len, i += (size_t)len;
+            continue;
+        }
+        out[o++] = (char)(0xc0 | u[i] >> 6);
+        out[o++] = (char)(0x80 | (u[i++] & 0x3f));
+        ++*fixed;
+    }
+    if (out)
+        out[o] = 0;
+    return out;
 }
 
 void safe_fwrite(FILE *f, const char *s, size_t n, int raw)

@@ -206,7 +206,9 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 
 /* Typed reads of an event's fields, for events ev_check passed (the session reader's, or the
  * bus's own): ev_prefill_cached(ev) is its "cached" as an int; an absent field reads as 0, NULL or
- * false, and ev_prefill_has_cached(ev) tells it apart. The sampling block's: ev_sampling_temp. */
+ * false, and ev_prefill_has_cached(ev) tells it apart. The sampling block's: ev_sampling_temp.
+ * A string's length in bytes, ev_token_text_len(ev): a reply may hold the byte 0 (GPT-2's token
+ * 188), where the C string stops. */
 #define EV_CTYPE_INT int
 #define EV_CTYPE_I64 long long
 #define EV_CTYPE_NUM double
@@ -236,7 +238,11 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
     {                                                            \
         return EV_GET_##type(json_object_get(ev, #f));           \
     }                                                            \
-    static inline int ev_##e##_has_##f(const json_t *ev) { return json_object_get(ev, #f) != NULL; }
+    static inline int ev_##e##_has_##f(const json_t *ev) { return json_object_get(ev, #f) != NULL; } \
+    static inline size_t ev_##e##_##f##_len(const json_t *ev)                                    \
+    {                                                                                            \
+        return json_string_length(json_object_get(ev, #f));                                      \
+    }
 EV_SCHEMA(EV_SKIP_EVENT, EV_ACCESSOR)
 EV_SAMPLING_FIELDS(EV_ACCESSOR, sampling)
 EV_CACHE_FIELDS(EV_ACCESSOR, cache)

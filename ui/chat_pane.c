@@ -208,16 +208,16 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
 {
     const char *text;
     if (ev_is(ev, EV_USER) && (text = ev_user_text(ev))) {
-        chat_pane_add(p, ROLE_USER, text, strlen(text));
+        chat_pane_add(p, ROLE_USER, text, ev_user_text_len(ev));
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
     } else if (ev_is(ev, EV_TOKEN) && (text = ev_token_text(ev)) && p->n) {
-        chat_pane_append(p, text, strlen(text));
+        chat_pane_append(p, text, ev_token_text_len(ev));
     } else if (ev_is(ev, EV_TURN_END)) {
         const char *reply = ev_turn_end_reply(ev);
         if (ev_turn_end_failed(ev) && !ev_turn_end_tokens(ev))
             chat_pane_drop_turn(p); /* the message never went in */
         else if (reply)
-            chat_pane_set_reply(p, reply, strlen(reply));
+            chat_pane_set_reply(p, reply, ev_turn_end_reply_len(ev));
         if (m)
             chat_pane_add_summary(p, m, ev);
     } else if (ev_is(ev, EV_RETRY)) {

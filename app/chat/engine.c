@@ -5,6 +5,7 @@
 
 #include "../../kernels/clamp.h"
 #include "../../kernels/err.h"
+#include "../safe_text.h"
 #include "engine_state.h"
 
 conv *eng_find(const engine *e, int id)
@@ -341,13 +342,24 @@ int engine_set_system(engine *e, const char *text)
 {
     if (eng_refuse_while_running(e))
         return -1;
-    char *copy = text && *text ? strdup(text) : NULL;
+    int latin1 = 0;
+    char *copy = text && *text ? utf8_from_latin1(text, &latin1) : NULL;
     if (text && *text && !copy)
-        return err_set("out of memory");
+        return -1;
     free(e->system);
     e->system = copy;
     ev_emit(e->lm->bus, 0, EV_SYSTEM, json_pack("{s:s}", "text", copy ? copy : ""));
+    if (latin1)
+        eng_latin1_notice(e, 0, "the system preamble", latin1);
     return 0;
+}
+
+void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes)
+{
+    char said[160];
+    snprintf(said, sizeof said, "%s had %d byte%s that %s not UTF-8: read as Latin-1 (0xE9: é)",
+             what, bytes, bytes == 1 ? "" : "s", bytes == 1 ? "is" : "are");
+    ev_emit(e->lm->bus, conv_id, EV_NOTICE, json_pack("{s:s}", "text", said));
 }
 
 const char *engine_system(const engine *e) { return e->system; }

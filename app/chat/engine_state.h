@@ -58,6 +58,8 @@ int eng_last_turn(const conv *c, int role);
 int eng_rollback(engine *e, conv *c, int to);
 /* new tokens through the model; pick: also chooses the token that follows them (into e->next) */
 int eng_forward(engine *e, conv *c, const int *ids, int n, int pick);
+/* a notice that `what` had `bytes` bytes that are not UTF-8, read as Latin-1 */
+void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes);
 /* the stats event of c, from the thread its turn runs on */
 void eng_stats(engine *e, const conv *c);
 /* a turn (a message and its reply), or a retry of the last reply, on the caller's thread or the

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../../kernels/err.h"
+#include "../safe_text.h"
 #include "records.h"
 #include "engine_state.h"
 #include "stop_text.h"
@@ -284,13 +285,20 @@ int eng_run_turn(engine *e, int id, const char *text, char **out)
     if (strlen(text) > ENGINE_MAX_MESSAGE)
         return err_set("a message of %zu bytes is longer than a message can be (%d KiB)",
                        strlen(text), ENGINE_MAX_MESSAGE / 1024);
-    ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", text));
+    int latin1;
+    char *msg = utf8_from_latin1(text, &latin1); /* what is recorded is what the model reads */
+    if (!msg)
+        return -1;
+    ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", msg));
+    if (latin1)
+        eng_latin1_notice(e, c->id, "the message", latin1);
     turn_room(e, c);
     offload_idle(e, c);
     c->last_used = ev_clock();
     kv_set_busy(c->seq, 1);
-    int rc = user_turn(e, c, text);
+    int rc = user_turn(e, c, msg);
     kv_set_busy(c->seq, 0);
+    free(msg);
     char *r = NULL;
     int n_tok = 0;
     if (!rc) {

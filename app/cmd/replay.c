@@ -75,7 +75,8 @@ static int transcript(const session *s, const char *path)
             printf("(resumed: a later run went on from here)\n");
         if (text) {
             printf("[conv %d] %s: ", conv, ev_is(ev, EV_USER) ? "you" : "gpt-2");
-            safe_fwrite(stdout, text, strlen(text), raw);
+            safe_fwrite(stdout, text,
+                        ev_is(ev, EV_USER) ? ev_user_text_len(ev) : ev_turn_end_reply_len(ev), raw);
             putchar('\n');
         }
         const char *m = mark(ev, buf, sizeof buf);

@@ -121,7 +121,7 @@ static int repair_tail(int fd, const char *path, off_t size)
         free(tail);
         return err_set("--session %s: cannot read its last line", path);
     }
-    json_t *j = json_loadb(tail, cut, 0, NULL);
+    json_t *j = json_loadb(tail, cut, JSON_ALLOW_NUL, NULL);
     int whole = json_is_object(j), rc = 0;
     json_decref(j);
     if (whole) {

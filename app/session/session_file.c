@@ -72,7 +72,7 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
         }
         json_error_t je;
         json_t *j =
-            end > pos ? json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES, &je) : NULL;
+            end > pos ? json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
         if (!j) {
             if (!nl && s->header &&
                 end > pos) { /* the last line, cut by a crash: keep what came before */

@@ -111,8 +111,36 @@ int part_open(part_file *p, const char *path)
     }
     if (snprintf(p->tmp, sizeof p->tmp, "%s.part", path) >= (int)sizeof p->tmp)
         return err_set("%.64s...: path too long", path);
-    if (!(p->f = fopen(p->tmp, "wb")))
-        return err_set("%s: %s", p->tmp, strerror(errno));
+    /* a part is this program's own: one left by a killed write goes, and so does a link planted
+     * there (removed, never followed); then the part is made anew, so nothing else is written */
+    if (unlink(p->tmp) && errno != ENOENT)
+        return err_set("%s: cannot remove: %s", p->tmp, strerror(errno));
+    int fd = open(p->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || !(p->f = fdopen(fd, "wb"))) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return err_set("%s: %s", p->tmp, strerror(err));
+    }
+    return 0;
+}
+
+int dump_claim(const char *path, long long row, const char *input)
+{
+    struct stat sb;
+    int lock;
+    if (input && same_file(path, input))
+        return err_set("%s is the file being read: choose another name", path);
+    if (lstat(path, &sb) || !S_ISREG(sb.st_mode)) /* a FIFO or a device is written into */
+        return 0;
+    if (file_claim(path, 1, "", &lock)) /* a live session: never replaced */
+        return -1;
+    if (lock >= 0)
+        close(lock);
+    if (sb.st_size % row)
+        return err_set("%s exists and is not a logits dump (%lld bytes, not whole rows of %lld): "
+                       "remove it or choose another name",
+                       path, (long long)sb.st_size, row);
     return 0;
 }
 

@@ -39,6 +39,9 @@ int part_open(part_file *p, const char *path);
 /* ok: flush, fsync and rename into place; otherwise, or when that fails, the part is removed.
  * Returns 0, or -1 with an error naming the file. */
 int part_commit(part_file *p, int ok);
+/* Before a --dump-logits of rows of `row` bytes replaces PATH: refused when PATH is `input` (the
+ * session being verified) or a regular file other than an earlier dump (whole rows). */
+int dump_claim(const char *path, long long row, const char *input);
 /* Copies src to dst through dst.part. */
 int copy_file(const char *src, const char *dst);
 /* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else PREFIX/share/kvchat beside

@@ -245,8 +245,8 @@ const st_tensor *st_find(const st_file *f, const char *name)
     return NULL;
 }
 
-int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx),
-             void *ctx)
+int st_write(FILE *f, const char *path, const st_entry *e, int n,
+             int (*fill)(int i, void *buf, void *ctx), void *ctx)
 {
     json_t *root = json_object();
     uint64_t off = 0;
@@ -280,43 +280,23 @@ int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void
     if (!hdr)
         return err_set("%s: cannot build the header", path);
     size_t hlen = strlen(hdr), padded = (hlen + 7) & ~(size_t)7;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.part", path);
-    FILE *f = fopen(tmp, "wb");
     void *buf = malloc(biggest ? biggest : 1);
     int rc = 0;
-    if (!f) {
-        rc = err_set("%s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (!buf) {
-        rc = err_set("%s: out of memory for a %zu-byte tensor", path, biggest);
-        goto out;
-    }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    if (fwrite(len8, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen) {
-        rc = err_set("%s: write failed", tmp);
-        goto out;
-    }
-    for (size_t i = hlen; i < padded; i++)
+    if (!buf)
+        rc = err_set("%s: out of memory for a %zu-byte tensor", path, biggest);
+    else if (fwrite(len8, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen)
+        rc = err_set("%s: write failed: %s", path, strerror(errno));
+    for (size_t i = hlen; !rc && i < padded; i++)
         fputc(' ', f);
     for (int i = 0; i < n && !rc; i++) {
         if (fill(i, buf, ctx))
             rc = -1;
         else if (fwrite(buf, 1, e[i].bytes, f) != e[i].bytes)
-            rc = err_set("%s: write failed: %s", tmp, strerror(errno));
+            rc = err_set("%s: write failed: %s", path, strerror(errno));
     }
-    if (!rc && (fflush(f) || fsync(fileno(f)))) /* the rename must not land before the data */
-        rc = err_set("%s: write failed: %s", tmp, strerror(errno));
-out:
-    if (f && fclose(f) && !rc)
-        rc = err_set("%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path))
-        rc = err_set("%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc && f)
-        unlink(tmp);
     free(buf);
     free(hdr);
     return rc;

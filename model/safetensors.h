@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ST_MAX_DIMS 8
 
@@ -38,8 +39,9 @@ void st_close(st_file *f);
 int st_own(st_file *f, void *buf);
 const st_tensor *st_find(const st_file *f, const char *name);
 
-/* Writing: entries in file order; fill(i, buf, ctx) provides entry i's bytes when its turn comes,
- * so a large checkpoint never has to be whole in memory. Written to PATH.part, then renamed. */
+/* Writing: entries in file order into f (`path` names it in errors); fill(i, buf, ctx) provides
+ * entry i's bytes when its turn comes, so a large checkpoint never has to be whole in memory. The
+ * caller makes f a part file and renames it into place (app/files.h's part_open). */
 typedef struct {
     const char *name;
     const char *dtype;
@@ -48,7 +50,7 @@ typedef struct {
     size_t bytes;
 } st_entry;
 
-int st_write(const char *path, const st_entry *e, int n, int (*fill)(int i, void *buf, void *ctx),
-             void *ctx);
+int st_write(FILE *f, const char *path, const st_entry *e, int n,
+             int (*fill)(int i, void *buf, void *ctx), void *ctx);
 
 #endif

@@ -235,7 +235,7 @@ mkfifo "$B/live.in"
 "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/live.jsonl" <"$B/live.in" >/dev/null 2>&1 &
 lpid=$!
 exec 9>"$B/live.in"
-for _ in $(seq 100); do [ -s "$B/live.jsonl" ] && break; sleep 0.1; done
+await "the live session's first line" '[ -s "$B/live.jsonl" ]'
 cp "$B/live.jsonl" "$B/live.before"
 expect_error "${TAG}bad/--dump-logits onto another kvchat's live session is refused" 1 \
     "live.jsonl is being written by another kvchat" \
@@ -243,3 +243,58 @@ expect_error "${TAG}bad/--dump-logits onto another kvchat's live session is refu
 check "${TAG}bad/... and the session is untouched" cmp "$B/live.jsonl" "$B/live.before"
 exec 9>&-
 wait $lpid
+
+# a link planted at PATH.part is never followed (issue 46): /save, --save-cache, make-tiny-model
+echo "not yours" >"$B/victim"
+ln -sf "$B/victim" "$B/saved.jsonl.part"
+printf 'hi\n/save %s\n' "$B/saved.jsonl" | "$KV" chat --no-tui -m "$B/good" -n 2 --no-save >/dev/null 2>&1
+same "${TAG}bad//save over a planted .part link: its target untouched, the file saved" \
+    "not yours|1" "$(cat "$B/victim")|$(grep -c '"ev":"turn_end"' "$B/saved.jsonl")"
+ln -sf "$B/victim" "$B/cached.jsonl.kv.part"
+printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/cached.jsonl" --save-cache \
+    >/dev/null 2>&1
+same "${TAG}bad/--save-cache over a planted .part link: its target untouched, the snapshot written" \
+    "not yours|yes" "$(cat "$B/victim")|$([ -s "$B/cached.jsonl.kv" ] && echo yes)"
+mkdir -p "$B/tm"
+ln -sf "$B/victim" "$B/tm/model.safetensors.part"
+"$KV" make-tiny-model "$B/tm" --layers 1 --heads 2 --embd 16 --ctx 32 >/dev/null 2>&1
+same "${TAG}bad/make-tiny-model over a planted .part link: its target untouched" \
+    "not yours|yes" "$(cat "$B/victim")|$([ -s "$B/tm/model.safetensors" ] && echo yes)"
+# --dump-logits replaces only an earlier dump: never the session it verifies, nor another file
+printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/dumped.jsonl" >/dev/null 2>&1
+cp "$B/dumped.jsonl" "$B/dumped.before"
+expect_error "${TAG}bad/--dump-logits onto the session being verified is refused" 1 \
+    "dumped.jsonl is the file being read: choose another name" \
+    "$KV" replay "$B/dumped.jsonl" --verify --dump-logits "$B/dumped.jsonl"
+check "${TAG}bad/... and the session is untouched" cmp "$B/dumped.jsonl" "$B/dumped.before"
+expect_error "${TAG}bad/--dump-logits onto a file that is not a dump is refused" 1 \
+    "victim exists and is not a logits dump \(10 bytes, not whole rows of 201028\)" \
+    "$KV" generate -m "$B/good" -p hi -n 1 -q --dump-logits "$B/victim"
+"$KV" generate -m "$B/good" -p hi -n 1 -q --dump-logits "$B/dump.bin" >/dev/null
+check "${TAG}bad/--dump-logits replaces an earlier dump" \
+    "$KV" generate -m "$B/good" -p hi -n 1 -q --dump-logits "$B/dump.bin"
+# GPT-2's token 188 is the byte 0: a reply holding it is written as \u0000 and read back; a message
+# with a Latin-1 byte is read as Latin-1, recorded, and the session stays whole
+"$PYTHON" - "$B/dumped.jsonl" "$B/nul.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for ev in lines:
+    if ev.get("ev") == "token":
+        ev["text"] = "a\u0000b"
+    if ev.get("ev") == "turn_end":
+        ev["reply"] = "before\u0000after"
+open(sys.argv[2], "w").write("".join(json.dumps(ev) + "\n" for ev in lines))
+PY
+check "${TAG}bad/a reply holding the byte 0 replays" bash -c "'$KV' replay '$B/nul.jsonl' --no-tui >/dev/null"
+same "${TAG}bad/... all of its text shown" "gpt-2: before^@after" \
+    "$("$KV" replay "$B/nul.jsonl" --no-tui 2>&1 | cat -v | grep -o 'gpt-2: .*')"
+check "${TAG}bad/... and resumes" bash -c "printf 'more\n' | '$KV' chat --no-tui --resume '$B/nul.jsonl' -n 2 >/dev/null"
+printf 'caf\xe9 au lait\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/latin1.jsonl" \
+    >/dev/null 2>"$B/latin1.err"
+same "${TAG}bad/a Latin-1 byte in a message is read as Latin-1 and recorded" "café au lait" \
+    "$("$PYTHON" -c 'import json, sys; print([json.loads(l)["text"] for l in open(sys.argv[1]) if "\"user\"" in l][0])' "$B/latin1.jsonl")"
+check "${TAG}bad/... saying so" grep -q "the message had 1 byte that is not UTF-8: read as Latin-1" \
+    "$B/latin1.err"
+check "${TAG}bad/... and the session verifies" "$KV" replay "$B/latin1.jsonl" --verify
+check "${TAG}bad/--system with a Latin-1 byte is taken" bash -c \
+    "printf 'hi\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --system \$'na\\xefve' --no-save >/dev/null"

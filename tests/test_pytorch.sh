@@ -88,6 +88,12 @@ before=$(cksum <"$dir/model.safetensors")
 "$KV" convert "$dir" --force >/dev/null 2>&1
 same "${TAG}pytorch/convert --force rewrites it, the same bytes, no part file left" "$before" \
     "$(cksum <"$dir/model.safetensors")$(ls "$dir" | grep part)"
+# a link planted where the part goes is removed, never followed
+echo "not yours" >"$PT/victim"
+ln -sf "$PT/victim" "$dir/model.safetensors.part"
+"$KV" convert "$dir" --force >/dev/null 2>&1
+same "${TAG}pytorch/convert over a planted .part link: the link's target untouched, the file written" \
+    "not yours|$before" "$(cat "$PT/victim")|$(cksum <"$dir/model.safetensors")"
 expect_error "${TAG}pytorch/convert without a .bin" 1 "f32/pytorch_model.bin: no such file \(convert reads a PyTorch checkpoint\)$" \
     "$KV" convert "$PT/f32"
 expect_error "${TAG}pytorch/convert without a directory" 2 "which directory?" "$KV" convert

@@ -2,6 +2,7 @@
  * the weights in place instead of unpacking them. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,18 @@ static int fill(int i, void *buf, void *ctx)
         fprintf(stderr, "\rwriting model.safetensors: %3d%%%s",
                 (int)(100.0 * j->done / (j->total ? j->total : 1)), i == j->n - 1 ? "\n" : "");
     return 0;
+}
+
+/* the part being written, removed when a signal ends convert: it may be gigabytes */
+static const char *volatile killed_part;
+static const int KILLERS[3] = {SIGINT, SIGTERM, SIGHUP};
+
+static void on_kill(int sig)
+{
+    if (killed_part)
+        unlink(killed_part);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static int same_values(const st_tensor *a, const st_tensor *b)
@@ -103,25 +116,28 @@ int cmd_convert(int argc, char **argv)
         j.total += t->end - t->begin;
     }
     /* written whole to model.safetensors.part, then read back as a load would, and only then put in
-     * place: convert never leaves a directory worse than it found it */
-    char part[PATH_MAX + 8];
-    snprintf(part, sizeof part, "%s.part", dst);
-    st_file back;
-    if (e && from && !st_write(part, e, j.n, fill, &j)) {
-        if (st_open(&back, part)) {
-            err_wrap("%s: the file written does not read back", part);
-        } else {
+     * place: convert never leaves a directory worse than it found it, killed or not */
+    part_file out;
+    if (e && from && !part_open(&out, dst)) {
+        killed_part = out.tmp;
+        void (*was[3])(int);
+        for (int s = 0; s < 3; s++)
+            was[s] = signal(KILLERS[s], on_kill);
+        int ok = !st_write(out.f, out.tmp, e, j.n, fill, &j) && !fflush(out.f);
+        st_file back;
+        if (ok && st_open(&back, out.tmp)) {
+            ok = 0;
+            err_wrap("%s: the file written does not read back", out.tmp);
+        } else if (ok) {
             int got = back.n_tensors;
             st_close(&back);
             if (got != j.n)
-                err_set("%s: the file written holds %d tensors, not %d", part, got, j.n);
-            else if (rename(part, dst))
-                err_set("%s: cannot rename into place: %s", dst, strerror(errno));
-            else
-                rc = 0;
+                ok = 0, err_set("%s: the file written holds %d tensors, not %d", out.tmp, got, j.n);
         }
-        if (rc)
-            unlink(part);
+        rc = part_commit(&out, ok) || !ok ? EXIT_RUNTIME : 0;
+        for (int s = 0; s < 3; s++)
+            signal(KILLERS[s], was[s]);
+        killed_part = NULL;
     }
     if (!rc)
         printf("%s: %d tensors, %.1f MiB%s\n", dst, j.n, j.total / 1048576.0,

@@ -153,7 +153,10 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
     tiny t = {.cfg = c, .type = type, .seed = seed, .e = e, .how = how, .n = k};
     for (int i = 0; i < k; i++)
         t.total += e[i].bytes;
-    int rc = st_write(path, e, k, fill, &t);
+    part_file out;
+    int rc = part_open(&out, path);
+    if (!rc)
+        rc = part_commit(&out, !st_write(out.f, path, e, k, fill, &t));
     free(e);
     free(how);
     free(names);

@@ -329,7 +329,9 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
         rc = err_set("out of memory");
     else if (verify_open(&v))
         rc = -1;
-    else if (dump_path && part_open(&dump, dump_path))
+    else if (dump_path &&
+             (dump_claim(dump_path, 4ll * v.lm.model.cfg.vocab_size, path) ||
+              part_open(&dump, dump_path)))
         rc = err_wrap("--dump-logits");
     char why[200] = "";
     for (int i = 0; i < s->n_events && !rc && !bad; i++) {

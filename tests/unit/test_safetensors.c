@@ -103,7 +103,10 @@ static void write_then_read(void)
     snprintf(path, sizeof path, "%s/w.safetensors", temp_dir());
     st_entry e[2] = {{.name = "x", .dtype = "F32", .ndim = 1, .shape = {1}, .bytes = 4},
                      {.name = "y", .dtype = "F16", .ndim = 2, .shape = {2, 2}, .bytes = 8}};
-    CHECK(st_write(path, e, 2, fill, NULL) == 0, "write failed: %s", err_msg());
+    FILE *out = fopen(path, "wb");
+    CHECK(out && st_write(out, path, e, 2, fill, NULL) == 0, "write failed: %s", err_msg());
+    if (out)
+        fclose(out);
     st_file f;
     CHECK(st_open(&f, path) == 0, "reopen failed: %s", err_msg());
     const st_tensor *y = st_find(&f, "y");

@@ -6,7 +6,7 @@ honours Range). Writes its port to PORT_FILE and logs every request (method, pat
 
 usage: hub_server.py ROOT PORT_FILE LOG [--missing FILE] [--wrong-sha FILE] [--cut FILE:BYTES]
                      [--ignore-range] [--announce FILE:BYTES] [--endless FILE] [--html FILE]
-                     [--trickle FILE]
+                     [--trickle FILE] [--no-size FILE]
   --missing FILE     404 for that file name in every repository
   --wrong-sha FILE   report a SHA-256 that is not the file's
   --cut FILE:BYTES   GET sends the full Content-Length but closes after BYTES (from the range start)
@@ -15,6 +15,7 @@ usage: hub_server.py ROOT PORT_FILE LOG [--missing FILE] [--wrong-sha FILE] [--c
   --endless FILE     GET sends bytes without end (no Content-Length)
   --html FILE        GET and HEAD answer with a captive portal's page (text/html), 200
   --trickle FILE     GET sends its status line and headers at 2 bytes a second
+  --no-size FILE     HEAD says no size (no X-Linked-Size, no Content-Length), as a plain mirror
 """
 import hashlib
 import http.server
@@ -65,6 +66,8 @@ class Hub(http.server.BaseHTTPRequestHandler):
         """a large file's resolve URL answers 302 to the content server, with its metadata; False otherwise"""
         if "/resolve/" not in self.path or os.path.getsize(path) < LFS_MIN:
             return False
+        if name in OPTS.get("--no-size", []):
+            return False
         sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
         if name in OPTS.get("--wrong-sha", []):
             sha = hashlib.sha256(b"not the file").hexdigest()
@@ -97,7 +100,12 @@ class Hub(http.server.BaseHTTPRequestHandler):
             return self.fail(404)
         if name in OPTS.get("--html", []):
             return self.portal(False)
-        if not self.lfs_redirect(path, name):
+        if name in OPTS.get("--no-size", []):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+        elif not self.lfs_redirect(path, name):
             self.send_response(200)
             self.send_header("Content-Length", str(os.path.getsize(path)))
             self.end_headers()

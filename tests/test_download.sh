@@ -13,7 +13,7 @@ start_hub() { # start_hub [hub_server.py options]: serves $HUB/root, logs to $HU
     : >"$HUB/log"
     "$PYTHON" tests/hub_server.py "$HUB/root" "$HUB/port" "$HUB/log" "$@" &
     HUB_PID=$!
-    for _ in $(seq 100); do [ -s "$HUB/port" ] && break; sleep 0.1; done
+    await "the test hub's port" '[ -s "$HUB/port" ]'
     export HF_ENDPOINT=http://127.0.0.1:$(cat "$HUB/port")
 }
 stop_hub() { [ -z "$HUB_PID" ] || { kill "$HUB_PID" 2>/dev/null; wait "$HUB_PID" 2>/dev/null; HUB_PID=; }; }
@@ -141,6 +141,22 @@ expect_error "${TAG}download/no room on the disk: refused first" 1 \
     "model.safetensors: not enough free space: it needs .* more, and .* are free there" \
     "$KV" get-model owner/tiny --dir "$HUB/e3"
 same "${TAG}download/no room: nothing fetched" "" "$(grep 'GET /cdn' "$HUB/log")"
+# a mirror that says no size and sends without end: stopped before the disk fills (a 320 MiB
+# tmpfs, so that the 256 MiB reserve is reached after some 60 MiB; skipped where mounting is not
+# allowed)
+mkdir -p "$HUB/e5"
+if mount -t tmpfs -o size=320m kvchat-test "$HUB/e5" 2>/dev/null; then
+    start_hub --no-size model.safetensors --endless model.safetensors
+    small_ok "$HUB/e5"
+    expect_error "${TAG}download/endless weights of no size stop before the disk fills" 1 \
+        "model.safetensors: stopped with less than 256 MiB left on the disk" \
+        "$KV" get-model owner/tiny --dir "$HUB/e5"
+    same "${TAG}download/endless weights leave no part" "config.json merges.txt vocab.json" \
+        "$(ls "$HUB/e5" | paste -sd' ')"
+    umount "$HUB/e5"
+else
+    skip "${TAG}download/endless weights of no size stop before the disk fills" "cannot mount a tmpfs"
+fi
 # a captive portal's page, for a small file and for the weights: never saved as the model
 for f in config.json model.safetensors; do
     start_hub --html $f

@@ -37,10 +37,11 @@ const char GET_MODEL_HELP[] =
     "Nothing but the file is kept: before a file is renamed into place, config.json must be a\n"
     "GPT-2 config, vocab.json and merges.txt must load as a tokenizer, and the weights' header\n"
     "must parse. An HTML page (a captive portal), a config.json over 1 MiB, a vocab.json or\n"
-    "merges.txt over 8 MiB, and weights longer than the size announced are stopped and removed;\n"
-    "weights the disk has no room for are refused before they start. A server that sends\n"
-    "nothing for the time limit (60 s) is given up on, and so is a small file not complete by\n"
-    "then or a transfer under 1 KiB/s for that long.\n"
+    "merges.txt over 8 MiB, weights longer than the size announced (or than 8 GiB where a\n"
+    "mirror announces none), and a download that would leave less than 256 MiB on the disk are\n"
+    "stopped and removed; weights the disk has no room for are refused before they start. A\n"
+    "server that sends nothing for the time limit (60 s) is given up on, and so is a small file\n"
+    "not complete by then or a transfer under 1 KiB/s for that long.\n"
     "\n"
     "environment:\n"
     "  HF_ENDPOINT          the hub's address (default https://huggingface.co), for a mirror\n"
@@ -116,6 +117,7 @@ static const struct {
     {"merges.txt", 8 << 20, check_merges},
 };
 static const char *const WEIGHTS[] = {"model.safetensors", "pytorch_model.bin"};
+#define WEIGHTS_MAX (8ll << 30)
 
 static int valid_repo(const char *name)
 {
@@ -159,6 +161,8 @@ static int fetch_weights(const char *base, const char *dir)
         if (!info.found)
             continue;
         info.check = check_weights;
+        if (info.size < 0) /* a mirror that says no size: GPT-2 XL's 6.4 GB is the largest */
+            info.max = WEIGHTS_MAX;
         if (!dl_fetch(url, dst, &info, WEIGHTS[i], &missing))
             return 0;
         if (!missing) /* the hub answered HEAD but not GET with a 404: try the other file too */

@@ -216,6 +216,11 @@ int dl_head(const char *url, dl_info *out)
 
 /* ---- fetching ---- */
 
+/* A download stops before the disk it writes to has less than DISK_RESERVE left, looked at every
+ * DISK_LOOK bytes: the rest of the machine must go on working */
+#define DISK_RESERVE (256.0 * (1 << 20))
+enum { DISK_LOOK = 16 << 20 };
+
 typedef struct {
     int fd;
     CURL *c;
@@ -227,6 +232,8 @@ typedef struct {
     int tty;
     double start, drawn;
     int failed_errno;
+    const char *part;
+    int64_t checked;     /* bytes of this transfer when the disk's free space was last looked at */
     const char *refused; /* why the reply is not the file (the part is removed) */
     const char *stalled; /* why the server was given up on (the part is kept) */
 } transfer;
@@ -297,8 +304,17 @@ static size_t on_data(char *data, size_t size, size_t n, void *ctx)
     t->got += (int64_t)len;
     if (t->limit > 0 && t->offset + t->got > t->limit) {
         t->refused = "the server sent more than the file can be (its announced size, or the cap "
-                     "of a small file)";
+                     "of a small file or of weights of no announced size)";
         return 0;
+    }
+    if (t->got - t->checked >= DISK_LOOK) { /* a server may send more than it said, or say nothing */
+        struct statvfs vs;
+        t->checked = t->got;
+        if (!statvfs(t->part, &vs) && (double)vs.f_bavail * vs.f_frsize < DISK_RESERVE) {
+            t->refused = "stopped with less than 256 MiB left on the disk (the file is larger "
+                         "than the room there); the part was removed";
+            return 0;
+        }
     }
     while (done < len) {
         ssize_t w = write(t->fd, data + done, len - done);
@@ -317,16 +333,18 @@ static size_t on_data(char *data, size_t size, size_t n, void *ctx)
 static int get_once(const char *url, const char *part, transfer *t, int *missing)
 {
     char errbuf[CURL_ERROR_SIZE];
-    t->fd = open(part, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* a part resumes where it stopped, so it is appended to; a link planted there is not */
+    t->fd = open(part, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (t->fd < 0)
-        return err_set("%s: %s", part, strerror(errno));
+        return err_set("%s: %s", part,
+                       errno == ELOOP ? "a symbolic link, not followed (remove it)" : strerror(errno));
     CURL *c = easy(url, errbuf);
     if (!c) {
         close(t->fd);
         return -1;
     }
     t->failed_errno = 0;
-    t->got = 0;
+    t->got = t->checked = 0;
     t->refused = t->stalled = NULL;
     t->c = c;
     CURLcode r = curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -430,6 +448,7 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
     snprintf(part, sizeof part, "%s.part", dst);
     int64_t want = info ? info->size : -1;
     transfer t = {.label = label,
+                  .part = part,
                   .total = want,
                   .tty = isatty(STDERR_FILENO),
                   .limit = want >= 0 ? want

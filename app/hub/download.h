@@ -13,7 +13,7 @@ typedef struct {
     int found;
     int64_t size;    /* -1: not said */
     char sha256[65]; /* "": not said */
-    int64_t max;     /* with no size said: the most bytes a file may have (a small file), 0: any */
+    int64_t max;     /* with no size said: the most bytes a file may have, 0: any */
     /* what arrived, at PATH, is the file it should be (0; else -1 with the error) before it is
      * renamed into place; NULL: no check */
     int (*check)(const char *path);
@@ -32,7 +32,8 @@ int dl_head(const char *url, dl_info *out);
 /* GET URL into DST (through DST.part); `info` (may be NULL) is what must arrive. `label` names the
  * file in the progress line. Refused, with the part removed: an HTML page (a captive portal or a
  * login page), more bytes than announced (the size, the reply's Content-Length, or info->max), a
- * file that fails info->check; and before anything is fetched, a size the disk has no room for.
+ * file that fails info->check, a transfer that would leave the disk less than 256 MiB; and before
+ * anything is fetched, a size the disk has no room for.
  * Returns 0, or -1 with an error naming the URL or file; a 404 sets *missing when missing is not
  * NULL. */
 int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *label,

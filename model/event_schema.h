@@ -18,7 +18,8 @@
 #include <stdio.h>
 
 #define EV_CONV_MAX (1 << 20)
-#define EV_BIG 2147483647 /* a count with no bound of its own */
+#define EV_BIG 2147483647     /* a count with no bound of its own */
+#define EV_TURN_MAX (1 << 30) /* a turn's number in its conversation: the next one still fits */
 #define EV_INF 1e30
 
 /* the sampling block: a set event's fields, a turn_end's "sampling", the session header's */
@@ -185,7 +186,8 @@
     F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                      \
     F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
     F(turn_end, reads, NUMS, 0, 1, OPT, "least-read: each turn's share of attention")            \
-    F(turn_end, numbers, NUMS, 1, EV_BIG, OPT, "each turn's number in the conversation, from 1") \
+    F(turn_end, numbers, NUMS, 1, EV_TURN_MAX, OPT,                                              \
+      "each turn's number in the conversation, from 1")                                          \
     E(RESUME, resume, "a later run took the session up again (its settings as the header's)")    \
     F(resume, from, STR, 0, 0, OPT, "the session resumed")                                       \
     F(resume, window, INT, 1, 65536, OPT, "its window from here on")                             \
@@ -238,10 +240,13 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
     {                                                            \
         return EV_GET_##type(json_object_get(ev, #f));           \
     }                                                            \
-    static inline int ev_##e##_has_##f(const json_t *ev) { return json_object_get(ev, #f) != NULL; } \
-    static inline size_t ev_##e##_##f##_len(const json_t *ev)                                    \
-    {                                                                                            \
-        return json_string_length(json_object_get(ev, #f));                                      \
+    static inline int ev_##e##_has_##f(const json_t *ev)         \
+    {                                                            \
+        return json_object_get(ev, #f) != NULL;                  \
+    }                                                            \
+    static inline size_t ev_##e##_##f##_len(const json_t *ev)    \
+    {                                                            \
+        return json_string_length(json_object_get(ev, #f));      \
     }
 EV_SCHEMA(EV_SKIP_EVENT, EV_ACCESSOR)
 EV_SAMPLING_FIELDS(EV_ACCESSOR, sampling)

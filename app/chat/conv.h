@@ -16,6 +16,7 @@ typedef struct conv {
     int n_turns;
     size_t cap_turns;
     int keep;
+    int gone_no; /* the highest number of a turn an eviction dropped: numbering goes on past it */
     sampler smp;
     double last_used;
     long long needed, served;   /* tokens the model needed / found in the cache */

@@ -33,8 +33,16 @@ int eng_push_turn(conv *c, int role, int start)
     if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns,
                  "a conversation's turns"))
         return -1;
-    /* numbered on from the last turn: evictions keep the last, a rollback reuses its numbers */
-    int no = c->n_turns ? c->turns[c->n_turns - 1].no + 1 : 1;
+    /* numbered on from the last turn, or the last an eviction dropped (events name turns by
+     * number: one gone is never named again); a rollback reuses its numbers */
+    int last = c->n_turns ? c->turns[c->n_turns - 1].no : 0;
+    if (last < c->gone_no)
+        last = c->gone_no;
+    if (last >= EV_TURN_MAX)
+        return err_set("this conversation has had %d turns, the most a session records: /new "
+                       "starts another",
+                       EV_TURN_MAX);
+    int no = last + 1;
     c->turns[c->n_turns++] = (win_turn){.start = start, .role = role, .no = no};
     return 0;
 }
@@ -190,6 +198,7 @@ int engine_fork(engine *e, int id)
         c->turns[i] = p->turns[i];
     }
     c->keep = p->keep;
+    c->gone_no = p->gone_no;
     c->approximate = p->approximate;
     c->settled = p->settled;
     return c->id;

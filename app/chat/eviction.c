@@ -169,7 +169,8 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
             tu.start = start;
             tu.len = kept;
             c->turns[nt++] = tu;
-        }
+        } else if (tu.no > c->gone_no)
+            c->gone_no = tu.no;
     }
     c->n_turns = nt;
     json_t *ranges = json_array();

@@ -80,7 +80,7 @@ act_result act_show(act_host *h, const char *name, char *args)
              "max %d tokens.\n"
              "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
              "template: %s (%s).\n%s%s%s"
-             "session: %s.%s",
+             "session: %s%s%s%s.%s",
              session_model_name(h->lm), c->n_layer, c->n_embd, c->n_head, c->n_ctx,
              dt_name(h->lm->model.wtype), where, mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
              mo->sp.repeat_penalty, (unsigned long long)mo->sp.seed, mo->n_predict,
@@ -92,7 +92,8 @@ act_result act_show(act_host *h, const char *name, char *args)
                                                : "exact",
              h->eo->keep >= 0 ? "--keep" : "the preamble", tpl_name(h->eo->tpl), h->eo->tpl_why,
              sys ? "system preamble: " : "", sys ? sys : "", sys ? "\n" : "",
-             path ? path : "not saved (--no-save)", read);
+             path ? path : "not saved", path ? "" : " (", path ? "" : h->persist->unsaved_why,
+             path ? "" : ")", read);
     h->note(h, buf);
     return ACT_DONE;
 }

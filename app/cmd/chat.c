@@ -348,8 +348,9 @@ int cmd_chat(int argc, char **argv)
     /* after the session: the same file for both is then a session, which --events refuses */
     if (a.events && events_log_open(&log, a.events, a.force, lm.bus))
         goto out;
-    if (tui) /* conversations 1..CHAT_PANES have a pane of their own there */
-        a.eo.max_convs = CHAT_PANES;
+    /* conversations 1..CHAT_PANES have a pane of their own in the TUI, where a line-mode session
+     * replays too; and a bound keeps 200,000 /new from taking minutes to free */
+    a.eo.max_convs = CHAT_PANES;
     /* where something shows it, and where it costs under 3% of a decode step: on the CPU (a
      * probed CUDA step is not recorded as a graph, and is unmeasured) */
     if (a.eo.policy == WIN_LEAST_READ && !a.eo.attention) {
@@ -381,7 +382,9 @@ int cmd_chat(int argc, char **argv)
                             .fingerprint = fp,
                             .header = header,
                             .history = a.resume ? &hist : NULL,
-                            .session_path = save_to};
+                            .session_path = save_to,
+                            .unsaved_why =
+                                a.no_save ? "--no-save" : "line mode saves with --session FILE"};
     if (tui) {
         rc = tui_run(&lm, e, &a.eo, &persist);
         if (!rc && save_to)

@@ -1,6 +1,7 @@
 /* kvchat bench: prefill and decode speed of this machine, as medians, with the weight bandwidth
  * that decode implies (decode at batch 1 streams every weight once per token). */
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "../options.h"
+#include "../safe_text.h"
 #include "../selftest.h"
 
 const char BENCH_HELP[] =
@@ -285,9 +287,10 @@ int cmd_bench(int argc, char **argv)
             return err_set("--dtype: with %s, one of f32, bf16, f16, q8", name), EXIT_USAGE;
         if (selftest_load(&lm, &mo))
             return EXIT_RUNTIME;
-        printf("kvchat bench %s: %s, %s weights, %s cache, %s, %d threads\n\n", name, lm.dir,
-               dt_name(lm.model.wtype), dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name,
-               lm.backend->threads);
+        char dir[4 * PATH_MAX]; /* shown as text: a folder's name may hold escape sequences */
+        printf("kvchat bench %s: %s, %s weights, %s cache, %s, %d threads\n\n", name,
+               safe_copy(dir, sizeof dir, lm.dir), dt_name(lm.model.wtype),
+               dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name, lm.backend->threads);
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
                              : bench_policy(&lm, &mo, messages, json_path);
@@ -318,10 +321,11 @@ int cmd_bench(int argc, char **argv)
             return json_decref(results), EXIT_RUNTIME;
         if (k == 0) {
             const gpt2_config *c = &lm.model.cfg;
+            char dir[4 * PATH_MAX];
             printf("kvchat bench: %s (%d layers x %d embd, %.1fM parameters), %s backend, %d "
                    "threads, median of %d, %s\n\n",
-                   lm.dir, c->n_layer, c->n_embd, gpt2_param_count(c) / 1e6, lm.backend->name,
-                   lm.backend->threads, runs,
+                   safe_copy(dir, sizeof dir, lm.dir), c->n_layer, c->n_embd,
+                   gpt2_param_count(c) / 1e6, lm.backend->name, lm.backend->threads, runs,
                    lm.backend->step_seconds ? "device time (CUDA events)" : "wall clock");
             printf("weights cache ");
             for (int i = 0; i < plan.n_prefill; i++)

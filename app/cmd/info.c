@@ -1,4 +1,5 @@
 /* kvchat info: what a checkpoint is and what its KV cache will cost. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include "../chat/template.h"
 #include "commands.h"
 #include "../options.h"
+#include "../safe_text.h"
 #include "../selftest.h"
 
 const char INFO_HELP[] =
@@ -38,7 +40,8 @@ int cmd_info(int argc, char **argv)
     const gpt2_config *c = &lm.model.cfg;
     int64_t params = gpt2_param_count(c);
     char a[32], b[32];
-    printf("model       %s\n", lm.dir);
+    char dir[4 * PATH_MAX]; /* a folder's name is shown as text: it may hold escape sequences */
+    printf("model       %s\n", safe_copy(dir, sizeof dir, lm.dir));
     if (kb_fallback_reason())
         printf("device      cpu (no usable GPU: %s)\n", kb_fallback_reason());
     else

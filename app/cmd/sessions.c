@@ -93,6 +93,8 @@ int sessions_latest(char *buf, size_t n)
     return 0;
 }
 
+enum { LINE_PIECE = 64 << 10 }; /* what describe() reads of a line at a time */
+
 /* what a row says of a session: its header's start time and model, and its completed turns */
 static void describe(const char *path, char *when, size_t wn, char *model, size_t mn, int *turns)
 {
@@ -102,13 +104,19 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
     FILE *f = fopen(path, "r");
     if (!f)
         return;
-    char *line = NULL, turn_end[64];
-    size_t cap = 0;
-    ssize_t got;
+    /* read in pieces of at most LINE_PIECE: a line of any length (a hostile 3 GiB header) costs
+     * no more memory; the writer puts "ev" first, so a line's first piece says what it is */
+    static char line[LINE_PIECE];
+    char turn_end[64];
     snprintf(turn_end, sizeof turn_end, "\"ev\":\"%s\"", EV_TURN_END); /* as the writer puts it */
-    for (int first = 1; (got = getline(&line, &cap, f)) >= 0; first = 0) {
-        if (first) {
-            json_t *h = json_loadb(line, (size_t)got, 0, NULL);
+    for (int first = 1, starts = 1; fgets(line, sizeof line, f); first = 0) {
+        size_t got = strlen(line);
+        int whole = got && line[got - 1] == '\n', starting = starts;
+        starts = whole;
+        if (!starting)
+            continue;
+        if (first && whole) { /* a header longer than a piece is not one kvchat wrote */
+            json_t *h = json_loadb(line, got, 0, NULL);
             const char *c = json_string_value(json_object_get(h, "created")),
                        *m = json_string_value(json_object_get(json_object_get(h, "model"), "name"));
             if (c) /* the file's own words: escaped, as every string from a file */
@@ -120,7 +128,6 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
             (*turns)++;
         }
     }
-    free(line);
     fclose(f);
 }
 

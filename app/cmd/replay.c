@@ -98,6 +98,9 @@ static int transcript(const session *s, const char *path)
 typedef struct {
     int *ids, n, cap;
     int evictions, offloads;
+    const int *want; /* the recorded reply, while a turn runs: a reply stops where it leaves it */
+    int n_want;
+    engine *e;
 } id_list;
 
 static void collect(void *ctx, json_t *ev)
@@ -108,6 +111,9 @@ static void collect(void *ctx, json_t *ev)
     if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
         return;
     l->ids[l->n++] = ev_token_id(ev);
+    /* diverged, or longer than recorded: what follows cannot make it reproduce */
+    if (l->want && (l->n > l->n_want || l->ids[l->n - 1] != l->want[l->n - 1]))
+        engine_cancel(l->e);
 }
 
 static void dump_row(void *ctx, const float *logits, int vocab)
@@ -255,11 +261,13 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     v->got.n = 0;
     if (dump)
         engine_force_reply(v->e, want_ids, n_want, dump_row, dump);
+    v->got.want = want_ids, v->got.n_want = n_want, v->got.e = v->e;
     char *reply = NULL;
     int r = ev_is(ev, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
             : ev_is(ev, EV_RETRY) ? engine_retry(v->e, conv, &reply)
                                   : engine_edit(v->e, conv, text ? text : "", &reply);
     free(reply);
+    v->got.want = NULL;
     char err[200];
     snprintf(err, sizeof err, "%s", r ? err_msg() : "");
     if (cancelled) {
@@ -329,9 +337,8 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
         rc = err_set("out of memory");
     else if (verify_open(&v))
         rc = -1;
-    else if (dump_path &&
-             (dump_claim(dump_path, 4ll * v.lm.model.cfg.vocab_size, path) ||
-              part_open(&dump, dump_path)))
+    else if (dump_path && (dump_claim(dump_path, 4ll * v.lm.model.cfg.vocab_size, path) ||
+                           part_open(&dump, dump_path)))
         rc = err_wrap("--dump-logits");
     char why[200] = "";
     for (int i = 0; i < s->n_events && !rc && !bad; i++) {

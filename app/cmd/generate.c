@@ -131,8 +131,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
             return err_set("--force-ids: token id %d is outside the vocabulary (0..%d)", force[i],
                            V - 1);
     part_file dump = {0};
-    if (a->dump_logits && (dump_claim(a->dump_logits, 4ll * V, NULL) ||
-                           part_open(&dump, a->dump_logits)))
+    if (a->dump_logits &&
+        (dump_claim(a->dump_logits, 4ll * V, NULL) || part_open(&dump, a->dump_logits)))
         return err_wrap("--dump-logits");
     kv_seq *cache = kv_seq_new(lm->pool, 0);
     float *logits = a->dump_logits ? err_malloc(sizeof(float) * V, "logits") : NULL;

@@ -307,7 +307,8 @@ static size_t on_data(char *data, size_t size, size_t n, void *ctx)
                      "of a small file or of weights of no announced size)";
         return 0;
     }
-    if (t->got - t->checked >= DISK_LOOK) { /* a server may send more than it said, or say nothing */
+    if (t->got - t->checked >=
+        DISK_LOOK) { /* a server may send more than it said, or say nothing */
         struct statvfs vs;
         t->checked = t->got;
         if (!statvfs(t->part, &vs) && (double)vs.f_bavail * vs.f_frsize < DISK_RESERVE) {
@@ -337,7 +338,8 @@ static int get_once(const char *url, const char *part, transfer *t, int *missing
     t->fd = open(part, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (t->fd < 0)
         return err_set("%s: %s", part,
-                       errno == ELOOP ? "a symbolic link, not followed (remove it)" : strerror(errno));
+                       errno == ELOOP ? "a symbolic link, not followed (remove it)"
+                                      : strerror(errno));
     CURL *c = easy(url, errbuf);
     if (!c) {
         close(t->fd);

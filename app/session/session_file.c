@@ -71,8 +71,9 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
             return err_set("%s: line %d is longer than %u MiB", name, line, SESSION_MAX_LINE >> 20);
         }
         json_error_t je;
-        json_t *j =
-            end > pos ? json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
+        json_t *j = end > pos ? json_loadb(buf + pos, end - pos,
+                                           JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je)
+                              : NULL;
         if (!j) {
             if (!nl && s->header &&
                 end > pos) { /* the last line, cut by a crash: keep what came before */

@@ -298,3 +298,32 @@ check "${TAG}bad/... saying so" grep -q "the message had 1 byte that is not UTF-
 check "${TAG}bad/... and the session verifies" "$KV" replay "$B/latin1.jsonl" --verify
 check "${TAG}bad/--system with a Latin-1 byte is taken" bash -c \
     "printf 'hi\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --system \$'na\\xefve' --no-save >/dev/null"
+# a folder's name and a recorded preamble reach the terminal as text (issue 46, item 14)
+evil="$B/$(printf 'evil\033[31m')"
+rm -rf "$evil" && cp -r "$B/good" "$evil"
+"$KV" info -m "$evil" >"$B/info.out" 2>&1
+same "${TAG}bad/info shows a folder's escape sequence as text" "no ESC|^[" \
+    "$(grep -q $'\033' "$B/info.out" && echo ESC || echo no ESC)|$(grep -o '\^\[' "$B/info.out" | head -1)"
+printf '/system \033[31mred\n/system\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --no-save \
+    >/dev/null 2>"$B/sys.err"
+same "${TAG}bad/line mode's /system says the preamble as text" "no ESC" \
+    "$(grep -q $'\033' "$B/sys.err" && echo ESC || echo no ESC)"
+# line mode: /show says why nothing is saved; conversations are bounded as in the full-screen chat
+printf '/show\n' | "$KV" chat --no-tui -m "$B/good" -n 2 2>"$B/show.err" >/dev/null
+check "${TAG}bad/line mode's /show: not saved, and how to save" \
+    grep -q "session: not saved (line mode saves with --session FILE)" "$B/show.err"
+for i in $(seq 70); do echo /new; done | "$KV" chat --no-tui -m "$B/good" -n 2 --no-save \
+    >/dev/null 2>"$B/new.err"
+same "${TAG}bad/line mode refuses /new past 64 conversations" "64|6" \
+    "$(grep -c '^conversation [0-9]*$' "$B/new.err")|$(grep -c 'this chat holds 64' "$B/new.err")"
+# a "\"\"\"" block still open when the input ends is said, not dropped (exit 1)
+expect_error "${TAG}bad/an open \"\"\" block at the end of the input" 1 \
+    'the input ended inside a """ block: that message was not sent' \
+    bash -c "printf '\"\"\"\nline one\n' | '$KV' chat --no-tui -m '$B/good' -n 2 --no-save"
+# a message the window cannot take is said and the next one is read (exit 1 at the end)
+"$KV" chat --no-tui -m "$B/good" -n 4 --ctx 24 --session "$B/room.jsonl" \
+    < <(printf 'hello\n/pin 1\n/pin 2\nthis message needs more room than the pinned turns leave\nbye\n') \
+    >/dev/null 2>"$B/room.err"
+rc=$?
+same "${TAG}bad/line mode: a message with no room is said, the chat reads on, exit 1" \
+    "1|2|3" "$rc|$(grep -c 'cannot make room' "$B/room.err")|$(grep -c '"ev":"user"' "$B/room.jsonl")"

@@ -255,7 +255,7 @@ mkfifo "$S/in3"
 "$KV" chat --no-tui --resume "$S/twice.jsonl" <"$S/in3" >/dev/null 2>&1 &
 lpid=$!
 exec 8>"$S/in3"
-await "the resume event" 'tail -c 300 "$S/twice.jsonl" | grep -q "\"ev\":\"resume\""'
+await "the resumed chat's lock on its session" '! flock -n "$S/twice.jsonl" true'
 expect_error "${TAG}session/a second writer of one session is refused" 1 "another kvchat is writing to it" \
     bash -c "printf 'hi\n' | '$KV' chat --no-tui --resume '$S/twice.jsonl'"
 exec 8>&-
@@ -339,7 +339,7 @@ mkfifo "$S/int.fifo"
 int_pid=$!
 exec 7>"$S/int.fifo"
 echo "tell me everything" >&7
-await "100 tokens of the reply" '[ "$(grep -c "\"ev\":\"token\"" "$S/int.jsonl" 2>/dev/null)" -ge 100 ]'
+await "100 tokens of the reply" '[ "$(cat "$S/int.jsonl" 2>/dev/null | grep -c "\"ev\":\"token\"")" -ge 100 ]'
 kill -INT "$int_pid"
 await "the stopped reply's turn_end" 'grep -q "\"cancelled\":true" "$S/int.jsonl" 2>/dev/null'
 echo "and then" >&7
@@ -361,3 +361,34 @@ check "${TAG}session/with stderr closed, resumed: no progress line in the sessio
 "$KV" generate -m "$SM" --prompt-ids 464,3290 -n 2 --temp 0 -q --dump-logits "$S/closed.bin" >&-
 same "${TAG}session/with stdout closed a logits dump is whole rows of logits only" 0 \
     "$(($(stat -c %s "$S/closed.bin") % (50257 * 4)))$([ -s "$S/closed.bin" ] || echo " (empty)")"
+
+# kvchat sessions reads a line in pieces: a 200 MB first line costs it no more memory (issue 46)
+mkdir -p "$S/big/kvchat/sessions"
+"$PYTHON" -c "
+import sys
+with open(sys.argv[1], 'w') as f:
+    f.write('{\"kvchat_session\":2,\"pad\":\"' + 'a' * (200 << 20) + '\"}\n')" "$S/big/kvchat/sessions/big.jsonl"
+same "${TAG}session/kvchat sessions lists a session with a 200 MB first line in under 64 MiB" "0 yes" \
+    "$(XDG_DATA_HOME=$S/big "$PYTHON" -c "
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], 'sessions'], capture_output=True)
+print(r.returncode, 'yes' if resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 64 << 10 else 'no')" "$KV")"
+rm -rf "$S/big"
+# turn numbers are bounded where the next one still fits: a forged 2^31-1 is refused by the reader,
+# and a conversation at the bound says so instead of overflowing
+printf 'hi\n' | "$KV" chat --no-tui -m "$SM" -n 2 --session "$S/nums.jsonl" >/dev/null 2>&1
+for n in 2147483647 1073741824; do
+    "$PYTHON" - "$S/nums.jsonl" "$S/nums-$n.jsonl" "$n" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for ev in lines:
+    if ev.get("ev") == "turn_end":
+        ev["numbers"][-1] = int(sys.argv[3])
+open(sys.argv[2], "w").write("".join(json.dumps(ev) + "\n" for ev in lines))
+PY
+done
+expect_error "${TAG}session/a turn number past 2^30 is refused" 1 "numbers" \
+    "$KV" replay "$S/nums-2147483647.jsonl" --no-tui
+expect_error "${TAG}session/a conversation at the last turn number says so" 1 \
+    "this conversation has had 1073741824 turns, the most a session records: /new starts another" \
+    bash -c "printf 'more\n' | '$KV' chat --no-tui --resume '$S/nums-1073741824.jsonl' -n 2"

@@ -95,24 +95,19 @@ static act_result set(act_host *h, const char *name, char *args)
     return ACT_DONE;
 }
 
-/* this conversation's events (and those of no conversation), counted into *k */
+/* this conversation as a session of its own (session_extract), counted into *k */
 static json_t **conv_events(act_host *h, int *k)
 {
     if (h->events_lock)
         pthread_mutex_lock(h->events_lock);
     size_t n = json_array_size(h->events);
-    json_t **evs = malloc(sizeof *evs * (n + 1));
-    *k = 0;
-    for (size_t i = 0; evs && i < n; i++) {
-        json_t *ev = json_array_get(h->events, i);
-        int c = ev_conv(ev);
-        if (c == h->conv || c == 0)
-            evs[(*k)++] = json_incref(ev);
-    }
+    json_t **all = err_malloc(sizeof *all * (n + 1), "the chat's events");
+    for (size_t i = 0; all && i < n; i++)
+        all[i] = json_array_get(h->events, i);
+    json_t **evs = all ? session_extract(all, (int)n, h->conv, k) : NULL;
     if (h->events_lock)
         pthread_mutex_unlock(h->events_lock);
-    if (!evs)
-        err_set("out of memory listing the conversation's events");
+    free(all);
     return evs;
 }
 
@@ -351,7 +346,8 @@ static const act_def table[] = {
      {"save!"},
      "[FILE]",
      "this conversation as a session file of its own (/save! replaces FILE)",
-     "write this conversation to FILE as a session of its own; a file that exists is refused "
+     "write this conversation to FILE as a session of its own (a fork's with what it shares with "
+     "its parent): it replays, verifies and resumes alone; a file that exists is refused "
      "(`/save! FILE` replaces it), and a session another kvchat is writing is never replaced, nor "
      "this chat's own live session file",
      save,

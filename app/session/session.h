@@ -47,12 +47,21 @@ typedef enum { SESSION_NEW, SESSION_APPEND, SESSION_OVERWRITE } session_mode;
 int session_open(session_writer *w, const char *path, session_mode mode, const json_t *header,
                  ev_bus *bus);
 void session_close(session_writer *w, ev_bus *bus);
+/* The session's length in bytes now (-1 when not writing), and the session cut back to such a
+ * length: a resume that failed leaves no trace, so the next one finds the file as it was */
+long long session_tell(session_writer *w);
+int session_cut(session_writer *w, long long at);
 /* ${XDG_DATA_HOME:-~/.local/share}/kvchat/sessions: where the chat saves sessions by default */
 int session_dir(char *buf, size_t n);
 /* session_dir()/YYYY-MM-DD-HHMMSS.jsonl */
 int session_default_path(char *buf, size_t n);
 /* Writes header + events as a new session file (temp file, renamed into place). */
 int session_write_file(const char *path, const json_t *header, json_t *const *events, int n);
+/* Conversation `conv` of a chat's n events as a session of its own (extract.c): its events and,
+ * for a fork, its parent's up to the fork (and so on up), numbered 1, 2, ... in the order they
+ * were made, among the events of no conversation (settings, /system); *k counts them (each held:
+ * the caller decrefs them and frees the array). NULL with the error when memory ran out. */
+json_t **session_extract(json_t *const *evs, int n, int conv, int *k);
 
 /* ---- reading ---- */
 

@@ -6,61 +6,96 @@
 #include "../../model/events.h"
 #include "../chat/records.h"
 
-static int conv_of(const json_t *ev) { return ev_conv(ev); }
-
-/* each conversation's last turn_end and its number of completed turns, indexed by id */
-static int restore_convs(engine *e, const session *s, int upto, int max_id, int *order,
-                         int *n_order)
+/* whether ev made conversation ev_conv(ev): /new, or /fork (the cache manager's own fork event
+ * names no parent) */
+static int makes_conv(const json_t *ev)
 {
-    int n = 0, rc = 0;
-    const json_t **last = calloc((size_t)max_id + 1, sizeof *last);
-    int *done = calloc((size_t)max_id + 1, sizeof *done);
-    if (!last || !done)
-        rc = err_set("out of memory restoring %d conversations", max_id);
-    for (int i = 0; i < upto && !rc; i++) {
-        int id = conv_of(s->events[i]);
-        if (!ev_is(s->events[i], EV_TURN_END))
+    return ev_is(ev, EV_NEW) || (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev));
+}
+
+/* The turn_end holding conversation id's window before event `at`: its own last one, else, for a
+ * fork with none, its parent's before the fork (and so on up); NULL for an empty window (a /new
+ * with no turn yet). Walked, not recursed: a session may chain many forks. */
+static const json_t *window_before(const session *s, int id, int at)
+{
+    for (int i = at - 1; i >= 0; i--) {
+        const json_t *ev = s->events[i];
+        if (ev_conv(ev) != id)
             continue;
-        if (!last[id])
-            order[n++] = id;
-        last[id] = s->events[i];
-        done[id]++;
+        if (ev_is(ev, EV_TURN_END))
+            return ev;
+        if (ev_is(ev, EV_NEW))
+            return NULL;
+        if (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev))
+            id = ev_fork_parent(ev);
     }
-    *n_order = n;
-    for (int k = 0; k < n && !rc; k++) {
-        rec_turn_end t;
-        int *ids = NULL;
-        win_turn *turns = NULL;
-        if (rec_turn_end_read(last[order[k]], &t, &ids, &turns) ||
-            engine_restore(e, order[k], t.ids, t.n_ids, t.turns, t.n_turns, t.keep, &t.sp, t.rng,
-                           t.approximate, done[order[k]]))
-            rc = -1;
-        free(ids);
-        free(turns);
+    return NULL;
+}
+
+/* conversation id as event `upto` finds it: its own last turn, or what it was made with (a fork's
+ * window, a new one's nothing) and a sampler as new as its own (it has not drawn yet) */
+static int restore_one(engine *e, const session *s, int upto, int id, int done)
+{
+    const json_t *end = window_before(s, id, upto);
+    rec_turn_end t = {0};
+    int *ids = NULL, none = 0, rc = 0;
+    win_turn *turns = NULL;
+    if (end && rec_turn_end_read(end, &t, &ids, &turns))
+        return -1;
+    if (!done) {
+        sampler fresh;
+        t.sp = engine_model_opts(e)->sp;
+        sampler_init(&fresh, &t.sp);
+        t.rng = fresh.rng;
     }
-    free(last);
-    free(done);
+    rc = engine_restore(e, id, end ? t.ids : &none, end ? t.n_ids : 0, turns, end ? t.n_turns : 0,
+                        t.keep, &t.sp, t.rng, t.approximate, done);
+    free(ids);
+    free(turns);
     return rc;
 }
 
 int session_restore(engine *e, const session *s, int upto, int **order, int *n)
 {
-    /* conversation ids are at most SESSION_MAX_CONV (the reader checks): index by id */
-    int max_id = 0;
     upto = upto < s->n_events ? upto : s->n_events;
+    /* ids are at most SESSION_MAX_CONV (the reader checks): the conversations made so far,
+     * indexed by id, with their completed turns; the one the session last acted in comes last */
+    int max_id = 0, last = 0;
     for (int i = 0; i < upto; i++)
-        if (ev_is(s->events[i], EV_TURN_END) && conv_of(s->events[i]) > max_id)
-            max_id = conv_of(s->events[i]);
+        if (ev_is(s->events[i], EV_TURN_END) || makes_conv(s->events[i])) {
+            last = ev_conv(s->events[i]);
+            max_id = last > max_id ? last : max_id;
+        }
     *order = NULL;
     *n = 0;
-    if (!max_id)
+    int turns = 0;
+    for (int i = 0; i < upto; i++)
+        turns += ev_is(s->events[i], EV_TURN_END);
+    if (!turns)
         return err_set("the session has no completed turn to resume from");
-    if (!(*order = malloc(sizeof(int) * (size_t)(max_id + 1))))
-        return err_set("out of memory restoring %d conversations", max_id);
-    if (restore_convs(e, s, upto, max_id, *order, n)) {
+    int *done = calloc((size_t)max_id + 1, sizeof *done);
+    char *made = calloc((size_t)max_id + 1, 1);
+    *order = malloc(sizeof(int) * (size_t)(max_id + 1));
+    int rc =
+        done && made && *order ? 0 : err_set("out of memory restoring %d conversations", max_id);
+    for (int i = 0; i < upto && !rc; i++) {
+        const json_t *ev = s->events[i];
+        made[ev_conv(ev)] |= ev_is(ev, EV_TURN_END) || makes_conv(ev);
+        done[ev_conv(ev)] += ev_is(ev, EV_TURN_END);
+    }
+    for (int id = 1; id <= max_id && !rc; id++)
+        if (made[id] && id != last)
+            (*order)[(*n)++] = id;
+    if (!rc)
+        (*order)[(*n)++] = last;
+    for (int k = 0; k < *n && !rc; k++)
+        rc = restore_one(e, s, upto, (*order)[k], done[(*order)[k]]);
+    free(done);
+    free(made);
+    if (rc) {
         free(*order);
         *order = NULL;
-        return -1;
+        *n = 0;
     }
-    return 0;
+    return rc;
 }

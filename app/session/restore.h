@@ -6,9 +6,11 @@
 
 #include "session.h"
 
-/* Each conversation of the first `upto` events, at its last turn_end, restored into e (their caches
- * still empty); *order gets their ids (the caller frees it), in the order they first completed a
- * turn, *n their count. -1 with the error when there is none or it cannot be restored. */
+/* Each conversation of the first `upto` events restored into e (their caches still empty): at its
+ * last turn_end, or, with no turn of its own yet, as it was made (a fork as its parent was then, a
+ * /new empty); *order gets their ids (the caller frees it), by id, the one the session last acted
+ * in last; *n their count. -1 with the error when no turn was completed or one cannot be restored.
+ */
 int session_restore(engine *e, const session *s, int upto, int **order, int *n);
 
 #endif

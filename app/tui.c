@@ -312,6 +312,8 @@ static void show_history(tui *t, const session *h)
         json_array_append(t->all, ev);
         chat_pane_apply(view_pane(&t->v, ev_conv(ev)), ev, &t->v.cm);
     }
+    if (t->persist->resumed) /* /save's events: then what resuming it did */
+        json_array_extend(t->all, (json_t *)t->persist->resumed);
     const char *note = "resumed: the history above was restored";
     chat_pane_add(view_pane(&t->v, t->conv), ROLE_NOTICE, note, strlen(note));
 }

@@ -187,6 +187,8 @@ static void progress(void *ctx, int done, int total)
 
 /* Each conversation's last turn_end, restored into the engine; the cache loaded from the snapshot
  * when it matches, else re-prefilled. */
+static void keep_event(void *ctx, json_t *ev) { json_array_append((json_t *)ctx, ev); }
+
 static int restore(engine *e, const loaded_model *lm, const session *s, const char *kv_path,
                    const char *fp, int force)
 {
@@ -308,6 +310,7 @@ int cmd_chat(int argc, char **argv)
         a.eo.tpl = tpl_for_model(&lm.model.cfg, lm.dir, &a.eo.tpl_why);
     events_log log = {0};
     session_writer sw = {0};
+    json_t *resumed = NULL;
     engine *e = NULL;
     json_t *header = NULL;
     int rc = EXIT_RUNTIME, conv = -1;
@@ -339,6 +342,13 @@ int cmd_chat(int argc, char **argv)
         save_to = NULL;
     if (save_to) {
         session_mode mode = append ? SESSION_APPEND : overwrite ? SESSION_OVERWRITE : SESSION_NEW;
+        /* resumed into another file: it starts as the resumed session (its complete lines), so it
+         * replays, verifies and resumes alone */
+        if (a.resume && !append) {
+            if (session_write_file(save_to, hist.header, hist.events, hist.n_events))
+                goto out;
+            mode = SESSION_APPEND;
+        }
         if (!(header = session_header(&lm, &mo, &a.eo)) ||
             session_open(&sw, save_to, mode, header, lm.bus))
             goto out;
@@ -363,6 +373,10 @@ int cmd_chat(int argc, char **argv)
     if (!(e = engine_create(&lm, &mo, &a.eo)))
         goto out;
     if (a.resume) {
+        /* what the resume emits, for /save to put after the history (the front end listens from
+         * the first message on) */
+        if (!(resumed = json_array()) || ev_subscribe(lm.bus, keep_event, resumed))
+            goto out;
         /* first: the re-prefill's events belong to this run (the reader takes its window from here)
          */
         json_t *ev = session_settings_json(&lm, &mo, &a.eo);
@@ -370,18 +384,28 @@ int cmd_chat(int argc, char **argv)
         json_object_update_new(ev, json_pack("{s:s, s:i, s:i}", "from", a.resume, "window",
                                              kv_pool_opts(lm.pool)->window, "vocab_size",
                                              lm.model.cfg.vocab_size));
+        long long before = session_tell(&sw);
         ev_emit(lm.bus, 0, EV_RESUME, ev);
-        if (restore(e, &lm, &hist, kv_path, fp, a.force))
+        if (restore(e, &lm, &hist, kv_path, fp, a.force)) {
+            ev_unsubscribe(lm.bus, keep_event, resumed);
+            char why[1024]; /* the failure is the error; its events leave the file */
+            snprintf(why, sizeof why, "%s", err_msg());
+            if (!session_cut(&sw, before))
+                err_set("%s", why);
             goto out;
+        }
         if (!sampler_params_equal(&want_sp, &mo.sp) || want_n != mo.n_predict)
             engine_set_sampling(e, &want_sp, want_n);
+        ev_unsubscribe(lm.bus, keep_event, resumed);
         conv = engine_conv_id(e, engine_conv_count(e) - 1);
     } /* else the front end makes the first conversation once it listens: /save keeps its event */
     chat_persist persist = {.kv_path = save_to ? save_kv : NULL,
                             .save_cache = a.save_cache,
                             .fingerprint = fp,
-                            .header = header,
+                            /* a resumed session's own: its events read by its settings */
+                            .header = a.resume ? hist.header : header,
                             .history = a.resume ? &hist : NULL,
+                            .resumed = resumed,
                             .session_path = save_to,
                             .unsaved_why =
                                 a.no_save ? "--no-save" : "line mode saves with --session FILE"};
@@ -403,6 +427,7 @@ out:
     }
     session_close(&sw, lm.bus);
     json_decref(header);
+    json_decref(resumed);
     int log_err = events_log_close(&log);
     if (log_err &&
         !rc) { /* the first error wins the one line; this one is reported when it is the only one */

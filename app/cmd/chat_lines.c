@@ -205,6 +205,8 @@ int chat_lines(engine *e, loaded_model *lm, const engine_opts *eo, const chat_pe
     for (int i = 0; hist && i < hist->n_events; i++) /* /save's events: the history's first */
         if (!ev_is(hist->events[i], EV_MODEL))
             json_array_append(col.all, hist->events[i]);
+    if (persist->resumed) /* then what resuming it did */
+        json_array_extend(col.all, (json_t *)persist->resumed);
     int rc = conv < 0 && (conv = engine_new_conv(e)) < 0 ? EXIT_RUNTIME : 0;
     act_host host = {.e = e,
                      .lm = lm,

@@ -10,6 +10,7 @@ typedef struct {
     const char *fingerprint;  /* the model's */
     const json_t *header;     /* the session header (for /save) */
     const session *history;   /* a resumed session, shown before the new turns; NULL */
+    const json_t *resumed;    /* what this run's resume emitted (an array), after the history */
     const char *session_path; /* where the session is being saved, or NULL */
     const char *unsaved_why;  /* with no session_path: why (--no-save, or line mode's default) */
 } chat_persist;

@@ -204,6 +204,24 @@ void session_close(session_writer *w, ev_bus *bus)
     w->f = NULL;
 }
 
+long long session_tell(session_writer *w)
+{
+    struct stat sb;
+    if (!w->f || fflush(w->f) || fstat(fileno(w->f), &sb))
+        return -1;
+    return (long long)sb.st_size;
+}
+
+int session_cut(session_writer *w, long long at)
+{
+    if (!w->f || at < 0)
+        return 0;
+    if (fflush(w->f) || ftruncate(fileno(w->f), (off_t)at) || fsync(fileno(w->f)))
+        return err_set("--session %s: cannot cut back a failed resume's events: %s", w->path,
+                       strerror(errno));
+    return 0;
+}
+
 int session_dir(char *buf, size_t n)
 {
     return xdg_path(buf, n, "XDG_DATA_HOME", ".local/share", "sessions",

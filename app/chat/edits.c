@@ -112,6 +112,7 @@ static conv *edit_rollback(engine *e, int id)
 
 int engine_edit(engine *e, int id, const char *text, char **out)
 {
+    atomic_store(&e->cancel, 0);
     conv *c = edit_rollback(e, id);
     if (!c || eng_run_turn(e, id, text, out))
         return -1;

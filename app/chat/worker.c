@@ -58,6 +58,7 @@ static void *worker(void *arg)
 int engine_turn(engine *e, int id, const char *text, char **out)
 {
     conv *c = eng_find_idle(e, id);
+    atomic_store(&e->cancel, 0); /* a turn starts uncancelled, as engine_turn_start's does */
     if (!c || eng_run_turn(e, id, text, out))
         return -1;
     eng_prep_begin(e, c);
@@ -67,6 +68,7 @@ int engine_turn(engine *e, int id, const char *text, char **out)
 int engine_retry(engine *e, int id, char **out)
 {
     conv *c = eng_find_idle(e, id);
+    atomic_store(&e->cancel, 0);
     if (!c || eng_run_retry(e, id, out))
         return -1;
     eng_prep_begin(e, c);

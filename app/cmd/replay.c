@@ -100,7 +100,9 @@ typedef struct {
     int evictions, offloads;
     const int *want; /* the recorded reply, while a turn runs: a reply stops where it leaves it */
     int n_want;
+    int stop_at; /* a reply Ctrl-C stopped: stopped after as many tokens (0: before the first) */
     engine *e;
+    json_t *end; /* the re-run's last turn_end */
 } id_list;
 
 static void collect(void *ctx, json_t *ev)
@@ -108,11 +110,19 @@ static void collect(void *ctx, json_t *ev)
     id_list *l = ctx;
     l->evictions += ev_is(ev, EV_EVICT);
     l->offloads += ev_is(ev, EV_OFFLOAD);
+    if (ev_is(ev, EV_TURN_END)) {
+        json_decref(l->end);
+        l->end = json_incref(ev);
+    }
+    if (l->want && l->stop_at == 0 && ev_is(ev, EV_PREFILL)) /* the reply's loop comes next */
+        engine_cancel(l->e);
     if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
         return;
     l->ids[l->n++] = ev_token_id(ev);
-    /* diverged, or longer than recorded: what follows cannot make it reproduce */
-    if (l->want && (l->n > l->n_want || l->ids[l->n - 1] != l->want[l->n - 1]))
+    /* diverged, or longer than recorded: what follows cannot make it reproduce; or as far as
+     * the user let it go (the room the turn made is the recorded n's, as it was) */
+    if (l->want && (l->n > l->n_want || l->ids[l->n - 1] != l->want[l->n - 1] ||
+                    (l->stop_at > 0 && l->n >= l->stop_at)))
         engine_cancel(l->e);
 }
 
@@ -224,6 +234,29 @@ static const json_t *turn_end_of(const session *s, int at, int conv, const char 
     return NULL;
 }
 
+/* a turn_end's turns but the empty ones (an older kvchat kept a turn an eviction emptied) */
+static json_t *nonempty_turns(const json_t *end)
+{
+    json_t *out = json_array(), *t;
+    size_t i;
+    json_array_foreach(ev_turn_end_turns(end), i, t)
+    {
+        if (json_integer_value(json_array_get(t, 1)))
+            json_array_append(out, t);
+    }
+    return out;
+}
+
+/* whether two turn_end records leave the same window: its token ids and its turns */
+static int same_window(const json_t *a, const json_t *b)
+{
+    json_t *ta = nonempty_turns(a), *tb = nonempty_turns(b);
+    int same = b && json_equal(ev_turn_end_window(a), ev_turn_end_window(b)) && json_equal(ta, tb);
+    json_decref(ta);
+    json_decref(tb);
+    return same;
+}
+
 /* the recorded token ids of conversation conv from event at up to end */
 static int recorded_ids(const session *s, int at, const json_t *end, int conv, int *ids, int cap)
 {
@@ -254,14 +287,11 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     }
     int cancelled = ev_turn_end_cancelled(end), failed = ev_turn_end_failed(end);
     int n_want = recorded_ids(s, *i, end, conv, want_ids, MAX_IDS);
-    const model_opts *cur = engine_model_opts(v->e);
-    int n_predict = cur->n_predict;
-    if (cancelled) /* stop where the user stopped it */
-        engine_set_sampling(v->e, &cur->sp, n_want);
     v->got.n = 0;
     if (dump)
         engine_force_reply(v->e, want_ids, n_want, dump_row, dump);
     v->got.want = want_ids, v->got.n_want = n_want, v->got.e = v->e;
+    v->got.stop_at = cancelled ? n_want : -1; /* stop where the user stopped it */
     char *reply = NULL;
     int r = ev_is(ev, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
             : ev_is(ev, EV_RETRY) ? engine_retry(v->e, conv, &reply)
@@ -271,7 +301,6 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     char err[200];
     snprintf(err, sizeof err, "%s", r ? err_msg() : "");
     if (cancelled) {
-        engine_set_sampling(v->e, &engine_model_opts(v->e)->sp, n_predict);
         const char *rng = ev_turn_end_rng(end);
         if (!r && rng) /* Ctrl-C may have drawn once more than stopping at this length does */
             engine_set_rng(v->e, conv, strtoull(rng, NULL, 16));
@@ -295,6 +324,16 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     int k = 0;
     while (k < v->got.n && k < n_want && v->got.ids[k] == want_ids[k])
         k++;
+    if (k == v->got.n && k == n_want && !dump && !same_window(end, v->got.end)) {
+        /* a window forged, or one a resume would go on from that the session never had (teacher
+         * forcing feeds made-up sessions: tests/forced_session.py's record no window) */
+        printf("turn %d (conv %d): DIFFERS: the same %d tokens, but the window after it does not "
+               "(recorded %zu tokens, got %zu)\n",
+               turn, conv, n_want, json_array_size(ev_turn_end_window(end)),
+               json_array_size(ev_turn_end_window(v->got.end)));
+        snprintf(why, why_n, "turn %d (conv %d) leaves another window", turn, conv);
+        return 1;
+    }
     if (k == v->got.n && k == n_want) {
         printf("turn %d (conv %d): %d tokens, same\n", turn, conv, n_want);
         return 0;
@@ -366,6 +405,7 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
                v.got.offloads);
     fflush(stdout); /* the turns above the reason main prints on stderr */
     verify_close(&v);
+    json_decref(v.got.end);
     free(want_ids);
     free(v.got.ids);
     return rc || bad ? EXIT_RUNTIME : 0;

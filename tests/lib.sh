@@ -39,7 +39,8 @@ expect_error() {
     fi
 }
 
-# until WHAT COND: waits for the shell condition COND (eval'd) to hold, polling every 0.1 s, for
+# await WHAT COND: waits for the shell condition COND (eval'd: it sees the caller's variables and
+# locals, but $1.. are await's own) to hold, polling every 0.1 s, for
 # up to $WAIT_MAX seconds (default 180: far past what a loaded machine takes, so it never decides a
 # test, and it ends a hang); past that it says what it waited for on stderr and returns 1
 await() {

@@ -314,7 +314,7 @@ check "${TAG}bad/line mode's /show: not saved, and how to save" \
     grep -q "session: not saved (line mode saves with --session FILE)" "$B/show.err"
 for i in $(seq 70); do echo /new; done | "$KV" chat --no-tui -m "$B/good" -n 2 --no-save \
     >/dev/null 2>"$B/new.err"
-same "${TAG}bad/line mode refuses /new past 64 conversations" "64|6" \
+same "${TAG}bad/line mode refuses /new past 64 conversations" "63|7" \
     "$(grep -c '^conversation [0-9]*$' "$B/new.err")|$(grep -c 'this chat holds 64' "$B/new.err")"
 # a "\"\"\"" block still open when the input ends is said, not dropped (exit 1)
 expect_error "${TAG}bad/an open \"\"\" block at the end of the input" 1 \

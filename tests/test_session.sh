@@ -27,9 +27,22 @@ check "${TAG}session/a relative -m verifies from another directory" bash -c "cd 
 check "${TAG}session/a line-mode session records the model" grep -q '"ev":"model"' "$S/a.jsonl"
 # evictions prepared while the user types (pauses between messages): recorded, verified exactly, and
 # the replies those of the same chat without preparation
-paced() { for m in "Hello there" "How are you?" "Tell me more" "And then what?" "The end" "One more" "Another"; do
-    echo "$m"; sleep 0.3; done; }
-paced | chat --seed 3 --ctx 48 --evict-min 8 --session "$S/prep.jsonl" >"$S/prep.out"
+MSGS=("Hello there" "How are you?" "Tell me more" "And then what?" "The end" "One more" "Another")
+paced() { for m in "${MSGS[@]}"; do echo "$m"; sleep 0.3; done; }
+# paced_by FILE: each message once the reply before it has ended and, from the second on, the next
+# eviction has been prepared (FILE's events): a loaded machine takes longer, never too long
+paced_by() {
+    local k=0 f=$1 # (await's conditions see this function's locals, not its arguments)
+    for m in "${MSGS[@]}"; do
+        echo "$m"
+        k=$((k + 1))
+        await "reply $k" '[ "$(cat "$f" 2>/dev/null | grep -c "\"ev\":\"turn_end\"")" -ge $k ]'
+        await "prepared $k" '[ "$(grep -c "\"ev\":\"prepare\"" "$f")" -ge $((k - 1)) ]'
+    done
+}
+rm -f "$S/prep.jsonl"
+paced_by "$S/prep.jsonl" | chat --seed 3 --ctx 48 --evict-min 8 --session "$S/prep.jsonl" \
+    >"$S/prep.out"
 check "${TAG}session/evictions prepared between messages are recorded" grep -q '"prepared":true' "$S/prep.jsonl"
 check "${TAG}session/a session with prepared evictions verifies" "$KV" replay "$S/prep.jsonl" --verify
 paced | chat --seed 3 --ctx 48 --evict-min 8 --prepare-evict off --no-save >"$S/noprep.out"
@@ -389,6 +402,76 @@ PY
 done
 expect_error "${TAG}session/a turn number past 2^30 is refused" 1 "numbers" \
     "$KV" replay "$S/nums-2147483647.jsonl" --no-tui
-expect_error "${TAG}session/a conversation at the last turn number says so" 1 \
-    "this conversation has had 1073741824 turns, the most a session records: /new starts another" \
-    bash -c "printf 'more\n' | '$KV' chat --no-tui --resume '$S/nums-1073741824.jsonl' -n 2"
+printf 'more\n' | "$KV" chat --no-tui --resume "$S/nums-1073741824.jsonl" -n 2 >/dev/null \
+    2>"$S/nums.err"
+same "${TAG}session/a conversation at the last turn number says so (exit 1)" "1|1" "$?|$(grep -c \
+    'this conversation has had 1073741824 turns, the most a session records: /new starts another' \
+    "$S/nums.err")"
+
+# /save of any conversation writes a session of its own: a fork's file carries what it shares with
+# its parent, and it replays, verifies and resumes alone; --resume brings back a fork that has no
+# turn of its own (issue 46, items 2-3)
+rm -f "$S"/sv-*.jsonl
+printf 'hi\n/fork\nmore\n/save %s\n/new\nother\n/save %s\n/conv 1\n/fork\n/save %s\n' \
+    "$S/sv-fork.jsonl" "$S/sv-new.jsonl" "$S/sv-bare.jsonl" |
+    "$KV" chat --no-tui -m "$SM" -n 3 --temp 0.9 --seed 4 --no-save >/dev/null 2>&1
+for f in fork new bare; do
+    check "${TAG}session//save of a ${f} conversation verifies alone" "$KV" replay "$S/sv-$f.jsonl" --verify
+done
+same "${TAG}session/a fork's file holds its parent's turn, then its own" "1 2" \
+    "$(grep -o '"ev":"turn_end","conv":[0-9]*' "$S/sv-fork.jsonl" | grep -o '[0-9]*$' | paste -sd' ')"
+printf '/show\nnext\n' | "$KV" chat --no-tui --resume "$S/sv-bare.jsonl" -n 3 >/dev/null 2>"$S/bare.err"
+same "${TAG}session/--resume keeps a fork with no turn of its own, and goes on in it" "2" \
+    "$(grep -o '"ev":"turn_end","conv":[0-9]*' "$S/sv-bare.jsonl" | tail -1 | grep -o '[0-9]*$')"
+check "${TAG}session/... and the session verifies" "$KV" replay "$S/sv-bare.jsonl" --verify
+# --resume A --session B: B carries A's history (item 4); /save after a resume with other settings
+# reads the earlier turns by their own settings (item 5)
+printf 'Hello there friend\nHow are you today\n' |
+    "$KV" chat --no-tui -m "$SM" -n 8 --ctx 48 --seed 2 --session "$S/ra.jsonl" >/dev/null 2>&1
+cp "$S/ra.jsonl" "$S/ra.before"
+rm -f "$S/rb.jsonl" "$S/rs.jsonl"
+printf 'again\n/save %s\n' "$S/rs.jsonl" | "$KV" chat --no-tui --resume "$S/ra.jsonl" \
+    --session "$S/rb.jsonl" -n 4 --cache-layout contiguous --temp 0.7 >/dev/null 2>&1
+check "${TAG}session/--resume A --session B: A is untouched" cmp "$S/ra.jsonl" "$S/ra.before"
+same "${TAG}session/... B begins as A" same \
+    "$(cmp -s <(head -c "$(stat -c %s "$S/ra.jsonl")" "$S/rb.jsonl") "$S/ra.jsonl" && echo same)"
+check "${TAG}session/... and B verifies alone" "$KV" replay "$S/rb.jsonl" --verify
+check "${TAG}session//save after a resume with other settings verifies" \
+    "$KV" replay "$S/rs.jsonl" --verify
+# a resume that fails leaves the file as it was: the next resume and verify work (item 6)
+printf 'x\n' | "$KV" chat --no-tui --resume "$S/ra.jsonl" --cache-mem 4K >/dev/null 2>"$S/ra.err"
+same "${TAG}session/a resume that fails (a pool too small): exit 1" "1|1" \
+    "$?|$(grep -c 'the KV pool .* is full' "$S/ra.err")"
+check "${TAG}session/... leaves the session as it was" cmp "$S/ra.jsonl" "$S/ra.before"
+# --verify of a reply Ctrl-C stopped in a turn that began with an eviction: the re-run makes the
+# recorded room (the recorded n), and stops where the user did; a forged window is caught (item 7)
+printf 'Hello there friend\nHow are you today\nTell me about it\n' |
+    "$KV" chat --no-tui -m "$SM" -n 24 --ctx 64 --seed 1 --session "$S/c7.jsonl" >/dev/null 2>&1
+for forge in stopped window; do
+    "$PYTHON" - "$S/c7.jsonl" "$S/c7-$forge.jsonl" "$forge" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+users = [i for i, e in enumerate(lines) if e.get("ev") == "user"]
+end = max(i for i, e in enumerate(lines) if e.get("ev") == "turn_end")
+k, out, seen = 5, [], 0
+for i, e in enumerate(lines):
+    if users[-1] < i < end and e.get("ev") == "token":
+        seen += 1
+        if seen > k:
+            continue
+    if i == end:  # Ctrl-C after k tokens: the window ends with them (unless the window is forged)
+        cut = e["tokens"] - k
+        e.update(cancelled=True, tokens=k)
+        if sys.argv[3] == "stopped":
+            e["window"] = e["window"][:len(e["window"]) - cut]
+            e["turns"][-1][1] -= cut
+    out.append(e)
+open(sys.argv[2], "w").write("".join(json.dumps(e) + "\n" for e in out))
+PY
+done
+check "${TAG}session/the turn began with an eviction" grep -q '"ev":"evict"' "$S/c7.jsonl"
+check "${TAG}session/--verify of a Ctrl-C stop in a turn that began with an eviction" \
+    "$KV" replay "$S/c7-stopped.jsonl" --verify
+expect_error "${TAG}session/--verify compares the window a turn leaves, not only its tokens" 1 \
+    "c7-window.jsonl does not reproduce: turn 3 \(conv 1\) leaves another window" \
+    "$KV" replay "$S/c7-window.jsonl" --verify

@@ -180,8 +180,9 @@ for w in ha hb; do
     $TM new-session -d -s $w -x 100 -y 30 \
         "XDG_STATE_HOME=$TMP/hist2 '$KV' -m '$TUIM' -n 2 --no-save; sleep 3600"
 done
-pane_has() {
-    await "/$2/ on tmux pane $1" '$TM capture-pane -t "$1" -p | grep -q -- "$2"'
+pane_has() { # (await's condition sees these locals, not this function's arguments)
+    local pane=$1 pat=$2
+    await "/$pat/ on tmux pane $pane" '$TM capture-pane -t "$pane" -p | grep -q -- "$pat"'
 }
 pane_has ha "Ctrl-C twice: quit" && pane_has hb "Ctrl-C twice: quit"
 for step in "ha from A one" "hb from B one" "ha from A two"; do

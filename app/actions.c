@@ -253,7 +253,7 @@ static act_result pin(act_host *h, const char *name, char *args)
 }
 
 typedef struct {
-    const char *name, *alias[2]; /* the other names it answers to */
+    const char *name, *alias[3]; /* the other names it answers to */
     const char *args;
     const char *help; /* its /help line */
     const char *doc;  /* the README's (NULL: the help line) */
@@ -353,9 +353,10 @@ static const act_def table[] = {
      save,
      NULL,
      NULL},
-    {"help", {0}, "", "this list (F1 in the full-screen chat)", NULL, help, NULL, NULL},
+    /* ollama's /? and /bye too, as users bring them */
+    {"help", {"?"}, "", "this list (F1 in the full-screen chat)", NULL, help, NULL, NULL},
     {"quit",
-     {"q", "exit"},
+     {"q", "exit", "bye"},
      "",
      "end the chat (the session is saved as it went)",
      NULL,
@@ -370,7 +371,8 @@ static const act_def *find(const char *name)
     for (int i = 0; i < N_ACTS; i++) {
         const act_def *d = &table[i];
         if (!strcmp(name, d->name) || (d->alias[0] && !strcmp(name, d->alias[0])) ||
-            (d->alias[1] && !strcmp(name, d->alias[1])))
+            (d->alias[1] && !strcmp(name, d->alias[1])) ||
+            (d->alias[2] && !strcmp(name, d->alias[2])))
             return d;
     }
     return NULL;

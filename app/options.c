@@ -102,7 +102,8 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
     const char *v = NULL;
     int r;
 #define MATCH(l) ((r = opt_match(argc, argv, i, NULL, l, &v)) != 0)
-    if (MATCH("--ctx")) {
+    /* llama-cli's spellings too (-c, --ctx-size), as users bring them */
+    if (MATCH("--ctx") || (r = opt_match(argc, argv, i, "-c", "--ctx-size", &v)) != 0) {
         if (r > 0 && opt_int("--ctx", v, 1, 65536, &o->kv.window))
             return -1;
     } else if (MATCH("--cache-mem")) {
@@ -160,7 +161,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     } else if (MATCH("-t", "--threads")) {
         if (r > 0 && opt_int("--threads", v, 1, 1024, &o->threads))
             return -1;
-    } else if (MATCH("-n", "--max-tokens")) {
+    } else if (MATCH("-n", "--max-tokens") || MATCH(NULL, "--n-predict")) {
         if (r > 0 && opt_int("--max-tokens", v, 0, 1 << 20, &o->n_predict))
             return -1;
     } else if (MATCH(NULL, "--temp")) {
@@ -177,7 +178,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     } else if (MATCH(NULL, "--repeat-penalty")) {
         if (r > 0 && opt_float("--repeat-penalty", v, 0.01, 100, &o->sp.repeat_penalty))
             return -1;
-    } else if (MATCH(NULL, "--seed")) {
+    } else if (MATCH("-s", "--seed")) {
         if (r > 0) {
             if (opt_u64("--seed", v, &u))
                 return -1;

@@ -34,7 +34,8 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "  -v, --verbose          say on stderr when there is no usable GPU and why (info and\n"       \
     "                         /show always say it)\n"
 #define CACHE_OPTS_HELP                                                                          \
-    "      --ctx N            context window in tokens (default and maximum: the model's)\n"     \
+    "  -c, --ctx N            context window in tokens (default and maximum: the model's;\n"     \
+    "                         --ctx-size too, as llama-cli spells it)\n"                         \
     "      --cache-mem SIZE   KV pool size, e.g. 512M or 2G (default: 4 full windows, at most\n" \
     "                         half the free memory); at most 2^31 - 1 blocks and 909T\n"         \
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
@@ -45,13 +46,13 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                      \
-    "  -n, --max-tokens N     new tokens to generate (default 64)\n"                            \
+    "  -n, --max-tokens N     new tokens to generate (default 64; --n-predict too)\n"            \
     "      --temp T           temperature; 0 is greedy (default 0.8)\n"                         \
     "      --top-k K          keep the K most likely tokens; 0 is off (default 40)\n"           \
     "      --top-p P          keep the smallest set with probability >= P; 1 is off (default "  \
     "0.95)\n"                                                                                   \
     "      --repeat-penalty R divide logits of ids already in the context by R (default 1.1)\n" \
-    "      --seed S           sampling seed; same seed and backend, same tokens (default 0)\n"
+    "  -s, --seed S           sampling seed; same seed and backend, same tokens (default 0)\n"
 
 /* argv[*i] is FLAG or FLAG=VALUE: sets *value and advances *i; 1 if matched, 0 if not, -1 if the
  * value is missing. Either name may be NULL. */

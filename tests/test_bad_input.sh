@@ -327,3 +327,11 @@ expect_error "${TAG}bad/an open \"\"\" block at the end of the input" 1 \
 rc=$?
 same "${TAG}bad/line mode: a message with no room is said, the chat reads on, exit 1" \
     "1|2|3" "$rc|$(grep -c 'cannot make room' "$B/room.err")|$(grep -c '"ev":"user"' "$B/room.jsonl")"
+# the spellings users bring: llama-cli's -c/--ctx-size, --n-predict, -s; ollama's /? and /bye
+printf 'hi\n/?\n/bye\nnot sent\n' | "$KV" chat --no-tui -m "$B/good" -c 32 --n-predict 3 -s 5 \
+    --session "$B/habits.jsonl" >/dev/null 2>"$B/habits.err"
+same "${TAG}bad/-c, --n-predict, -s, /? and /bye are understood" "0|1|1|32|3|5" \
+    "$?|$(grep -c '^  /new' "$B/habits.err")|$(grep -c '"ev":"user"' "$B/habits.jsonl")|$("$PYTHON" -c '
+import json, sys
+h = json.loads(open(sys.argv[1]).readline())
+print("%d|%d|%d" % (h["cache"]["window"], h["sampling"]["n_predict"], h["sampling"]["seed"]))' "$B/habits.jsonl")"

@@ -289,6 +289,7 @@ rm -f "$TMP/line.rc" "$TMP/line.session"
 $TM new-session -d -s tui -x 120 -y 20 \
     "'$KV' chat --no-tui -m '$TUIM' --dtype f32 -n 4 --session '$TMP/line.session'; echo \$? > '$TMP/line.rc'; sleep 3600"
 expect_screen "${TAG}tui/line mode at a terminal prompts" "^you>" 20
+expect_screen "${TAG}tui/... saying how to get help and quit" "/help lists the commands, /quit"
 $TM send-keys -t tui "hello" Enter
 wait_for "^you> hello" 10
 expect_screen "${TAG}tui/line mode replies, then prompts again" "^you>$" 30
@@ -296,6 +297,8 @@ $TM send-keys -t tui "/quit" Enter
 await "line.rc" '[ -s "$TMP/line.rc" ]'
 same "${TAG}tui/line mode: /quit ends it, exit 0, one message sent" "0 1" \
     "$(cat "$TMP/line.rc" 2>/dev/null) $(grep -c '"ev":"user"' "$TMP/line.session")"
+expect_screen "${TAG}tui/line mode ends with its timings and evictions, as llama-cli does" \
+    "1 turn: prompt [0-9]+ tok at [0-9.]+ tok/s, replies [0-9]+ tok at [0-9.]+ tok/s, 0 evictions"
 stop_tmux
 
 # the session it saved: replayed in the TUI (no model needed), and resumed with its history

@@ -48,6 +48,10 @@ static void print_text(void *ctx, int conv, const char *text, size_t len)
 typedef struct {
     json_t *all;
     pthread_mutex_t lock;
+    /* the run's figures, said when line mode ends at a terminal (as llama-cli prints its timings) */
+    long long prompt_tok, reply_tok;
+    double prompt_ms, reply_ms;
+    int turns, evictions;
 } collector;
 
 /* what the chat says goes to stderr as visible text: it may quote a recorded session */
@@ -64,6 +68,13 @@ static void collect(void *ctx, json_t *ev)
     collector *c = ctx;
     pthread_mutex_lock(&c->lock);
     json_array_append(c->all, ev);
+    if (ev_is(ev, EV_PREFILL))
+        c->prompt_tok += (long long)json_array_size(ev_prefill_ids(ev)),
+            c->prompt_ms += ev_prefill_ms(ev);
+    c->reply_tok += ev_is(ev, EV_TOKEN);
+    c->reply_ms += ev_is(ev, EV_TOKEN) ? ev_token_ms(ev) : 0;
+    c->turns += ev_is(ev, EV_TURN_END);
+    c->evictions += ev_is(ev, EV_EVICT);
     pthread_mutex_unlock(&c->lock);
     if (ev_is(ev, EV_NOTICE) && ev_notice_text(ev)) {
         fputs("kvchat: ", stderr);
@@ -107,6 +118,10 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
      * full-screen chat; piped input ends at a Ctrl-C */
     int typed = isatty(STDIN_FILENO);
     double quit_armed_until = 0;
+    if (typed)
+        fputs("kvchat: type a message and Enter; /help lists the commands, /quit or Ctrl-D "
+              "ends\n",
+              stderr);
     while (!rc) {
         if (typed) {
             fputs(block.open ? "...> " : "you> ", stderr);
@@ -221,6 +236,14 @@ int chat_lines(engine *e, loaded_model *lm, const engine_opts *eo, const chat_pe
         rc = converse(&host, lm, persist, sw);
     /* under the bus's lock: no sink call is under way once it returns */
     ev_unsubscribe(lm->bus, collect, &col);
+    if (isatty(STDERR_FILENO) && col.turns)
+        fprintf(stderr,
+                "kvchat: %d turn%s: prompt %lld tok at %.1f tok/s, replies %lld tok at %.1f tok/s, "
+                "%d eviction%s\n",
+                col.turns, col.turns == 1 ? "" : "s", col.prompt_tok,
+                col.prompt_ms > 0 ? col.prompt_tok * 1e3 / col.prompt_ms : 0.0, col.reply_tok,
+                col.reply_ms > 0 ? col.reply_tok * 1e3 / col.reply_ms : 0.0, col.evictions,
+                col.evictions == 1 ? "" : "s");
     json_decref(col.all);
     pthread_mutex_destroy(&col.lock);
     return rc;

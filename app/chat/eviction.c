@@ -408,9 +408,12 @@ void evict_follow(conv *c, loaded_model *lm, const evict_rule *r)
     int end = p->first + ((done - p->first) / REPLY_CHUNK + 1) * REPLY_CHUNK;
     if (end > have) /* only whole chunks: the last, partial one is the eviction's */
         return;
+    double t0 = ev_clock();
     if (!plan_fits(c, lm, r, REPLY_CHUNK) ||
         gpt2_forward(&lm->model, lm->backend, p->seq, p->ids + done, end - done, NULL))
         evict_discard(c); /* then the eviction recomputes as without a plan */
+    else                  /* the time it took ahead: the evict event's ahead_ms */
+        p->ms += (ev_clock() - t0) * 1e3;
 }
 
 void evict_follow_end(conv *c)

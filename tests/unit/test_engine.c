@@ -1092,7 +1092,7 @@ static void prepared_eviction_inside_reply(void)
         CHECK(ok && !memcmp(off.want, engine_logits(off.e), sizeof(float) * (size_t)V),
               "turn %d: prepared and unprepared logits differ", t);
     }
-    int replying = 0, inside = 0, swapped = 0, unprepared_swaps = 0;
+    int replying = 0, inside = 0, swapped = 0, unprepared_swaps = 0, untimed = 0;
     size_t i;
     json_t *v;
     json_array_foreach(on.events, i, v)
@@ -1101,8 +1101,11 @@ static void prepared_eviction_inside_reply(void)
         if (replying && ev_is(v, EV_EVICT)) {
             inside++;
             swapped += ev_evict_prepared(v);
+            /* what was made ahead took time: issue 46 saw "36 re-prefilled ahead in 0.00 ms" */
+            untimed += ev_evict_prepared(v) && ev_evict_ahead(v) > 0 && !(ev_evict_ahead_ms(v) > 0);
         }
     }
+    CHECK(!untimed, "%d prepared evictions say they made tokens ahead in no time", untimed);
     json_array_foreach(off.events, i, v) unprepared_swaps +=
         ev_is(v, EV_EVICT) && ev_evict_prepared(v);
     CHECK(inside > 2 && swapped > 0 && unprepared_swaps == 0,

@@ -216,6 +216,16 @@ expect_screen_of() { # expect_screen_of SESSION NAME PATTERN
     if pane_has "$1" "$3"; then pass "$2"; else fail "$2" "no /$3/ on screen"; fi
 }
 expect_screen_of st "${TAG}tui/continued: the screen is drawn again" "KV cache"
+# Ctrl-Z suspends as in vim and htop (raw mode makes it a byte); F7-F12 type nothing
+$TM send-keys -t st C-z
+if await "Ctrl-Z to give the terminal back" '[ "$(modes)" = "0 0" ]' &&
+    await "the chat to stop" '[ "$(ps -o stat= -p "$st_pid" | cut -c1)" = T ]'; then
+    pass "${TAG}tui/Ctrl-Z suspends the chat, the terminal given back"
+else fail "${TAG}tui/Ctrl-Z suspends the chat, the terminal given back" "modes $(modes)"; fi
+kill -CONT "$st_pid"
+await "the chat after Ctrl-Z to take the terminal again" '[ "$(modes)" = "1 1" ]'
+$TM send-keys -t st F7 F8 F9 F10 F11 F12 "typed"
+expect_screen_of st "${TAG}tui/F7-F12 type nothing into the message" "^> typed *$"
 $TM send-keys -t st "/quit" Enter
 sleep 0.5
 $TM kill-session -t st 2>/dev/null

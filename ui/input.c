@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <readline/history.h>
 #include <readline/readline.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,11 +273,16 @@ int input_poll(int feed_keys)
     }
     if (c == 3)
         return IN_INTERRUPT;
+    if (c == 26) { /* Ctrl-Z: raw mode makes it a byte; suspended as vim and htop are (screen.c) */
+        raise(SIGTSTP);
+        return IN_RESIZE; /* continued: drawn again whole */
+    }
     if (c == 14)
         return IN_NEW_CONV;
     if (c == 27) {
         unsigned char seq[16];
-        int n = read_sequence(seq, (int)sizeof seq);
+        int n = read_sequence(seq, (int)sizeof seq - 1);
+        seq[n] = 0;
         struct {
             const char *s;
             int key;
@@ -293,6 +299,10 @@ int input_poll(int feed_keys)
             return seq[2] == 96 ? IN_WHEEL_UP : seq[2] == 97 ? IN_WHEEL_DOWN : IN_NONE;
         if (n == 5 && !memcmp(seq, "[200~", 5))
             return paste() ? IN_PASTE_CUT : IN_NONE;
+        /* a function key the chat does not use (F7-F12, any with a modifier): readline knows
+         * none of them and would type the sequence's last byte, a '~' */
+        if (n >= 3 && seq[0] == '[' && seq[n - 1] == '~' && atoi((const char *)seq + 1) >= 11)
+            return IN_NONE;
         feed(27);
         for (int i = 0; i < n; i++)
             feed(seq[i]);

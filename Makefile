@@ -162,7 +162,10 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# the build is quiet (-s): said first, since a first build takes a minute or two
+BUILDING = @[ -x $(BUILD)/kvchat ] || echo "building $(BUILD)/kvchat (a first build takes a minute or two)"
 run: deps
+	$(BUILDING)
 	@$(MAKE) -s --no-print-directory all
 	@dir="$(MODEL)"; [ -n "$$dir" ] || dir="$${KVCHAT_MODEL:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvchat/models/gpt2}"; \
 	if [ ! -s "$$dir/model.safetensors" ] && [ ! -s "$$dir/pytorch_model.bin" ]; then \
@@ -182,6 +185,7 @@ $(BUILD)/m124/model.safetensors: | $(BUILD)/kvchat
 	$(BUILD)/kvchat make-tiny-model $(BUILD)/m124 --layers 12 --heads 12 --embd 768 --ctx 1024
 
 demo: deps
+	$(BUILDING)
 	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
 	$(BUILD)/kvchat -m $(BUILD)/m124
 

@@ -201,3 +201,7 @@ expect_error "${TAG}download/an HF_TOKEN with a line break is refused" 1 \
     "HF_TOKEN holds a line break" \
     env HF_TOKEN=$'abc\r\nX-Injected: 1' "$KV" get-model owner/tiny --dir "$HUB/e9"
 unset HF_ENDPOINT
+# offline (nothing listens): a clear error, and no empty folder left to look like a model
+expect_error "${TAG}download/offline: a clear error" 1 "could not connect" \
+    env HF_ENDPOINT=http://127.0.0.1:9 "$KV" get-model owner/tiny --dir "$HUB/offline"
+check "${TAG}download/offline: no empty model folder is left" test ! -e "$HUB/offline"

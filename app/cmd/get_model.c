@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -225,6 +226,8 @@ int cmd_get_model(int argc, char **argv)
         return EXIT_RUNTIME;
     snprintf(base, sizeof base, "%.*s/%s/resolve/main",
              (int)(strlen(endpoint) - (endpoint[strlen(endpoint) - 1] == '/')), endpoint, repo);
+    struct stat sb;
+    int existed = !stat(dir, &sb);
     if (make_dirs(dir) || dl_init())
         return EXIT_RUNTIME;
     int rc = 0;
@@ -246,6 +249,8 @@ int cmd_get_model(int argc, char **argv)
     if (!rc)
         rc = fetch_weights(base, dir);
     dl_done();
+    if (rc && !existed)
+        rmdir(dir); /* offline, say: no empty folder left to look like a model (a part keeps it) */
     if (rc)
         return EXIT_RUNTIME;
     printf("%s\n", dir);

@@ -142,15 +142,19 @@ static void draw(tui *t)
                  message ? t->status : "");
     else if (message)
         snprintf(status, sizeof status, "%s", t->status);
-    else
-        snprintf(status, sizeof status,
-                 "%s  %s  conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
+    else {
+        /* the keys stay in view: on a narrow screen the model's and backend's names go first */
+        int w = snprintf(status, sizeof status, "%s  %s  ", t->v.cm.model, t->lm->backend->name);
+        w = w + 70 > t->v.scr.layout.status.w ? 0 : w;
+        snprintf(status + w, sizeof status - (size_t)w,
+                 "conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
                  "Ctrl-C twice: quit  /quit",
-                 t->v.cm.model, t->lm->backend->name, t->conv, engine_conv_count(t->e), mo->sp.temp,
-                 mo->sp.top_k, mo->sp.top_p, mo->n_predict);
+                 t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
+                 mo->n_predict);
+    }
     view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
     if (t->help)
-        tui_help_draw();
+        tui_help_draw(t->v.scr.layout.status.w);
     input_redraw();
     t->dirty = 0;
 }
@@ -387,6 +391,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                 if (t->generating) {
                     engine_cancel(e);
                     say(t, "stopped: the reply so far stays in the conversation");
+                } else if (input_clear()) { /* as in bash: the typed line goes, nothing else */
                 } else if (ev_clock() - t->reply_ended < REPLY_GRACE_S) {
                     /* meant for the reply that had just ended: it neither quits nor arms */
                     say(t, "the reply had already ended (Ctrl-C twice quits)");

@@ -5,27 +5,31 @@
 #include "../ui/screen.h"
 #include "actions.h"
 
-void tui_help_draw(void)
+void tui_help_draw(int cols)
 {
     static const char *const keys[] = {
         "Keys",
-        "  Enter        send          Ctrl-C  stop the reply (idle: twice to quit)",
+        "  Enter        send          Ctrl-C  stop the reply, or empty the line;",
+        "                                     idle: twice to quit",
         "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
         "  Ctrl-N       new conversation       Ctrl-Left/Right  switch",
-        "  Ctrl-R       search history         F1  this help",
+        "  Ctrl-R       search history         Ctrl-Z  suspend (fg: back)   F1  help",
         "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
         "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
-        "  F6  the conversations, a row each (tokens, bytes, shared, resident, last used)",
+        "  F6  the conversations, a row each (tokens, bytes, shared, last used)",
         "  \"\"\"  a message over several lines, until a line that ends with \"\"\"",
         "Commands"};
     static const char *const map[] = {
-        "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (as /pin counts)  U/A pinned",
+        "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (/pin N)  U/A pinned",
         "           reverse video: what the next eviction drops  . free", "",
         "any key closes this help"};
-    enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 8 };
+    enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 12 };
     char cmds[NC][128] = {{0}};
     const char *lines[NK + NC + NM];
-    int nc = act_pack(cmds, NC, 88), n = 0;
+    /* the commands packed to the screen's width inside the box: at 80 columns, 88 hid the last
+     * of each line (/unpin, /help, /quit) */
+    int width = cols - 4 < 88 ? cols - 4 : 88;
+    int nc = act_pack(cmds, NC, width < 40 ? 40 : width), n = 0;
     for (int i = 0; i < NK; i++)
         lines[n++] = keys[i];
     for (int i = 0; i < nc; i++)

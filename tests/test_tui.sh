@@ -57,6 +57,10 @@ expect_screen "${TAG}tui/resized to 80x24" "KV cache"
 # narrow: the panel is stacked under the chat (its box starts at column 0), the status line is last
 expect_screen "${TAG}tui/80x24 stacks the panel under the chat" "^┌─ KV cache"
 expect_screen "${TAG}tui/80x24 keeps the status line" "^ [^ ].*(conv 1/1|stopped: )"
+expect_screen "${TAG}tui/80x24: the status line keeps its keys" "F1 help  Ctrl-C twice: quit  /quit"
+$TM send-keys -t tui F1
+expect_screen "${TAG}tui/80x24: F1 shows every command" "/save \[FILE\]  /help  /quit"
+$TM send-keys -t tui x
 $TM resize-window -t tui -x 120 -y 40
 expect_screen "${TAG}tui/resized back" "KV cache"
 $TM send-keys -t tui "and again" Enter
@@ -281,6 +285,11 @@ expect_screen "${TAG}tui/Ctrl-C just after a reply ended is taken as meant for i
     "the reply had already ended"
 same "${TAG}tui/... and two such presses do not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"
 sleep 1.6 # past the grace
+$TM send-keys -t tui "half a thought"
+wait_for "^> half a thought"
+$TM send-keys -t tui C-c
+expect_screen "${TAG}tui/Ctrl-C with text typed empties the line, as in bash" "^> *$"
+same "${TAG}tui/... and neither quits nor arms" "" "$(screen_text | grep -c 'again to quit' | grep -v '^0$')"
 $TM send-keys -t tui C-c
 expect_screen "${TAG}tui/Ctrl-C at the prompt asks once more" "press Ctrl-C again to quit"
 same "${TAG}tui/a first Ctrl-C at the prompt does not quit" "" "$(cat "$TMP/fail.rc" 2>/dev/null)"

@@ -320,6 +320,16 @@ int input_poll(int feed_keys)
     return IN_NONE;
 }
 
+int input_clear(void)
+{
+    if (!rl_end)
+        return 0;
+    rl_delete_text(0, rl_end);
+    rl_point = rl_end = 0;
+    input_redraw();
+    return 1;
+}
+
 char *input_take_line(void)
 {
     char *l = entered;

@@ -49,5 +49,7 @@ int input_poll(int feed);
 /* The entered line (malloc'd; the caller frees it). */
 char *input_take_line(void);
 void input_redraw(void);
+/* Empties the line being typed, as Ctrl-C does in bash; 0 when it was empty already. */
+int input_clear(void);
 
 #endif

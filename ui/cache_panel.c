@@ -338,7 +338,7 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         snprintf(brief, sizeof brief, "(%d for a reply)", c->reply_room);
         if (c->reply_room) /* fields copy their text: brief is free again after */
             fields_add(&f, brief, "(%d kept for a reply)", c->reply_room);
-        if (turns > 0)
+        if (turns >= 0.05) /* less is this turn: "(~0.0 turns)" said nothing */
             fields_add(&f, NULL, "(~%.1f turns)", turns);
         /* "prepared" stays with what it says of */
         snprintf(brief, sizeof brief, "drops %d%s%s", n, read, c->prepared ? ", prepared" : "");
@@ -405,14 +405,19 @@ static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, i
     char a[48], b[48];
     int y0 = y;
     ui_fields f = {0};
-    fields_add(&f, NULL, "prefill %s", fmt_speed(a, sizeof a, c->prefill_tokens, c->prefill_ms));
-    fields_add(&f, NULL, "decode %s", fmt_speed(b, sizeof b, c->decode_tokens, c->decode_ms));
-    fields_add(&f, NULL, "TTFT %s", fmt_ms(a, sizeof a, c->ttft_ms));
-    if (c->evict_ms > 0) /* the turn's evictions, apart from the prefill they made room for */
-        fields_add(&f, NULL, "eviction %s", fmt_ms(b, sizeof b, c->evict_ms));
     char hit[16];
-    snprintf(hit, sizeof hit, "hit %.0f%%", c->hit_rate * 100);
-    fields_add(&f, hit, "cache hit %.0f%%", c->hit_rate * 100);
+    if (!c->prefill_tokens && !c->decode_tokens) { /* no zeros for figures that have none yet */
+        fields_add(&f, NULL, "speeds, TTFT and cache hits: after the first message");
+    } else {
+        fields_add(&f, NULL, "prefill %s",
+                   fmt_speed(a, sizeof a, c->prefill_tokens, c->prefill_ms));
+        fields_add(&f, NULL, "decode %s", fmt_speed(b, sizeof b, c->decode_tokens, c->decode_ms));
+        fields_add(&f, NULL, "TTFT %s", fmt_ms(a, sizeof a, c->ttft_ms));
+        if (c->evict_ms > 0) /* the turn's evictions, apart from the prefill they made room for */
+            fields_add(&f, NULL, "eviction %s", fmt_ms(b, sizeof b, c->evict_ms));
+        snprintf(hit, sizeof hit, "hit %.0f%%", c->hit_rate * 100);
+        fields_add(&f, hit, "cache hit %.0f%%", c->hit_rate * 100);
+    }
     y += fields_draw(w, y, 1, iw, rows, &f);
     if (c->has_fidelity && y - y0 < rows) {
         f.n = 0;
@@ -425,8 +430,10 @@ static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, i
     f.n = 0;
     fmt_bytes(total, sizeof total, m->memory_total);
     fmt_bytes(avail, sizeof avail, m->memory_free);
-    fields_add(&f, NULL, "%s %s", strcmp(m->backend, "cpu") ? m->backend : "host", total);
-    fields_add(&f, NULL, "(%s free)", avail);
+    if (m->memory_total > 0) /* known from the model event on, and what is free from the stats */
+        fields_add(&f, NULL, "%s %s", strcmp(m->backend, "cpu") ? m->backend : "host", total);
+    if (m->memory_free > 0)
+        fields_add(&f, NULL, "(%s free)", avail);
     fields_add(&f, NULL, "weights %s", fmt_bytes(a, sizeof a, m->weights_bytes));
     fields_add(&f, NULL, "pool %s", fmt_bytes(a, sizeof a, m->pool_bytes));
     fields_add(&f, NULL, "work %s", fmt_bytes(a, sizeof a, m->workspace_bytes));

@@ -482,6 +482,33 @@ static void panel_reads(void)
     term_close(&ft);
 }
 
+/* before the first message the panel has no figures yet: it says so instead of zeros (issue 46:
+ * "(0 B free)", "0 tok in 0.00 ms") */
+static void panel_before_first_message(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"new\",\"conv\":1,\"window\":64}");
+    screen scr = {0};
+    WINDOW *w = newwin(40, 80, 0, 0);
+    cache_panel_draw(&m, 1, &scr, w);
+    wchar_t line[128];
+    int zeros = 0, said = 0;
+    for (int y = 1; y < 39; y++) {
+        row(w, y, line, 127);
+        zeros += wcsstr(line, L"0 B free") || wcsstr(line, L"0 tok in") || wcsstr(line, L"TTFT 0");
+        said += wcsstr(line, L"after the first message") != NULL;
+    }
+    CHECK(!zeros && said, "before the first message: %d lines of zeros, %d saying why not", zeros,
+          said);
+    delwin(w);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 /* the event log: a run of grows is one line; filters keep evictions or one conversation's lines */
 static void log_runs_and_filters(void)
 {
@@ -816,6 +843,7 @@ TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/layout_any_size", layouts}, {"ui/graph_scaling", graph_scaling},
            {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
            {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
+           {"ui/panel_before_first_message", panel_before_first_message},
            {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads},
            {"ui/panel_never_cuts_at_any_width", panel_never_cuts},
            {"ui/prepared_eviction_said", prepared_eviction_said},

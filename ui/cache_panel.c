@@ -167,6 +167,10 @@ static int turn_reads(WINDOW *w, const cm_conv *c, int y, int rows, int iw)
                  100 * c->keep_read.max);
     for (int t = first > 0 ? first : 0; t < c->n_turns && shown-- > 0; t++) {
         const win_turn *tu = &c->turns[t];
+        if (tu->role == ROLE_PREAMBLE && tu->start + tu->len <= c->keep) {
+            shown++; /* inside the kept prefix: the kept row is its row, not a second one */
+            continue;
+        }
         char name[16];
         if (tu->role == ROLE_PREAMBLE)
             snprintf(name, sizeof name, "preamble");

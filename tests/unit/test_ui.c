@@ -672,13 +672,17 @@ static void map_shades_attention(void)
               "%s: the most-read turn takes the ramp's last colour", pass ? "after" : "before");
         scr.conv_view = 1;
         cache_panel_draw(&m, 1, &scr, w);
-        int listed = 0;
+        int listed = 0, kept = 0;
         for (int y = 1; y < 39; y++) {
             row(w, y, line, 127);
             listed |= wcsstr(line, L"gpt-2") && wcsstr(line, L"94.0% 100.0%");
+            kept += !wcsncmp(line + 1, L"kept ", 5) || !wcsncmp(line + 1, L"preamble", 8);
         }
         CHECK(listed, "%s: F6 lists the reply with its share and its head's",
               pass ? "after" : "before");
+        /* the preamble inside the kept prefix is one row (issue 46 saw it listed twice) */
+        CHECK(kept == 1, "%s: F6 lists the kept prefix in %d rows", pass ? "after" : "before",
+              kept);
         delwin(w);
         /* the message goes: the reply's share goes with the reply */
         apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":3,\"recomputed\":5,"

@@ -169,6 +169,7 @@ static int start_turn(tui *t, const char *line)
         return -1;
     }
     t->generating = 1;
+    t->status_until = 0; /* what was said before this message was about what came before it */
     t->dirty = 1;
     return 0;
 }
@@ -401,6 +402,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                           */
                     t->quit_armed_until = ev_clock() + 3;
                     say(t, "press Ctrl-C again to quit (or /quit)");
+                    t->status_until = t->quit_armed_until; /* no longer true after that */
                 }
                 break;
             case IN_EOF: t->quit = 1; break;

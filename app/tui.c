@@ -143,14 +143,21 @@ static void draw(tui *t)
     else if (message)
         snprintf(status, sizeof status, "%s", t->status);
     else {
-        /* the keys stay in view: on a narrow screen the model's and backend's names go first */
-        int w = snprintf(status, sizeof status, "%s  %s  ", t->v.cm.model, t->lm->backend->name);
-        w = w + 70 > t->v.scr.layout.status.w ? 0 : w;
-        snprintf(status + w, sizeof status - (size_t)w,
-                 "conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
-                 "Ctrl-C twice: quit  /quit",
-                 t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
-                 mo->n_predict);
+        /* the keys stay in view: on a narrow screen the model's and backend's names go first,
+         * then "/quit" (F1 lists it) */
+        int room = t->v.scr.layout.status.w - 2, w = 0;
+        for (int drop = 0; drop < 3; drop++) {
+            w = drop ? 0
+                     : snprintf(status, sizeof status, "%s  %s  ", t->v.cm.model,
+                                t->lm->backend->name);
+            w += snprintf(status + w, sizeof status - (size_t)w,
+                          "conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
+                          "Ctrl-C twice: quit%s",
+                          t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
+                          mo->n_predict, drop < 2 ? "  /quit" : "");
+            if (w <= room)
+                break;
+        }
     }
     view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
     if (t->help)

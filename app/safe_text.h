@@ -13,7 +13,7 @@ void safe_fwrite(FILE *f, const char *s, size_t n, int raw);
 const char *safe_copy(char *dst, size_t cap, const char *s);
 
 /* s made valid UTF-8: each byte that is not part of a well-formed sequence is read as the Latin-1
- * character it would be (0xE9: "é"), as a terminal or file in Latin-1 meant it; *fixed counts them.
+ * character it would be (0xE9: "é"), as a Latin-1 terminal or file meant it; *fixed counts them.
  * A new string, or NULL when out of memory (with the error). */
 char *utf8_from_latin1(const char *s, int *fixed);
 

@@ -48,7 +48,7 @@ static void print_text(void *ctx, int conv, const char *text, size_t len)
 typedef struct {
     json_t *all;
     pthread_mutex_t lock;
-    /* the run's figures, said when line mode ends at a terminal (as llama-cli prints its timings) */
+    /* the run's figures, said when line mode ends at a terminal (as llama-cli says its timings) */
     long long prompt_tok, reply_tok;
     double prompt_ms, reply_ms;
     int turns, evictions;

@@ -46,7 +46,7 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                      \
-    "  -n, --max-tokens N     new tokens to generate (default 64; --n-predict too)\n"            \
+    "  -n, --max-tokens N     new tokens to generate (default 64; --n-predict too)\n"           \
     "      --temp T           temperature; 0 is greedy (default 0.8)\n"                         \
     "      --top-k K          keep the K most likely tokens; 0 is off (default 40)\n"           \
     "      --top-p P          keep the smallest set with probability >= P; 1 is off (default "  \

@@ -60,17 +60,15 @@ int session_restore(engine *e, const session *s, int upto, int **order, int *n)
     upto = upto < s->n_events ? upto : s->n_events;
     /* ids are at most SESSION_MAX_CONV (the reader checks): the conversations made so far,
      * indexed by id, with their completed turns; the one the session last acted in comes last */
-    int max_id = 0, last = 0;
+    int max_id = 0, last = 0, turns = 0;
     for (int i = 0; i < upto; i++)
         if (ev_is(s->events[i], EV_TURN_END) || makes_conv(s->events[i])) {
             last = ev_conv(s->events[i]);
             max_id = last > max_id ? last : max_id;
+            turns += ev_is(s->events[i], EV_TURN_END);
         }
     *order = NULL;
     *n = 0;
-    int turns = 0;
-    for (int i = 0; i < upto; i++)
-        turns += ev_is(s->events[i], EV_TURN_END);
     if (!turns)
         return err_set("the session has no completed turn to resume from");
     int *done = calloc((size_t)max_id + 1, sizeof *done);
@@ -80,8 +78,10 @@ int session_restore(engine *e, const session *s, int upto, int **order, int *n)
         done && made && *order ? 0 : err_set("out of memory restoring %d conversations", max_id);
     for (int i = 0; i < upto && !rc; i++) {
         const json_t *ev = s->events[i];
-        made[ev_conv(ev)] |= ev_is(ev, EV_TURN_END) || makes_conv(ev);
-        done[ev_conv(ev)] += ev_is(ev, EV_TURN_END);
+        if (ev_is(ev, EV_TURN_END) || makes_conv(ev)) { /* others may name ids past max_id */
+            made[ev_conv(ev)] = 1;
+            done[ev_conv(ev)] += ev_is(ev, EV_TURN_END);
+        }
     }
     for (int id = 1; id <= max_id && !rc; id++)
         if (made[id] && id != last)

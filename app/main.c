@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/backend.h"
 #include "../kernels/err.h"
 #include "cmd/commands.h"
 #include "files.h"
@@ -80,6 +81,7 @@ static void print_error(const char *cmd)
 
 int main(int argc, char **argv)
 {
+    kb_process_start(argv);
     if (hold_std_fds())
         return EXIT_RUNTIME; /* no /dev/null: nowhere to say so either */
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h") &&

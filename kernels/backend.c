@@ -13,6 +13,8 @@ static char fallback[512];
 
 const char *kb_fallback_reason(void) { return fallback[0] ? fallback : NULL; }
 
+void kb_process_start(char **argv) { cpu_blas_process(argv); }
+
 kb_backend *kb_create(const char *device, int threads)
 {
     if (!strcmp(device, "cpu"))

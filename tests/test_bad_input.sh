@@ -335,3 +335,31 @@ same "${TAG}bad/-c, --n-predict, -s, /? and /bye are understood" "0|1|1|32|3|5" 
 import json, sys
 h = json.loads(open(sys.argv[1]).readline())
 print("%d|%d|%d" % (h["cache"]["window"], h["sampling"]["n_predict"], h["sampling"]["seed"]))' "$B/habits.jsonl")"
+# Under a memory limit a chat works or ends with a one-line error; it never hangs (issue 46:
+# OpenBLAS retried its buffer's mapping for ever, in a GEMM or in the thread pool its constructor
+# starts, which exit then joined). Limits rise by 1/16 from where kvchat starts at all (the loader
+# maps the libraries) to where a chat works. ASan maps terabytes of shadow: not under a limit.
+if [ "$TAG" != asan: ]; then
+    limited() { # limited KIB CMD...: CMD under `ulimit -v KIB`, stdin a message, ended past WAIT_MAX
+        timeout "${WAIT_MAX:-180}" bash -c 'ulimit -v "$1" && shift && exec "$@"' _ "$@" \
+            <<<"hello" >/dev/null 2>"$B/ulimit.err"
+    }
+    kib=$((64 << 10)) bad= named=0 worked=
+    while [ -z "$worked" ] && [ -z "$bad" ] && [ "$kib" -le $((16 << 20)) ]; do
+        if limited "$kib" "$KV" --version; then
+            limited "$kib" "$KV" chat --no-tui -m "$B/good" -n 4 --no-save
+            rc=$?
+            if [ "$rc" = 0 ]; then
+                worked=$kib
+            elif [ "$rc" != 1 ] || [ "$(wc -l <"$B/ulimit.err")" != 1 ] ||
+                ! grep -qE '^kvchat chat: .*(out of memory|Cannot allocate memory)' "$B/ulimit.err"; then
+                bad="ulimit -v $kib: exit $rc, $(head -c 300 "$B/ulimit.err" | tr '\n' ' ')"
+            fi
+            grep -q "OpenBLAS's work buffers" "$B/ulimit.err" && named=$((named + 1))
+        fi
+        kib=$((kib + kib / 16))
+    done
+    same "${TAG}bad/under ulimit -v a chat works or says it is out of memory, no hang" \
+        "works" "${bad:-${worked:+works}}"
+    check "${TAG}bad/under ulimit -v the limit OpenBLAS's buffers miss is said" test "$named" -gt 0
+fi

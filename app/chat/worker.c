@@ -1,6 +1,7 @@
 /* The engine's two threads: the worker a started turn runs on, and the one that prepares the next
  * eviction between turns; and the calls that start, wait for and cancel them (a /set waits here
  * for the reply's end). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,8 +89,11 @@ int engine_turn_start(engine *e, int id, const char *text)
     e->job_reply = NULL;
     atomic_store(&e->cancel, 0);
     atomic_store(&e->done, 0);
-    if (pthread_create(&e->worker, NULL, worker, e))
-        return err_set("cannot start the generation thread");
+    int rc = pthread_create(&e->worker, NULL, worker, e);
+    if (rc) /* EAGAIN: no memory for its stack (a memory limit), or the threads limit */
+        return err_set("cannot start the generation thread: %s",
+                       rc == EAGAIN ? "out of memory or threads (ulimit -v, ulimit -u)"
+                                    : strerror(rc));
     e->running = 1;
     return 0;
 }

@@ -131,6 +131,11 @@ kb_backend *cpu_backend_create(int threads)
     }
     /* kernels call OpenBLAS from inside their own OpenMP threads, one GEMM per thread */
     openblas_set_num_threads(1);
+    if (cpu_blas_reserve(threads)) {
+        free(b);
+        free(s);
+        return NULL;
+    }
     cpu_threads_init(&s->threads, threads, adaptive);
     *b = (kb_backend){
         .name = "cpu",

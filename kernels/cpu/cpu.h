@@ -8,6 +8,13 @@
  */
 kb_backend *cpu_backend_create(int threads);
 
+/* Call first in main: under a memory limit, starts the process again without OpenBLAS's own thread
+ * pool (kernels/cpu/blas.c says why). */
+void cpu_blas_process(char **argv);
+/* Has each of `threads` threads take its OpenBLAS buffer now; -1 (with error) when the address space
+ * cannot hold them. */
+int cpu_blas_reserve(int threads);
+
 /* the thread count of each step: two candidates (the most, and one fewer), the faster by the
  * moving average of decode step times when adaptive */
 typedef struct {

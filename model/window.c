@@ -34,22 +34,37 @@ int win_longest_message(const win_turn *turns, int n_turns)
     return most;
 }
 
+/* the message size a turn's start makes room beside, with the reply's: the longest in the window,
+ * else this one, or -1 when evicting cannot make that room */
+static int room_beside(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
+                       int reply_room)
+{
+    if (reply_room <= 0)
+        return -1;
+    int longest = win_longest_message(turns, n_turns), can = -1;
+    int sizes[2] = {longest > message ? longest : message, message};
+    for (int k = 0; k < 2; k++) {
+        int over = n + sizes[k] + reply_room - window;
+        if (over <= 0)
+            return sizes[k];
+        can = can < 0 ? win_evictable(turns, n_turns, n, keep) : can;
+        if (can >= over)
+            return sizes[k];
+    }
+    return -1;
+}
+
 int win_turn_need(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
                   int reply_room)
 {
-    if (reply_room > 0) {
-        int longest = win_longest_message(turns, n_turns), can = -1;
-        int sizes[2] = {longest > message ? longest : message, message};
-        for (int k = 0; k < 2; k++) {
-            int over = n + sizes[k] + reply_room - window;
-            if (over <= 0)
-                return over;
-            can = can < 0 ? win_evictable(turns, n_turns, n, keep) : can;
-            if (can >= over)
-                return over;
-        }
-    }
-    return n + message - window;
+    int size = room_beside(turns, n_turns, n, keep, window, message, reply_room);
+    return size >= 0 ? n + size + reply_room - window : n + message - window;
+}
+
+int win_reply_kept(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
+                   int reply_room)
+{
+    return room_beside(turns, n_turns, n, keep, window, message, reply_room) >= 0 ? reply_room : 0;
 }
 
 /* whether turn t may go whole, and is not marked yet */

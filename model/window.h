@@ -56,5 +56,9 @@ int win_longest_message(const win_turn *turns, int n_turns);
  * pinned turns), the message's own size; short of that, the message alone. */
 int win_turn_need(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
                   int reply_room);
+/* The reply's room win_turn_need makes room for: reply_room, or 0 when it falls back to the message
+ * alone (the kept prefix and the pinned turns leave no room for a reply: it evicts as it grows) */
+int win_reply_kept(const win_turn *turns, int n_turns, int n, int keep, int window, int message,
+                   int reply_room);
 
 #endif

@@ -105,6 +105,7 @@ static void append(cm_conv *c, int role, int n)
         return;
     c->turns[c->n_turns - 1].len += n;
     c->n_cells += n;
+    c->refilling = 0;
 }
 
 static void cut(cm_conv *c, int to)
@@ -153,6 +154,8 @@ static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
     if (!t)
         return;
     c->capacity = clamp_int(ev_cache_capacity(t), 0, INT_MAX);
+    c->refilled = clamp_int(ev_cache_tokens(t), 0, CM_MAX_CELLS);
+    c->refilling = c->refilled < c->n_cells;
     c->bytes_per_token = ev_cache_bytes_per_token(t);
     c->bytes_used = ev_cache_bytes_used(t);
     c->bytes_reserved = ev_cache_bytes_reserved(t);
@@ -266,6 +269,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         c->decode_tokens = 0;
         c->decode_ms = 0;
         c->awaiting_first = 1;
+        c->replying = 1;
         count_used(c);
         graph_push(&c->history, c->n_cells, 0);
     } else if (!strcmp(type, EV_TOKEN)) {
@@ -403,6 +407,7 @@ void cm_apply(cache_model *m, const json_t *ev)
         logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
              ev_fork_shared_blocks(ev));
     } else if (!strcmp(type, EV_TURN_END)) {
+        c->replying = 0;
         /* the reading least-read evicts by, for the forecast: each recorded turn's onto the
          * panel's turn that holds its start */
         const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);
@@ -456,21 +461,23 @@ void cm_apply(cache_model *m, const json_t *ev)
     }
 }
 
+int cm_tokens(const cm_conv *c) { return c->refilling ? c->refilled : c->n_cells; }
+
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left)
 {
     /* as the engine will (model/window.c): --evict-at turn makes a turn's room at its start, for
-     * the longest message in the window and a reply, where it can; else when a token does not fit
-     */
-    int need = c->reply_room ? win_turn_need(c->turns, c->n_turns, c->n_cells, c->keep, c->window,
-                                             0, c->reply_room)
-                             : c->n_cells - c->window;
-    *tokens_left = clamp_int(-need, 0, CM_MAX_CELLS);
-    *turns_left = c->avg_turn_tokens > 0 ? *tokens_left / c->avg_turn_tokens : 0;
-    if (!c->window || !c->n_cells)
+     * the longest message in the window and a reply, where it can; else, and inside a reply, when
+     * a token does not fit */
+    int need = c->reply_room && !c->replying ? win_turn_need(c->turns, c->n_turns, c->n_cells,
+                                                             c->keep, c->window, 0, c->reply_room)
+                                             : c->n_cells - c->window;
+    *tokens_left = c->refilling ? 0 : clamp_int(-need, 0, CM_MAX_CELLS);
+    *turns_left = c->avg_turn_tokens > 0 && !c->replying ? *tokens_left / c->avg_turn_tokens : 0;
+    if (!c->window || !c->n_cells || c->refilling)
         return 0;
-    /* at least evict_min, oldest turns first */
+    /* at least evict_min, oldest turns first; inside a reply, its own tokens last */
     int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, need > 1 ? need : 1, c->evict_min,
-                     0, c->policy, drop);
+                     c->replying, c->policy, drop);
     return n < 0 ? 0 : n;
 }
 

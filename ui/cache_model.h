@@ -48,6 +48,10 @@ typedef struct {
     double last_t;         /* its newest event's time (s), for "last used" */
     graph history; /* its cache's tokens over its whole life, with grow/evict/fork/offload marks */
     int prefill_tokens, decode_tokens, awaiting_first;
+    int replying; /* a reply is under way (from its prefill to its turn_end) */
+    /* an eviction is re-prefilling: its grows come before its evict event, and say the tokens the
+     * cache holds meanwhile (refilled), fewer than the window's cells until the evict event */
+    int refilling, refilled;
     double prefill_ms;
     /* tokens per turn, for the eviction forecast */
     double avg_turn_tokens;
@@ -85,8 +89,12 @@ void cm_init(cache_model *m);
 void cm_free(cache_model *m);
 void cm_apply(cache_model *m, const json_t *ev);
 cm_conv *cm_conv_get(cache_model *m, int id); /* NULL if unknown */
+/* The tokens conversation c's cache holds now: its window's cells, or fewer while an eviction
+ * re-prefills (never more than its capacity) */
+int cm_tokens(const cm_conv *c);
 /* What the next eviction of conversation c would drop (drop[0..n_cells)), and the forecast: tokens
- * left before it, and at the average turn size, turns left. Returns the tokens it would drop. */
+ * left before it, and at the average turn size, turns left (none inside a reply, which evicts when a
+ * token does not fit). Returns the tokens it would drop: none while an eviction is under way. */
 int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left);
 /* The share of attention that the cells drop[0..n_cells) marks held at the last attention event
  * (a turn's share spread over its cells), 0..1 */

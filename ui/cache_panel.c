@@ -254,7 +254,8 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
     char a[32], b[32], br[64];
     ui_fields f = {0};
     int y0 = y;
-    fields_add(&f, NULL, "%d / %d tok", c->n_cells, c->window);
+    int held = cm_tokens(c);
+    fields_add(&f, NULL, "%d / %d tok", held, c->window);
     fields_add(&f, NULL, "cap %d", c->capacity);
     fmt_bytes(a, sizeof a, c->bytes_used);
     fmt_bytes(b, sizeof b, c->bytes_reserved);
@@ -263,8 +264,8 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
     y += fields_draw(w, y, 1, iw, rows - (y - y0), &f);
     if (y - y0 < rows) {
         char label[48];
-        snprintf(label, sizeof label, " %.0f%% of the window ", 100.0 * c->n_cells / c->window);
-        bar(w, s, y++, 1, iw, (double)c->n_cells / c->window, label);
+        snprintf(label, sizeof label, " %.0f%% of the window ", 100.0 * held / c->window);
+        bar(w, s, y++, 1, iw, (double)held / c->window, label);
     }
     f.n = 0;
     fmt_bytes(a, sizeof a, m->pool_used);
@@ -330,18 +331,28 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         snprintf(read, sizeof read, ", %.0f%% of attention", 100 * cm_read_share(c, drop));
     free(drop);
     f = (ui_fields){0};
-    if (n <= 0) {
+    /* the room a turn's start keeps for its reply, where it can keep it: none inside a reply */
+    int kept = c->replying ? 0
+                           : win_reply_kept(c->turns, c->n_turns, c->n_cells, c->keep, c->window, 0,
+                                            c->reply_room);
+    if (c->refilling) {
+        fields_add(&f, NULL, "evicting now:");
+        fields_add(&f, NULL, "%d tok re-prefilled", c->refilled);
+    } else if (n <= 0) {
         fields_add(&f, NULL, "no eviction ahead:");
         fields_add(&f, NULL, "nothing evictable yet");
     } else {
         char brief[48];
-        if (c->reply_room && !left) /* --evict-at turn: a turn makes its room as it starts */
+        if (!c->replying && !left) /* the window is full, or a turn makes its room as it starts */
             fields_add(&f, "evicts at the next message", "next eviction at the next message");
         else
             fields_add(&f, NULL, "next eviction in %d tok", left);
-        snprintf(brief, sizeof brief, "(%d for a reply)", c->reply_room);
-        if (c->reply_room) /* fields copy their text: brief is free again after */
-            fields_add(&f, brief, "(%d kept for a reply)", c->reply_room);
+        snprintf(brief, sizeof brief, "(%d for a reply)", kept);
+        if (kept) /* fields copy their text: brief is free again after */
+            fields_add(&f, brief, "(%d kept for a reply)", kept);
+        else if (c->reply_room && !c->replying)
+            fields_add(&f, "(replies evict as they grow)",
+                       "(no room kept for a reply: it evicts as it grows)");
         if (turns >= 0.05) /* less is this turn: "(~0.0 turns)" said nothing */
             fields_add(&f, NULL, "(~%.1f turns)", turns);
         /* "prepared" stays with what it says of */

@@ -539,6 +539,45 @@ static int forecasts_hold(rig *r)
     return compared;
 }
 
+/* The panel's forecast inside a reply, from the events alone: after each token, the tokens left
+ * before the window is full; after the last token before an eviction, none left and the very
+ * tokens it drops (its own oldest last). Returns the evictions compared. */
+static int reply_forecasts_hold(rig *r)
+{
+    cache_model m;
+    cm_init(&m);
+    unsigned char drop[64];
+    int compared = 0, n_drop = -1, left_before = -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->events, i, v)
+    {
+        cm_apply(&m, v);
+        cm_conv *c = cm_conv_get(&m, ev_conv(v));
+        if (ev_is(v, EV_TOKEN) && c && c->n_cells <= 64) {
+            double turns;
+            n_drop = c->n_cells;
+            cm_preview(c, drop, &left_before, &turns);
+            CHECK(left_before == c->window - c->n_cells && turns == 0,
+                  "inside a reply at %d of %d tokens: %d left (~%.1f turns)", c->n_cells, c->window,
+                  left_before, turns);
+        } else if (ev_is(v, EV_EVICT) && c && c->replying && n_drop >= 0) {
+            CHECK(left_before == 0, "an eviction inside a reply, forecast %d tokens away",
+                  left_before);
+            CHECK(drops_as_marked(v, drop, n_drop),
+                  "eviction %d inside a reply: not what the panel forecast", compared + 1);
+            compared++;
+        }
+        if (c && c->refilling)
+            CHECK(cm_preview(c, drop, &left_before, &(double){0}) == 0 && left_before == 0,
+                  "a forecast while an eviction re-prefills");
+        if (ev_is(v, EV_TURN_END))
+            n_drop = -1;
+    }
+    cm_free(&m);
+    return compared;
+}
+
 /* With --evict-at turn no eviction falls inside a reply: each is made before its turn's prefill,
  * and the window stays exact. The same chat with --evict-at full evicts inside replies (so the
  * chat does test what it says). */
@@ -617,6 +656,8 @@ static void long_reply_slides_in_steps(void)
               "an eviction dropped only %lld tokens",
               (long long)json_integer_value(json_object_get(v, "dropped")));
     CHECK(fresh_error(&r, c) < 1e-5, "logits after sliding through the reply");
+    int forecast = reply_forecasts_hold(&r);
+    CHECK(forecast == evictions, "the panel forecast %d of %d evictions", forecast, evictions);
     teardown(&r);
 }
 
@@ -1241,10 +1282,11 @@ static void compare_conv(truth *t, int id, const json_t *ev)
     kv_seq_get_stats(t->seqs[id], &s);
     kv_pool_get_stats(t->pool, &p);
     /* a grow or a copy-on-write happens inside an operation (a prefill, an eviction's
-     * re-prefill) that moves the window when it is done: the window's tokens are compared at the
-     * events that end one, every figure of the cache at all of them */
+     * re-prefill) that moves the window when it is done: the window's cells are compared at the
+     * events that end one, the tokens held and every figure of the cache at all of them */
     int inside = id == ev_conv(ev) && (ev_is(ev, EV_GROW) || ev_is(ev, EV_COW));
-    const char *what = !inside && c->n_cells != s.len                  ? "tokens"
+    const char *what = cm_tokens(c) != s.len                           ? "tokens"
+                       : !inside && c->n_cells != s.len                ? "the window's cells"
                        : s.capacity && c->capacity != s.capacity       ? "capacity"
                        : c->bytes_used != (double)s.used_bytes         ? "bytes used"
                        : c->bytes_reserved != (double)s.reserved_bytes ? "bytes reserved"
@@ -1256,11 +1298,12 @@ static void compare_conv(truth *t, int id, const json_t *ev)
     t->checked++;
     if (what)
         snprintf(t->first, sizeof t->first,
-                 "after event %d (%s, conv %d), conv %d: %s: panel %d tok cap %d, %.0f / %.0f B, "
+                 "after event %d (%s, conv %d), conv %d: %s: panel %d tok (%d cells) cap %d, %.0f "
+                 "/ %.0f B, "
                  "shared %d, pool %.0f B %d blocks; cache %d tok cap %d, %zu / %zu B, shared %d, "
                  "pool %zu B %d blocks",
-                 t->events, ev_type(ev), ev_conv(ev), id, what, c->n_cells, c->capacity,
-                 c->bytes_used, c->bytes_reserved, c->shared_blocks, t->cm.pool_used,
+                 t->events, ev_type(ev), ev_conv(ev), id, what, cm_tokens(c), c->n_cells,
+                 c->capacity, c->bytes_used, c->bytes_reserved, c->shared_blocks, t->cm.pool_used,
                  t->cm.blocks_used, s.len, s.capacity, s.used_bytes, s.reserved_bytes,
                  s.shared_blocks, p.used_bytes, p.blocks_used);
 }

@@ -174,6 +174,7 @@ static void model_from_events(void)
     apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":"
               "5,\"bytes_used\":1,"
               "\"cache_dtype\":\"f32\",\"layout\":\"paged\"}");
+    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1}");
     cm_conv *c = cm_conv_get(&m, 1);
     CHECK(c && c->n_cells == 12 && c->n_turns == 3, "cells %d turns %d", c ? c->n_cells : -1,
           c ? c->n_turns : -1);
@@ -196,10 +197,14 @@ static void model_from_events(void)
               "\"reply_room\":2}");
     n = cm_preview(c, drop, &left, &turns);
     CHECK(n == 8 && left == 3, "with a reply's room of 2: drops %d, left %d (want 8, 3)", n, left);
+    CHECK(win_reply_kept(c->turns, c->n_turns, c->n_cells, c->keep, c->window, 0, 2) == 2,
+          "a reply's room of 2 is kept");
     apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"keep\":4,\"evict_min\":5,"
               "\"reply_room\":19}");
     cm_preview(c, drop, &left, &turns);
     CHECK(left == 8, "a reply's room the window cannot make: as when full, left %d (want 8)", left);
+    CHECK(win_reply_kept(c->turns, c->n_turns, c->n_cells, c->keep, c->window, 0, 19) == 0,
+          "a reply's room of 19 in a window of 20 is not said to be kept");
     apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":"
               "5,\"bytes_used\":1,"
               "\"cache_dtype\":\"f32\",\"layout\":\"paged\"}");
@@ -213,6 +218,15 @@ static void model_from_events(void)
               "\"ranges\":[[4,8]]}");
     CHECK(c->n_cells == 6 && c->n_turns == 2 && c->turns[1].start == 4 && c->turns[1].pinned,
           "after evict: %d cells %d turns", c->n_cells, c->n_turns);
+    /* an eviction re-prefilling: its grows say the tokens the cache holds, fewer than the window's
+     * cells until its evict event, and no forecast meanwhile */
+    apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":4,\"to\":5,\"bytes\":1,"
+              "\"cache\":{\"tokens\":4,\"capacity\":5}}");
+    CHECK(cm_tokens(c) == 4 && c->capacity == 5 && cm_preview(c, drop, &left, &turns) == 0,
+          "while an eviction re-prefills: %d tokens of capacity %d", cm_tokens(c), c->capacity);
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,"
+              "\"ms\":3,\"mode\":\"exact\",\"ranges\":[],\"cache\":{\"tokens\":6,\"capacity\":8}}");
+    CHECK(cm_tokens(c) == 6 && c->n_cells == 6, "after it: %d tokens", cm_tokens(c));
     apply(&m, "{\"ev\":\"prepare\",\"conv\":1,\"tokens\":2,\"ms\":4,\"ready\":true}");
     CHECK(c->prepared == 2, "a ready prepare event: the next eviction is prepared");
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":0,\"recomputed\":2,\"ms\":1,"
@@ -587,6 +601,7 @@ static void small_window(cache_model *m)
         apply(m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":2}");
     apply(m,
           "{\"ev\":\"stats\",\"conv\":1,\"window\":20,\"capacity\":16,\"keep\":4,\"evict_min\":5}");
+    apply(m, "{\"ev\":\"turn_end\",\"conv\":1}");
 }
 
 /* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in

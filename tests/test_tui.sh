@@ -234,6 +234,25 @@ $TM send-keys -t st "/quit" Enter
 sleep 0.5
 $TM kill-session -t st 2>/dev/null
 
+# stopped by Ctrl-Z in a shell, lines printed meanwhile, fg, /quit: the exit message comes below
+# the shell's lines (a second endwin on continuing put the cursor back where it was before the
+# stop, and the message overwrote them)
+$TM new-session -d -s fg -x 100 -y 30 "bash --norc --noprofile"
+$TM send-keys -t fg "XDG_STATE_HOME=$TMP/fgh '$KV' -m '$TUIM' -n 2 --session '$TMP/fg.jsonl'" Enter
+pane_has fg "Ctrl-C twice: quit"
+$TM send-keys -t fg C-z
+pane_has fg "Stopped"
+$TM send-keys -t fg "echo while-stopped" Enter
+pane_has fg "^while-stopped"
+$TM send-keys -t fg "fg" Enter
+await "the chat after fg" '[ "$($TM display -p -t fg "#{alternate_on}")" = 1 ]'
+$TM send-keys -t fg "/quit" Enter
+pane_has fg "session saved in"
+same "${TAG}tui/after Ctrl-Z and fg, the exit message comes below the shell's lines" "below" \
+    "$($TM capture-pane -t fg -p | awk '/^while-stopped/ { w = NR } /session saved in/ { s = NR }
+        END { print (w && s > w) ? "below" : "line " s " of the message, " w " of the shell'"'"'s" }')"
+$TM kill-session -t fg 2>/dev/null
+
 # line mode typed at a terminal: Ctrl-C at the idle prompt once warns, twice quits (exit 0)
 rm -f "$TMP/lm.rc"
 $TM new-session -d -s lm -x 100 -y 30 \

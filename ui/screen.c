@@ -182,7 +182,10 @@ void screen_mouse(screen *s, int on)
 void screen_relayout(screen *s)
 {
     free_windows(s);
-    endwin();
+    /* once: a second endwin (after a stop, which gave the terminal back already) leaves the
+     * alternate screen again, restoring the cursor saved before the stop, above the shell's lines */
+    if (!isendwin())
+        endwin();
     refresh();
     clear();
     make_windows(s);

@@ -21,7 +21,11 @@ void tui_help_draw(int cols)
         "Commands"};
     static const char *const map[] = {
         "Cache map: u you  a gpt-2  k kept  1-9 a turn's start (/pin N)  U/A pinned",
-        "           reverse video: what the next eviction drops  . free", "",
+        "           reverse video: what the next eviction drops  . free",
+        "           attention read: dim <2%  plain <10%  bold <25%  underlined more",
+        "Colours:   cyan you  blue kept  magenta pinned  red evictions  yellow notes",
+        "           green the cache's size  dim what the model no longer sees",
+        "",
         "any key closes this help"};
     enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 12 };
     char cmds[NC][128] = {{0}};

@@ -36,11 +36,12 @@ static const win_turn *turn_at(const cm_conv *c, int pos)
     return NULL;
 }
 
-/* The ramp of attention: a share's step (0-3) and, where there is no colour, its character. The
- * steps are a turn's share of the reading at 2%, 10% and 25%: on the order of one turn among
- * fifty, ten and four. */
+/* The ramp of attention: a share's step (0-3), drawn as brightness on the writer's letter and
+ * colour (screen.h), the same with colour and without. The steps are a turn's share of the
+ * reading at 2%, 10% and 25%: on the order of one turn among fifty, ten and four. */
 static const double READ_STEPS[] = {0.02, 0.10, 0.25};
-static const char READ_CHARS[] = ",:*#";
+static const int READ_ATTRS[] = {A_DIM, A_NORMAL, A_BOLD, A_BOLD | A_UNDERLINE};
+static const char *const READ_NAMES[] = {"<2%", "<10%", "<25%", "more"};
 
 static int read_step(double share)
 {
@@ -50,9 +51,9 @@ static int read_step(double share)
     return k;
 }
 
-/* drop: what the next eviction drops (cm_preview), outlined; NULL: nothing outlined. Once the
- * replies' reading is known (an attention event), each turn's cells take its share's colour, or
- * in monochrome its character. */
+/* drop: what the next eviction drops (cm_preview), in reverse video; NULL: nothing marked. Once
+ * the replies' reading is known (an attention event), each turn's cells take its share's
+ * brightness. */
 static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int width,
                       const unsigned char *drop)
 {
@@ -62,7 +63,8 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
     int per = (window + cells - 1) / cells; /* tokens per character cell */
     for (int i = 0; i * per < window && i < cells; i++) {
         int pos = i * per, pair = CP_DIM;
-        chtype ch = '.', extra = 0;
+        chtype ch = '.';
+        int extra = 0;
         if (pos < c->n_cells) {
             const win_turn *t = turn_at(c, pos);
             int role = t ? t->role : ROLE_USER;
@@ -78,16 +80,16 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
                 ch = (chtype)('0' + n);
             if (t && t->pinned) /* pinned: upper case, its colour */
                 pair = CP_PIN, ch = ch >= 'a' && ch <= 'z' ? ch - 32 : ch;
-            if (c->have_read) {
-                int k = read_step(pos < c->keep || !t ? c->keep_read.mean
-                                                      : c->reads[t - c->turns].mean);
-                pair = CP_READ1 + k;
-                ch = s->color ? ch : (chtype)READ_CHARS[k];
-            }
-            if (drop && drop[pos]) /* the next eviction: outlined, the writer still readable */
-                extra = A_REVERSE | A_UNDERLINE;
+            if (c->have_read) /* brightness alone: the writer's own boldness gives way */
+                extra = READ_ATTRS[read_step(pos < c->keep || !t ? c->keep_read.mean
+                                                                 : c->reads[t - c->turns].mean)];
+            if (drop && drop[pos]) /* the next eviction: reversed, the writer still readable */
+                extra |= A_REVERSE;
         }
-        mvwaddch(w, y + i / width, 1 + i % width, ch | (chtype)screen_attr(s, pair) | extra);
+        int attr = screen_attr(s, pair);
+        if (c->have_read && pos < c->n_cells)
+            attr &= ~(A_BOLD | A_DIM);
+        mvwaddch(w, y + i / width, 1 + i % width, ch | (chtype)(attr | extra));
     }
 }
 
@@ -183,17 +185,17 @@ static int turn_reads(WINDOW *w, const cm_conv *c, int y, int rows, int iw)
     return y;
 }
 
-/* the colour of a graph mark: an eviction the reply waited for, one prepared ahead, a grow, a
- * fork, an offload; none: the graph's own */
-static int mark_pair(char mark)
+/* how a graph mark is drawn: an eviction (E the reply waited for, P prepared ahead) red, a grow
+ * in the graph's green, a fork and an offload by their letter alone; none: the graph's own */
+static int mark_attr(const screen *s, char mark)
 {
     switch (mark) {
-        case 'E': return CP_WARN;
-        case 'P': return CP_MARK_PREP;
-        case 'G': return CP_MARK_GROW;
-        case 'F': return CP_MARK_FORK;
-        case 'O': return CP_MARK_OFFLOAD;
-        default: return CP_GRAPH;
+        case 'E':
+        case 'P': return screen_attr(s, CP_EVICT);
+        case 'G': return screen_attr(s, CP_GRAPH) | A_BOLD;
+        case 'F':
+        case 'O': return A_BOLD;
+        default: return screen_attr(s, CP_GRAPH);
     }
 }
 
@@ -288,6 +290,42 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
     return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
 }
 
+/* The map's legend, each key drawn as the map draws it, on up to `rows` rows: the writers and
+ * one cell's tokens, then the ramp of attention on a row of its own; on one row, the ramp (the one
+ * thing the letters do not say) first and the keys that fit after it. Returns the rows used. */
+static int map_legend(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int iw,
+                      int per)
+{
+    static const struct {
+        const char *brief, *full;
+        int pair, attr;
+    } keys[] = {
+        {"u:you", "u:you", CP_USER, 0},       {"a:gpt-2", "a:gpt-2", CP_ASSISTANT, 0},
+        {"k:kept", "k:kept", CP_KEEP, 0},     {"U/A:pinned", "U/A:pinned", CP_PIN, 0},
+        {"1-9:turn", "1-9:turn", CP_NONE, 0}, {"next evict", "next eviction", CP_NONE, A_REVERSE},
+        {".:free", ".:free", CP_DIM, 0}};
+    ui_fields ramp = {.sep = 1}, f = {.sep = 1};
+    if (c->have_read) {
+        fields_add(&ramp, "read:", "attention read:");
+        for (int k = 0; k < 4; k++) {
+            fields_add(&ramp, NULL, "%s", READ_NAMES[k]);
+            fields_attr(&ramp, READ_ATTRS[k]);
+        }
+    }
+    if (rows == 1)
+        f = ramp;
+    if (rows >= 1)
+        fields_add(&f, NULL, "cell=%dtok", per);
+    for (size_t k = 0; rows >= 1 && k < sizeof keys / sizeof keys[0]; k++) {
+        fields_add(&f, keys[k].brief, "%s", keys[k].full);
+        fields_attr(&f, screen_attr(s, keys[k].pair) | keys[k].attr);
+    }
+    int used = fields_draw(w, y, 1, iw, rows < 2 ? rows : 2, &f);
+    if (rows == 3 && ramp.n)
+        used += fields_draw(w, y + used, 1, iw, 1, &ramp);
+    return used;
+}
+
 /* the cell map, its legend, and when the next eviction comes and what it drops */
 static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y, int rest, int iw)
 {
@@ -306,23 +344,7 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
     y += map_rows;
     int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
     ui_fields f = {0};
-    if (rest >= 10) { /* the legend, and what one cell holds */
-        f.sep = 1;
-        fields_add(&f, NULL, "cell=%dtok", per);
-        fields_add(&f, NULL, "u:you");
-        fields_add(&f, NULL, "a:gpt-2");
-        fields_add(&f, NULL, "k:kept");
-        fields_add(&f, NULL, "U/A:pinned");
-        fields_add(&f, NULL, "1-9:turn");
-        fields_add(&f, "rev:next evict", "reverse:next eviction");
-        fields_add(&f, NULL, ".:free");
-        if (c->have_read && s->color)
-            fields_add(&f, "read:grey,green,yellow,red",
-                       "colour: share of attention, grey <2%%, green <10%%, yellow <25%%, red");
-        else if (c->have_read)
-            fields_add(&f, "read: , : * #", "share of attention: , <2%% : <10%% * <25%% #");
-        y += fields_draw(w, y, 1, iw, 2, &f);
-    }
+    y += map_legend(w, s, c, y, rest >= 12 ? 3 : rest >= 10 ? 2 : rest >= 5 ? 1 : 0, iw, per);
     char which[64] = "";
     if (n > 0)
         dropped_turns(c, drop, which, sizeof which);
@@ -388,16 +410,20 @@ static int history_graph(WINDOW *w, const screen *s, const cm_conv *c, int y, in
         for (int col = 0; col < cols; col++) {
             int filled = heights[col] * 8 - (graph_rows - 1 - r) * 8; /* eighths of this row */
             filled = clamp_int(filled, 0, 8);
-            /* a mark a colour each, and its letter in the bottom row in colour too */
-            int pair = mark_pair(marks[col]);
-            wattron(w, screen_attr(s, pair));
-            if (s->color && marks[col] && r == graph_rows - 1)
+            /* a mark's column in its colour (monochrome: bold), its letter in the bottom row
+             * where no neighbour has one: a run of marks (every column, in a long chat) leaves
+             * the graph's shape whole */
+            int attr = mark_attr(s, marks[col]);
+            int letter = marks[col] && r == graph_rows - 1 && (col == 0 || !marks[col - 1]) &&
+                         (col == cols - 1 || !marks[col + 1]);
+            wattron(w, attr);
+            if (letter)
                 mvwaddch(w, y + r, 8 + col, (chtype)(unsigned char)marks[col] | A_BOLD);
             else if (s->color)
                 mvwaddstr(w, y + r, 8 + col, levels[filled]);
             else
-                mvwaddch(w, y + r, 8 + col, filled >= 4 ? (marks[col] ? marks[col] : '|') : ' ');
-            wattroff(w, screen_attr(s, pair));
+                mvwaddch(w, y + r, 8 + col, filled >= 4 ? '|' : ' ');
+            wattroff(w, attr);
         }
     ui_drawf(w, y + graph_rows - 1, 1, 7, "tok");
     y += graph_rows;
@@ -405,7 +431,7 @@ static int history_graph(WINDOW *w, const screen *s, const cm_conv *c, int y, in
     ui_fields f = {0};
     for (int i = 0; i < 5; i++) {
         fields_add(&f, NULL, "%s", legend[i]);
-        fields_attr(&f, screen_attr(s, mark_pair(legend[i][0])));
+        fields_attr(&f, mark_attr(s, legend[i][0]));
     }
     fields_add(&f, NULL, "(%d ev/col)",
                (c->history.step > 0 ? c->history.step : 1) *

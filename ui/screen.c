@@ -12,33 +12,25 @@
 
 static const struct {
     short fg, bg;
-    int mono;
+    int attr; /* with colour */
+    int mono; /* without */
 } PAIRS[CP_COUNT] = {
-    [CP_USER] = {COLOR_CYAN, -1, A_BOLD},
-    [CP_ASSISTANT] = {COLOR_WHITE, -1, A_NORMAL},
-    [CP_NOTICE] = {COLOR_YELLOW, -1, A_DIM},
-    [CP_KEEP] = {COLOR_BLUE, -1, A_BOLD},
-    [CP_PIN] = {COLOR_MAGENTA, -1, A_BOLD},
-    [CP_EVICT] = {COLOR_RED, -1, A_REVERSE},
-    [CP_DIM] = {COLOR_WHITE, -1, A_DIM},
-    [CP_BAR] = {COLOR_GREEN, -1, A_REVERSE},
-    [CP_STATUS] = {COLOR_BLACK, COLOR_WHITE, A_REVERSE},
-    [CP_WARN] = {COLOR_RED, -1, A_BOLD},
-    [CP_GRAPH] = {COLOR_GREEN, -1, A_NORMAL},
-    [CP_MARK_GROW] = {COLOR_YELLOW, -1, A_BOLD},
-    [CP_MARK_PREP] = {COLOR_GREEN, -1, A_BOLD},
-    [CP_MARK_FORK] = {COLOR_CYAN, -1, A_BOLD},
-    [CP_MARK_OFFLOAD] = {COLOR_BLUE, -1, A_BOLD},
-    [CP_READ1] = {COLOR_WHITE, -1, A_DIM},
-    [CP_READ2] = {COLOR_GREEN, -1, A_NORMAL},
-    [CP_READ3] = {COLOR_YELLOW, -1, A_NORMAL},
-    [CP_READ4] = {COLOR_RED, -1, A_BOLD},
+    [CP_USER] = {COLOR_CYAN, -1, A_BOLD, A_BOLD},
+    [CP_ASSISTANT] = {-1, -1, A_NORMAL, A_NORMAL},
+    [CP_NOTICE] = {COLOR_YELLOW, -1, A_NORMAL, A_DIM},
+    [CP_KEEP] = {COLOR_BLUE, -1, A_BOLD, A_BOLD},
+    [CP_PIN] = {COLOR_MAGENTA, -1, A_BOLD, A_BOLD},
+    [CP_EVICT] = {COLOR_RED, -1, A_BOLD, A_BOLD},
+    [CP_DIM] = {-1, -1, A_DIM, A_DIM},
+    [CP_BAR] = {COLOR_GREEN, -1, A_REVERSE, A_REVERSE},
+    [CP_STATUS] = {COLOR_BLACK, COLOR_WHITE, A_NORMAL, A_REVERSE},
+    [CP_WARN] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [CP_GRAPH] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
 };
 
 int screen_attr(const screen *s, int pair)
 {
-    return s->color ? (int)(COLOR_PAIR(pair) | (pair == CP_USER || pair == CP_WARN ? A_BOLD : 0))
-                    : PAIRS[pair].mono;
+    return s->color ? (int)COLOR_PAIR(pair) | PAIRS[pair].attr : PAIRS[pair].mono;
 }
 
 static void make_windows(screen *s)

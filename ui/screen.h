@@ -8,6 +8,10 @@
 
 #include "layout.h"
 
+/* One meaning per colour (screen.c's PAIRS): who wrote a token (you cyan, GPT-2 the terminal's own,
+ * the kept prefix blue, pinned magenta), evictions red, kvchat's own messages yellow, the cache's
+ * size green; dim is what the model no longer sees. How much a turn is read is brightness (the
+ * map's READ_ATTRS), so it never hides the writer, in colour or without. */
 enum {
     CP_NONE,
     CP_USER,
@@ -21,14 +25,6 @@ enum {
     CP_STATUS,
     CP_WARN,
     CP_GRAPH,
-    CP_MARK_GROW, /* the graph's marks, a colour each: grow, prepared eviction, fork, offload */
-    CP_MARK_PREP,
-    CP_MARK_FORK,
-    CP_MARK_OFFLOAD,
-    CP_READ1, /* the map's ramp of attention: a turn's share, least to most (cache_panel.c) */
-    CP_READ2,
-    CP_READ3,
-    CP_READ4,
     CP_COUNT
 };
 

@@ -604,6 +604,53 @@ static void small_window(cache_model *m)
     apply(m, "{\"ev\":\"turn_end\",\"conv\":1}");
 }
 
+/* The graph's bottom row, read back: a mark's letter where it stands alone, the bar where its
+ * neighbours are marked too, so a graph marked in every column (a long chat's grows) keeps its
+ * shape (issue 46 saw a row of letters). Returns the letters, and in *bars the bar glyphs. */
+static int graph_letters(int every, int *bars)
+{
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"new\",\"conv\":1,\"window\":1024}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1],\"cached\":0,\"ms\":1}");
+    for (int i = 0; i < 400; i++) {
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
+        if (i % every == every - 1)
+            apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":1,\"to\":2,\"bytes\":1}");
+    }
+    screen scr = {.color = 1};
+    WINDOW *w = newwin(40, 60, 0, 0);
+    cache_panel_draw(&m, 1, &scr, w);
+    wchar_t line[128];
+    int letters = -1;
+    *bars = 0;
+    for (int y = 1; y < 39 && letters < 0; y++) {
+        row(w, y, line, 127);
+        if (wcsncmp(line + 1, L"tok", 3))
+            continue;
+        letters = 0;
+        for (int x = 8; x < 58; x++) {
+            letters += line[x] == L'G';
+            *bars += line[x] >= 0x2581 && line[x] <= 0x2588;
+        }
+    }
+    delwin(w);
+    cm_free(&m);
+    return letters;
+}
+
+static void graph_marks_keep_shape(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    int bars, letters = graph_letters(1, &bars);
+    CHECK(letters == 0 && bars > 40, "marked in every column: %d letters, %d bars", letters, bars);
+    letters = graph_letters(200, &bars);
+    CHECK(letters == 2, "two marks far apart: %d letters (want 2)", letters);
+    term_close(&ft);
+}
+
 /* the map read back: who wrote each cell, turns numbered as /pin counts them, a pinned turn in
  * capitals, the next eviction outlined (reverse video) without hiding its writer, and a legend with
  * the scale */
@@ -643,8 +690,9 @@ static void map_reads(void)
 }
 
 /* The map shades each turn by its share of where the replies read (the last attention event):
- * characters in monochrome, colours otherwise; the shares follow an eviction's renumbering, the
- * forecast says what the next eviction's turns held, and F6 lists the turns with their shares. */
+ * brightness on the writer's letter and colour, so who wrote what reads with colour and without;
+ * the shares follow an eviction's renumbering, the forecast says what the next eviction's turns
+ * held, and F6 lists the turns with their shares. */
 static void map_shades_attention(void)
 {
     fake_term ft;
@@ -661,48 +709,62 @@ static void map_shades_attention(void)
     CHECK(c && c->have_read && fabs(cm_read_share(c, drop) - 0.94 * 2 / 5) < 1e-9,
           "a share spread over its turn's cells: %g", c ? cm_read_share(c, drop) : -1);
     wchar_t line[128];
-    for (int pass = 0; pass < 2; pass++) {
-        screen scr = {.color = 0};
-        WINDOW *w = newwin(40, 60, 0, 0);
-        cache_panel_draw(&m, 1, &scr, w);
-        const wchar_t *want = pass ? L",,,,#####." : L",,,,:::#####.";
-        int map = 0, said = 0;
-        for (int y = 1; y < 39; y++) {
-            row(w, y, line, 127);
-            map |= !wcsncmp(line + 1, want, wcslen(want));
-            said |= wcsstr(line, pass ? L"of attention" : L"99% of attention") != NULL;
+    for (int pass = 0; pass < 2; pass++)
+        for (int color = 0; color < 2; color++) {
+            screen scr = {.color = color};
+            WINDOW *w = newwin(40, 60, 0, 0);
+            cache_panel_draw(&m, 1, &scr, w);
+            /* the kept prefix (1%), the message (5%, evicted on the second pass), the reply (94%) */
+            const wchar_t *want = pass ? L"kkkk1aaaa." : L"kkkk1uu2aaaa.";
+            int map = -1, said = 0, legend = 0;
+            for (int y = 1; y < 39; y++) {
+                row(w, y, line, 127);
+                if (map < 0 && !wcsncmp(line + 1, want, wcslen(want)))
+                    map = y;
+                said |= wcsstr(line, pass ? L"of attention" : L"99% of attention") != NULL;
+                legend |= wcsstr(line, L"<2% <10% <25% more") != NULL;
+            }
+            const char *how = color ? "colour" : "monochrome";
+            CHECK(map > 0, "%s, %s: the map reads %ls", pass ? "after the eviction" : "before", how,
+                  want);
+            CHECK(said, "%s, %s: the forecast says the attention its turns held",
+                  pass ? "after" : "before", how);
+            CHECK(legend, "%s, %s: the ramp's legend", pass ? "after" : "before", how);
+            if (map > 0) {
+                chtype kept = mvwinch(w, map, 1), reply = mvwinch(w, map, pass ? 6 : 9),
+                       user = mvwinch(w, map, 6);
+                CHECK((kept & A_DIM) && !(kept & A_BOLD), "%s: the least-read turn is dim", how);
+                CHECK((reply & A_BOLD) && (reply & A_UNDERLINE),
+                      "%s: the most-read turn is bold and underlined", how);
+                CHECK(pass || !(user & (A_BOLD | A_DIM | A_UNDERLINE)),
+                      "%s: a turn read <10%% is plain", how);
+                CHECK(!color || ((reply & A_COLOR) == (chtype)COLOR_PAIR(CP_ASSISTANT) &&
+                                 (kept & A_COLOR) == (chtype)COLOR_PAIR(CP_KEEP) &&
+                                 (pass || (user & A_COLOR) == (chtype)COLOR_PAIR(CP_USER))),
+                      "%s: each cell keeps its writer's colour", how);
+            }
+            if (!color) {
+                delwin(w);
+                continue;
+            }
+            scr.conv_view = 1;
+            cache_panel_draw(&m, 1, &scr, w);
+            int listed = 0, kept = 0;
+            for (int y = 1; y < 39; y++) {
+                row(w, y, line, 127);
+                listed |= wcsstr(line, L"gpt-2") && wcsstr(line, L"94.0% 100.0%");
+                kept += !wcsncmp(line + 1, L"kept ", 5) || !wcsncmp(line + 1, L"preamble", 8);
+            }
+            CHECK(listed, "%s: F6 lists the reply with its share and its head's",
+                  pass ? "after" : "before");
+            /* the preamble inside the kept prefix is one row (issue 46 saw it listed twice) */
+            CHECK(kept == 1, "%s: F6 lists the kept prefix in %d rows", pass ? "after" : "before",
+                  kept);
+            delwin(w);
+            /* the message goes: the reply's share goes with the reply */
+            apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":3,\"recomputed\":5,"
+                      "\"ranges\":[[4,3]]}");
         }
-        CHECK(map, "%s: the map's ramp reads %ls", pass ? "after the eviction" : "before", want);
-        CHECK(said, "%s: the forecast says the attention its turns held",
-              pass ? "after" : "before");
-        scr.color = 1;
-        cache_panel_draw(&m, 1, &scr, w);
-        chtype reply = mvwinch(w, 1 + 0, 0); /* the first row holds the title: find the map */
-        for (int y = 1; y < 39; y++) {
-            row(w, y, line, 127);
-            if (!wcsncmp(line + 1, pass ? L"kkkk" : L"kkkk1", pass ? 4 : 5))
-                reply = mvwinch(w, y, pass ? 5 : 9);
-        }
-        CHECK((reply & A_COLOR) == (chtype)COLOR_PAIR(CP_READ4),
-              "%s: the most-read turn takes the ramp's last colour", pass ? "after" : "before");
-        scr.conv_view = 1;
-        cache_panel_draw(&m, 1, &scr, w);
-        int listed = 0, kept = 0;
-        for (int y = 1; y < 39; y++) {
-            row(w, y, line, 127);
-            listed |= wcsstr(line, L"gpt-2") && wcsstr(line, L"94.0% 100.0%");
-            kept += !wcsncmp(line + 1, L"kept ", 5) || !wcsncmp(line + 1, L"preamble", 8);
-        }
-        CHECK(listed, "%s: F6 lists the reply with its share and its head's",
-              pass ? "after" : "before");
-        /* the preamble inside the kept prefix is one row (issue 46 saw it listed twice) */
-        CHECK(kept == 1, "%s: F6 lists the kept prefix in %d rows", pass ? "after" : "before",
-              kept);
-        delwin(w);
-        /* the message goes: the reply's share goes with the reply */
-        apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":3,\"recomputed\":5,"
-                  "\"ranges\":[[4,3]]}");
-    }
     cm_free(&m);
     term_close(&ft);
 }
@@ -738,29 +800,32 @@ static void pane_shows_the_window(void)
         chat_pane_apply(&p, ev, NULL);
         json_decref(ev);
     }
-    screen scr = {.color = 0};
-    WINDOW *w = newwin(12, 40, 0, 0);
-    chat_pane_draw(&p, &scr, w, NULL, cm_conv_get(&m, 1));
-    wchar_t line[64];
-    int rows[4] = {-1, -1, -1, -1};
-    const wchar_t *texts[] = {L"one", L"r1", L"two", L"r2"};
-    for (int y = 0; y < 12; y++) {
-        row(w, y, line, 63);
-        for (int k = 0; k < 4; k++)
-            if (rows[k] < 0 && !wcsncmp(line + 7, texts[k], wcslen(texts[k])))
-                rows[k] = y;
+    for (int color = 0; color < 2; color++) { /* dim in colour too (issue 46 saw it dropped) */
+        screen scr = {.color = color};
+        const char *how = color ? "colour" : "monochrome";
+        WINDOW *w = newwin(12, 40, 0, 0);
+        chat_pane_draw(&p, &scr, w, NULL, cm_conv_get(&m, 1));
+        wchar_t line[64];
+        int rows[4] = {-1, -1, -1, -1};
+        const wchar_t *texts[] = {L"one", L"r1", L"two", L"r2"};
+        for (int y = 0; y < 12; y++) {
+            row(w, y, line, 63);
+            for (int k = 0; k < 4; k++)
+                if (rows[k] < 0 && !wcsncmp(line + 7, texts[k], wcslen(texts[k])))
+                    rows[k] = y;
+        }
+        CHECK(rows[0] >= 0 && rows[3] > rows[0], "%s: the four messages are drawn", how);
+        if (rows[0] >= 0 && rows[3] >= 0) {
+            CHECK((mvwinch(w, rows[0], 7) & A_DIM) && (mvwinch(w, rows[1], 7) & A_DIM),
+                  "%s: the evicted message and reply are dimmed", how);
+            CHECK(!(mvwinch(w, rows[2], 7) & A_DIM) && !(mvwinch(w, rows[3], 7) & A_DIM),
+                  "%s: what the window holds is not", how);
+            CHECK((mvwinch(w, rows[2], 5) & A_CHARTEXT) == '*' &&
+                      (mvwinch(w, rows[3], 5) & A_CHARTEXT) != '*',
+                  "%s: the pinned message's name carries a *, the reply's does not", how);
+        }
+        delwin(w);
     }
-    CHECK(rows[0] >= 0 && rows[3] > rows[0], "the four messages are drawn");
-    if (rows[0] >= 0 && rows[3] >= 0) {
-        CHECK((mvwinch(w, rows[0], 7) & A_DIM) && (mvwinch(w, rows[1], 7) & A_DIM),
-              "the evicted message and reply are dimmed");
-        CHECK(!(mvwinch(w, rows[2], 7) & A_DIM) && !(mvwinch(w, rows[3], 7) & A_DIM),
-              "what the window holds is not");
-        CHECK((mvwinch(w, rows[2], 5) & A_CHARTEXT) == '*' &&
-                  (mvwinch(w, rows[3], 5) & A_CHARTEXT) != '*',
-              "the pinned message's name carries a *, the reply's does not");
-    }
-    delwin(w);
     chat_pane_free(&p);
     cm_free(&m);
     term_close(&ft);
@@ -860,8 +925,9 @@ TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},
            {"ui/layout_any_size", layouts}, {"ui/graph_scaling", graph_scaling},
-           {"ui/formats", formats}, {"ui/cache_model_from_events", model_from_events},
-           {"ui/panel_reads", panel_reads}, {"ui/log_runs_and_filters", log_runs_and_filters},
+           {"ui/graph_marks_keep_shape", graph_marks_keep_shape}, {"ui/formats", formats},
+           {"ui/cache_model_from_events", model_from_events}, {"ui/panel_reads", panel_reads},
+           {"ui/log_runs_and_filters", log_runs_and_filters},
            {"ui/panel_before_first_message", panel_before_first_message},
            {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads},
            {"ui/panel_never_cuts_at_any_width", panel_never_cuts},

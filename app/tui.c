@@ -143,18 +143,23 @@ static void draw(tui *t)
     else if (message)
         snprintf(status, sizeof status, "%s", t->status);
     else {
-        /* the keys stay in view: on a narrow screen the model's and backend's names go first,
-         * then "/quit" (F1 lists it) */
+        /* the keys stay in view, as htop's bottom bar keeps them; on a narrower screen, in
+         * turn: "/quit" (F1 lists it), the F-keys but F1, the model's and backend's names */
+        static const struct {
+            int names, bar, quit;
+        } fit[] = {{1, 1, 1}, {1, 1, 0}, {1, 0, 1}, {0, 0, 1}, {0, 0, 0}};
         int room = t->v.scr.layout.status.w - 2, w = 0;
-        for (int drop = 0; drop < 3; drop++) {
-            w = drop ? 0
-                     : snprintf(status, sizeof status, "%s  %s  ", t->v.cm.model,
-                                t->lm->backend->name);
+        for (size_t k = 0; k < sizeof fit / sizeof fit[0]; k++) {
+            w = !fit[k].names ? 0
+                              : snprintf(status, sizeof status, "%s  %s  ", t->v.cm.model,
+                                         t->lm->backend->name);
             w += snprintf(status + w, sizeof status - (size_t)w,
-                          "conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  F1 help  "
+                          "conv %d/%d  temp %.2g top-k %d top-p %.2g  n %d  %s  "
                           "Ctrl-C twice: quit%s",
                           t->conv, engine_conv_count(t->e), mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
-                          mo->n_predict, drop < 2 ? "  /quit" : "");
+                          mo->n_predict,
+                          fit[k].bar ? "F1 help  F2 panel  F5 log  F6 convs" : "F1 help",
+                          fit[k].quit ? "  /quit" : "");
             if (w <= room)
                 break;
         }

@@ -58,11 +58,15 @@ expect_screen "${TAG}tui/resized to 80x24" "KV cache"
 expect_screen "${TAG}tui/80x24 stacks the panel under the chat" "^┌─ KV cache"
 expect_screen "${TAG}tui/80x24 keeps the status line" "^ (.*[^ ] +)?(conv 1/1|stopped: )"
 expect_screen "${TAG}tui/80x24: the status line keeps its keys" "F1 help  Ctrl-C twice: quit *$"
+expect_screen "${TAG}tui/80x24: the map keeps a legend" "cell=[0-9]+tok u:you|read: <2% <10%"
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/80x24: F1 shows every command" "/save \[FILE\]  /help  /quit"
+expect_screen "${TAG}tui/80x24: F1 says what each colour means, whole" "red evictions  yellow notes  │"
 $TM send-keys -t tui x
 $TM resize-window -t tui -x 120 -y 40
 expect_screen "${TAG}tui/resized back" "KV cache"
+expect_screen "${TAG}tui/120 columns: the status line has htop's bar of F-keys" \
+    "F1 help  F2 panel  F5 log  F6 convs  Ctrl-C twice: quit"
 $TM send-keys -t tui "and again" Enter
 expect_screen "${TAG}tui/chats again after Ctrl-C" "you +and again" 30
 idle
@@ -257,7 +261,7 @@ $TM kill-session -t fg 2>/dev/null
 rm -f "$TMP/lm.rc"
 $TM new-session -d -s lm -x 100 -y 30 \
     "'$KV' chat --no-tui -m '$TUIM' -n 2 --no-save; echo \$? >'$TMP/lm.rc'; sleep 3600"
-pane_has lm "you> "
+pane_has lm "^you>"
 $TM send-keys -t lm C-c
 expect_screen_of lm "${TAG}tui/line mode: Ctrl-C at the idle prompt warns" "Ctrl-C again to quit"
 $TM send-keys -t lm C-c

@@ -29,6 +29,7 @@ static const char USAGE[] =
     "  tokenize         text to GPT-2 token ids, or ids back to text with --decode\n"
     "  info             a model's shape, parameters, weight bytes and KV-cache memory\n"
     "  bench            prefill and decode speed on this machine\n"
+    "  perplexity       how well a model predicts a text (and KL against a base run)\n"
     "  get-model        download a GPT-2 checkpoint from Hugging Face\n"
     "  convert          rewrite a pytorch_model.bin as model.safetensors (faster loads)\n"
     "  selftest         check the GPU against the CPU on a model (done once, cached, before first "
@@ -50,6 +51,7 @@ static const struct {
     {"tokenize", cmd_tokenize, TOKENIZE_HELP},
     {"info", cmd_info, INFO_HELP},
     {"bench", cmd_bench, BENCH_HELP},
+    {"perplexity", cmd_perplexity, PERPLEXITY_HELP},
     {"get-model", cmd_get_model, GET_MODEL_HELP},
     {"convert", cmd_convert, CONVERT_HELP},
     {"selftest", cmd_selftest, SELFTEST_HELP},

@@ -335,6 +335,28 @@ same "${TAG}bad/-c, --n-predict, -s, /? and /bye are understood" "0|1|1|32|3|5" 
 import json, sys
 h = json.loads(open(sys.argv[1]).readline())
 print("%d|%d|%d" % (h["cache"]["window"], h["sampling"]["n_predict"], h["sampling"]["seed"]))' "$B/habits.jsonl")"
+# perplexity: its text, its windows, its base run
+printf 'The quick brown fox jumps over the lazy dog, again and again and again.\n' >"$B/ppl.txt"
+expect_error "${TAG}bad/perplexity without a text" 2 "no text to measure" \
+    "$KV" perplexity -m "$B/good"
+expect_error "${TAG}bad/perplexity of a missing file" 1 "none.txt: No such file or directory" \
+    "$KV" perplexity -m "$B/good" "$B/none.txt"
+expect_error "${TAG}bad/perplexity --stride 0" 2 "--stride: expected" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 0
+expect_error "${TAG}bad/perplexity --stride past the window" 1 "--stride 40: at most the window" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 40
+expect_error "${TAG}bad/perplexity --positions --stride" 2 "no --stride with it" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --positions --stride 4
+expect_error "${TAG}bad/perplexity of too short a text" 1 "too few for a window" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 32 --stride 2
+expect_error "${TAG}bad/perplexity --kl-divergence of a file that is no base run" 1 \
+    "not a kvchat perplexity --save-logits file" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --kl-divergence "$B/ppl.txt"
+"$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --save-logits "$B/ppl.base" -q >/dev/null
+expect_error "${TAG}bad/perplexity --kl-divergence against another text's run" 1 \
+    "the base run scored [0-9]+ tokens, this one scores [0-9]+" \
+    "$KV" perplexity -m "$B/good" "$B/habits.err" --ctx 8 --kl-divergence "$B/ppl.base"
+
 # Under a memory limit a chat works or ends with a one-line error; it never hangs (issue 46:
 # OpenBLAS retried its buffer's mapping for ever, in a GEMM or in the thread pool its constructor
 # starts, which exit then joined). Limits rise by 1/16 from where kvchat starts at all (the loader

@@ -4,7 +4,7 @@
 M=$TMP/cli-model
 "$KV" make-tiny-model "$M" --layers 2 --heads 2 --embd 64 --ctx 48 --seed 5 >/dev/null
 
-for cmd in generate tokenize info bench get-model convert make-tiny-model; do
+for cmd in generate tokenize info bench perplexity get-model convert make-tiny-model; do
     check "${TAG}cli/$cmd --help" "$KV" "$cmd" --help
 done
 check "${TAG}cli/--help lists commands" bash -c "'$KV' --help | grep -q 'make-tiny-model'"

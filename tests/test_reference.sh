@@ -107,3 +107,32 @@ elif ! grep -q '^least-read  *[1-9]' "$TMP/policy.out"; then
 else
     pass "$name ($out)"
 fi
+
+# kvchat perplexity against NumPy: each scored token's loss and the PPL (llama-perplexity's windows,
+# and --positions), and --kl-divergence's mean KL, 99th percentile and top-1 agreement against a
+# base run (an int8 cache's) recomputed from its saved rows and NumPy's distributions.
+head -c 1500 README.md >"$TMP/ppl.txt"
+ppl_ids=$("$KV" tokenize <"$TMP/ppl.txt" | tr ' ' ',')
+M=$R/l2-h4-e64-f32
+for mode in "--stride 16" "--positions"; do
+    name="${TAG}ref/perplexity $mode: losses and PPL = NumPy's"
+    stride=${mode#--stride }
+    [ "$mode" = --positions ] && stride=48
+    if ! "$KV" perplexity -m "$M" "$TMP/ppl.txt" --dtype f32 --cache-dtype f32 --ctx 48 $mode \
+        --json "$TMP/ppl.json" -q >"$TMP/ppl.out" 2>&1; then
+        fail "$name" "$(tail -1 "$TMP/ppl.out")"
+    elif out=$(cd tests/reference && "$PYTHON" ppl_ref.py "$M" "$ppl_ids" 48 "$stride" \
+        "$TMP/ppl.json" 2>&1); then
+        pass "$name ($out)"
+    else fail "$name" "$out"; fi
+done
+name="${TAG}ref/perplexity --kl-divergence against an int8 cache's run = NumPy's"
+if ! "$KV" perplexity -m "$M" "$TMP/ppl.txt" --dtype f32 --cache-dtype int8 --ctx 48 --positions \
+    --save-logits "$TMP/ppl-base.bin" -q >"$TMP/ppl.out" 2>&1 ||
+    ! "$KV" perplexity -m "$M" "$TMP/ppl.txt" --dtype f32 --cache-dtype f32 --ctx 48 --positions \
+        --kl-divergence "$TMP/ppl-base.bin" --json "$TMP/ppl-kl.json" -q >"$TMP/ppl.out" 2>&1; then
+    fail "$name" "$(tail -1 "$TMP/ppl.out")"
+elif out=$(cd tests/reference && "$PYTHON" ppl_ref.py "$M" "$ppl_ids" 48 48 \
+    "$TMP/ppl-kl.json" "$TMP/ppl-base.bin" 2>&1); then
+    pass "$name ($out)"
+else fail "$name" "$out"; fi

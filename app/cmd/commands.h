@@ -5,7 +5,7 @@
 /* `kvchat CMD --help` prints CMD's text; main.c handles it for every command. */
 extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[],
     BENCH_HELP[], GET_MODEL_HELP[], CHAT_HELP[], REPLAY_HELP[], SELFTEST_HELP[], CONVERT_HELP[],
-    SESSIONS_HELP[];
+    SESSIONS_HELP[], PERPLEXITY_HELP[];
 
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
@@ -18,5 +18,6 @@ int cmd_get_model(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 #endif

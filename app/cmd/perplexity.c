@@ -1,0 +1,462 @@
+/* kvchat perplexity: how well a model predicts a text, the instrument llama-perplexity is to
+ * llama.cpp's users. Windows of --ctx tokens, --stride apart, each scoring its last --stride
+ * tokens; the loss by position within the window (does the model use its context?); the attention
+ * mass on position 0 (the sink); and, against a base run saved with --save-logits (another weight
+ * or cache type), the KL divergence, its 99th percentile, top-1 agreement and the change in PPL. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../kernels/dtype.h"
+#include "../../kernels/err.h"
+#include "../files.h"
+#include "../options.h"
+#include "../selftest.h"
+#include "commands.h"
+
+const char PERPLEXITY_HELP[] =
+    "usage: kvchat perplexity [-m DIR] FILE [options]\n"
+    "\n"
+    "The perplexity of FILE's text under the model: windows of --ctx tokens, --stride apart, each\n"
+    "scoring its last --stride tokens, so every scored token has ctx - stride tokens of context "
+    "or\n"
+    "more (llama-perplexity's rule at its default stride, half the window). Also the loss by\n"
+    "position in the window and the attention mass on position 0 (the sink).\n"
+    "\n"
+    "      --stride N             tokens between windows, all of them scored (default: ctx/2)\n"
+    "      --positions            windows side by side, every position scored: the loss by\n"
+    "                             position says whether the model uses its context\n"
+    "      --max-tokens N         score at most N tokens (default: the whole text)\n"
+    "      --save-logits FILE     the scored tokens' log-probabilities (f16, the vocabulary's\n"
+    "                             each: 100 KB a token for GPT-2) and losses, for\n"
+    "                             --kl-divergence\n"
+    "      --kl-divergence FILE   against a base run's --save-logits on the same text: mean KL,\n"
+    "                             its 99th percentile, top-1 agreement and the change in PPL\n"
+    "      --json FILE            the per-token figures (position, id, loss; KL and top-1)\n"
+    "  -q, --quiet                no progress bar\n"
+    "\n" MODEL_OPTS_HELP CACHE_OPTS_HELP;
+
+static const char MAGIC[8] = "KVPPLv1";
+
+typedef struct {
+    model_opts mo;
+    const char *file, *save, *base, *json;
+    int stride, positions, quiet;
+    long max_tokens;
+} ppl_args;
+
+/* what a run adds up */
+typedef struct {
+    double nll, kl, sink, sink_uniform;
+    long scored, top1, sink_steps;
+    double *pos_nll; /* by position in the window */
+    long *pos_n;
+    float *kls; /* each scored token's, for the percentile */
+    double base_nll;
+} ppl_sums;
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int parse_args(ppl_args *a, int argc, char **argv)
+{
+    model_opts_init(&a->mo);
+    a->max_tokens = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = model_opts_parse(&a->mo, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return -1;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--stride", &v)) != 0) {
+            if (r < 0 || opt_int("--stride", v, 1, 1 << 20, &a->stride))
+                return -1;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--max-tokens", &v)) != 0) {
+            int n;
+            if (r < 0 || opt_int("--max-tokens", v, 1, INT32_MAX, &n))
+                return -1;
+            a->max_tokens = n;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--save-logits", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->save = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--kl-divergence", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->base = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--json", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->json = v;
+        } else if (opt_match(argc, argv, &i, NULL, "--positions", NULL)) {
+            a->positions = 1;
+        } else if (opt_match(argc, argv, &i, "-q", "--quiet", NULL)) {
+            a->quiet = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return err_set("unknown option '%s' (see kvchat perplexity --help)", argv[i]);
+        } else if (a->file) {
+            return err_set("one text at a time: '%s' and '%s'", a->file, argv[i]);
+        } else {
+            a->file = argv[i];
+        }
+    }
+    if (!a->file)
+        return err_set("no text to measure (kvchat perplexity -m DIR FILE)");
+    if (a->positions && a->stride)
+        return err_set("--positions scores every position: no --stride with it");
+    if (a->save && a->base)
+        return err_set("--save-logits writes a base run; --kl-divergence compares with one: not "
+                       "both");
+    return 0;
+}
+
+/* the text of FILE, its bytes as they are (the tokenizer takes any) */
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err_set("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (err_grow(&buf, &cap, n + (1 << 16), 1, path)) {
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
+        n += got = fread(buf + n, 1, cap - n, f);
+    } while (got);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        err_set("%s: cannot read it", path);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* log-softmax of logits into lp (V floats); returns the top id */
+static int log_softmax(const float *logits, int V, float *lp)
+{
+    int top = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[top])
+            top = v;
+    double sum = 0;
+    for (int v = 0; v < V; v++)
+        sum += exp((double)logits[v] - logits[top]);
+    double lse = logits[top] + log(sum);
+    for (int v = 0; v < V; v++)
+        lp[v] = (float)(logits[v] - lse);
+    return top;
+}
+
+/* the base run's file: MAGIC, vocab and count (int32 each), then per token its id and its top id
+ * (int32: top-1 agreement exactly), its loss (float32: the base's PPL exactly) and the V
+ * log-probabilities (f16) */
+typedef struct {
+    FILE *f;
+    int V;
+    long count, read;
+    uint16_t *row;
+} base_run;
+
+static int base_open(base_run *b, const char *path, int V)
+{
+    char magic[8];
+    int32_t head[2];
+    memset(b, 0, sizeof *b);
+    if (!(b->f = fopen(path, "rb")))
+        return err_set("%s: %s", path, strerror(errno));
+    if (fread(magic, 1, 8, b->f) != 8 || memcmp(magic, MAGIC, 8) || fread(head, 4, 2, b->f) != 2)
+        return err_set("%s: not a kvchat perplexity --save-logits file", path);
+    long long want = 16 + (long long)head[1] * (12 + 2ll * head[0]);
+    if (head[0] != V || head[1] < 0 || fseek(b->f, 0, SEEK_END) || ftell(b->f) != want ||
+        fseek(b->f, 16, SEEK_SET))
+        return err_set("%s: a base run of another vocabulary (%d, this model's %d) or cut short",
+                       path, head[0], V);
+    b->V = V;
+    b->count = head[1];
+    if (!(b->row = err_malloc(sizeof *b->row * (size_t)V, "a base run's row")))
+        return -1;
+    return 0;
+}
+
+/* the base's next row into lp, checked to score the same token */
+static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, const char *path)
+{
+    int32_t got;
+    if (b->read >= b->count || fread(&got, 4, 1, b->f) != 1 || fread(top, 4, 1, b->f) != 1 ||
+        fread(nll, 4, 1, b->f) != 1 || fread(b->row, 2, (size_t)b->V, b->f) != (size_t)b->V)
+        return err_set("%s: the base run scored %ld tokens, this one more (another text, --ctx, "
+                       "--stride or --max-tokens?)",
+                       path, b->count);
+    if (got != id)
+        return err_set("%s: token %ld differs (base %d, this run %d): another text, --ctx or "
+                       "--stride?",
+                       path, b->read, got, id);
+    b->read++;
+    for (int v = 0; v < b->V; v++)
+        lp[v] = dt_f16_to_f32(b->row[v]);
+    return 0;
+}
+
+static int save_row(FILE *f, int id, int top, const float *lp, int V, uint16_t *row)
+{
+    int32_t i[2] = {id, top};
+    float nll = -lp[id];
+    for (int v = 0; v < V; v++)
+        row[v] = dt_f32_to_f16(lp[v] < -65000 ? -65000 : lp[v]);
+    return fwrite(i, 4, 2, f) == 2 && fwrite(&nll, 4, 1, f) == 1 &&
+                   fwrite(row, 2, (size_t)V, f) == (size_t)V
+               ? 0
+               : -1;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void progress(long done, long total, const ppl_sums *s)
+{
+    int width = 30, fill = total ? (int)(width * done / total) : width;
+    fprintf(stderr, "\rperplexity [%.*s%*s] %ld/%ld tok  PPL %.2f ", fill,
+            "##############################", width - fill, "", done, total,
+            s->scored ? exp(s->nll / s->scored) : 0.0);
+}
+
+/* One window: its first `first` tokens in one pass, then a token a step, each scored from the
+ * logits before it. The sink: the mass each step's query gives position 0, with the share a
+ * uniform reading would give, beside it. */
+static int window(loaded_model *lm, const int *w, int len, int first, long offset, ppl_sums *s,
+                  const ppl_args *a, base_run *base, FILE *save, FILE *json, float *buf)
+{
+    gpt2_model *m = &lm->model;
+    int V = m->cfg.vocab_size, L = m->cfg.n_layer, H = m->cfg.n_head, rc = 0;
+    float *logits = buf, *lp = buf + V, *blp = buf + 2 * V, *mass = buf + 3 * V;
+    int spans[3] = {0, 1, 1 << 30};
+    kb_probe probe = {.start = spans, .n_spans = 2, .mass = mass};
+    uint16_t *row = (uint16_t *)(mass + L * H * 2);
+    kv_seq *cache = kv_seq_new(lm->pool, 0);
+    if (!cache)
+        return err_wrap("a window's cache");
+    rc = gpt2_forward(m, lm->backend, cache, w, first, logits);
+    for (int j = first; !rc && j < len && !interrupted; j++) {
+        if (a->max_tokens >= 0 && s->scored >= a->max_tokens)
+            break;
+        int top = log_softmax(logits, V, lp), id = w[j], same = 0;
+        double nll = -lp[id], kl = 0;
+        s->nll += nll;
+        s->pos_nll[j] += nll;
+        s->pos_n[j]++;
+        if (base) {
+            float bnll;
+            int32_t btop;
+            if ((rc = base_next(base, id, blp, &btop, &bnll, a->base)))
+                break;
+            for (int v = 0; v < V; v++)
+                kl += exp((double)blp[v]) * (blp[v] - lp[v]);
+            kl = kl < 0 ? 0 : kl; /* the f16 base's rounding, never a real gain */
+            same = btop == top;
+            s->kl += kl;
+            s->kls[s->scored] = (float)kl;
+            s->top1 += same;
+            s->base_nll += bnll;
+        }
+        if (save && save_row(save, id, top, lp, V, row)) {
+            rc = err_set("%s: cannot write it: %s", a->save, strerror(errno));
+            break;
+        }
+        if (json) {
+            fprintf(json, "%s\n  {\"at\": %ld, \"pos\": %d, \"id\": %d, \"nll\": %.6f",
+                    s->scored ? "," : "", offset + j, j, id, nll);
+            if (base)
+                fprintf(json, ", \"kl\": %.6g, \"top1\": %s", kl, same ? "true" : "false");
+            fputc('}', json);
+        }
+        s->scored++;
+        if (j + 1 == len)
+            break;
+        m->probe = &probe;
+        rc = gpt2_forward(m, lm->backend, cache, &w[j], 1, logits);
+        m->probe = NULL;
+        if (!rc && j >= 1) {
+            double sink = 0;
+            for (int k = 0; k < L * H; k++)
+                sink += mass[k * 2];
+            s->sink += sink / (L * H);
+            s->sink_uniform += 1.0 / (j + 1);
+            s->sink_steps++;
+        }
+    }
+    kv_seq_free(cache);
+    return rc;
+}
+
+/* the loss by position: buckets doubling in width, and the context gate's two (0-31, 200-255) */
+static double bucket(const ppl_sums *s, int from, int to, long *n)
+{
+    double sum = 0;
+    *n = 0;
+    for (int j = from; j <= to; j++)
+        sum += s->pos_nll[j], *n += s->pos_n[j];
+    return *n ? sum / *n : NAN;
+}
+
+static void report(const ppl_sums *s, const ppl_args *a, int ctx, FILE *json)
+{
+    double ppl = exp(s->nll / s->scored);
+    printf("tokens scored: %ld\nperplexity: %.3f  (mean loss %.4f nats)\n", s->scored, ppl,
+           s->nll / s->scored);
+    printf("loss by position in the window:");
+    for (int from = 0, to = 31; from < ctx; from = to + 1, to = 2 * to + 1) {
+        long n;
+        double l = bucket(s, from, to < ctx ? to : ctx - 1, &n);
+        if (n)
+            printf("  %d-%d %.3f", from, to < ctx ? to : ctx - 1, l);
+    }
+    printf("\n");
+    long n0, n1;
+    double early = ctx > 31 ? bucket(s, 0, 31, &n0) : NAN,
+           late = ctx > 255 ? bucket(s, 200, 255, &n1) : NAN;
+    if (!isnan(early) && !isnan(late) && n0 && n1)
+        printf("context: loss at positions 200-255 is %.3f nats below 0-31\n", early - late);
+    if (s->sink_steps)
+        printf("attention on position 0 (the sink): %.1f%% of the mass, mean over layers, heads "
+               "and steps (a uniform reading: %.1f%%)\n",
+               100 * s->sink / s->sink_steps, 100 * s->sink_uniform / s->sink_steps);
+    double kl_p99 = 0, base_ppl = 0;
+    if (a->base) {
+        qsort(s->kls, (size_t)s->scored, sizeof *s->kls, cmp_float);
+        kl_p99 = s->kls[(long)(0.99 * (s->scored - 1))];
+        base_ppl = exp(s->base_nll / s->scored);
+        printf("against %s: mean KL %.6f  99th percentile %.6f  top-1 agreement %.2f%%  "
+               "PPL %.3f -> %.3f (%+.3f)\n",
+               a->base, s->kl / s->scored, kl_p99, 100.0 * s->top1 / s->scored, base_ppl, ppl,
+               ppl - base_ppl);
+    }
+    if (json) {
+        fprintf(json, "\n ],\n \"scored\": %ld, \"perplexity\": %.6f, \"mean_nll\": %.6f",
+                s->scored, ppl, s->nll / s->scored);
+        if (s->sink_steps)
+            fprintf(json, ", \"sink\": %.6f", s->sink / s->sink_steps);
+        if (a->base)
+            fprintf(json,
+                    ", \"kl_mean\": %.10g, \"kl_p99\": %.10g, \"top1\": %.8f, "
+                    "\"base_perplexity\": %.6f",
+                    s->kl / s->scored, kl_p99, (double)s->top1 / s->scored, base_ppl);
+        fprintf(json, "\n}\n");
+    }
+}
+
+static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
+{
+    gpt2_model *m = &lm->model;
+    int V = m->cfg.vocab_size, ctx = kv_pool_opts(lm->pool)->window;
+    int stride = a->positions ? ctx : a->stride ? a->stride : ctx / 2;
+    int first = a->positions ? 1 : ctx - stride, rc = -1;
+    if (stride > ctx || first < 1)
+        return err_set("--stride %d: at most the window less one token (%d)", stride, ctx - 1);
+    if (n <= first)
+        return err_set("%s: %d tokens, too few for a window that scores after %d", a->file, n,
+                       first);
+    long total = 0; /* the tokens the windows score */
+    for (long s0 = 0; s0 + first < n; s0 += stride)
+        total += (s0 + ctx < n ? ctx : n - s0) - first;
+    if (a->max_tokens >= 0 && total > a->max_tokens)
+        total = a->max_tokens;
+    ppl_sums s = {0};
+    base_run base = {0};
+    part_file save = {0}, json = {0};
+    size_t floats = 3 * (size_t)V + 2 * (size_t)m->cfg.n_layer * m->cfg.n_head + V;
+    float *buf = err_malloc(sizeof *buf * floats, "perplexity's buffers");
+    s.pos_nll = err_calloc((size_t)ctx, sizeof *s.pos_nll, "the loss by position");
+    s.pos_n = err_calloc((size_t)ctx, sizeof *s.pos_n, "the loss by position");
+    s.kls = a->base ? err_malloc(sizeof *s.kls * (size_t)(total + 1), "the KL values") : NULL;
+    if (!buf || !s.pos_nll || !s.pos_n || (a->base && !s.kls))
+        goto out;
+    if (a->base && base_open(&base, a->base, V))
+        goto out;
+    if (a->base && base.count != total) {
+        err_set("%s: the base run scored %ld tokens, this one scores %ld (another text, --ctx, "
+                "--stride or --max-tokens?)",
+                a->base, base.count, total);
+        goto out;
+    }
+    if (a->save) {
+        int32_t head[2] = {V, (int32_t)total};
+        if (part_open(&save, a->save) || fwrite(MAGIC, 1, 8, save.f) != 8 ||
+            fwrite(head, 4, 2, save.f) != 2)
+            goto out;
+    }
+    if (a->json && (part_open(&json, a->json) || fprintf(json.f, "{\n \"tokens\": [") < 0))
+        goto out;
+    int bar = !a->quiet && isatty(STDERR_FILENO);
+    signal(SIGINT, on_sigint);
+    rc = 0;
+    for (long s0 = 0; !rc && s0 + first < n && s.scored < total && !interrupted; s0 += stride) {
+        int len = s0 + ctx < n ? ctx : (int)(n - s0);
+        rc = window(lm, ids + s0, len, first, s0, &s, a, a->base ? &base : NULL, save.f, json.f,
+                    buf);
+        if (bar)
+            progress(s.scored, total, &s);
+    }
+    signal(SIGINT, SIG_DFL);
+    if (bar)
+        fputc('\n', stderr);
+    if (!rc && interrupted)
+        rc = err_set("interrupted after %ld of %ld tokens: nothing written", s.scored, total);
+    if (!rc)
+        report(&s, a, ctx, json.f);
+out:
+    if (save.f && part_commit(&save, !rc))
+        rc = -1;
+    if (json.f && part_commit(&json, !rc))
+        rc = -1;
+    if (base.f)
+        fclose(base.f);
+    free(base.row);
+    free(buf);
+    free(s.pos_nll);
+    free(s.pos_n);
+    free(s.kls);
+    return rc;
+}
+
+int cmd_perplexity(int argc, char **argv)
+{
+    ppl_args a = {0};
+    if (parse_args(&a, argc, argv))
+        return EXIT_USAGE;
+    size_t len = 0;
+    char *text = read_text(a.file, &len);
+    if (!text)
+        return EXIT_RUNTIME;
+    loaded_model lm;
+    int *ids = NULL, n = 0, cap = 0, rc = EXIT_RUNTIME;
+    if (selftest_load(&lm, &a.mo)) {
+        free(text);
+        return EXIT_RUNTIME;
+    }
+    if (!tok_encode(lm.tok, text, len, 0, &ids, &n, &cap) && !measure(&lm, &a, ids, n))
+        rc = 0;
+    unload_model(&lm);
+    free(text);
+    free(ids);
+    return rc;
+}

@@ -124,10 +124,12 @@ static void drain(tui *t)
 static void draw(tui *t)
 {
     const model_opts *mo = engine_model_opts(t->e);
-    char banner[160] = "";
+    char banner[320] = "";
     if (t->lm->model.cfg.random_weights)
         snprintf(banner, sizeof banner,
                  "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
+    else if (t->lm->model.cfg.about[0]) /* the file's words, drawn as text (the pane's ui_draw) */
+        snprintf(banner, sizeof banner, "%s", t->lm->model.cfg.about);
     char gen[48] = ""; /* while a reply streams: how fast, live */
     const cm_conv *cc = cm_conv_get(&t->v.cm, t->conv);
     if (t->generating && cc && cc->decode_tokens && !cc->awaiting_first)

@@ -59,6 +59,9 @@ int cfg_load(gpt2_config *c, const char *path)
     c->random_weights = json_is_true(json_object_get(root, "kvchat_random_weights"));
     c->conversational =
         json_object_get(json_object_get(root, "task_specific_params"), "conversational") != NULL;
+    json_t *about = json_object_get(root, "kvchat_about");
+    if (json_is_string(about))
+        snprintf(c->about, sizeof c->about, "%s", json_string_value(about));
     json_t *name = json_object_get(root, "_name_or_path");
     if (json_is_string(name))
         snprintf(c->name, sizeof c->name, "%s", json_string_value(name));

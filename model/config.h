@@ -9,6 +9,7 @@ typedef struct {
     int random_weights; /* written by make-tiny-model: the text is noise */
     int conversational; /* task_specific_params.conversational: a chat fine-tune such as DialoGPT */
     char name[128];     /* _name_or_path, when the export kept it ("" otherwise) */
+    char about[256];    /* kvchat_about: what a model kvchat ships is, for the screen ("": none) */
 } gpt2_config;
 
 int cfg_load(gpt2_config *c, const char *path);

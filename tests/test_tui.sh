@@ -257,6 +257,18 @@ same "${TAG}tui/after Ctrl-Z and fg, the exit message comes below the shell's li
         END { print (w && s > w) ? "below" : "line " s " of the message, " w " of the shell'"'"'s" }')"
 $TM kill-session -t fg 2>/dev/null
 
+# a model that says what it is (config.json's kvchat_about, as the shipped ones do): the chat
+# shows it above the conversation, as text
+cp -r "$TUIM" "$TMP/about-model"
+"$PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); c.pop("kvchat_random_weights", None)
+c["kvchat_about"] = "A small model trained here \033[31m(words, not answers)"
+json.dump(c, open(sys.argv[1], "w"))' "$TMP/about-model/config.json"
+$TM new-session -d -s ab -x 100 -y 30 "'$KV' -m '$TMP/about-model' -n 2 --no-save; sleep 3600"
+expect_screen_of ab "${TAG}tui/a model's kvchat_about is shown above the chat, as text" \
+    "^A small model trained here ^\[\[31m(words, not answers)"
+$TM kill-session -t ab 2>/dev/null
+
 # line mode typed at a terminal: Ctrl-C at the idle prompt once warns, twice quits (exit 0)
 rm -f "$TMP/lm.rc"
 $TM new-session -d -s lm -x 100 -y 30 \

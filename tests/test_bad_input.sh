@@ -353,6 +353,8 @@ expect_error "${TAG}bad/perplexity --kl-divergence of a file that is no base run
     "not a kvchat perplexity --save-logits file" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --kl-divergence "$B/ppl.txt"
 "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --save-logits "$B/ppl.base" -q >/dev/null
+same "${TAG}bad/perplexity --tokens 5 scores five, and -n is no limit of it" "tokens scored: 5" \
+    "$("$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --tokens 5 -n 2 -q 2>&1 | head -1)"
 expect_error "${TAG}bad/perplexity --kl-divergence against another text's run" 1 \
     "the base run scored [0-9]+ tokens, this one scores [0-9]+" \
     "$KV" perplexity -m "$B/good" "$B/habits.err" --ctx 8 --kl-divergence "$B/ppl.base"

@@ -31,7 +31,7 @@ const char PERPLEXITY_HELP[] =
     "      --stride N             tokens between windows, all of them scored (default: ctx/2)\n"
     "      --positions            windows side by side, every position scored: the loss by\n"
     "                             position says whether the model uses its context\n"
-    "      --max-tokens N         score at most N tokens (default: the whole text)\n"
+    "      --tokens N             score at most N tokens (default: the whole text)\n"
     "      --save-logits FILE     the scored tokens' log-probabilities (f16, the vocabulary's\n"
     "                             each: 100 KB a token for GPT-2) and losses, for\n"
     "                             --kl-divergence\n"
@@ -80,9 +80,9 @@ static int parse_args(ppl_args *a, int argc, char **argv)
         } else if ((r = opt_match(argc, argv, &i, NULL, "--stride", &v)) != 0) {
             if (r < 0 || opt_int("--stride", v, 1, 1 << 20, &a->stride))
                 return -1;
-        } else if ((r = opt_match(argc, argv, &i, NULL, "--max-tokens", &v)) != 0) {
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--tokens", &v)) != 0) {
             int n;
-            if (r < 0 || opt_int("--max-tokens", v, 1, INT32_MAX, &n))
+            if (r < 0 || opt_int("--tokens", v, 1, INT32_MAX, &n))
                 return -1;
             a->max_tokens = n;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--save-logits", &v)) != 0) {
@@ -202,7 +202,7 @@ static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, c
     if (b->read >= b->count || fread(&got, 4, 1, b->f) != 1 || fread(top, 4, 1, b->f) != 1 ||
         fread(nll, 4, 1, b->f) != 1 || fread(b->row, 2, (size_t)b->V, b->f) != (size_t)b->V)
         return err_set("%s: the base run scored %ld tokens, this one more (another text, --ctx, "
-                       "--stride or --max-tokens?)",
+                       "--stride or --tokens?)",
                        path, b->count);
     if (got != id)
         return err_set("%s: token %ld differs (base %d, this run %d): another text, --ctx or "
@@ -394,7 +394,7 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
         goto out;
     if (a->base && base.count != total) {
         err_set("%s: the base run scored %ld tokens, this one scores %ld (another text, --ctx, "
-                "--stride or --max-tokens?)",
+                "--stride or --tokens?)",
                 a->base, base.count, total);
         goto out;
     }

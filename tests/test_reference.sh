@@ -136,3 +136,25 @@ elif out=$(cd tests/reference && "$PYTHON" ppl_ref.py "$M" "$ppl_ids" 48 48 \
     "$TMP/ppl-kl.json" "$TMP/ppl-base.bin" 2>&1); then
     pass "$name ($out)"
 else fail "$name" "$out"; fi
+
+# The trainer of the models kvchat ships (tests/train/train.py, Debian's python3-torch): its chunked
+# LM head equals autograd on the plain expression, and a model it writes (a few steps on this
+# README) is the one it trained, read by NumPy, and loads in kvchat with NumPy's logits.
+if "$PYTHON" -c "import torch" 2>/dev/null; then
+    check "${TAG}ref/train.py's chunked LM head = autograd's loss and gradients" \
+        "$PYTHON" tests/train/check_head.py
+    mkdir -p "$TMP/tc"
+    "$KV" tokenize <README.md | "$PYTHON" -c 'import sys, array
+array.array("H", map(int, sys.stdin.read().split())).tofile(open(sys.argv[1], "wb"))' \
+        "$TMP/tc/train.u16"
+    if "$PYTHON" tests/train/train.py "$TMP/tc" "$TMP/trained" --layers 2 --embd 32 --heads 2 \
+        --ctx 32 --tokens 512 --batch 4 --threads 1 2>"$TMP/train.err"; then
+        logits_case "${TAG}ref/a model train.py wrote (f16) loads with NumPy's logits" \
+            "$TMP/trained" f16
+        check "${TAG}ref/what train.py wrote is the model it trained (NumPy reads the file)" \
+            "$PYTHON" tests/train/check_export.py "$TMP/trained" "$IDS"
+    else fail "${TAG}ref/a model train.py wrote (f16) loads with NumPy's logits" \
+        "train.py failed: $(tail -c 300 "$TMP/train.err")"; fi
+else
+    skip "${TAG}ref/train.py" "python3-torch is not installed (make test installs it)"
+fi

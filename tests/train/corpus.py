@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""The corpus of kvchat's small trained models, from Debian's public-domain English:
+Austen's novels (r-cran-janeaustenr), the King James Bible (bible-kjv), fortunes, chats made of
+the novels' dialogue in kvchat's gpt2 template, and synthetic chats that ask late for a fact
+stated early. Holds out Persuasion and the Revelation (never trained on).
+
+usage: corpus.py OUT_DIR [--kvchat PATH] [--seed S]
+Writes OUT_DIR/train.u16 (GPT-2 ids, uint16, documents separated by <|endoftext|>),
+OUT_DIR/heldout-austen.txt, OUT_DIR/heldout-kjv.txt, OUT_DIR/corpus.json (shares, versions,
+SHA-256 of each text); prints the same. Installs the packages when missing (apt-get)."""
+import argparse
+import array
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rdata  # noqa: E402
+
+PACKAGES = ["r-cran-janeaustenr", "bible-kjv", "bible-kjv-text", "fortunes"]
+AUSTEN = "/usr/lib/R/site-library/janeaustenr/data/Rdata"
+FORTUNES = "/usr/share/games/fortunes"
+EOT = "<|endoftext|>"
+PREAMBLE = "A conversation between a curious user and a helpful assistant.\n"  # template.c's
+
+
+def ensure_packages():
+    missing = [p for p in PACKAGES
+               if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode]
+    if missing:
+        print("installing", " ".join(missing), file=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "-q"] + missing, check=True,
+                       stdout=subprocess.DEVNULL)
+    out = {}
+    for p in PACKAGES:
+        v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", p], capture_output=True,
+                           text=True, check=True).stdout
+        out[p] = v
+    return out
+
+
+def paragraphs(lines):
+    """lines to paragraphs: blank lines separate them, a paragraph's lines joined by spaces"""
+    out, cur = [], []
+    for ln in lines + [""]:
+        ln = (ln or "").strip()
+        if ln:
+            cur.append(ln)
+        elif cur:
+            out.append(" ".join(cur))
+            cur = []
+    return out
+
+
+def austen():
+    books = rdata.read_lazyload(AUSTEN)
+    return {name: paragraphs(lines) for name, lines in books.items()}
+
+
+def kjv():
+    """{book: text}: a verse a line (no numbers), a blank line between chapters"""
+    raw = subprocess.run(["bible", "-p", "/usr/lib", "Gen1:1-Rev22:21"], capture_output=True,
+                         text=True, check=True).stdout
+    books, book = {}, None
+    for ln in raw.splitlines():
+        m = re.match(r"^(\S.*) (\d+)$", ln)
+        if m:  # "Genesis 1": a chapter heading
+            if m.group(1) != book:
+                book = m.group(1)
+                books[book] = []
+            books[book].append([])
+            continue
+        v = re.match(r"^\s+\d+ (.*)$", ln)
+        if v:
+            books[book][-1].append(v.group(1).strip())
+        elif ln.strip() and books.get(book):
+            books[book][-1][-1] += " " + ln.strip()
+    return {b: "\n\n".join("\n".join(ch) for ch in chs) for b, chs in books.items()}
+
+
+def fortunes():
+    out = []
+    for name in sorted(os.listdir(FORTUNES)):
+        path = os.path.join(FORTUNES, name)
+        if name.endswith((".dat", ".u8")) or os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            out += [q.strip("\n") for q in f.read().split("\n%\n") if q.strip()]
+    return out
+
+
+QUOTE = re.compile(r"[\"“]([^\"”]+)[\"”]")
+
+
+def dialogue_runs(paras, least=4, most=12):
+    """runs of consecutive paragraphs that open with speech: each its quoted words, joined"""
+    runs, cur = [], []
+    for p in paras + [""]:
+        said = " ".join(q.strip() for q in QUOTE.findall(p)) if p.startswith(("\"", "“")) else ""
+        if said and len(said) < 600:
+            cur.append(said)
+            continue
+        while len(cur) >= least:
+            runs.append(cur[:most])
+            cur = cur[most:]
+        cur = []
+    return runs
+
+
+def chat(turns):
+    """turns in kvchat's gpt2 template, alternate speakers as the two sides"""
+    out = PREAMBLE
+    for i, t in enumerate(turns):
+        out += ("User: %s\n" % t) if i % 2 == 0 else ("Assistant: %s\n" % t)
+    return out.rstrip("\n")
+
+
+NAMES = ["Anne", "Eliza", "Marianne", "Edward", "Henry", "Fanny", "Robert", "Harriet", "James",
+         "Lucy", "Charles", "Mary", "Thomas", "Jane", "William", "Catherine", "George", "Sophia"]
+PLACES = ["Bath", "London", "Derby", "Kent", "Brighton", "Devon", "Oxford", "York", "Dover",
+          "Norfolk", "Surrey", "Exeter", "Lyme", "Portsmouth", "Sussex", "Bristol"]
+THINGS = ["a grey horse", "a red shawl", "a silver watch", "a small dog", "an old piano",
+          "a blue carriage", "a garden of roses", "a copy of Cowper", "a white cat"]
+NUMBERS = ["three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve"]
+FACTS = [  # (the statement, the question, the answer), each filled from the lists above
+    ("My name is {n}.", "What is my name?", "Your name is {n}."),
+    ("I live in {p}.", "Where do I live?", "You live in {p}."),
+    ("I have {t}.", "What do I have?", "You have {t}."),
+    ("I have {k} sisters.", "How many sisters do I have?", "You have {k} sisters."),
+    ("My brother lives in {p}.", "Where does my brother live?", "Your brother lives in {p}."),
+]
+ACKS = ["I shall remember it.", "Very well, I will remember.", "Indeed, I am glad to know it.",
+        "I understand.", "Thank you for telling me."]
+
+
+def fact_chat(rng, pairs):
+    """a fact stated first, asked for after several exchanges of the novels' dialogue"""
+    st, q, a = rng.choice(FACTS)
+    fill = dict(n=rng.choice(NAMES), p=rng.choice(PLACES), t=rng.choice(THINGS),
+                k=rng.choice(NUMBERS))
+    turns = [st.format(**fill), rng.choice(ACKS)]
+    for _ in range(rng.randint(2, 8)):
+        turns += rng.choice(pairs)
+    return chat(turns + [q.format(**fill), a.format(**fill)])
+
+
+def tokenize(kvchat, text):
+    r = subprocess.run([kvchat, "tokenize", "--special"], input=text.encode(),
+                       capture_output=True, check=True)
+    return [int(x) for x in r.stdout.split()]
+
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--kvchat", default="build/kvchat")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    versions = ensure_packages()
+    novels, bible, quotes = austen(), kjv(), fortunes()
+    held = {"austen": "\n\n".join(novels.pop("persuasion")), "kjv": bible.pop("Revelation")}
+    parts = {
+        "austen": [("\n\n".join(p)) for p in novels.values()],
+        "kjv": list(bible.values()),
+        "fortunes": quotes,
+    }
+    runs = [r for p in novels.values() for r in dialogue_runs(p)]
+    parts["austen-chats"] = [chat(r) for r in runs]
+    pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
+    parts["fact-chats"] = [fact_chat(rng, pairs) for _ in range(len(runs) // 2)]
+    os.makedirs(args.out, exist_ok=True)
+    report = {"packages": versions, "parts": {}, "heldout": {}}
+    ids, counts = [], {}
+    docs = [(name, d) for name, ds in parts.items() for d in ds]
+    rng.shuffle(docs)  # documents of every kind all through: no part is learnt last
+    for name in parts:
+        text = EOT.join(d for n, d in docs if n == name)
+        report["parts"][name] = {"documents": len(parts[name]), "sha256": sha(text)}
+    chunk = 400  # documents a tokenizer call
+    for i in range(0, len(docs), chunk):
+        ids += tokenize(args.kvchat, "".join(d + EOT for _, d in docs[i : i + chunk]))
+    for name in parts:  # the tokens each part takes, for the shares
+        counts[name] = len(tokenize(args.kvchat, EOT.join(parts[name])))
+    total = sum(counts.values())
+    for name in parts:
+        report["parts"][name].update(tokens=counts[name], share=round(counts[name] / total, 4))
+    for name, text in held.items():
+        path = os.path.join(args.out, "heldout-%s.txt" % name)
+        with open(path, "w") as f:
+            f.write(text)
+        report["heldout"][name] = {"file": os.path.basename(path), "sha256": sha(text),
+                                   "tokens": len(tokenize(args.kvchat, text))}
+    a = array.array("H", ids)
+    with open(os.path.join(args.out, "train.u16"), "wb") as f:
+        a.tofile(f)
+    report["train_tokens"] = len(ids)
+    report["order"] = "%d documents, shuffled with seed %d" % (len(docs), args.seed)
+    with open(os.path.join(args.out, "corpus.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    json.dump(report, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

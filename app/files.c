@@ -168,6 +168,27 @@ int part_commit(part_file *p, int ok)
     return ok ? err_set("%s: cannot write: %s", p->path, strerror(err ? err : EIO)) : -1;
 }
 
+char *read_all(FILE *f, size_t *len, const char *what)
+{
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (err_grow(&buf, &cap, n + (1 << 16), 1, what)) {
+            free(buf);
+            return NULL;
+        }
+        errno = 0;
+        n += got = fread(buf + n, 1, cap - n, f);
+    } while (got);
+    if (ferror(f)) {
+        err_set("cannot read %s: %s", what, strerror(errno ? errno : EIO));
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 int copy_file(const char *src, const char *dst)
 {
     FILE *in = fopen(src, "rb");

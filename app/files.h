@@ -42,6 +42,9 @@ int part_commit(part_file *p, int ok);
 /* Before a --dump-logits of rows of `row` bytes replaces PATH: refused when PATH is `input` (the
  * session being verified) or a regular file other than an earlier dump (whole rows). */
 int dump_claim(const char *path, long long row, const char *input);
+/* All of stream f, its length in *len; NULL (with an error naming `what`) on a failure to read
+ * or to allocate. */
+char *read_all(FILE *f, size_t *len, const char *what);
 /* Copies src to dst through dst.part. */
 int copy_file(const char *src, const char *dst);
 /* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else PREFIX/share/kvchat beside

@@ -341,6 +341,8 @@ expect_error "${TAG}bad/perplexity without a text" 2 "no text to measure" \
     "$KV" perplexity -m "$B/good"
 expect_error "${TAG}bad/perplexity of a missing file" 1 "none.txt: No such file or directory" \
     "$KV" perplexity -m "$B/good" "$B/none.txt"
+expect_error "${TAG}bad/perplexity of a folder" 1 "cannot read $B: Is a directory" \
+    "$KV" perplexity -m "$B/good" "$B"
 expect_error "${TAG}bad/perplexity --stride 0" 2 "--stride: expected" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 0
 expect_error "${TAG}bad/perplexity --stride past the window" 1 "--stride 40: at most the window" \

@@ -119,35 +119,6 @@ static int parse_args(ppl_args *a, int argc, char **argv)
     return 0;
 }
 
-/* the text of FILE, its bytes as they are (the tokenizer takes any) */
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set("%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (err_grow(&buf, &cap, n + (1 << 16), 1, path)) {
-            free(buf);
-            fclose(f);
-            return NULL;
-        }
-        n += got = fread(buf + n, 1, cap - n, f);
-    } while (got);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        err_set("%s: cannot read it", path);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 /* log-softmax of logits into lp (V floats); returns the top id */
 static int log_softmax(const float *logits, int V, float *lp)
 {
@@ -444,7 +415,12 @@ int cmd_perplexity(int argc, char **argv)
     if (parse_args(&a, argc, argv))
         return EXIT_USAGE;
     size_t len = 0;
-    char *text = read_text(a.file, &len);
+    FILE *f = fopen(a.file, "rb");
+    char *text = f ? read_all(f, &len, a.file) : NULL;
+    if (!f)
+        err_set("%s: %s", a.file, strerror(errno));
+    if (f)
+        fclose(f);
     if (!text)
         return EXIT_RUNTIME;
     loaded_model lm;

@@ -22,26 +22,6 @@ const char TOKENIZE_HELP[] =
     "                    $KVCHAT_MODEL, else GPT-2's own tokenizer, which kvchat ships)\n"
     "      --special     treat \"<|endoftext|>\" in the text as the special token 50256\n";
 
-static char *read_all(FILE *f, size_t *len)
-{
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (err_grow(&buf, &cap, n + (1 << 16), 1, "standard input")) {
-            free(buf);
-            return NULL;
-        }
-        n += got = fread(buf + n, 1, cap - n, f);
-    } while (got);
-    if (ferror(f)) {
-        free(buf);
-        err_set("cannot read standard input");
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 static int decode(const tokenizer *t, const char *list)
 {
     tok_stream ts;
@@ -122,7 +102,7 @@ int cmd_tokenize(int argc, char **argv)
         rc = decode(t, ids) ? EXIT_RUNTIME : 0;
     } else {
         size_t len = 0;
-        char *input = text ? NULL : read_all(stdin, &len);
+        char *input = text ? NULL : read_all(stdin, &len, "standard input");
         int *out = NULL, n = 0, cap = 0;
         if ((!text && !input) ||
             tok_encode(t, text ? text : input, text ? strlen(text) : len, special, &out, &n, &cap))

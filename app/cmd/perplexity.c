@@ -37,6 +37,8 @@ const char PERPLEXITY_HELP[] =
     "                             --kl-divergence\n"
     "      --kl-divergence FILE   against a base run's --save-logits on the same text: mean KL,\n"
     "                             its 99th percentile, top-1 agreement and the change in PPL\n"
+    "                             (the f16 file sets a floor: a run against its own base\n"
+    "                             shows it, about 1e-6 for GPT-2)\n"
     "      --json FILE            the per-token figures (position, id, loss; KL and top-1)\n"
     "  -q, --quiet                no progress bar\n"
     "\n" MODEL_OPTS_HELP CACHE_OPTS_HELP;
@@ -180,8 +182,18 @@ static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, c
                        "--stride?",
                        path, b->read, got, id);
     b->read++;
-    for (int v = 0; v < b->V; v++)
+    /* normalised again: f16's rounding leaves the row's probabilities summing to 1 only within
+     * about 1e-3, an error KL would take in whole; a distribution again, only its square remains */
+    double mx = -INFINITY, sum = 0;
+    for (int v = 0; v < b->V; v++) {
         lp[v] = dt_f16_to_f32(b->row[v]);
+        mx = lp[v] > mx ? lp[v] : mx;
+    }
+    for (int v = 0; v < b->V; v++)
+        sum += exp(lp[v] - mx);
+    float lse = (float)(mx + log(sum));
+    for (int v = 0; v < b->V; v++)
+        lp[v] -= lse;
     return 0;
 }
 
@@ -316,7 +328,7 @@ static void report(const ppl_sums *s, const ppl_args *a, int ctx, FILE *json)
         qsort(s->kls, (size_t)s->scored, sizeof *s->kls, cmp_float);
         kl_p99 = s->kls[(long)(0.99 * (s->scored - 1))];
         base_ppl = exp(s->base_nll / s->scored);
-        printf("against %s: mean KL %.6f  99th percentile %.6f  top-1 agreement %.2f%%  "
+        printf("against %s: mean KL %.3g  99th percentile %.3g  top-1 agreement %.2f%%  "
                "PPL %.3f -> %.3f (%+.3f)\n",
                a->base, s->kl / s->scored, kl_p99, 100.0 * s->top1 / s->scored, base_ppl, ppl,
                ppl - base_ppl);

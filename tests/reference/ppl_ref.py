@@ -7,7 +7,8 @@ IDS: the text's ids, comma-separated. RUN.json: kvchat perplexity --json of that
 the float64 NumPy model's (gpt2_ref.py) within 1e-4 nats, and the perplexity within 1e-5 of it
 (relative). With BASE.bin (a --save-logits file of another run of the text: another cache type),
 RUN.json comes from --kl-divergence BASE.bin: its mean KL, 99th percentile and top-1 agreement must
-be those of BASE's rows against NumPy's distributions. Prints a summary; exits 1 on a difference."""
+be those of BASE's rows (normalised again after f16's rounding) against NumPy's distributions.
+Prints a summary; exits 1 on a difference."""
 import json
 import sys
 
@@ -26,7 +27,8 @@ def read_saved(path):
     ids = rows[:, 0:4].copy().view("<i4")[:, 0]
     top = rows[:, 4:8].copy().view("<i4")[:, 0]
     lp = rows[:, 12:].copy().view("<f2").astype(np.float64)
-    return ids, top, lp
+    mx = lp.max(axis=1, keepdims=True)  # each row a distribution again, as kvchat reads it
+    return ids, top, lp - mx - np.log(np.exp(lp - mx).sum(axis=1, keepdims=True))
 
 
 def main():

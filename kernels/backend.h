@@ -47,6 +47,8 @@ typedef struct {
 typedef struct {
     const int *ids; /* the new tokens, host memory */
     int n, past;
+    int pos0; /* the first new token's position (its wpe row): past, unless earlier positions left
+               * the cache without being recomputed (gpt2_model.pos_offset) */
     const kb_sample *pick; /* the sample call this step ends with, or NULL */
     int *next;             /* where that call puts the chosen id */
     const void *key;       /* everything else the recorded work depends on (buffers, cache view) */

@@ -73,12 +73,12 @@ static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, in
 
 /* the kernels of one pass; head: also the final norm and the logits of the last position */
 static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past,
-               int head)
+               int pos0, int head)
 {
     const gpt2_config *c = &m->cfg;
     int C = c->n_embd;
     float *x = m->x, *h = m->h;
-    if (b->embed(b, x, ids, n, past, &m->wte, &m->wpe))
+    if (b->embed(b, x, ids, n, pos0, &m->wte, &m->wpe))
         return -1;
     if (n == 1 && b->linear && b->linear_t)
         return run_fused(m, b, kv, past, head);
@@ -139,11 +139,11 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
               const kb_sample *pick, int *next, float *logits)
 {
     const gpt2_config *c = &m->cfg;
-    int past = kv_len(cache);
+    int past = kv_len(cache), pos0 = past + m->pos_offset;
     if (n < 1)
         return err_set("forward pass of no tokens");
-    if (past + n > c->n_ctx)
-        return err_set("%d cached + %d new tokens exceed the context of %d", past, n, c->n_ctx);
+    if (pos0 + n > c->n_ctx)
+        return err_set("%d cached + %d new tokens exceed the context of %d", pos0, n, c->n_ctx);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
             return err_set("token id %d is outside the vocabulary (0..%d)", ids[i],
@@ -169,6 +169,7 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     kb_step st = {.ids = ids,
                   .n = n,
                   .past = past,
+                  .pos0 = pos0,
                   .pick = pick,
                   .next = next,
                   .key = &key,
@@ -178,7 +179,7 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
         int replayed = 0;
         if (b->step_begin && b->step_begin(b, &st, &replayed))
             return err_wrap("starting a step");
-        rc = replayed ? 0 : run(m, b, kv, ids, n, past, head);
+        rc = replayed ? 0 : run(m, b, kv, ids, n, past, pos0, head);
         if (!rc && !replayed && pick)
             rc = b->sample(b, next, m->logits, c->vocab_size, pick);
         end = b->step_end ? b->step_end(b, !rc) : 0;

@@ -52,6 +52,10 @@ typedef struct {
     /* set by the caller: each one-token step fills it (kernels/backend.h: the weight each head
      * of each layer gave each span of the window, the turns); NULL: off, and nothing is spent */
     const kb_probe *probe;
+    /* set by the caller: positions the cache no longer holds whose tokens kept where they were
+     * computed (token-level eviction, kvchat bench --policy's text track): new tokens go in at
+     * position kv_len + pos_offset. 0 for everything else. */
+    int pos_offset;
 } gpt2_model;
 
 /* Told how far a long load has come: stage names the work, fraction is 0..1. */

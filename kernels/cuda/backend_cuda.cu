@@ -55,7 +55,7 @@ static int grow_step(cuda_state *s, int cap)
     return 0;
 }
 
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick)
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, int pos, const kb_sample *pick)
 {
     int hist = pick ? pick->n_history : 0;
     if (grow_step(s, n > hist ? n : hist))
@@ -63,6 +63,7 @@ int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *
     CK(cudaStreamSynchronize(s->stream)); /* the last copy out of the pinned twin has been made */
     cu_step *h = s->hstep;
     h->past = past;
+    h->pos = pos;
     h->n = n;
     h->cap = s->step_cap;
     h->n_hist = hist;
@@ -103,7 +104,7 @@ int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_samp
                    const cu_step **dev)
 {
     cuda_state *s = cuda_of(b);
-    if (!s->in_step && (cuda_stage(s, ids, n, past, pick) || cuda_upload(s, 1)))
+    if (!s->in_step && (cuda_stage(s, ids, n, past, past, pick) || cuda_upload(s, 1)))
         return -1;
     *dev = s->dstep;
     return 0;

@@ -35,6 +35,7 @@
  * feeds it. */
 typedef struct {
     int past, n, n_hist, top_k;
+    int pos; /* the first new token's position (kb_step.pos0) */
     float temp, top_p, penalty;
     int out;          /* the chosen id */
     unsigned floor_q; /* the kept set's threshold the sampler found (the tests read it) */
@@ -137,13 +138,14 @@ int cuda_scratch(kb_backend *b, size_t bytes, void **out);
 /* writes the scalars into the pinned twin; upload queues the copy of what they fill to the device:
  * the history ids that changed, then (with_header) the scalars and the new ids, which a recorded
  * step copies itself */
-int cuda_stage(cuda_state *s, const int *ids, int n, int past, const kb_sample *pick);
+int cuda_stage(cuda_state *s, const int *ids, int n, int past, int pos, const kb_sample *pick);
 int cuda_upload(cuda_state *s, int with_header);
 static inline size_t cu_header_bytes(int n)
 {
     return offsetof(cu_step, data) + sizeof(int) * (size_t)n;
 }
-/* the step's scalars on the device: those of the current step, or (outside a step) these */
+/* the step's scalars on the device: those of the current step, or (outside a step) these, past
+ * also the first new token's position */
 int cuda_step_args(kb_backend *b, const int *ids, int n, int past, const kb_sample *pick,
                    const cu_step **dev);
 

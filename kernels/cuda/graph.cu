@@ -49,7 +49,7 @@ static cu_graph *lookup(cuda_state *s, const kb_step *st, int *fresh)
 static int begin(cuda_state *s, const kb_step *st, int *replayed)
 {
     int recordable = st->n == 1 && st->key_bytes && st->key_bytes <= sizeof s->graphs[0].key;
-    if (cuda_stage(s, st->ids, st->n, st->past, st->pick))
+    if (cuda_stage(s, st->ids, st->n, st->past, st->pos0, st->pick))
         return -1;
     CK(cudaEventRecord(s->started, s->stream));
     if (cuda_upload(s, !recordable)) /* a recorded step copies its scalars itself */

@@ -11,7 +11,7 @@ __global__ static void embed_k(float *x, const cu_step *st, const void *wte, dty
                                const uint16_t *scales, const void *wpe, dtype pt, int C)
 {
     int i = blockIdx.x;
-    size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->past + i) * C;
+    size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->pos + i) * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float t = cu_load(wte, te + c, tt);
         if (tt == DT_Q8)

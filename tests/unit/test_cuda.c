@@ -611,12 +611,23 @@ static void sample_twins(void)
     c->destroy(c);
 }
 
+/* A token-level eviction without recompute (bench --policy's text track): 8 positions from 10 on
+ * leave the cache, the later ones move down keeping what they were computed as, and the next
+ * tokens go in at their true positions (the embedding's row past the cache's length). */
+static int drop_tokens(kv_seq *s, gpt2_model *m)
+{
+    int len = kv_len(s);
+    m->pos_offset += 8;
+    return kv_shift(s, 10, 18, len - 18) || kv_truncate(s, len - 8);
+}
+
 /* Whole decode steps on both backends, the same ids fed to both, in one kernel set: a prefill, then
  * the first decode step runs eagerly, the second is recorded as a graph, the rest replay it while
  * the block table grows under it and the window crosses position 128, where both sets' decode
  * attention starts a new chunk (of 64 or 128 positions) inside the recorded grid; midway both
- * caches go to (pinned) host memory and come back, which moves the blocks. *nodes: the recorded
- * step's. */
+ * caches go to (pinned) host memory and come back, which moves the blocks; a quarter in, both drop
+ * 8 tokens without recompute (drop_tokens), so that later steps, replays included, embed at a
+ * position past the cache's length. *nodes: the recorded step's. */
 enum { STEPS_PREFILL = 122, STEPS_CTX = 192 };
 static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
 {
@@ -648,6 +659,10 @@ static void steps_in(kb_backend *g, kb_backend *c, kb_kernels set, int *nodes)
         int first = n == STEPS_PREFILL ? 0 : n - 1, na = -1, nb = -1;
         if (n == STEPS_PREFILL + n_decode / 2 && (kv_offload(sc) || kv_offload(sg))) {
             CHECK(0, "offload: %s", err_msg());
+            break;
+        }
+        if (n == STEPS_PREFILL + n_decode / 4 && (drop_tokens(sc, &mc) || drop_tokens(sg, &mg))) {
+            CHECK(0, "token drop: %s", err_msg());
             break;
         }
         kb_sample ka = sampler_draw(&a, ids, n), kb = sampler_draw(&b, ids, n);

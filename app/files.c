@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "../kernels/err.h"
 
 #ifndef KVCHAT_ASSETS
@@ -166,6 +168,17 @@ int part_commit(part_file *p, int ok)
         return 0;
     unlink(p->tmp);
     return ok ? err_set("%s: cannot write: %s", p->path, strerror(err ? err : EIO)) : -1;
+}
+
+void sha256_hex(const void *data, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (!EVP_Digest(data, len, md, &n, EVP_sha256(), NULL))
+        n = 0;
+    for (unsigned int i = 0; i < n && i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex[2 * (n < 32 ? n : 32)] = 0;
 }
 
 char *read_all(FILE *f, size_t *len, const char *what)

@@ -45,6 +45,8 @@ int dump_claim(const char *path, long long row, const char *input);
 /* All of stream f, its length in *len; NULL (with an error naming `what`) on a failure to read
  * or to allocate. */
 char *read_all(FILE *f, size_t *len, const char *what);
+/* The SHA-256 of len bytes, as 64 hex digits */
+void sha256_hex(const void *data, size_t len, char hex[65]);
 /* Copies src to dst through dst.part. */
 int copy_file(const char *src, const char *dst);
 /* The folder holding the shipped GPT-2 tokenizer: $KVCHAT_ASSETS, else PREFIX/share/kvchat beside

@@ -47,6 +47,23 @@ expect_error "${TAG}bad/bench --policy --ctx of the model's positions" 1 \
 expect_error "${TAG}bad/bench --policy on positions too few for a turn" 1 \
     "the model's 32 positions hold no turn of this chat and its 64-token replies" \
     "$KV" bench --policy -m "$B/good" --ctx 8
+expect_error "${TAG}bad/bench --text without --policy" 2 "--text: only with --policy" \
+    "$KV" bench -m "$B/good" --text "$B/blank.txt"
+expect_error "${TAG}bad/bench --policy with two tracks" 2 "--messages and --text: one track" \
+    "$KV" bench --policy -m "$B/good" --text "$B/blank.txt" --messages "$B/blank.txt"
+expect_error "${TAG}bad/bench --policy --documents 0" 2 "--documents" \
+    "$KV" bench --policy -m "$B/good" --text "$B/blank.txt" --documents 0
+expect_error "${TAG}bad/bench --policy --text on a model of 32 positions" 1 \
+    "the model's 32 positions leave budgets too small for the text track" \
+    "$KV" bench --policy -m "$B/good" --text "$B/blank.txt"
+"$KV" make-tiny-model "$B/p64" --ctx 64 >/dev/null
+for f in none.txt blank.txt .; do
+    why="--text $B/$f: 4 tokens hold 0 documents of the model's 64 positions, not --documents 24"
+    [ "$f" = none.txt ] && why="--text $B/$f: No such file or directory"
+    [ "$f" = . ] && why="cannot read $B/\.: Is a directory"
+    expect_error "${TAG}bad/bench --policy --text $f" 1 "$why" \
+        "$KV" bench --policy -m "$B/p64" --text "$B/$f"
+done
 expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16 or int8, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
 expect_error "${TAG}bad/--gpu-kernels turbo" 2 "--gpu-kernels: expected fast or basic, got 'turbo'" "$KV" generate -m "$B/good" --gpu-kernels turbo
 expect_error "${TAG}bad/--cache-mem past 1e15 bytes" 2 "'2000T' is more than the largest size" \

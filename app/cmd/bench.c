@@ -19,6 +19,7 @@ const char BENCH_HELP[] =
     "       kvchat bench --attention [-m DIR] [--dtype T] [--context LIST] [--runs N]\n"
     "       kvchat bench --policy [-m DIR] [--ctx N] [--messages FILE] [-n N] [--seed S] "
     "[--json FILE]\n"
+    "       kvchat bench --policy --text FILE [-m DIR] [--documents N] [--seed S] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
@@ -47,6 +48,15 @@ const char BENCH_HELP[] =
     "one, as long as the model's positions hold; replies of -n tokens (default 64) drawn with\n"
     "the sampling options (--temp, --seed, ...). Random weights say nothing here: run it on a\n"
     "real checkpoint (kvchat get-model gpt2).\n"
+    "--policy --text FILE is the text track: --documents N (default 24) stretches of the model's\n"
+    "positions taken evenly through FILE (a held-out text), each read token by token in full and\n"
+    "at budgets of 12.5%, 25% and 50% of the positions by kvchat's rules (exact: the oldest\n"
+    "quarter of the budget goes and the rest is computed again; shift: not computed again) and\n"
+    "the literature's token-level rules (window; 4 sinks + window; H2O; TOVA), which keep every\n"
+    "token where it was computed. Over the tokens whose cache had lost history: the change in\n"
+    "PPL, mean and 95th-percentile KL(full || rule), top-1 agreement, tokens recomputed and\n"
+    "time, with bootstrap 95% intervals over the documents (--seed); first, whether the model\n"
+    "uses its context at all (else the figures are noise) and its attention on position 0.\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -58,6 +68,8 @@ const char BENCH_HELP[] =
     "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
     "      --messages FILE --policy's chat: one user message a line\n"
+    "      --text FILE    --policy's text track on FILE's text\n"
+    "      --documents N  the text track's documents (default 24)\n"
     "      --json FILE    also write the figures as JSON\n"
     "  -t, --threads N    CPU threads (default: the cores this process may run on)\n";
 
@@ -232,8 +244,8 @@ int cmd_bench(int argc, char **argv)
     model_opts_init(&mo);
     static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
-    const char *messages = NULL;
-    int runs = 5, mode = 0; /* 1: --turns, 2: --attention, 3: --policy */
+    const char *messages = NULL, *text = NULL;
+    int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy */
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -262,6 +274,13 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             messages = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--text", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            text = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--documents", &v)) != 0) {
+            if (r < 0 || opt_int("--documents", v, 1, 100000, &docs))
+                return EXIT_USAGE;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--runs", &v)) != 0) {
             if (r < 0 || opt_int("--runs", v, 1, 64, &runs))
                 return EXIT_USAGE;
@@ -272,8 +291,10 @@ int cmd_bench(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
         }
     }
-    if (messages && mode != 3)
-        return err_set("--messages: only with --policy"), EXIT_USAGE;
+    if ((messages || text) && mode != 3)
+        return err_set("%s: only with --policy", messages ? "--messages" : "--text"), EXIT_USAGE;
+    if (messages && text)
+        return err_set("--messages and --text: one track at a time"), EXIT_USAGE;
     if (mode == 3 && mo.n_predict < 1)
         return err_set("-n %d: bench --policy compares reply tokens; give -n 1 or more",
                        mo.n_predict),
@@ -293,6 +314,7 @@ int cmd_bench(int argc, char **argv)
                dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name, lm.backend->threads);
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
+                 : text      ? bench_text(&lm, text, docs, json_path, mo.sp.seed)
                              : bench_policy(&lm, &mo, messages, json_path);
         rc = rc ? EXIT_RUNTIME : 0;
         unload_model(&lm);

@@ -13,5 +13,9 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path);
 int bench_reading(loaded_model *lm, const int *ctx, int n_ctx, int runs);
 /* kvchat bench --policy: KL and top-1 of oldest-first and least-read against no eviction */
 int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *json);
+/* kvchat bench --policy --text: kvchat's rules and the literature's token-level ones on documents
+ * of a held-out text, at budgets of 12.5%, 25% and 50% of the model's positions; seed: the
+ * bootstrap's */
+int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed);
 
 #endif

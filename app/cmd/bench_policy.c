@@ -6,7 +6,6 @@
  * go turn by turn in step, so only one reply's logits are held. */
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "../../kernels/err.h"
 #include "../chat/engine.h"
 #include "bench.h"
+#include "bench_stats.h"
 
 /* The chat when no --messages file is given: plain requests, some of which ask after what an
  * earlier message said, so that with real weights what a rule dropped can matter. */
@@ -70,26 +70,6 @@ typedef struct {
     json_t *reply_ids;
 } bench;
 
-static void log_softmax(const float *x, int n, double *out)
-{
-    double mx = x[0], s = 0;
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++)
-        s += exp(x[i] - mx);
-    double lse = mx + log(s);
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] - lse;
-}
-
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        best = x[i] > x[best] ? i : best;
-    return best;
-}
-
 /* The window is recorded when it is not the last one with the token just taken appended: at each
  * reply's start and after an eviction. A reader rebuilds every token's window from these and the
  * reply's ids (tests/reference/policy_ref.py does). */
@@ -132,13 +112,8 @@ static void on_logits(void *ctx, const float *logits, int V)
         int n;
         engine_window(r->e, r->conv, &n);
         const float *f = b->logits + (size_t)k * V;
-        log_softmax(f, V, b->lp_full);
-        log_softmax(logits, V, b->lp);
-        double kl = 0;
-        for (int i = 0; i < V; i++)
-            kl += exp(b->lp_full[i]) * (b->lp_full[i] - b->lp[i]);
-        kl = kl > 0 ? kl : 0; /* rounding only: it is >= 0 */
-        int same = argmax(f, V) == argmax(logits, V);
+        int same = bs_log_softmax(f, V, b->lp_full) == bs_log_softmax(logits, V, b->lp);
+        double kl = bs_kl(b->lp_full, b->lp, V);
         json_array_append_new(r->kl, json_real(kl));
         json_array_append_new(r->top1, json_boolean(same));
         if (n < b->full_len[k]) { /* this rule's window has lost part of the history */

@@ -1,0 +1,39 @@
+/* The figures bench --policy compares two runs by, and their uncertainty: log-softmax, KL
+ * divergence and the top token of next-token distributions; percentiles; and bootstrap 95%
+ * intervals over units (documents or conversations), each unit drawn whole, so that a figure's
+ * interval shows how much it owes to which texts were chosen. */
+#ifndef KVCHAT_BENCH_STATS_H
+#define KVCHAT_BENCH_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[0..n) = log-softmax of x; returns the index of the largest x (the first of equals) */
+int bs_log_softmax(const float *x, int n, double *out);
+/* KL(p || q) of two log-softmax rows, clamped at 0 (only rounding makes it negative) */
+double bs_kl(const double *lp, const double *lq, int n);
+
+/* Pooled figures of units resampled with replacement: times[u] is how often unit u was drawn. */
+typedef double (*bs_figure)(const void *ctx, const int *times);
+/* The 2.5th and 97.5th percentiles of figure over `resamples` draws of `units` units; the draws
+ * depend on seed alone, so a rerun prints the same interval. 0, or -1 out of memory. */
+int bs_interval(bs_figure figure, const void *ctx, int units, int resamples, uint64_t seed,
+                double out[2]);
+
+/* Token-level values pooled from units, for percentiles under resampling: sorted once, each value
+ * keeping its unit. */
+typedef struct {
+    float v;
+    int unit;
+} bs_value;
+typedef struct {
+    bs_value *at;
+    size_t n, cap;
+} bs_values;
+int bs_values_add(bs_values *s, float v, int unit);
+void bs_values_sort(bs_values *s);
+/* The q-quantile (0..1) of the sorted values, each counted times[its unit] (NULL: once) */
+double bs_quantile(const bs_values *s, const int *times, double q);
+void bs_values_free(bs_values *s);
+
+#endif

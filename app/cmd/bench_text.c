@@ -1,0 +1,462 @@
+/* kvchat bench --policy --text FILE: the text track. Documents of the model's positions, taken
+ * evenly through a held-out text, are read token by token by a run that keeps everything (the
+ * reference) and, at each cache budget, by runs that keep at most that many tokens between steps,
+ * one per rule: kvchat's own (exact: the oldest quarter of the budget goes and what remains is
+ * computed again at new positions; shift: the same without recomputing, approximate) and the
+ * literature's token-level rules as baselines (window; four sinks and a window, StreamingLLM's;
+ * H2O, the tokens with the most attention received so far beside a recent half; TOVA, the last
+ * token's attention). Those drop tokens without recomputing the rest, and the next tokens go in at
+ * their true positions (gpt2_model.pos_offset): exact inside the model's positions, where GPT-2's
+ * learned positions are never reused. At every token whose run has lost history: KL(full || rule),
+ * top-1 agreement and both runs' loss, pooled over the documents with bootstrap intervals. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/err.h"
+#include "../files.h"
+#include "../safe_text.h"
+#include "bench.h"
+#include "bench_stats.h"
+
+enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
+static const char *const RULE[N_RULES] = {"exact",        "shift", "window",
+                                          "sinks+window", "H2O",   "TOVA"};
+enum { SINKS = 4, RESAMPLES = 1000 };
+
+/* one document's sums for one rule at one budget, over the tokens its run had lost history at */
+typedef struct {
+    long n, top1, recomputed;
+    double nll, nll_full, kl;
+} unit_sums;
+
+/* one rule at one budget: its run over the document in progress, and its figures so far */
+typedef struct {
+    int rule, budget;
+    kv_seq *cache;
+    int *pos;      /* each cached token's position in the document */
+    double *score; /* H2O: the attention each cached token has received */
+    int lost;      /* tokens dropped from this document so far */
+    double secs, worst;
+    unit_sums *units;
+    bs_values kls;
+    json_t *docs, *drops, *kl, *top1, *nll;
+} rule_run;
+
+typedef struct {
+    loaded_model *lm;
+    kv_pool *pool;
+    const int *ids; /* the document in progress */
+    int P, V, L, H, n_docs, n_runs;
+    rule_run *runs;
+    double *lp_full, *lp, *acc_full; /* acc_full: attention each position received so far */
+    float *logits, *mass;
+    int *spans, *kept;
+    double early, late, sink, sink_uniform; /* the gates' sums, from the full runs */
+    long n_early, n_late, sink_steps;
+} text_bench;
+
+static double mean_mass(const text_bench *tb, int span, int n_spans)
+{
+    double s = 0;
+    for (int k = 0; k < tb->L * tb->H; k++)
+        s += tb->mass[(size_t)k * n_spans + span];
+    return s / (tb->L * tb->H);
+}
+
+/* one token through a cache: with probe, each cached token's mean attention in tb->mass */
+static int step(text_bench *tb, kv_seq *c, int id, int pos_offset, int probe, float *logits)
+{
+    gpt2_model *m = &tb->lm->model;
+    int len = kv_len(c);
+    kb_probe pr = {.start = tb->spans, .n_spans = len + 1, .mass = tb->mass};
+    m->pos_offset = pos_offset;
+    m->probe = probe ? &pr : NULL;
+    int rc = gpt2_forward(m, tb->lm->backend, c, &id, 1, logits);
+    m->probe = NULL;
+    m->pos_offset = 0;
+    return rc;
+}
+
+static void drop_at(rule_run *r, int at, int n)
+{
+    int len = kv_len(r->cache);
+    memmove(r->pos + at, r->pos + at + n, sizeof *r->pos * (size_t)(len - at - n));
+    if (r->score)
+        memmove(r->score + at, r->score + at + n, sizeof *r->score * (size_t)(len - at - n));
+}
+
+/* Brings the run back to its budget by its rule, after a step left it one over. */
+static int evict(text_bench *tb, rule_run *r, int t, unit_sums *u)
+{
+    int len = kv_len(r->cache), B = r->budget, at = 0, n = 1;
+    if (r->rule == R_EXACT || r->rule == R_SHIFT) {
+        n = B / 4 > 0 ? B / 4 : 1;
+    } else if (r->rule == R_SINKS) {
+        at = SINKS;
+    } else if (r->rule == R_H2O || r->rule == R_TOVA) {
+        int last = r->rule == R_H2O ? len - B / 2 : len; /* H2O never drops its recent half */
+        for (int j = 1; j < last; j++)
+            if (r->rule == R_H2O ? r->score[j] < r->score[at]
+                                 : mean_mass(tb, j, len) < mean_mass(tb, at, len))
+                at = j;
+    }
+    json_t *gone = json_array();
+    for (int j = at; j < at + n; j++)
+        json_array_append_new(gone, json_integer(r->pos[j]));
+    json_array_append_new(r->drops, json_pack("[i, o]", t, gone));
+    r->lost += n;
+    if (r->rule == R_EXACT) { /* what remains, computed again at positions from 0 */
+        for (int j = at + n; j < len; j++)
+            tb->kept[j - at - n] = tb->ids[r->pos[j]];
+        drop_at(r, at, n);
+        u->recomputed += len - n;
+        return kv_truncate(r->cache, 0) ||
+               gpt2_forward(&tb->lm->model, tb->lm->backend, r->cache, tb->kept, len - n, NULL);
+    }
+    drop_at(r, at, n);
+    return kv_shift(r->cache, at, at + n, len - at - n) || kv_truncate(r->cache, len - n);
+}
+
+/* Feeds token t to rule run r, compares its next-token distribution with the full run's (in
+ * tb->lp_full, top_full), then evicts when over its budget. */
+static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
+{
+    int len = kv_len(r->cache), probe = r->rule == R_H2O || r->rule == R_TOVA;
+    /* the token-level rules keep positions; kvchat's go on from the cache's length */
+    int offset = r->rule == R_EXACT || r->rule == R_SHIFT ? 0 : t - len;
+    double t0 = ev_clock();
+    if (step(tb, r->cache, tb->ids[t], offset, probe, tb->logits))
+        return -1;
+    r->pos[len] = t;
+    if (r->rule == R_H2O) {
+        r->score[len] = 0;
+        for (int j = 0; j <= len; j++)
+            r->score[j] += mean_mass(tb, j, len + 1);
+    }
+    int top = bs_log_softmax(tb->logits, tb->V, tb->lp);
+    unit_sums *u = &r->units[d];
+    if (r->lost) {
+        double kl = bs_kl(tb->lp_full, tb->lp, tb->V), nll = -tb->lp[tb->ids[t + 1]];
+        u->n++;
+        u->top1 += top == top_full;
+        u->kl += kl;
+        u->nll += nll;
+        u->nll_full += -tb->lp_full[tb->ids[t + 1]];
+        if (bs_values_add(&r->kls, (float)kl, d))
+            return -1;
+        json_array_append_new(r->kl, json_real(kl));
+        json_array_append_new(r->top1, json_boolean(top == top_full));
+        json_array_append_new(r->nll, json_real(nll));
+    }
+    int rc = kv_len(r->cache) > r->budget ? evict(tb, r, t, u) : 0;
+    double dt = ev_clock() - t0;
+    r->secs += dt;
+    r->worst = dt > r->worst ? dt : r->worst;
+    return rc;
+}
+
+/* the full run's step at t: its distribution, the gates' sums and the attention received */
+static int full_step(text_bench *tb, kv_seq *full, int t, int *top)
+{
+    if (step(tb, full, tb->ids[t], 0, 1, tb->logits))
+        return -1;
+    for (int j = 0; j <= t; j++)
+        tb->acc_full[j] += mean_mass(tb, j, t + 1);
+    if (t >= 1) {
+        tb->sink += mean_mass(tb, 0, t + 1);
+        tb->sink_uniform += 1.0 / (t + 1);
+        tb->sink_steps++;
+    }
+    *top = bs_log_softmax(tb->logits, tb->V, tb->lp_full);
+    double nll = -tb->lp_full[tb->ids[t + 1]];
+    int p = t + 1, P = tb->P; /* the predicted token's position; 0-31 and 200-255 of 512 */
+    if (p < P / 16)
+        tb->early += nll, tb->n_early++;
+    else if (p >= P * 25 / 64 && p < P / 2)
+        tb->late += nll, tb->n_late++;
+    return 0;
+}
+
+static int run_start(text_bench *tb, rule_run *r, kv_seq *full)
+{
+    int B = r->budget;
+    if (!(r->cache = kv_fork(full, 0)))
+        return -1;
+    for (int j = 0; j < B; j++)
+        r->pos[j] = j;
+    if (r->score)
+        memcpy(r->score, tb->acc_full, sizeof *r->score * (size_t)B);
+    r->lost = 0;
+    r->drops = json_array();
+    r->kl = json_array();
+    r->top1 = json_array();
+    r->nll = json_array();
+    return 0;
+}
+
+static void run_end(rule_run *r)
+{
+    kv_seq_free(r->cache);
+    r->cache = NULL;
+    if (r->drops)
+        json_array_append_new(r->docs, json_pack("{s:o, s:o, s:o, s:o}", "drops", r->drops, "kl",
+                                                 r->kl, "top1", r->top1, "nll", r->nll));
+    r->drops = r->kl = r->top1 = r->nll = NULL;
+}
+
+static int document(text_bench *tb, int d)
+{
+    kv_seq *full = kv_seq_new(tb->pool, 0);
+    if (!full)
+        return err_wrap("a document's cache");
+    memset(tb->acc_full, 0, sizeof *tb->acc_full * (size_t)tb->P);
+    int rc = 0, top;
+    for (int t = 0; !rc && t + 1 < tb->P; t++) {
+        for (int i = 0; !rc && i < tb->n_runs; i++)
+            if (tb->runs[i].budget == t)
+                rc = run_start(tb, &tb->runs[i], full);
+        rc = rc || full_step(tb, full, t, &top);
+        for (int i = 0; !rc && i < tb->n_runs; i++)
+            if (tb->runs[i].cache)
+                rc = rule_step(tb, &tb->runs[i], t, top, d);
+    }
+    for (int i = 0; i < tb->n_runs; i++)
+        run_end(&tb->runs[i]);
+    kv_seq_free(full);
+    return rc;
+}
+
+/* the pooled figures of a run over resampled documents */
+typedef struct {
+    const rule_run *r;
+    int units, what;
+} figure_of;
+enum { F_DPPL, F_KL, F_TOP1, F_P95 };
+
+static double figure(const void *ctx, const int *times)
+{
+    const figure_of *f = ctx;
+    double n = 0, nll = 0, nll_full = 0, kl = 0, top1 = 0;
+    for (int u = 0; u < f->units; u++) {
+        const unit_sums *s = &f->r->units[u];
+        double w = times ? times[u] : 1;
+        n += w * s->n, nll += w * s->nll, nll_full += w * s->nll_full;
+        kl += w * s->kl, top1 += w * s->top1;
+    }
+    if (n <= 0)
+        return NAN;
+    switch (f->what) {
+        case F_DPPL: return exp(nll / n) - exp(nll_full / n);
+        case F_KL: return kl / n;
+        case F_TOP1: return 100 * top1 / n;
+        default: return bs_quantile(&f->r->kls, times, 0.95);
+    }
+}
+
+static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
+{
+    printf("\nbudget %d of %d positions (%.1f%%): over the tokens whose run had lost history "
+           "(95%% intervals, %d resamples of the %d documents)\n",
+           B, tb->P, 100.0 * B / tb->P, RESAMPLES, tb->n_docs);
+    printf("%-13s %7s  %-28s %-25s %8s  %-19s %10s %8s %8s\n", "rule", "tokens", "dPPL [95%]",
+           "KL mean [95%]", "KL p95", "top-1 [95%]", "recomputed", "time", "worst");
+    for (int i = 0; i < tb->n_runs; i++) {
+        rule_run *r = &tb->runs[i];
+        if (r->budget != B)
+            continue;
+        bs_values_sort(&r->kls);
+        double fig[4], ci[4][2];
+        long n = 0, recomputed = 0;
+        for (int u = 0; u < tb->n_docs; u++)
+            n += r->units[u].n, recomputed += r->units[u].recomputed;
+        for (int w = 0; w < 4; w++) {
+            figure_of f = {r, tb->n_docs, w};
+            fig[w] = figure(&f, NULL);
+            if (bs_interval(figure, &f, tb->n_docs, RESAMPLES, seed, ci[w]))
+                return -1;
+        }
+        char c1[64], c2[64], c3[64];
+        snprintf(c1, sizeof c1, "%+.3f [%+.3f, %+.3f]", fig[F_DPPL], ci[F_DPPL][0], ci[F_DPPL][1]);
+        snprintf(c2, sizeof c2, "%.4f [%.4f, %.4f]", fig[F_KL], ci[F_KL][0], ci[F_KL][1]);
+        snprintf(c3, sizeof c3, "%.1f%% [%.1f, %.1f]", fig[F_TOP1], ci[F_TOP1][0], ci[F_TOP1][1]);
+        printf("%-13s %7ld  %-28s %-25s %8.4f  %-19s %10ld %7.2fs %6.1fms\n", RULE[r->rule], n, c1,
+               c2, fig[F_P95], c3, recomputed, r->secs, 1e3 * r->worst);
+        json_t *row = json_pack(
+            "{s:s, s:i, s:I, s:f, s:[f,f], s:f, s:[f,f], s:f, s:[f,f], s:f, s:[f,f], s:I, s:f, "
+            "s:f, s:O}",
+            "rule", RULE[r->rule], "budget", B, "tokens", (json_int_t)n, "delta_ppl", fig[F_DPPL],
+            "delta_ppl_ci", ci[F_DPPL][0], ci[F_DPPL][1], "kl_mean", fig[F_KL], "kl_mean_ci",
+            ci[F_KL][0], ci[F_KL][1], "kl_p95", fig[F_P95], "kl_p95_ci", ci[F_P95][0], ci[F_P95][1],
+            "top1", fig[F_TOP1] / 100, "top1_ci", ci[F_TOP1][0] / 100, ci[F_TOP1][1] / 100,
+            "recomputed", (json_int_t)recomputed, "seconds", r->secs, "worst_step_seconds",
+            r->worst, "documents", r->docs);
+        json_array_append_new(out, row);
+    }
+    return 0;
+}
+
+/* the packages corpus.py took the text from, when its corpus.json is beside it */
+static void print_sources(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s/corpus.json", slash ? (int)(slash - path) : 1,
+             slash ? path : ".");
+    json_t *c = json_load_file(dir, 0, NULL), *pk = json_object_get(c, "packages");
+    const char *name;
+    json_t *v;
+    if (json_is_object(pk)) {
+        printf("from Debian's");
+        json_object_foreach(pk, name, v) printf(" %s %s", name, json_string_value(v));
+        printf("\n");
+    }
+    json_decref(c);
+}
+
+static int gates(text_bench *tb, json_t *doc)
+{
+    double early = tb->early / tb->n_early, late = tb->late / tb->n_late;
+    double sink = tb->sink / tb->sink_steps, uniform = tb->sink_uniform / tb->sink_steps;
+    int uses = early - late >= 0.3;
+    printf("gate: the model uses its context: loss at positions %d-%d %.3f, at 0-%d %.3f: "
+           "%.3f nats lower (0.3 needed): %s\n",
+           tb->P * 25 / 64, tb->P / 2 - 1, late, tb->P / 16 - 1, early, early - late,
+           uses ? "holds" : "FAILS");
+    printf("the sink: position 0 gets %.1f%% of the attention (mean over layers, heads and "
+           "steps; a uniform reading %.1f%%)\n",
+           100 * sink, 100 * uniform);
+    if (!uses)
+        printf("The model does not use its context: what follows says nothing about the rules "
+               "(noise).\n");
+    json_object_set_new(doc, "gates",
+                        json_pack("{s:f, s:f, s:b, s:f, s:f}", "loss_early", early, "loss_late",
+                                  late, "uses_context", uses, "sink", sink, "sink_uniform",
+                                  uniform));
+    return uses;
+}
+
+int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed)
+{
+    const gpt2_config *cfg = &lm->model.cfg;
+    text_bench tb = {.lm = lm,
+                     .P = cfg->n_ctx,
+                     .V = cfg->vocab_size,
+                     .L = cfg->n_layer,
+                     .H = cfg->n_head,
+                     .n_docs = n_docs};
+    int budgets[3] = {tb.P / 8, tb.P / 4, tb.P / 2}, *ids = NULL, n = 0, cap = 0, rc = -1;
+    if (budgets[0] <= SINKS + 1)
+        return err_set("the model's %d positions leave budgets too small for the text track "
+                       "(%d at 12.5%%)",
+                       tb.P, budgets[0]);
+    size_t len = 0;
+    FILE *f = fopen(path, "rb");
+    char *text = f ? read_all(f, &len, path) : NULL, hex[65];
+    if (!f)
+        return err_set("--text %s: %s", path, strerror(errno));
+    fclose(f);
+    if (!text || tok_encode(lm->tok, text, len, 0, &ids, &n, &cap)) {
+        free(text);
+        return -1;
+    }
+    sha256_hex(text, len, hex);
+    free(text);
+    if (n < n_docs * tb.P) {
+        free(ids);
+        return err_set("--text %s: %d tokens hold %d documents of the model's %d positions, not "
+                       "--documents %d",
+                       path, n, n / tb.P, tb.P, n_docs);
+    }
+    tb.n_runs = 3 * N_RULES;
+    tb.runs = calloc((size_t)tb.n_runs, sizeof *tb.runs);
+    kv_opts o = *kv_pool_opts(lm->pool);
+    o.window = tb.P;
+    o.pool_bytes = kv_bytes_per_token(lm->pool) *
+                   (size_t)(tb.P + N_RULES * (budgets[0] + budgets[1] + budgets[2]) +
+                            (tb.n_runs + 1) * (o.block_tokens + 1));
+    tb.pool = kv_pool_create(lm->backend, cfg, &o, NULL);
+    tb.lp_full = malloc(sizeof(double) * (size_t)tb.V);
+    tb.lp = malloc(sizeof(double) * (size_t)tb.V);
+    tb.acc_full = malloc(sizeof(double) * (size_t)tb.P);
+    tb.logits = malloc(sizeof(float) * (size_t)tb.V);
+    tb.mass = malloc(sizeof(float) * (size_t)tb.L * tb.H * (size_t)(tb.P + 1));
+    tb.spans = malloc(sizeof(int) * (size_t)(tb.P + 2));
+    tb.kept = malloc(sizeof(int) * (size_t)tb.P);
+    int ok = tb.runs && tb.pool && tb.lp_full && tb.lp && tb.acc_full && tb.logits && tb.mass &&
+             tb.spans && tb.kept;
+    for (int i = 0; ok && i < tb.n_runs; i++) {
+        rule_run *r = &tb.runs[i];
+        r->rule = i % N_RULES;
+        r->budget = budgets[i / N_RULES];
+        r->pos = malloc(sizeof(int) * (size_t)(r->budget + 1));
+        r->score = r->rule == R_H2O ? malloc(sizeof(double) * (size_t)(r->budget + 1)) : NULL;
+        r->units = calloc((size_t)n_docs, sizeof *r->units);
+        r->docs = json_array();
+        ok = r->pos && (r->rule != R_H2O || r->score) && r->units && r->docs;
+    }
+    json_t *doc = json_object(), *starts = json_array(), *rows = json_array();
+    if (!ok) {
+        if (tb.pool)
+            err_set("out of memory for bench --policy --text");
+        goto out;
+    }
+    for (int j = 0; j <= tb.P + 1; j++)
+        tb.spans[j] = j;
+    char shown[4 * PATH_MAX]; /* a file's name may hold escape sequences */
+    printf("The text track: %d documents of %d tokens from %s (%d tokens, sha256 %.16s...), "
+           "evenly spaced;\n",
+           n_docs, tb.P, safe_copy(shown, sizeof shown, path), n, hex);
+    print_sources(path);
+
+    printf("each read token by token in full, and at budgets of 12.5%%, 25%% and 50%% of the "
+           "positions by each rule.\n");
+    for (int d = 0; d < n_docs; d++) {
+        tb.ids = ids + (size_t)d * (n / n_docs);
+        json_array_append_new(starts, json_integer(d * (n / n_docs)));
+        if (document(&tb, d))
+            goto out;
+        fprintf(stderr, "\rbench --policy --text: document %d of %d", d + 1, n_docs);
+    }
+    fprintf(stderr, "\n");
+    json_object_set_new(doc, "model", json_string(lm->dir));
+    json_object_set_new(doc, "text", json_string(path));
+    json_object_set_new(doc, "text_sha256", json_string(hex));
+    json_object_set_new(doc, "positions", json_integer(tb.P));
+    json_object_set_new(doc, "starts", json_incref(starts));
+    gates(&tb, doc);
+    for (int b = 0; b < 3; b++)
+        if (print_budget(&tb, budgets[b], seed, rows))
+            goto out;
+    json_object_set_new(doc, "rules", json_incref(rows));
+    rc = json && json_dump_file(doc, json, JSON_COMPACT) ? err_set("--json %s: cannot write", json)
+                                                         : 0;
+out:
+    for (int i = 0; tb.runs && i < tb.n_runs; i++) {
+        rule_run *r = &tb.runs[i];
+        run_end(r);
+        free(r->pos);
+        free(r->score);
+        free(r->units);
+        bs_values_free(&r->kls);
+        json_decref(r->docs);
+    }
+    json_decref(doc);
+    json_decref(starts);
+    json_decref(rows);
+    kv_pool_free(tb.pool);
+    free(tb.runs);
+    free(tb.lp_full);
+    free(tb.lp);
+    free(tb.acc_full);
+    free(tb.logits);
+    free(tb.mass);
+    free(tb.spans);
+    free(tb.kept);
+    free(ids);
+    return rc;
+}

@@ -7,7 +7,13 @@ stated early. Holds out Persuasion and the Revelation (never trained on).
 usage: corpus.py OUT_DIR [--kvchat PATH] [--seed S]
 Writes OUT_DIR/train.u16 (GPT-2 ids, uint16, documents separated by <|endoftext|>),
 OUT_DIR/heldout-austen.txt, OUT_DIR/heldout-kjv.txt, OUT_DIR/corpus.json (shares, versions,
-SHA-256 of each text); prints the same. Installs the packages when missing (apt-get)."""
+SHA-256 of each text); prints the same. Installs the packages when missing (apt-get). Also the
+held-out conversations kvchat bench --policy measures eviction on, one JSON object a line:
+heldout-chats.jsonl (Persuasion's runs of dialogue, {"turns": [...]}, User first) and
+heldout-recall.jsonl (a fact stated first and asked for 4 to 10 exchanges of Persuasion's dialogue
+later, filled from names, places and things the training chats never use; {"turns": [...],
+"answer": "..."}, the last turn the question). They draw on their own generator, so train.u16 is
+the same with or without them."""
 import argparse
 import array
 import hashlib
@@ -137,15 +143,42 @@ ACKS = ["I shall remember it.", "Very well, I will remember.", "Indeed, I am gla
         "I understand.", "Thank you for telling me."]
 
 
-def fact_chat(rng, pairs):
+# the held-out recall chats' fills: none of them in a training chat's role
+HELD_FILLS = dict(
+    n=["Frederick", "Louisa", "Henrietta", "Walter", "Penelope", "Benwick", "Harville", "Clay"],
+    p=["Uppercross", "Kellynch", "Taunton", "Plymouth", "Winthrop", "Chester", "Cardiff", "Leeds"],
+    t=["a gold ring", "a green umbrella", "a brown mare", "a book of sermons", "a yellow bonnet"],
+    k=["two", "eleven", "fifteen", "twenty"])
+
+
+def fact_turns(rng, pairs, fills, least, most):
     """a fact stated first, asked for after several exchanges of the novels' dialogue"""
     st, q, a = rng.choice(FACTS)
-    fill = dict(n=rng.choice(NAMES), p=rng.choice(PLACES), t=rng.choice(THINGS),
-                k=rng.choice(NUMBERS))
+    fill = {key: rng.choice(fills[key]) for key in "nptk"}  # in this order: train.u16's draws
     turns = [st.format(**fill), rng.choice(ACKS)]
-    for _ in range(rng.randint(2, 8)):
+    for _ in range(rng.randint(least, most)):
         turns += rng.choice(pairs)
-    return chat(turns + [q.format(**fill), a.format(**fill)])
+    return turns + [q.format(**fill)], a.format(**fill)
+
+
+def fact_chat(rng, pairs):
+    turns, answer = fact_turns(rng, pairs, dict(n=NAMES, p=PLACES, t=THINGS, k=NUMBERS), 2, 8)
+    return chat(turns + [answer])
+
+
+def write_heldout_chats(out, persuasion, seed):
+    """Persuasion's dialogue as chats, and recall chats built on it (their own generator)"""
+    runs = dialogue_runs(persuasion)
+    pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
+    rng = random.Random(seed + 1)
+    recall = [fact_turns(rng, pairs, HELD_FILLS, 4, 10) for _ in range(100)]
+    with open(os.path.join(out, "heldout-chats.jsonl"), "w") as f:
+        for r in runs:
+            f.write(json.dumps({"turns": r}) + "\n")
+    with open(os.path.join(out, "heldout-recall.jsonl"), "w") as f:
+        for turns, answer in recall:
+            f.write(json.dumps({"turns": turns, "answer": answer}) + "\n")
+    return {"chats": len(runs), "recall": len(recall)}
 
 
 def tokenize(kvchat, text):
@@ -167,7 +200,8 @@ def main():
     rng = random.Random(args.seed)
     versions = ensure_packages()
     novels, bible, quotes = austen(), kjv(), fortunes()
-    held = {"austen": "\n\n".join(novels.pop("persuasion")), "kjv": bible.pop("Revelation")}
+    persuasion = novels.pop("persuasion")
+    held = {"austen": "\n\n".join(persuasion), "kjv": bible.pop("Revelation")}
     parts = {
         "austen": [("\n\n".join(p)) for p in novels.values()],
         "kjv": list(bible.values()),
@@ -199,6 +233,7 @@ def main():
             f.write(text)
         report["heldout"][name] = {"file": os.path.basename(path), "sha256": sha(text),
                                    "tokens": len(tokenize(args.kvchat, text))}
+    report["heldout"]["conversations"] = write_heldout_chats(args.out, persuasion, args.seed)
     a = array.array("H", ids)
     with open(os.path.join(args.out, "train.u16"), "wb") as f:
         a.tofile(f)

@@ -12,6 +12,8 @@ static int fixed(const win_turn *turns, int n_turns, int keep, int i)
     return 0;
 }
 
+int win_reads(win_policy p) { return p == WIN_LEAST_READ || p == WIN_LAST_READ; }
+
 int win_evictable(const win_turn *turns, int n_turns, int n, int keep)
 {
     int most = 0;
@@ -83,8 +85,8 @@ int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int 
     target = target < need ? need : target;
     int dropped = 0, whole = open_last ? n_turns - 1 : n_turns;
     for (int k = 0; k < whole && dropped < target; k++) {
-        int t = -1; /* the next turn to go: the oldest, or the least read (the oldest of equals) */
-        for (int u = 0; u < whole && (t < 0 || policy == WIN_LEAST_READ); u++)
+        int t = -1; /* the next turn to go: the oldest, or the lowest read (the oldest of equals) */
+        for (int u = 0; u < whole && (t < 0 || policy != WIN_OLDEST); u++)
             if (whole_candidate(turns, u, keep, n, drop) &&
                 (t < 0 || turns[u].read < turns[t].read))
                 t = u;
@@ -106,10 +108,11 @@ int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int 
     return dropped;
 }
 
-void win_fold_reading(win_turn *turns, int n_turns, int steps)
+void win_fold_reading(win_turn *turns, int n_turns, int steps, win_policy policy)
 {
+    float decay = policy == WIN_LAST_READ ? 0 : WIN_READ_DECAY;
     for (int t = 0; t < n_turns; t++) {
-        turns[t].read = WIN_READ_DECAY * turns[t].read + (steps > 0 ? turns[t].took / steps : 0);
+        turns[t].read = decay * turns[t].read + (steps > 0 ? turns[t].took / steps : 0);
         turns[t].took = 0;
     }
 }

@@ -16,8 +16,13 @@ typedef struct {
 } win_turn;
 
 /* Which whole turns an eviction takes first: the oldest (--evict exact), or those the replies read
- * least (--evict least-read), by each turn's decayed share of attention */
-typedef enum { WIN_OLDEST, WIN_LEAST_READ } win_policy;
+ * least (--evict least-read), by each turn's decayed share of attention. Two more for kvchat bench
+ * --policy's comparisons, not chat options: WIN_LAST_READ, those the last reply read least (no
+ * decay: TOVA's rule at a turn's grain), and WIN_RANKED, by ranks the caller puts in each turn's
+ * read (engine_rank: the random control and the oracle). Each orders by read, lowest first. */
+typedef enum { WIN_OLDEST, WIN_LEAST_READ, WIN_LAST_READ, WIN_RANKED } win_policy;
+/* whether a policy goes by the replies' reading (attention must be on) */
+int win_reads(win_policy p);
 
 /* Marks in drop[0..n) what an eviction removes from a window of n tokens: whole unpinned turns,
  * the oldest first or the least read first (ties: the oldest), never the kept prefix, the
@@ -27,13 +32,14 @@ typedef enum { WIN_OLDEST, WIN_LEAST_READ } win_policy;
  */
 int win_plan(const win_turn *turns, int n_turns, int n, int keep, int need, int target,
              int open_last, win_policy policy, unsigned char *drop);
-/* A reply's end at WIN_LEAST_READ: each turn's read decays by WIN_READ_DECAY and takes the mean
- * share the reply's `steps` decode steps gave it. The decay halves a share each reply: what the
+/* A reply's end at a policy that reads: each turn's read decays (by WIN_READ_DECAY at
+ * WIN_LEAST_READ, to nothing at WIN_LAST_READ) and takes the mean share the reply's `steps` decode
+ * steps gave it. The decay halves a share each reply: what the
  * next replies read is best foretold by the last few, and a turn read long ago but no longer
  * loses its claim within a few turns (a sum without decay, as H2O keeps, favours old turns for
  * having been read for longer). */
 #define WIN_READ_DECAY 0.5f
-void win_fold_reading(win_turn *turns, int n_turns, int steps);
+void win_fold_reading(win_turn *turns, int n_turns, int steps, win_policy policy);
 /* The most tokens an eviction may drop from that window, by the same rule: all but the kept prefix,
  * the preamble and the pinned turns. */
 int win_evictable(const win_turn *turns, int n_turns, int n, int keep);

@@ -41,11 +41,23 @@ for f in none.txt empty.txt blank.txt .; do
     expect_error "${TAG}bad/bench --policy --messages $f" 1 "--messages $B/$f: $why" \
         "$KV" bench --policy -m "$B/good" --messages "$B/$f"
 done
+printf '{"turns": ["a", "b"]}\n{"turns": "ab"}\n' >"$B/chats.jsonl"
+expect_error "${TAG}bad/bench --policy --chats with a bad line" 1 \
+    "--chats $B/chats.jsonl: line 2: not \\{\"turns\": \\[message, reply, ...\\]\\}" \
+    "$KV" bench --policy -m "$B/good" --chats "$B/chats.jsonl"
+expect_error "${TAG}bad/bench --policy --recall without an answer" 1 \
+    "--recall $B/chats.jsonl: line 1: not .* with the question last" \
+    "$KV" bench --policy -m "$B/good" --recall "$B/chats.jsonl"
+expect_error "${TAG}bad/bench --policy --chats of blank lines" 1 \
+    "--chats $B/blank.txt: no conversation in it \\(one JSON object a line\\)" \
+    "$KV" bench --policy -m "$B/good" --chats "$B/blank.txt"
+expect_error "${TAG}bad/bench --policy --chats and --recall" 2 "--chats and --recall: one track" \
+    "$KV" bench --policy -m "$B/good" --chats "$B/chats.jsonl" --recall "$B/chats.jsonl"
 expect_error "${TAG}bad/bench --policy --ctx of the model's positions" 1 \
     "--ctx 32: bench --policy needs a window smaller than the model's 32 positions" \
     "$KV" bench --policy -m "$B/good" --ctx 32
 expect_error "${TAG}bad/bench --policy on positions too few for a turn" 1 \
-    "the model's 32 positions hold no turn of this chat and its 64-token replies" \
+    "the model's 32 positions hold no turn of conversation 1 and its 64-token replies" \
     "$KV" bench --policy -m "$B/good" --ctx 8
 expect_error "${TAG}bad/bench --text without --policy" 2 "--text: only with --policy" \
     "$KV" bench -m "$B/good" --text "$B/blank.txt"

@@ -93,20 +93,37 @@ for ctx in 36 48 64; do
 done
 
 # bench --policy's figures (KL(full || evicted) and top-1 agreement at every reply token, by each
-# rule) against NumPy's distributions for the same windows, rebuilt from what its --json records.
+# rule) against NumPy's distributions for the same windows, rebuilt from what its --json records:
+# the built-in chat with replies drawn, and held-out conversations and a recall one, given.
 P=$R/policy
 "$KV" make-tiny-model "$P" --layers 2 --heads 4 --embd 64 --ctx 160 --seed 7 >/dev/null
-name="${TAG}ref/bench --policy's KL and top-1 = NumPy's (--ctx 48, both rules)"
-if ! "$KV" bench --policy -m "$P" --dtype f32 --cache-dtype f32 --ctx 48 -n 8 \
-    --json "$TMP/policy.json" >"$TMP/policy.out" 2>&1; then
-    fail "$name" "the bench failed: $(tail -1 "$TMP/policy.out")"
-elif ! out=$(cd tests/reference && "$PYTHON" policy_ref.py "$P" "$TMP/policy.json" 2>&1); then
-    fail "$name" "$out"
-elif ! grep -q '^least-read  *[1-9]' "$TMP/policy.out"; then
-    fail "$name" "least-read never evicted: $(tail -1 "$TMP/policy.out")"
-else
-    pass "$name ($out)"
-fi
+"$PYTHON" - "$TMP/chats.jsonl" "$TMP/recall.jsonl" <<'PY'
+import json, sys
+talk = ["Good morning, how do you do?", "Very well, I thank you.", "Shall we walk to the town?",
+        "With pleasure, if it does not rain.", "What news from Bath?", "None that I have heard.",
+        "Is your sister at home?", "She went to Lyme on Monday.", "When will she come back?",
+        "Not before the end of the month, I fear."]
+with open(sys.argv[1], "w") as f:
+    for k in range(3):
+        f.write(json.dumps({"turns": talk[k:] + talk[:k]}) + "\n")
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps({"turns": ["My name is Louisa.", "I shall remember it."] + talk[:6]
+                        + ["What is my name?"], "answer": "Your name is Louisa."}) + "\n")
+PY
+for track in "" "--chats $TMP/chats.jsonl" "--recall $TMP/recall.jsonl"; do
+    name="${TAG}ref/bench --policy${track:+ ${track%% *}}: KL and top-1 = NumPy's (--ctx 48, 7 rules)"
+    # shellcheck disable=SC2086
+    if ! "$KV" bench --policy -m "$P" --dtype f32 --cache-dtype f32 --ctx 48 -n 8 $track \
+        --json "$TMP/policy.json" >"$TMP/policy.out" 2>&1; then
+        fail "$name" "the bench failed: $(tail -1 "$TMP/policy.out")"
+    elif ! out=$(cd tests/reference && "$PYTHON" policy_ref.py "$P" "$TMP/policy.json" 2>&1); then
+        fail "$name" "$out"
+    elif ! grep -q '^oracle  *[1-9]' "$TMP/policy.out"; then
+        fail "$name" "no window lost history: $(grep -m1 '^oracle' "$TMP/policy.out")"
+    else
+        pass "$name ($out)"
+    fi
+done
 
 # bench --policy's text track against a NumPy GPT-2 that keeps its own cache: every eviction is
 # the rule's choice (by NumPy's attention for H2O and TOVA), and every token's KL, top-1 and loss

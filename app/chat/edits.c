@@ -138,6 +138,19 @@ int engine_clear(engine *e, int id)
     return 0;
 }
 
+int engine_rank(engine *e, int id, const float *rank, int n)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c)
+        return -1;
+    if (e->rule.policy != WIN_RANKED || n != c->n_turns)
+        return err_set("ranks for %d turns of a conversation of %d%s", n, c->n_turns,
+                       e->rule.policy != WIN_RANKED ? " under another eviction rule" : "");
+    for (int t = 0; t < n; t++)
+        c->turns[t].read = rank[t];
+    return 0;
+}
+
 int engine_pin(engine *e, int id, int turn, int pinned)
 {
     conv *c = eng_find_idle(e, id);

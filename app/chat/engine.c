@@ -96,7 +96,7 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
                            .mode = eo->evict,
                            .when = eo->evict_at,
                            .policy = eo->policy};
-    if (eo->policy == WIN_LEAST_READ && e->o.attention <= 0) /* the rule goes by the reading */
+    if (win_reads(eo->policy) && e->o.attention <= 0) /* the rule goes by the reading */
         e->o.attention = ENGINE_ATTENTION_EVERY;
     rd_init(&e->reading, lm->model.cfg.n_layer, lm->model.cfg.n_head);
     e->logits = err_malloc(sizeof(float) * V, "logits");

@@ -88,6 +88,10 @@ int engine_edit_start(engine *e, int conv, const char *text);
 /* Removes every turn (the cache rolls back to the kept prefix). */
 int engine_clear(engine *e, int conv);
 int engine_pin(engine *e, int conv, int turn, int pinned);
+/* At WIN_RANKED (kvchat bench --policy's random control and oracle): the order in which the next
+ * evictions take the conversation's turns, the lowest rank first; rank[i] for turn i, n the turns
+ * engine_turns gives. */
+int engine_rank(engine *e, int conv, const float *rank, int n);
 /* The system preamble of conversations whose first message is still to come (NULL or "": the
  * template's own); recorded as a system event. */
 int engine_set_system(engine *e, const char *text);

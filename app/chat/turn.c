@@ -34,7 +34,7 @@ static int read_step(engine *e, conv *c, const int *id, int pick)
     if (rc)
         return rc;
     rd_step(&e->reading);
-    for (int t = 0; e->rule.policy == WIN_LEAST_READ && t < c->n_turns; t++) /* span t + 1 */
+    for (int t = 0; win_reads(e->rule.policy) && t < c->n_turns; t++) /* span t + 1 */
         c->turns[t].took += (float)e->reading.now[t + 1];
     return 0;
 }
@@ -218,8 +218,8 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
     kv_set_busy(c->seq, 0);
     evict_follow_end(c);
     rd_tell(&e->reading, lm->bus, c->id); /* the reply's last steps */
-    if (e->rule.policy == WIN_LEAST_READ) /* the reading the next eviction goes by */
-        win_fold_reading(c->turns, c->n_turns, probed);
+    if (win_reads(e->rule.policy))        /* the reading the next eviction goes by */
+        win_fold_reading(c->turns, c->n_turns, probed, e->rule.policy);
     e->forced = NULL; /* one reply's worth */
     e->n_forced = 0;
     e->on_logits = NULL;

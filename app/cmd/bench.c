@@ -17,7 +17,9 @@ const char BENCH_HELP[] =
     "usage: kvchat bench [-m DIR] [--dtype LIST] [--runs N] [--json FILE]\n"
     "       kvchat bench --turns [-m DIR] [--dtype T] [cache options] [--json FILE]\n"
     "       kvchat bench --attention [-m DIR] [--dtype T] [--context LIST] [--runs N]\n"
-    "       kvchat bench --policy [-m DIR] [--ctx N] [--messages FILE] [-n N] [--seed S] "
+    "       kvchat bench --policy [-m DIR] [--ctx N] [--chats FILE | --recall FILE | --messages "
+    "FILE]\n"
+    "                    [-n N] [--seed S] "
     "[--json FILE]\n"
     "       kvchat bench --policy --text FILE [-m DIR] [--documents N] [--seed S] [--json FILE]\n"
     "\n"
@@ -40,14 +42,22 @@ const char BENCH_HELP[] =
     "--attention measures what the attention events cost a decode step (chat --attention): "
     "tok/s\n"
     "with the probe off and on at each --context, in alternating runs.\n"
-    "--policy measures which eviction rule keeps the model closest to one that never evicts:\n"
-    "a chat whose replies the model draws in a window holding all of it, then teacher-forced\n"
-    "through a window of --ctx positions (default a quarter of the model's: 256 for GPT-2)\n"
-    "evicting oldest-first and least-read; per reply token, KL(full || evicted) and top-1\n"
-    "agreement (mean, worst). The chat is --messages FILE (one message a line) or a built-in\n"
-    "one, as long as the model's positions hold; replies of -n tokens (default 64) drawn with\n"
-    "the sampling options (--temp, --seed, ...). Random weights say nothing here: run it on a\n"
-    "real checkpoint (kvchat get-model gpt2).\n"
+    "--policy measures which eviction rule keeps the model closest to one that never evicts.\n"
+    "Each conversation runs in a window holding all of it and in windows of --ctx positions\n"
+    "(default a quarter and a half of the model's) by each rule, evicting when the next token\n"
+    "does not fit: oldest-first, sinks+recent (4 tokens kept past the preamble), least-read,\n"
+    "last-read (the last reply's attention alone), a random turn (the control), an oracle\n"
+    "(tries each turn and drops the one after which the reply's loss moves least) and shift\n"
+    "(approximate). The replies are teacher-forced in every window: those of --chats FILE\n"
+    "(held-out conversations, one {\"turns\": [message, reply, ...]} a line, as\n"
+    "tests/train/corpus.py writes them) or --recall FILE (the same, the last message a question\n"
+    "about an early turn and \"answer\" its reply: the answer's log-probability and whether\n"
+    "every token of it is the most likely one), else drawn in the full window (--messages FILE,\n"
+    "one message a line, or a built-in chat; -n and the sampling options). Over the reply\n"
+    "tokens whose window had lost history: the change in PPL, mean and 95th-percentile\n"
+    "KL(full || rule), top-1 agreement, with bootstrap 95% intervals over the conversations\n"
+    "(--seed), evictions, tokens recomputed and their time; then the gate: the rules are told\n"
+    "apart only where the random turn is worse than the oracle beyond both intervals.\n"
     "--policy --text FILE is the text track: --documents N (default 24) stretches of the model's\n"
     "positions taken evenly through FILE (a held-out text), each read token by token in full and\n"
     "at budgets of 12.5%, 25% and 50% of the positions by kvchat's rules (exact: the oldest\n"
@@ -67,6 +77,8 @@ const char BENCH_HELP[] =
     "f16;\n"
     "                     bf16 on a GPU)\n"
     "      --runs N       timed runs per figure\n"
+    "      --chats FILE   --policy's held-out conversations (JSON lines)\n"
+    "      --recall FILE  --policy's recall conversations (JSON lines)\n"
     "      --messages FILE --policy's chat: one user message a line\n"
     "      --text FILE    --policy's text track on FILE's text\n"
     "      --documents N  the text track's documents (default 24)\n"
@@ -244,7 +256,7 @@ int cmd_bench(int argc, char **argv)
     model_opts_init(&mo);
     static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
-    const char *messages = NULL, *text = NULL;
+    const char *messages = NULL, *text = NULL, *chats = NULL, *recall = NULL;
     int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy */
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
@@ -274,6 +286,14 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             messages = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--chats", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            chats = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--recall", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            recall = v;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--text", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -291,10 +311,19 @@ int cmd_bench(int argc, char **argv)
             return err_set("unknown option '%s' (see kvchat bench --help)", argv[i]), EXIT_USAGE;
         }
     }
-    if ((messages || text) && mode != 3)
-        return err_set("%s: only with --policy", messages ? "--messages" : "--text"), EXIT_USAGE;
-    if (messages && text)
-        return err_set("--messages and --text: one track at a time"), EXIT_USAGE;
+    const char *track = messages ? "--messages"
+                        : chats  ? "--chats"
+                        : recall ? "--recall"
+                        : text   ? "--text"
+                                 : NULL;
+    if (track && mode != 3)
+        return err_set("%s: only with --policy", track), EXIT_USAGE;
+    if (!!messages + !!chats + !!recall + !!text > 1)
+        return err_set("%s and %s: one track at a time", track,
+                       text     ? "--text"
+                       : recall ? "--recall"
+                                : "--chats"),
+               EXIT_USAGE;
     if (mode == 3 && mo.n_predict < 1)
         return err_set("-n %d: bench --policy compares reply tokens; give -n 1 or more",
                        mo.n_predict),
@@ -315,7 +344,7 @@ int cmd_bench(int argc, char **argv)
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
                  : text      ? bench_text(&lm, text, docs, json_path, mo.sp.seed)
-                             : bench_policy(&lm, &mo, messages, json_path);
+                             : bench_policy(&lm, &mo, messages, chats, recall, json_path);
         rc = rc ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;

@@ -12,7 +12,8 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path);
 /* kvchat bench --attention: decode tok/s with the attention probe off and on, at each context */
 int bench_reading(loaded_model *lm, const int *ctx, int n_ctx, int runs);
 /* kvchat bench --policy: KL and top-1 of oldest-first and least-read against no eviction */
-int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *json);
+int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *chats,
+                 const char *recall, const char *json);
 /* kvchat bench --policy --text: kvchat's rules and the literature's token-level ones on documents
  * of a held-out text, at budgets of 12.5%, 25% and 50% of the model's positions; seed: the
  * bootstrap's */

@@ -1,78 +1,82 @@
 /* kvchat bench --policy: which eviction rule keeps a small window's model closest to the model that
- * sees the whole chat. One chat runs in a window that holds all of it (the replies are the model's
- * own, drawn there); the same chat, its replies teacher-forced, runs in a window of --ctx positions
- * by each rule. At every reply token the evicted run's next-token distribution is compared with the
- * whole-history run's: KL(full || evicted), and whether the most likely token is the same. The runs
- * go turn by turn in step, so only one reply's logits are held. */
-#include <errno.h>
+ * sees the whole conversation. Each conversation (bench_convs.h) runs in a window that holds all of
+ * it, and in windows of fewer positions under each rule: oldest-first, sinks + recent (the kept
+ * prefix 4 tokens past the preamble), least-read, last-read (the last reply's attention alone,
+ * TOVA's rule at a turn's grain), a random turn (the control every rule must beat), an oracle
+ * (each eviction tries every turn it may take first and takes the one after which the reply's loss
+ * moves least: the bound), all exact, and shift (approximate). Replies are teacher-forced: the
+ * held-out ones given, or those the whole-history run draws. At every reply token the rule's
+ * next-token distribution is compared with the whole-history run's; over the tokens whose window
+ * had lost history: the change in PPL, KL(full || rule) (mean, 95th percentile), top-1 agreement,
+ * with bootstrap intervals over the conversations, and the cost. A recall conversation's last
+ * reply is the answer to a question about an early turn: its log-probability and whether every
+ * token of it is the most likely one. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../kernels/err.h"
 #include "../chat/engine.h"
 #include "bench.h"
+#include "bench_convs.h"
 #include "bench_stats.h"
 
-/* The chat when no --messages file is given: plain requests, some of which ask after what an
- * earlier message said, so that with real weights what a rule dropped can matter. */
-static const char *const BUILTIN[] = {
-    "Hi! My name is Ada and I keep bees on a small farm near Lyon.",
-    "I have eleven hives. Which flowers make the best honey?",
-    "My sister Claire lives in Montreal and she hates the cold.",
-    "Can you suggest a name for my oldest hive?",
-    "What should I plant in spring along the edge of the field?",
-    "I also play the cello in an orchestra on Tuesday evenings.",
-    "Tell me a short story about a bee that learns music.",
-    "What was my sister's name, and where does she live?",
-    "How do beekeepers keep their hives alive through a hard winter?",
-    "Remind me how many hives I said I have.",
-    "Write two lines of a poem about honey and cellos.",
-    "What is a good gift for someone who lives somewhere cold?",
-    "Which of the things I told you about myself surprised you?",
-    "How would you explain a cache to a beekeeper?",
-    "Sum up everything you know about me in one sentence.",
-    "Thanks! What should I do first tomorrow morning?",
-};
-enum { N_BUILTIN = sizeof BUILTIN / sizeof BUILTIN[0] };
+enum { FULL, OLDEST, SINKS, LEAST, LAST, RANDOM, ORACLE, SHIFT, N_RULES };
+static const char *const RULE[N_RULES] = {"never evicts", "oldest-first", "sinks+recent",
+                                          "least-read",   "last-read",    "random turn",
+                                          "oracle",       "shift"};
+enum { SINK_TOKENS = 4, RESAMPLES = 1000 };
 
-enum { FULL, OLDEST, LEAST, N_RUNS };
-static const char *const RULE[N_RUNS] = {"never evicts", "oldest-first", "least-read"};
-
-/* one rule's run: its pool and engine, and what it measured */
+/* one conversation's cost for one run, and its recall answer: its log-probability, and whether
+ * each of its tokens was the most likely one */
 typedef struct {
+    long evictions, recomputed;
+    double evict_ms, answer_lp;
+    int answered;
+} conv_cost;
+
+/* one rule in one window: its pool, engine and conversation, and what it measured */
+typedef struct {
+    int rule, window;
+    engine_opts eo;
     kv_pool *pool;
     engine *e;
-    int conv, evictions;
-    int k;                 /* this reply's tokens so far: the index of its next logits */
-    int at;                /* the chat's reply tokens so far */
-    int *prev, n_prev;     /* the window at the last reply token */
-    int compared, agreed;  /* reply tokens whose window is not the whole history's; top-1 same */
-    double kl_sum, kl_max; /* over the compared tokens */
-    int kl_max_at;
-    int turn_compared, turn_agreed; /* this reply's */
-    double turn_kl;
-    double worst_top1; /* the lowest agreement of a reply with a compared token */
-    json_t *kl, *top1, *windows;
+    int conv;
+    int k;             /* this reply's tokens so far: the index of its next logits */
+    int at;            /* the conversation's reply tokens so far */
+    int *prev, n_prev; /* the window at the last reply token */
+    double worst_ms;   /* its longest eviction */
+    double reply_nll;  /* this reply's loss, and whether each of its tokens was the top one */
+    int reply_top;
+    bs_sums *units; /* per conversation, over the reply tokens whose window had lost history */
+    conv_cost *costs;
+    bs_values kls;
+    json_t *kl, *top1, *windows; /* the conversation in progress's, per token */
+    json_t *convs;
 } run;
 
-/* what the turns share: the whole-history run's logits and tokens of the reply in progress */
 typedef struct {
     loaded_model *lm;
-    run runs[N_RUNS];
-    int V, cap;           /* logits held: cap replies' tokens of V floats */
-    float *logits;        /* the whole-history run's, one row per reply token */
-    int *full_len;        /* its window at each of them */
-    int *ids, n_ids;      /* the tokens it chose (each emitted token's id) */
-    run *active;          /* whose turn it is */
-    double *lp_full, *lp; /* log-softmax rows */
-    json_t *reply_ids;
+    model_opts mo; /* -n: the longest given reply and its end */
+    run *runs;
+    int n_runs, V, cap, eos, keep;
+    float *logits;   /* the whole-history run's, one row per reply token */
+    int *full_len;   /* its window at each of them */
+    int *ids, n_ids; /* the reply's tokens (given, or drawn by the whole-history run) */
+    size_t ids_cap;
+    int forced; /* the reply is given */
+    run *active;
+    double *lp_full, *lp;
+    int u;        /* the conversation in progress */
+    uint64_t rng; /* the random rule's ranks */
+    json_t *reply_ids, *full_windows;
 } bench;
 
 /* The window is recorded when it is not the last one with the token just taken appended: at each
- * reply's start and after an eviction. A reader rebuilds every token's window from these and the
- * reply's ids (tests/reference/policy_ref.py does). */
+ * reply's start and after an eviction. tests/reference/policy_ref.py rebuilds every token's. */
 static int note_window(bench *b, run *r)
 {
     int n;
@@ -80,11 +84,12 @@ static int note_window(bench *b, run *r)
     int k = r->k, last = k > 0 && k - 1 < b->n_ids ? b->ids[k - 1] : -1;
     int same = r->prev && n == r->n_prev + 1 &&
                !memcmp(w, r->prev, sizeof(int) * (size_t)r->n_prev) && w[n - 1] == last;
+    json_t *to = r->rule == FULL ? b->full_windows : r->windows;
     if (!same) {
         json_t *ids = json_array();
         for (int i = 0; i < n; i++)
             json_array_append_new(ids, json_integer(w[i]));
-        json_array_append_new(r->windows, json_pack("{s:i, s:o}", "at", r->at, "ids", ids));
+        json_array_append_new(to, json_pack("{s:i, s:o}", "at", r->at, "ids", ids));
     }
     int *p = realloc(r->prev, sizeof(int) * (size_t)(n ? n : 1));
     if (!p)
@@ -100,33 +105,35 @@ static void on_logits(void *ctx, const float *logits, int V)
 {
     bench *b = ctx;
     run *r = b->active;
-    int k = r->k;
-    if (note_window(b, r))
+    int k = r->k, n;
+    if (note_window(b, r) || k >= b->cap)
         return;
-    if (r == &b->runs[FULL]) {
-        if (k < b->cap) {
-            memcpy(b->logits + (size_t)k * V, logits, sizeof(float) * (size_t)V);
-            engine_window(r->e, r->conv, &b->full_len[k]);
-        }
-    } else if (k < b->cap) {
-        int n;
-        engine_window(r->e, r->conv, &n);
-        const float *f = b->logits + (size_t)k * V;
-        int same = bs_log_softmax(f, V, b->lp_full) == bs_log_softmax(logits, V, b->lp);
+    int id = k < b->n_ids ? b->ids[k] : -1, scored = id >= 0 && id != b->eos;
+    engine_window(r->e, r->conv, &n);
+    int top = bs_log_softmax(logits, V, b->lp);
+    if (scored) {
+        r->reply_nll -= b->lp[id];
+        r->reply_top &= top == id;
+    }
+    if (r->rule == FULL) {
+        memcpy(b->logits + (size_t)k * V, logits, sizeof(float) * (size_t)V);
+        b->full_len[k] = n;
+    } else {
+        int top_full = bs_log_softmax(b->logits + (size_t)k * V, V, b->lp_full);
         double kl = bs_kl(b->lp_full, b->lp, V);
         json_array_append_new(r->kl, json_real(kl));
-        json_array_append_new(r->top1, json_boolean(same));
+        json_array_append_new(r->top1, json_boolean(top == top_full));
+        bs_sums *s = &r->units[b->u];
         if (n < b->full_len[k]) { /* this rule's window has lost part of the history */
-            r->turn_compared++;
-            r->turn_agreed += same;
-            r->turn_kl += kl;
-            if (kl > r->kl_max || !r->compared) {
-                r->kl_max = kl;
-                r->kl_max_at = r->at;
+            s->n++;
+            s->top1 += top == top_full;
+            s->kl += kl;
+            bs_values_add(&r->kls, (float)kl, b->u);
+            if (scored) {
+                s->n_nll++;
+                s->nll -= b->lp[id];
+                s->nll_full -= b->lp_full[id];
             }
-            r->compared++;
-            r->agreed += same;
-            r->kl_sum += kl;
         }
     }
     r->k++;
@@ -138,13 +145,15 @@ static void on_event(void *ctx, json_t *ev)
     bench *b = ctx;
     run *r = b->active;
     if (ev_is(ev, EV_EVICT)) {
-        r->evictions++;
-    } else if (ev_is(ev, EV_TOKEN) && r == &b->runs[FULL]) {
-        int *p = realloc(b->ids, sizeof(int) * (size_t)(b->n_ids + 1));
-        if (!p)
-            return;
-        b->ids = p;
-        b->ids[b->n_ids++] = (int)json_integer_value(json_object_get(ev, "id"));
+        conv_cost *s = &r->costs[b->u];
+        double ms = json_real_value(json_object_get(ev, "ms"));
+        s->evictions++;
+        s->recomputed += json_integer_value(json_object_get(ev, "recomputed"));
+        s->evict_ms += ms;
+        r->worst_ms = ms > r->worst_ms ? ms : r->worst_ms;
+    } else if (ev_is(ev, EV_TOKEN) && r->rule == FULL && !b->forced) {
+        if (!err_grow(&b->ids, &b->ids_cap, (size_t)b->n_ids + 1, sizeof *b->ids, "ids"))
+            b->ids[b->n_ids++] = (int)json_integer_value(json_object_get(ev, "id"));
     }
 }
 
@@ -155,12 +164,11 @@ static int run_turn(bench *b, run *r, const char *msg)
     kv_pool *was = lm->pool;
     lm->pool = r->pool;
     b->active = r;
-    r->turn_compared = r->turn_agreed = 0;
-    r->turn_kl = 0;
-    if (r != &b->runs[FULL])
-        engine_force_reply(r->e, b->ids, b->n_ids, on_logits, b);
-    else
-        engine_force_reply(r->e, NULL, 0, on_logits, b);
+    r->k = 0;
+    r->reply_nll = 0;
+    r->reply_top = 1;
+    int given = r->rule != FULL || b->forced;
+    engine_force_reply(r->e, given ? b->ids : NULL, given ? b->n_ids : 0, on_logits, b);
     char *reply = NULL;
     int rc = ev_subscribe(lm->bus, on_event, b) || engine_turn(r->e, r->conv, msg, &reply);
     ev_unsubscribe(lm->bus, on_event, b);
@@ -169,79 +177,102 @@ static int run_turn(bench *b, run *r, const char *msg)
     return rc ? -1 : 0;
 }
 
-static int run_open(bench *b, run *r, int window, const engine_opts *eo, const model_opts *mo)
+/* a fresh engine and conversation for run r, on its pool */
+static int run_begin(bench *b, run *r)
 {
     loaded_model *lm = b->lm;
-    kv_opts o = *kv_pool_opts(lm->pool);
-    o.window = window;
-    o.pool_bytes = 0;
+    kv_pool *was = lm->pool;
+    lm->pool = r->pool;
+    engine_free(r->e);
+    r->e = engine_create(lm, &b->mo, &r->eo);
+    r->conv = r->e ? engine_new_conv(r->e) : -1;
+    lm->pool = was;
+    free(r->prev);
+    r->prev = NULL;
+    r->n_prev = r->at = 0;
     r->kl = json_array();
     r->top1 = json_array();
     r->windows = json_array();
-    r->worst_top1 = 1;
-    if (!(r->pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, lm->bus)))
-        return -1;
-    kv_pool *was = lm->pool;
-    lm->pool = r->pool;
-    r->e = engine_create(lm, mo, eo);
-    r->conv = r->e ? engine_new_conv(r->e) : -1;
-    lm->pool = was;
     return r->conv < 0 ? -1 : 0;
 }
 
-static void run_close(bench *b, run *r)
+/* the reply's loss in a trial of the oracle's: its own engine, the rule's window restored */
+typedef struct {
+    bench *b;
+    int k;
+    double nll;
+} trial;
+
+static void trial_logits(void *ctx, const float *logits, int V)
 {
-    kv_pool *was = b->lm->pool;
-    b->lm->pool = r->pool;
-    engine_free(r->e);
-    b->lm->pool = was;
-    kv_pool_free(r->pool);
-    free(r->prev);
-    json_decref(r->kl);
-    json_decref(r->top1);
-    json_decref(r->windows);
+    trial *t = ctx;
+    int id = t->k < t->b->n_ids ? t->b->ids[t->k] : -1;
+    bs_log_softmax(logits, V, t->b->lp);
+    if (id >= 0 && id != t->b->eos)
+        t->nll -= t->b->lp[id];
+    t->k++;
 }
 
-/* the messages of --messages FILE (one a line, blank lines skipped), or the built-in chat's */
-static int read_messages(const char *path, char ***out, int *n)
+static int oracle_trial(bench *b, run *r, const char *msg, const float *ranks, double *nll)
 {
-    FILE *f = path ? fopen(path, "r") : NULL;
-    if (path && !f)
-        return err_set("--messages %s: %s", path, strerror(errno));
-    char **m = NULL, *line = NULL;
-    size_t cap = 0, line_cap = 0;
-    ssize_t len;
-    int rc = 0;
-    *n = 0;
-    for (int i = 0; !rc && (f ? (len = getline(&line, &line_cap, f)) >= 0 : i < N_BUILTIN); i++) {
-        const char *text = f ? line : BUILTIN[i];
-        if (f) {
-            line[strcspn(line, "\r\n")] = 0;
-            if (!line[strspn(line, " \t")])
-                continue;
-            if (strlen(line) > ENGINE_MAX_MESSAGE)
-                rc = err_set("--messages %s: line %d is over %d bytes", path, i + 1,
-                             ENGINE_MAX_MESSAGE);
-        }
-        if (!rc && !(rc = err_grow(&m, &cap, (size_t)*n + 1, sizeof *m, "the messages")) &&
-            !(m[*n] = strdup(text)))
-            rc = err_set("out of memory for the messages");
-        *n += !rc;
+    loaded_model *lm = b->lm;
+    kv_opts o = *kv_pool_opts(r->pool);
+    int n, nt;
+    const int *ids = engine_window(r->e, r->conv, &n);
+    const win_turn *turns = engine_turns(r->e, r->conv, &nt);
+    kv_pool *was = lm->pool, *pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, NULL);
+    lm->pool = pool;
+    engine *e = pool ? engine_create(lm, &b->mo, &r->eo) : NULL;
+    trial t = {.b = b};
+    char *reply = NULL;
+    int rc = !e || engine_restore(e, 1, ids, n, turns, nt, b->keep, &b->mo.sp, 0, 0, 0) ||
+             engine_prefill_window(e, 1, NULL, NULL) || engine_rank(e, 1, ranks, nt);
+    if (!rc) {
+        engine_force_reply(e, b->ids, b->n_ids, trial_logits, &t);
+        rc = engine_turn(e, 1, msg, &reply);
     }
-    if (!rc && f && ferror(f))
-        rc = err_set("--messages %s: %s", path, strerror(errno));
-    if (!rc && !*n)
-        rc = err_set("--messages %s: no message in it (one a line)", path);
-    if (f)
-        fclose(f);
-    free(line);
-    if (rc) {
-        for (int i = 0; i < *n; i++)
-            free(m[i]);
-        free(m);
-        m = NULL;
+    free(reply);
+    engine_free(e);
+    kv_pool_free(pool);
+    lm->pool = was;
+    *nll = t.nll;
+    return rc ? -1 : 0;
+}
+
+/* The ranks of the next eviction: random ones, or the oracle's (the turn after whose loss the
+ * reply's moves least first, then the oldest); none when no eviction comes. */
+static int set_ranks(bench *b, run *r, const char *msg, int message_tokens, double full_nll)
+{
+    int n = engine_window_len(r->e, r->conv), nt;
+    const win_turn *turns = engine_turns(r->e, r->conv, &nt);
+    if (nt <= 0)
+        return nt < 0 ? -1 : 0;
+    float *ranks = malloc(sizeof(float) * (size_t)nt);
+    if (!ranks)
+        return err_set("out of memory for the ranks");
+    int need = n + message_tokens + b->n_ids - r->window; /* an eviction comes in this turn */
+    int best = -1, rc = 0;
+    double best_d = INFINITY;
+    for (int i = 0; i < nt; i++)
+        ranks[i] =
+            r->rule == RANDOM
+                ? (float)((b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull) >> 40)
+                : (float)i;
+    for (int c = 0; r->rule == ORACLE && need > 0 && c < nt && !rc; c++) {
+        if (turns[c].role == ROLE_PREAMBLE || turns[c].pinned ||
+            turns[c].start + turns[c].len <= b->keep)
+            continue;
+        double nll;
+        ranks[c] = -1;
+        rc = oracle_trial(b, r, msg, ranks, &nll);
+        ranks[c] = (float)c;
+        if (!rc && fabs(nll - full_nll) < best_d)
+            best_d = fabs(nll - full_nll), best = c;
     }
-    *out = m;
+    if (best >= 0)
+        ranks[best] = -1;
+    rc = rc || engine_rank(r->e, r->conv, ranks, nt);
+    free(ranks);
     return rc;
 }
 
@@ -256,179 +287,305 @@ static int turn_tokens(const bench *b, template_kind tpl, const char *msg, int f
     return n;
 }
 
-static void print_summary(const bench *b, int turns, int tokens)
+/* a given reply's tokens as the template writes them, and its end */
+static int given_reply(bench *b, template_kind tpl, const char *reply)
 {
-    printf("\n%d turns, %d tokens, %d of them reply tokens; over those whose window had lost some "
-           "history:\n",
-           turns, engine_window_len(b->runs[FULL].e, b->runs[FULL].conv), tokens);
-    printf("rule          evictions  tokens   KL mean  KL worst  at token   top-1  worst reply's "
-           "top-1\n");
-    for (int i = OLDEST; i < N_RUNS; i++) {
-        const run *r = &b->runs[i];
-        if (!r->compared) {
-            printf("%-12s  %9d  %6d  (its window never lost any history)\n", RULE[i], r->evictions,
-                   0);
-            continue;
-        }
-        printf("%-12s  %9d  %6d  %8.3g  %8.3g  %8d  %5.1f%%  %18.1f%%\n", RULE[i], r->evictions,
-               r->compared, r->kl_sum / r->compared, r->kl_max, r->kl_max_at + 1,
-               100.0 * r->agreed / r->compared, 100 * r->worst_top1);
-    }
-}
-
-static int write_json(const bench *b, const char *path, int window)
-{
-    json_t *rules = json_array();
-    for (int i = OLDEST; i < N_RUNS; i++) {
-        const run *r = &b->runs[i];
-        json_array_append_new(
-            rules,
-            json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:O, s:O, s:O}", "rule", RULE[i],
-                      "evictions", r->evictions, "compared", r->compared, "kl_mean",
-                      r->compared ? r->kl_sum / r->compared : 0, "kl_max", r->kl_max, "top1",
-                      r->compared ? (double)r->agreed / r->compared : 1, "worst_reply_top1",
-                      r->worst_top1, "kl", r->kl, "top1_same", r->top1, "windows", r->windows));
-    }
-    json_t *doc = json_pack("{s:s, s:i, s:i, s:O, s:O, s:o}", "model", b->lm->dir, "window", window,
-                            "positions", b->lm->model.cfg.n_ctx, "reply_ids", b->reply_ids,
-                            "full_windows", b->runs[FULL].windows, "rules", rules);
-    int rc = json_dump_file(doc, path, JSON_COMPACT) ? err_set("--json %s: cannot write", path) : 0;
-    json_decref(doc);
+    size_t len = strlen(reply);
+    char *text = malloc(len + 2);
+    int *ids = NULL, n = 0, cap = 0;
+    if (!text)
+        return err_set("out of memory for a reply");
+    snprintf(text, len + 2, "%s%s", tpl == TPL_GPT2 ? " " : "", reply);
+    int rc = tok_encode(b->lm->tok, text, strlen(text), 0, &ids, &n, &cap);
+    free(text);
+    b->n_ids = 0;
+    for (int i = 0; !rc && i <= n; i++)
+        if (!(rc = err_grow(&b->ids, &b->ids_cap, (size_t)i + 1, sizeof *b->ids, "a reply")))
+            b->ids[b->n_ids++] = i < n ? ids[i] : b->eos;
+    free(ids);
     return rc;
 }
 
-/* one turn of every run: the whole-history run draws the reply, the others take it */
-static int one_turn(bench *b, const char *msg, int turn)
+/* One conversation in every run, turn by turn in step: the whole-history run first (its logits are
+ * what the others are compared with), then each rule taking the same reply. */
+static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P, json_t *out)
 {
-    b->n_ids = 0;
-    for (int i = 0; i < N_RUNS; i++)
-        b->runs[i].k = 0;
-    if (run_turn(b, &b->runs[FULL], msg))
-        return -1;
-    for (int i = 0; i < b->n_ids; i++)
-        json_array_append_new(b->reply_ids, json_integer(b->ids[i]));
-    /* a reply that ended at <|endoftext|> took logits for it without emitting it */
-    if (b->runs[FULL].k > b->n_ids) {
-        int *p = realloc(b->ids, sizeof(int) * (size_t)(b->n_ids + 1));
-        if (!p)
-            return err_set("out of memory");
-        b->ids = p;
-        b->ids[b->n_ids++] = tok_eos(b->lm->tok);
-        json_array_append_new(b->reply_ids, json_integer(-1));
-    }
-    int n_full = b->runs[FULL].k;
-    printf("%4d  %6d  %6d", turn + 1, engine_window_len(b->runs[FULL].e, b->runs[FULL].conv),
-           n_full);
-    for (int i = OLDEST; i < N_RUNS; i++) {
-        run *r = &b->runs[i];
-        if (run_turn(b, r, msg))
+    int rc = 0, turns = 0;
+    for (int i = 0; i < b->n_runs && !rc; i++)
+        rc = run_begin(b, &b->runs[i]);
+    b->reply_ids = json_array();
+    b->full_windows = json_array();
+    run *full = &b->runs[FULL];
+    b->forced = c->replies != NULL;
+    for (int t = 0; t < c->n && !rc; t++, turns++) {
+        const char *msg = c->msgs[t];
+        int need = turn_tokens(b, tpl, msg, t == 0);
+        if (need < 0 || (b->forced && (rc = given_reply(b, tpl, c->replies[t]))))
             return -1;
-        if (r->k != n_full)
-            return err_set("the %s run took %d tokens of a %d-token reply", RULE[i], r->k, n_full);
-        printf("  %6d", engine_window_len(r->e, r->conv));
-        if (r->turn_compared) {
-            double a = (double)r->turn_agreed / r->turn_compared;
-            r->worst_top1 = a < r->worst_top1 ? a : r->worst_top1;
-            printf("  %8.3g  %5.1f%%", r->turn_kl / r->turn_compared, 100 * a);
-        } else {
-            printf("  %8s  %6s", "-", "-");
+        if (!b->forced)
+            b->n_ids = 0;
+        if (engine_window_len(full->e, full->conv) + need + b->mo.n_predict + 1 > P)
+            break; /* the whole-history run would evict */
+        if ((rc = run_turn(b, full, msg)))
+            break;
+        /* a drawn reply that ended at <|endoftext|> took logits for it without emitting it */
+        if (!b->forced && full->k > b->n_ids &&
+            !(rc = err_grow(&b->ids, &b->ids_cap, (size_t)b->n_ids + 1, sizeof *b->ids, "ids")))
+            b->ids[b->n_ids++] = b->eos;
+        for (int i = 0; i < b->n_ids; i++)
+            json_array_append_new(b->reply_ids, json_integer(b->ids[i]));
+        for (int i = 1; i < b->n_runs && !rc; i++) {
+            run *r = &b->runs[i];
+            if ((r->rule == RANDOM || r->rule == ORACLE) &&
+                (rc = set_ranks(b, r, msg, need, full->reply_nll)))
+                break;
+            if (!(rc = run_turn(b, r, msg)) && r->k != full->k)
+                rc = err_set("the %s run took %d tokens of a %d-token reply", RULE[r->rule], r->k,
+                             full->k);
+        }
+        for (int i = 0; i < b->n_runs && c->recall && t == c->n - 1 && !rc; i++) {
+            b->runs[i].costs[b->u].answer_lp = -b->runs[i].reply_nll;
+            b->runs[i].costs[b->u].answered = b->runs[i].reply_top;
         }
     }
-    printf("\n");
-    fflush(stdout);
+    if (!rc && !turns)
+        rc = err_set("the model's %d positions hold no turn of conversation %d and its %d-token "
+                     "replies",
+                     P, b->u + 1, b->mo.n_predict);
+    json_t *runs = json_array();
+    for (int i = 1; i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        json_array_append_new(runs,
+                              json_pack("{s:s, s:i, s:b, s:o, s:o, s:o}", "rule", RULE[r->rule],
+                                        "window", r->window, "approximate", r->rule == SHIFT, "kl",
+                                        r->kl, "top1_same", r->top1, "windows", r->windows));
+        r->kl = r->top1 = r->windows = NULL;
+    }
+    json_decref(full->kl);
+    json_decref(full->top1);
+    json_decref(full->windows);
+    json_array_append_new(out, json_pack("{s:o, s:o, s:o}", "reply_ids", b->reply_ids,
+                                         "full_windows", b->full_windows, "runs", runs));
+    return rc;
+}
+
+/* the random control against the oracle, by mean KL: the rules are told apart only where the
+ * control is worse beyond both intervals */
+static int gate(const bs_row *random, const bs_row *oracle, int window)
+{
+    int holds = random->ci[BS_KL][0] > oracle->ci[BS_KL][1];
+    printf("gate: the random turn (KL %.4f [%.4f, %.4f]) is worse than the oracle (%.4f [%.4f, "
+           "%.4f]) beyond both intervals: %s\n",
+           random->fig[BS_KL], random->ci[BS_KL][0], random->ci[BS_KL][1], oracle->fig[BS_KL],
+           oracle->ci[BS_KL][0], oracle->ci[BS_KL][1], holds ? "holds" : "FAILS");
+    if (!holds)
+        printf("In the window of %d the rules' differences are noise.\n", window);
+    return holds;
+}
+
+static int summary(bench *b, int window, int n_convs, int recall, json_t *rules, json_t *gates)
+{
+    bs_row rows[N_RULES];
+    printf("\nwindow %d of %d positions: over the reply tokens whose window had lost history "
+           "(95%% intervals over the %d conversations)\n",
+           window, b->lm->model.cfg.n_ctx, n_convs);
+    bs_row_head("rule");
+    printf(" %9s %10s %9s %8s\n", "evictions", "recomputed", "evicting", "worst");
+    for (int i = 1; i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        if (r->window != window)
+            continue;
+        long ev = 0, rec = 0, answered = 0;
+        double ms = 0, lp = 0;
+        for (int u = 0; u < n_convs; u++) {
+            ev += r->costs[u].evictions, rec += r->costs[u].recomputed;
+            ms += r->costs[u].evict_ms, lp += r->costs[u].answer_lp;
+            answered += r->costs[u].answered;
+        }
+        if (bs_row_of(r->units, n_convs, &r->kls, b->mo.sp.seed, &rows[r->rule]))
+            return -1;
+        bs_row_print(RULE[r->rule], &rows[r->rule]);
+        printf(" %9ld %10ld %7.0fms %6.1fms\n", ev, rec, ms, r->worst_ms);
+        json_t *row =
+            json_pack("{s:s, s:i, s:b, s:o, s:I, s:I, s:f, s:f}", "rule", RULE[r->rule], "window",
+                      window, "approximate", r->rule == SHIFT, "figures",
+                      bs_row_json(&rows[r->rule]), "evictions", (json_int_t)ev, "recomputed",
+                      (json_int_t)rec, "evict_ms", ms, "worst_evict_ms", r->worst_ms);
+        if (recall)
+            json_object_set_new(row, "recall",
+                                json_pack("{s:f, s:I}", "answer_logprob", lp / n_convs, "answered",
+                                          (json_int_t)answered));
+        json_array_append_new(rules, row);
+    }
+    json_array_append_new(gates,
+                          json_pack("{s:i, s:b}", "window", window, "random_worse_than_oracle",
+                                    gate(&rows[RANDOM], &rows[ORACLE], window)));
+    if (!recall)
+        return 0;
+    printf("recall: the answer's mean log-probability, and the answers whose every token is the "
+           "most likely one\n");
+    for (int i = 0; i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        if (r->window != window && r->rule != FULL)
+            continue;
+        double lp = 0;
+        long answered = 0;
+        for (int u = 0; u < n_convs; u++)
+            lp += r->costs[u].answer_lp, answered += r->costs[u].answered;
+        printf("%-13s %8.3f  %ld of %d\n", RULE[r->rule], lp / n_convs, answered, n_convs);
+    }
     return 0;
 }
 
-int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *json)
+static engine_opts rule_opts(const bench *b, int rule, template_kind tpl)
+{
+    /* evicting only when the next token does not fit: each rule keeps all the window holds */
+    engine_opts eo = {.tpl = tpl, .keep = -1, .evict = EVICT_EXACT, .evict_at = WIN_AT_FULL};
+    if (rule == SINKS)
+        eo.keep = b->keep + SINK_TOKENS;
+    else if (rule == LEAST || rule == LAST)
+        eo.policy = rule == LEAST ? WIN_LEAST_READ : WIN_LAST_READ;
+    else if (rule == RANDOM || rule == ORACLE)
+        eo.policy = WIN_RANKED;
+    else if (rule == SHIFT)
+        eo.evict = EVICT_SHIFT;
+    return eo;
+}
+
+static int open_runs(bench *b, const int *windows, int n_windows, int n_convs, template_kind tpl)
+{
+    loaded_model *lm = b->lm;
+    b->n_runs = 1 + (N_RULES - 1) * n_windows;
+    if (!(b->runs = calloc((size_t)b->n_runs, sizeof *b->runs)))
+        return err_set("out of memory for bench --policy's runs");
+    for (int i = 0; i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        r->rule = i ? 1 + (i - 1) % (N_RULES - 1) : FULL;
+        r->window = i ? windows[(i - 1) / (N_RULES - 1)] : lm->model.cfg.n_ctx;
+        r->eo = rule_opts(b, r->rule, tpl);
+        kv_opts o = *kv_pool_opts(lm->pool);
+        o.window = r->window;
+        o.pool_bytes = 0;
+        r->units = calloc((size_t)n_convs, sizeof *r->units);
+        r->costs = calloc((size_t)n_convs, sizeof *r->costs);
+        if (!r->units || !r->costs ||
+            !(r->pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, lm->bus)))
+            return err_wrap("bench --policy's runs");
+    }
+    return 0;
+}
+
+static void close_runs(bench *b)
+{
+    for (int i = 0; b->runs && i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        kv_pool *was = b->lm->pool;
+        b->lm->pool = r->pool;
+        engine_free(r->e);
+        b->lm->pool = was;
+        kv_pool_free(r->pool);
+        free(r->prev);
+        free(r->units);
+        free(r->costs);
+        bs_values_free(&r->kls);
+        json_decref(r->kl);
+        json_decref(r->top1);
+        json_decref(r->windows);
+    }
+    free(b->runs);
+}
+
+/* the longest reply given, in tokens, and its end: every run's -n */
+static int longest_reply(bench *b, const bench_conv *c, int n, template_kind tpl)
+{
+    int most = 0;
+    for (int i = 0; i < n; i++)
+        for (int t = 0; c[i].replies && t < c[i].n; t++) {
+            if (given_reply(b, tpl, c[i].replies[t]))
+                return -1;
+            most = b->n_ids > most ? b->n_ids : most;
+        }
+    return most;
+}
+
+int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *chats,
+                 const char *recall, const char *json)
 {
     const gpt2_config *cfg = &lm->model.cfg;
-    int positions = cfg->n_ctx, window = mo->kv.window ? mo->kv.window : positions / 4;
-    char **msgs = NULL;
-    int n_msgs = 0;
-    if (read_messages(messages, &msgs, &n_msgs))
-        return -1;
-    if (window >= positions) {
-        for (int i = 0; i < n_msgs; i++)
-            free(msgs[i]);
-        free(msgs);
+    int P = cfg->n_ctx, windows[2] = {P / 4, P / 2}, n_windows = 2, n_convs = 0, rc = -1;
+    if (mo->kv.window)
+        windows[0] = mo->kv.window, n_windows = 1;
+    if (windows[0] >= P)
         return err_set("--ctx %d: bench --policy needs a window smaller than the model's %d "
                        "positions",
-                       window, positions);
+                       windows[0], P);
+    bench_conv *convs = NULL;
+    if (bench_convs_read(messages, chats, recall, &convs, &n_convs))
+        return -1;
+    const char *why;
+    template_kind tpl = tpl_for_model(cfg, lm->dir, &why);
+    bench b = {.lm = lm, .mo = *mo, .V = cfg->vocab_size, .eos = tok_eos(lm->tok), .rng = 1};
+    int *pre = NULL, cap = 0;
+    if (tpl_preamble(tpl, lm->tok, NULL, &pre, &b.keep, &cap)) {
+        bench_convs_free(convs, n_convs);
+        return -1;
     }
-    bench b = {.lm = lm, .V = cfg->vocab_size, .cap = mo->n_predict + 2};
+    free(pre);
+    int longest = longest_reply(&b, convs, n_convs, tpl);
+    if (longest > 0)
+        b.mo.n_predict = longest;
+    b.cap = b.mo.n_predict + 2;
     b.logits = malloc(sizeof(float) * (size_t)b.V * (size_t)b.cap);
     b.full_len = malloc(sizeof(int) * (size_t)b.cap);
     b.lp_full = malloc(sizeof(double) * (size_t)b.V);
     b.lp = malloc(sizeof(double) * (size_t)b.V);
-    b.reply_ids = json_array();
-    const char *why;
-    engine_opts eo = {.tpl = tpl_for_model(cfg, lm->dir, &why),
-                      .keep = -1,
-                      .evict = EVICT_EXACT,
-                      .evict_at = WIN_AT_TURN};
-    engine_opts least = eo;
-    least.policy = WIN_LEAST_READ;
-    least.attention = ENGINE_ATTENTION_EVERY;
-    int rc = !b.logits || !b.full_len || !b.lp_full || !b.lp
-                 ? err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap)
-                 : 0;
-    rc = rc || run_open(&b, &b.runs[FULL], positions, &eo, mo) ||
-         run_open(&b, &b.runs[OLDEST], window, &eo, mo) ||
-         run_open(&b, &b.runs[LEAST], window, &least, mo);
-    if (!rc) {
-        printf("One chat: %s messages, the %s template, replies of up to %d tokens that the "
-               "model draws (temp %g,\n"
-               "seed %llu) in a window holding all of it; then the same chat, its replies "
-               "teacher-forced, in a window\n"
-               "of %d positions by each rule. Per turn and rule: the window's tokens, and "
-               "KL(full || evicted) and\n"
-               "top-1 agreement over the reply tokens whose window had lost some history.\n\n",
-               messages ? messages : "built-in", tpl_name(eo.tpl), mo->n_predict, mo->sp.temp,
-               (unsigned long long)mo->sp.seed, window);
-        printf("turn  tokens   reply  oldest   KL mean   top-1   least   KL mean   top-1\n");
+    json_t *out = json_array(), *rules = json_array(), *gates = json_array();
+    if (longest < 0 || !b.logits || !b.full_len || !b.lp_full || !b.lp) {
+        if (longest >= 0)
+            err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap);
+        goto done;
     }
-    int turns = 0, tokens = 0;
-    for (int t = 0; !rc; t++) {
-        const char *msg = msgs[t % n_msgs];
-        if (messages && t == n_msgs)
-            break;
-        int need = turn_tokens(&b, eo.tpl, msg, t == 0);
-        if (need < 0) {
-            rc = -1;
-            break;
-        }
-        if (engine_window_len(b.runs[FULL].e, b.runs[FULL].conv) + need + mo->n_predict + 1 >
-            positions) {
-            if (messages && t < n_msgs)
-                printf("(messages %d-%d left out: the whole-history run would overflow the model's "
-                       "%d positions)\n",
-                       t + 1, n_msgs, positions);
-            break;
-        }
-        rc = one_turn(&b, msg, t);
-        turns++;
-        tokens += b.runs[FULL].k;
+    if (open_runs(&b, windows, n_windows, n_convs, tpl))
+        goto done;
+    const char *from = messages ? messages : chats ? chats : recall;
+    printf("%d conversation%s from %s, the %s template; replies %s (up to %d tokens), "
+           "teacher-forced in every window;\n"
+           "in windows of %d",
+           n_convs, n_convs == 1 ? "" : "s", from ? from : "the built-in chat", tpl_name(tpl),
+           convs[0].replies ? "given" : "drawn by the run that never evicts", b.mo.n_predict,
+           windows[0]);
+    for (int w = 1; w < n_windows; w++)
+        printf(" and %d", windows[w]);
+    printf(" of the model's %d positions by each rule. Per conversation: the run that never "
+           "evicts, then each rule.\n",
+           P);
+    rc = 0;
+    int bar = isatty(STDERR_FILENO);
+    for (b.u = 0; b.u < n_convs && !rc; b.u++) {
+        rc = conversation(&b, &convs[b.u], tpl, P, out);
+        if (bar)
+            fprintf(stderr, "\rbench --policy: conversation %d of %d ", b.u + 1, n_convs);
     }
-    if (!rc && !turns)
-        rc = err_set("the model's %d positions hold no turn of this chat and its %d-token replies",
-                     positions, mo->n_predict);
-    if (!rc && b.runs[FULL].evictions)
-        rc = err_set("the whole-history run evicted (%d times)", b.runs[FULL].evictions);
-    if (!rc) {
-        print_summary(&b, turns, tokens);
-        if (json)
-            rc = write_json(&b, json, window);
+    if (bar)
+        fprintf(stderr, "\n");
+    for (int w = 0; w < n_windows && !rc; w++)
+        rc = summary(&b, windows[w], n_convs, recall != NULL, rules, gates);
+    if (!rc && json) {
+        json_t *doc = json_pack("{s:s, s:i, s:O, s:O, s:O}", "model", lm->dir, "positions", P,
+                                "conversations", out, "rules", rules, "gates", gates);
+        rc = json_dump_file(doc, json, JSON_COMPACT) ? err_set("--json %s: cannot write", json) : 0;
+        json_decref(doc);
     }
-    for (int i = 0; i < N_RUNS; i++)
-        run_close(&b, &b.runs[i]);
-    json_decref(b.reply_ids);
+done:
+    close_runs(&b);
+    json_decref(out);
+    json_decref(rules);
+    json_decref(gates);
     free(b.logits);
     free(b.full_len);
     free(b.lp_full);
     free(b.lp);
     free(b.ids);
-    for (int i = 0; i < n_msgs; i++)
-        free(msgs[i]);
-    free(msgs);
+    bench_convs_free(convs, n_convs);
     return rc;
 }

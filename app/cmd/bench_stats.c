@@ -1,6 +1,7 @@
 #include "bench_stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../../kernels/err.h"
@@ -108,4 +109,84 @@ void bs_values_free(bs_values *s)
     free(s->at);
     s->at = NULL;
     s->n = s->cap = 0;
+}
+
+enum { RESAMPLES = 1000 };
+
+typedef struct {
+    const bs_sums *units;
+    int n_units, what;
+    const bs_values *kls;
+} pooled;
+
+static double pooled_figure(const void *ctx, const int *times)
+{
+    const pooled *p = ctx;
+    double n = 0, n_nll = 0, nll = 0, nll_full = 0, kl = 0, top1 = 0;
+    for (int u = 0; u < p->n_units; u++) {
+        const bs_sums *s = &p->units[u];
+        double w = times ? times[u] : 1;
+        n += w * s->n, n_nll += w * s->n_nll, nll += w * s->nll, nll_full += w * s->nll_full;
+        kl += w * s->kl, top1 += w * s->top1;
+    }
+    switch (p->what) {
+        case BS_DPPL: return n_nll > 0 ? exp(nll / n_nll) - exp(nll_full / n_nll) : NAN;
+        case BS_KL: return n > 0 ? kl / n : NAN;
+        case BS_TOP1: return n > 0 ? 100 * top1 / n : NAN;
+        default: return bs_quantile(p->kls, times, 0.95);
+    }
+}
+
+int bs_row_of(const bs_sums *units, int n_units, bs_values *kls, uint64_t seed, bs_row *row)
+{
+    bs_values_sort(kls);
+    row->n = 0;
+    for (int u = 0; u < n_units; u++)
+        row->n += units[u].n;
+    for (int w = 0; w < BS_FIGURES; w++) {
+        pooled p = {units, n_units, w, kls};
+        row->fig[w] = pooled_figure(&p, NULL);
+        if (bs_interval(pooled_figure, &p, n_units, RESAMPLES, seed, row->ci[w]))
+            return -1;
+    }
+    return 0;
+}
+
+void bs_row_head(const char *first)
+{
+    printf("%-13s %7s  %-28s %-25s %8s  %-19s", first, "tokens", "dPPL [95%]", "KL mean [95%]",
+           "KL p95", "top-1 [95%]");
+}
+
+void bs_row_print(const char *name, const bs_row *r)
+{
+    char c1[64], c2[64], c3[64];
+    snprintf(c1, sizeof c1, "%+.3f [%+.3f, %+.3f]", r->fig[BS_DPPL], r->ci[BS_DPPL][0],
+             r->ci[BS_DPPL][1]);
+    snprintf(c2, sizeof c2, "%.4f [%.4f, %.4f]", r->fig[BS_KL], r->ci[BS_KL][0], r->ci[BS_KL][1]);
+    snprintf(c3, sizeof c3, "%.1f%% [%.1f, %.1f]", r->fig[BS_TOP1], r->ci[BS_TOP1][0],
+             r->ci[BS_TOP1][1]);
+    printf("%-13s %7ld  %-28s %-25s %8.4f  %-19s", name, r->n, c1, c2, r->fig[BS_P95], c3);
+}
+
+/* JSON has no NaN: a figure of no tokens is null */
+static json_t *num(double v, double scale)
+{
+    return isfinite(v) ? json_real(v * scale) : json_null();
+}
+
+json_t *bs_row_json(const bs_row *r)
+{
+    static const char *const key[BS_FIGURES] = {"delta_ppl", "kl_mean", "top1", "kl_p95"};
+    json_t *o = json_object();
+    json_object_set_new(o, "tokens", json_integer(r->n));
+    for (int w = 0; w < BS_FIGURES; w++) {
+        double scale = w == BS_TOP1 ? 0.01 : 1;
+        char ci[32];
+        snprintf(ci, sizeof ci, "%s_ci", key[w]);
+        json_object_set_new(o, key[w], num(r->fig[w], scale));
+        json_object_set_new(o, ci,
+                            json_pack("[o, o]", num(r->ci[w][0], scale), num(r->ci[w][1], scale)));
+    }
+    return o;
 }

@@ -5,6 +5,7 @@
 #ifndef KVCHAT_BENCH_STATS_H
 #define KVCHAT_BENCH_STATS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,25 @@ void bs_values_sort(bs_values *s);
 /* The q-quantile (0..1) of the sorted values, each counted times[its unit] (NULL: once) */
 double bs_quantile(const bs_values *s, const int *times, double q);
 void bs_values_free(bs_values *s);
+
+/* One unit's sums over the tokens it compared: how many, how many of them with a loss (a forced
+ * end of reply has none), top-1 agreements, KL(full || rule), and both runs' losses. */
+typedef struct {
+    long n, n_nll, top1;
+    double kl, nll, nll_full;
+} bs_sums;
+/* A rule's figures pooled over the units, each with its bootstrap 95% interval: the change in PPL,
+ * mean KL, top-1 agreement (%) and the 95th percentile of KL (from kls, sorted here). */
+enum { BS_DPPL, BS_KL, BS_TOP1, BS_P95, BS_FIGURES };
+typedef struct {
+    long n;
+    double fig[BS_FIGURES], ci[BS_FIGURES][2];
+} bs_row;
+int bs_row_of(const bs_sums *units, int n_units, bs_values *kls, uint64_t seed, bs_row *row);
+/* the row's figures under a header's columns (bs_row_head), without the line's end */
+void bs_row_head(const char *first);
+void bs_row_print(const char *name, const bs_row *row);
+/* the row as JSON: tokens, and each figure with its interval as [low, high] */
+json_t *bs_row_json(const bs_row *row);
 
 #endif

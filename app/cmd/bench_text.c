@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../kernels/err.h"
 #include "../files.h"
@@ -26,13 +27,7 @@
 enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
 static const char *const RULE[N_RULES] = {"exact",        "shift", "window",
                                           "sinks+window", "H2O",   "TOVA"};
-enum { SINKS = 4, RESAMPLES = 1000 };
-
-/* one document's sums for one rule at one budget, over the tokens its run had lost history at */
-typedef struct {
-    long n, top1, recomputed;
-    double nll, nll_full, kl;
-} unit_sums;
+enum { SINKS = 4 };
 
 /* one rule at one budget: its run over the document in progress, and its figures so far */
 typedef struct {
@@ -42,7 +37,8 @@ typedef struct {
     double *score; /* H2O: the attention each cached token has received */
     int lost;      /* tokens dropped from this document so far */
     double secs, worst;
-    unit_sums *units;
+    bs_sums *units; /* per document, over the tokens its run had lost history at */
+    long recomputed;
     bs_values kls;
     json_t *docs, *drops, *kl, *top1, *nll;
 } rule_run;
@@ -91,7 +87,7 @@ static void drop_at(rule_run *r, int at, int n)
 }
 
 /* Brings the run back to its budget by its rule, after a step left it one over. */
-static int evict(text_bench *tb, rule_run *r, int t, unit_sums *u)
+static int evict(text_bench *tb, rule_run *r, int t)
 {
     int len = kv_len(r->cache), B = r->budget, at = 0, n = 1;
     if (r->rule == R_EXACT || r->rule == R_SHIFT) {
@@ -114,7 +110,7 @@ static int evict(text_bench *tb, rule_run *r, int t, unit_sums *u)
         for (int j = at + n; j < len; j++)
             tb->kept[j - at - n] = tb->ids[r->pos[j]];
         drop_at(r, at, n);
-        u->recomputed += len - n;
+        r->recomputed += len - n;
         return kv_truncate(r->cache, 0) ||
                gpt2_forward(&tb->lm->model, tb->lm->backend, r->cache, tb->kept, len - n, NULL);
     }
@@ -139,10 +135,11 @@ static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
             r->score[j] += mean_mass(tb, j, len + 1);
     }
     int top = bs_log_softmax(tb->logits, tb->V, tb->lp);
-    unit_sums *u = &r->units[d];
+    bs_sums *u = &r->units[d];
     if (r->lost) {
         double kl = bs_kl(tb->lp_full, tb->lp, tb->V), nll = -tb->lp[tb->ids[t + 1]];
         u->n++;
+        u->n_nll++;
         u->top1 += top == top_full;
         u->kl += kl;
         u->nll += nll;
@@ -153,7 +150,7 @@ static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
         json_array_append_new(r->top1, json_boolean(top == top_full));
         json_array_append_new(r->nll, json_real(nll));
     }
-    int rc = kv_len(r->cache) > r->budget ? evict(tb, r, t, u) : 0;
+    int rc = kv_len(r->cache) > r->budget ? evict(tb, r, t) : 0;
     double dt = ev_clock() - t0;
     r->secs += dt;
     r->worst = dt > r->worst ? dt : r->worst;
@@ -231,71 +228,27 @@ static int document(text_bench *tb, int d)
     return rc;
 }
 
-/* the pooled figures of a run over resampled documents */
-typedef struct {
-    const rule_run *r;
-    int units, what;
-} figure_of;
-enum { F_DPPL, F_KL, F_TOP1, F_P95 };
-
-static double figure(const void *ctx, const int *times)
-{
-    const figure_of *f = ctx;
-    double n = 0, nll = 0, nll_full = 0, kl = 0, top1 = 0;
-    for (int u = 0; u < f->units; u++) {
-        const unit_sums *s = &f->r->units[u];
-        double w = times ? times[u] : 1;
-        n += w * s->n, nll += w * s->nll, nll_full += w * s->nll_full;
-        kl += w * s->kl, top1 += w * s->top1;
-    }
-    if (n <= 0)
-        return NAN;
-    switch (f->what) {
-        case F_DPPL: return exp(nll / n) - exp(nll_full / n);
-        case F_KL: return kl / n;
-        case F_TOP1: return 100 * top1 / n;
-        default: return bs_quantile(&f->r->kls, times, 0.95);
-    }
-}
-
 static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
 {
     printf("\nbudget %d of %d positions (%.1f%%): over the tokens whose run had lost history "
-           "(95%% intervals, %d resamples of the %d documents)\n",
-           B, tb->P, 100.0 * B / tb->P, RESAMPLES, tb->n_docs);
-    printf("%-13s %7s  %-28s %-25s %8s  %-19s %10s %8s %8s\n", "rule", "tokens", "dPPL [95%]",
-           "KL mean [95%]", "KL p95", "top-1 [95%]", "recomputed", "time", "worst");
+           "(95%% intervals over the %d documents)\n",
+           B, tb->P, 100.0 * B / tb->P, tb->n_docs);
+    bs_row_head("rule");
+    printf(" %10s %8s %8s\n", "recomputed", "time", "worst");
     for (int i = 0; i < tb->n_runs; i++) {
         rule_run *r = &tb->runs[i];
+        bs_row row;
         if (r->budget != B)
             continue;
-        bs_values_sort(&r->kls);
-        double fig[4], ci[4][2];
-        long n = 0, recomputed = 0;
-        for (int u = 0; u < tb->n_docs; u++)
-            n += r->units[u].n, recomputed += r->units[u].recomputed;
-        for (int w = 0; w < 4; w++) {
-            figure_of f = {r, tb->n_docs, w};
-            fig[w] = figure(&f, NULL);
-            if (bs_interval(figure, &f, tb->n_docs, RESAMPLES, seed, ci[w]))
-                return -1;
-        }
-        char c1[64], c2[64], c3[64];
-        snprintf(c1, sizeof c1, "%+.3f [%+.3f, %+.3f]", fig[F_DPPL], ci[F_DPPL][0], ci[F_DPPL][1]);
-        snprintf(c2, sizeof c2, "%.4f [%.4f, %.4f]", fig[F_KL], ci[F_KL][0], ci[F_KL][1]);
-        snprintf(c3, sizeof c3, "%.1f%% [%.1f, %.1f]", fig[F_TOP1], ci[F_TOP1][0], ci[F_TOP1][1]);
-        printf("%-13s %7ld  %-28s %-25s %8.4f  %-19s %10ld %7.2fs %6.1fms\n", RULE[r->rule], n, c1,
-               c2, fig[F_P95], c3, recomputed, r->secs, 1e3 * r->worst);
-        json_t *row = json_pack(
-            "{s:s, s:i, s:I, s:f, s:[f,f], s:f, s:[f,f], s:f, s:[f,f], s:f, s:[f,f], s:I, s:f, "
-            "s:f, s:O}",
-            "rule", RULE[r->rule], "budget", B, "tokens", (json_int_t)n, "delta_ppl", fig[F_DPPL],
-            "delta_ppl_ci", ci[F_DPPL][0], ci[F_DPPL][1], "kl_mean", fig[F_KL], "kl_mean_ci",
-            ci[F_KL][0], ci[F_KL][1], "kl_p95", fig[F_P95], "kl_p95_ci", ci[F_P95][0], ci[F_P95][1],
-            "top1", fig[F_TOP1] / 100, "top1_ci", ci[F_TOP1][0] / 100, ci[F_TOP1][1] / 100,
-            "recomputed", (json_int_t)recomputed, "seconds", r->secs, "worst_step_seconds",
-            r->worst, "documents", r->docs);
-        json_array_append_new(out, row);
+        if (bs_row_of(r->units, tb->n_docs, &r->kls, seed, &row))
+            return -1;
+        bs_row_print(RULE[r->rule], &row);
+        printf(" %10ld %7.2fs %6.1fms\n", r->recomputed, r->secs, 1e3 * r->worst);
+        json_array_append_new(out,
+                              json_pack("{s:s, s:i, s:o, s:I, s:f, s:f, s:O}", "rule",
+                                        RULE[r->rule], "budget", B, "figures", bs_row_json(&row),
+                                        "recomputed", (json_int_t)r->recomputed, "seconds", r->secs,
+                                        "worst_step_seconds", r->worst, "documents", r->docs));
     }
     return 0;
 }
@@ -420,9 +373,11 @@ int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json,
         json_array_append_new(starts, json_integer(d * (n / n_docs)));
         if (document(&tb, d))
             goto out;
-        fprintf(stderr, "\rbench --policy --text: document %d of %d", d + 1, n_docs);
+        if (isatty(STDERR_FILENO))
+            fprintf(stderr, "\rbench --policy --text: document %d of %d ", d + 1, n_docs);
     }
-    fprintf(stderr, "\n");
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\n");
     json_object_set_new(doc, "model", json_string(lm->dir));
     json_object_set_new(doc, "text", json_string(path));
     json_object_set_new(doc, "text_sha256", json_string(hex));

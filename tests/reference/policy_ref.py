@@ -2,12 +2,14 @@
 """kvchat bench --policy's figures against the float64 NumPy GPT-2's own distributions.
 
 usage: policy_ref.py DIR BENCH.json
-The JSON holds each run's window at every reply's start and after each eviction, and the reply
-tokens; every token's window is rebuilt from them. For each rule and each reply token the reference
-runs the whole-history window and the rule's, and computes KL(full || evicted) and whether the most
-likely tokens agree; kvchat's figures must match to 1e-4 (relative, above 1e-4 absolute), except
-top-1 at a near-tie. Each evicted window must be the whole history with parts left out, the same
-where nothing is left out (KL 0), and the summary figures must be those of the per-token ones.
+The JSON holds, per conversation, each run's window at every reply's start and after each
+eviction, and the reply tokens; every token's window is rebuilt from them. For each exact rule and
+each reply token the reference runs the whole-history window and the rule's, and computes
+KL(full || evicted) and whether the most likely tokens agree; kvchat's figures must match to 1e-4
+(relative, above 1e-4 absolute), except top-1 at a near-tie. Each evicted window must be the whole
+history with parts left out, the same where nothing is left out (KL 0), and each rule's summary
+(tokens, mean KL, top-1 over the conversations) must be that of its per-token figures. Shift's
+windows are checked as windows only: its keys keep the positions they were computed at.
 Prints the tokens checked and the largest difference; exits 1 on any mismatch."""
 import json
 import sys
@@ -41,10 +43,39 @@ def log_softmax(x):
     return x - np.log(np.exp(x).sum())
 
 
+def check_run(m, dist, conv, r, full, bad):
+    """one rule's run over one conversation: its tokens compared, their KLs and agreements"""
+    ids, n = conv["reply_ids"], len(conv["reply_ids"])
+    if len(r["kl"]) != n or len(r["top1_same"]) != n:
+        sys.exit("policy_ref.py: %s has %d figures for %d tokens" % (r["rule"], len(r["kl"]), n))
+    name, worst, kls, agree = "%s in %d" % (r["rule"], r["window"]), 0.0, [], []
+    for k, w in enumerate(windows(r["windows"], ids, n)):
+        if not within(w, full[k]) or len(w) > r["window"]:
+            bad.append("%s token %d: its window is not the history with parts left out" % (name, k))
+            continue
+        if len(w) < len(full[k]):
+            kls.append(r["kl"][k])
+            agree.append(r["top1_same"][k])
+        elif w != full[k]:
+            bad.append("%s token %d: a window as long as the history, not the same" % (name, k))
+        if r["approximate"]:
+            continue  # shift's keys keep their old positions: no window recomputes them
+        pf, tf = dist(full[k])
+        pe, te = dist(w)
+        kl = float((np.exp(pf) * (pf - pe)).sum())
+        d = abs(kl - r["kl"][k])
+        worst = max(worst, d)
+        if d > 1e-4 * max(1.0, kl):
+            bad.append("%s token %d: KL %.6g, the reference %.6g" % (name, k, r["kl"][k], kl))
+        tie = min(tf[1] - tf[0], te[1] - te[0]) < 1e-4
+        if not tie and (int(np.argmax(pf)) == int(np.argmax(pe))) != r["top1_same"][k]:
+            bad.append("%s token %d: top-1 agreement %s, the reference's not"
+                       % (name, k, r["top1_same"][k]))
+    return worst, kls, agree, 0 if r["approximate"] else n
+
+
 def main():
     m, b = GPT2(sys.argv[1]), json.load(open(sys.argv[2]))
-    ids, n = b["reply_ids"], len(b["reply_ids"])
-    full = list(windows(b["full_windows"], ids, n))
     cache = {}
 
     def dist(w):
@@ -54,43 +85,26 @@ def main():
             cache[key] = (log_softmax(lg), np.sort(lg)[-2:])
         return cache[key]
 
-    worst, checked, bad = 0.0, 0, []
-    for r in b["rules"]:
-        if len(r["kl"]) != n or len(r["top1_same"]) != n:
-            sys.exit("policy_ref.py: %s has %d figures for %d tokens"
-                     % (r["rule"], len(r["kl"]), n))
-        compared = []
-        for k, w in enumerate(windows(r["windows"], ids, n)):
-            if not within(w, full[k]) or len(w) > b["window"]:
-                bad.append("%s token %d: its window is not the history with parts left out"
-                           % (r["rule"], k))
-                continue
-            lost = len(w) < len(full[k])
-            if lost:
-                compared.append(k)
-            elif w != full[k]:
-                bad.append("%s token %d: a window as long as the history, not the same"
-                           % (r["rule"], k))
-            pf, tf = dist(full[k])
-            pe, te = dist(w)
-            kl = float((np.exp(pf) * (pf - pe)).sum())
-            d = abs(kl - r["kl"][k])
-            worst = max(worst, d)
-            if d > 1e-4 * max(1.0, kl):
-                bad.append("%s token %d: KL %.6g, the reference %.6g"
-                           % (r["rule"], k, r["kl"][k], kl))
-            tie = min(tf[1] - tf[0], te[1] - te[0]) < 1e-4
-            if not tie and (int(np.argmax(pf)) == int(np.argmax(pe))) != r["top1_same"][k]:
-                bad.append("%s token %d: top-1 agreement %s, the reference's not"
-                           % (r["rule"], k, r["top1_same"][k]))
-            checked += 1
-        kls = [r["kl"][k] for k in compared]
-        agree = [r["top1_same"][k] for k in compared]
-        if len(compared) != r["compared"] or (kls and (
-                abs(np.mean(kls) - r["kl_mean"]) > 1e-9 * max(1, r["kl_mean"])
-                or abs(max(kls) - r["kl_max"]) > 1e-12 or abs(np.mean(agree) - r["top1"]) > 1e-12)):
-            bad.append("%s: the summary is not that of its %d tokens" % (r["rule"], len(compared)))
-    print("%d tokens, largest KL difference %.3g" % (checked, worst))
+    worst, checked, bad, pooled = 0.0, 0, [], {}
+    for conv in b["conversations"]:
+        ids = conv["reply_ids"]
+        full = list(windows(conv["full_windows"], ids, len(ids)))
+        for r in conv["runs"]:
+            d, kls, agree, n = check_run(m, dist, conv, r, full, bad)
+            worst, checked = max(worst, d), checked + n
+            p = pooled.setdefault((r["rule"], r["window"]), ([], []))
+            p[0].extend(kls)
+            p[1].extend(agree)
+    for s in b["rules"]:
+        kls, agree = pooled[(s["rule"], s["window"])]
+        f = s["figures"]
+        if len(kls) != f["tokens"] or (kls and (
+                abs(np.mean(kls) - f["kl_mean"]) > 1e-9 * max(1, f["kl_mean"])
+                or abs(np.mean(agree) - f["top1"]) > 1e-12)):
+            bad.append("%s in %d: the summary is not that of its %d tokens"
+                       % (s["rule"], s["window"], len(kls)))
+    print("%d tokens in %d conversations, largest KL difference %.3g"
+          % (checked, len(b["conversations"]), worst))
     for line in bad[:5]:
         print(line)
     sys.exit(1 if bad or not checked else 0)

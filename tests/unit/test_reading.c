@@ -192,6 +192,7 @@ static void least_read_by_hand(void)
         {9, WIN_LEAST_READ, "0011111111110000"}, /* then turn 0, its kept prefix left */
         {1, WIN_OLDEST, "0011000000000000"},     /* the oldest: turn 0 past the kept prefix */
         {3, WIN_OLDEST, "0011111100000000"},
+        {6, WIN_RANKED, "0000111111110000"}, /* the caller's ranks, held in read: as least-read */
     };
     for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
         int n = win_plan(t, 4, 16, 2, 1, k[i].target, 0, k[i].policy, d);
@@ -205,10 +206,14 @@ static void least_read_by_hand(void)
               k[i].want);
     }
     t[0].took = 3; /* a reply of 4 steps gave turn 0 a share of 0.75 a step */
-    win_fold_reading(t, 4, 4);
+    win_fold_reading(t, 4, 4, WIN_LEAST_READ);
     CHECK(fabsf(t[0].read - (0.5f * WIN_READ_DECAY + 0.75f)) < 1e-6f && t[0].took == 0 &&
               fabsf(t[1].read - 0.1f * WIN_READ_DECAY) < 1e-6f,
           "folded: %g %g", t[0].read, t[1].read);
+    t[1].took = 2; /* last-read keeps the last reply's reading alone */
+    win_fold_reading(t, 4, 4, WIN_LAST_READ);
+    CHECK(t[1].read == 0.5f && t[0].read == 0 && t[1].took == 0, "last-read folded: %g %g",
+          t[0].read, t[1].read);
 }
 
 /* a least-read chat in a window of 40 (turn rule, evictions prepared and not), its events into

@@ -1,0 +1,21 @@
+/* The conversations kvchat bench --policy runs: one chat whose replies the model draws (--messages
+ * FILE, one message a line, or a built-in one), or held-out conversations whose replies are given
+ * and teacher-forced (--chats FILE, --recall FILE: one JSON object a line, as
+ * tests/train/corpus.py writes them). */
+#ifndef KVCHAT_BENCH_CONVS_H
+#define KVCHAT_BENCH_CONVS_H
+
+typedef struct {
+    char **msgs;    /* the user's messages */
+    char **replies; /* the reply to each; NULL throughout for a chat whose replies are drawn */
+    int n;
+    int recall; /* the last reply is the answer to a question about an early turn */
+} bench_conv;
+
+/* At most one of messages, chats, recall set (none: the built-in chat). 0, or -1 with an error
+ * naming the file and the line. */
+int bench_convs_read(const char *messages, const char *chats, const char *recall, bench_conv **out,
+                     int *n);
+void bench_convs_free(bench_conv *c, int n);
+
+#endif

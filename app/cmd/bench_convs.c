@@ -151,3 +151,21 @@ int bench_convs_read(const char *messages, const char *chats, const char *recall
     *out = c;
     return rc;
 }
+
+/* the packages corpus.py took the text from, when its corpus.json is beside it */
+void bench_print_sources(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s/corpus.json", slash ? (int)(slash - path) : 1,
+             slash ? path : ".");
+    json_t *c = json_load_file(dir, 0, NULL), *pk = json_object_get(c, "packages");
+    const char *name;
+    json_t *v;
+    if (json_is_object(pk)) {
+        printf("from Debian's");
+        json_object_foreach(pk, name, v) printf(" %s %s", name, json_string_value(v));
+        printf("\n");
+    }
+    json_decref(c);
+}

@@ -17,5 +17,8 @@ typedef struct {
 int bench_convs_read(const char *messages, const char *chats, const char *recall, bench_conv **out,
                      int *n);
 void bench_convs_free(bench_conv *c, int n);
+/* the Debian packages and versions a held-out file came from, when corpus.py's corpus.json is
+ * beside it (a line on stdout; nothing otherwise) */
+void bench_print_sources(const char *path);
 
 #endif

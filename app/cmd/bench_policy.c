@@ -20,6 +20,7 @@
 
 #include "../../kernels/err.h"
 #include "../chat/engine.h"
+#include "../files.h"
 #include "bench.h"
 #include "bench_convs.h"
 #include "bench_stats.h"
@@ -35,7 +36,7 @@ enum { SINK_TOKENS = 4, RESAMPLES = 1000 };
 typedef struct {
     long evictions, recomputed;
     double evict_ms, answer_lp;
-    int answered;
+    int asked, answered; /* the question fitted the model's positions; its answer all top-1 */
 } conv_cost;
 
 /* one rule in one window: its pool, engine and conversation, and what it measured */
@@ -344,6 +345,7 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
                              full->k);
         }
         for (int i = 0; i < b->n_runs && c->recall && t == c->n - 1 && !rc; i++) {
+            b->runs[i].costs[b->u].asked = 1;
             b->runs[i].costs[b->u].answer_lp = -b->runs[i].reply_nll;
             b->runs[i].costs[b->u].answered = b->runs[i].reply_top;
         }
@@ -395,12 +397,12 @@ static int summary(bench *b, int window, int n_convs, int recall, json_t *rules,
         run *r = &b->runs[i];
         if (r->window != window)
             continue;
-        long ev = 0, rec = 0, answered = 0;
+        long ev = 0, rec = 0, answered = 0, asked = 0;
         double ms = 0, lp = 0;
         for (int u = 0; u < n_convs; u++) {
             ev += r->costs[u].evictions, rec += r->costs[u].recomputed;
             ms += r->costs[u].evict_ms, lp += r->costs[u].answer_lp;
-            answered += r->costs[u].answered;
+            answered += r->costs[u].answered, asked += r->costs[u].asked;
         }
         if (bs_row_of(r->units, n_convs, &r->kls, b->mo.sp.seed, &rows[r->rule]))
             return -1;
@@ -413,8 +415,9 @@ static int summary(bench *b, int window, int n_convs, int recall, json_t *rules,
                       (json_int_t)rec, "evict_ms", ms, "worst_evict_ms", r->worst_ms);
         if (recall)
             json_object_set_new(row, "recall",
-                                json_pack("{s:f, s:I}", "answer_logprob", lp / n_convs, "answered",
-                                          (json_int_t)answered));
+                                json_pack("{s:f, s:I, s:I}", "answer_logprob",
+                                          asked ? lp / asked : 0, "answered", (json_int_t)answered,
+                                          "asked", (json_int_t)asked));
         json_array_append_new(rules, row);
     }
     json_array_append_new(gates,
@@ -429,12 +432,32 @@ static int summary(bench *b, int window, int n_convs, int recall, json_t *rules,
         if (r->window != window && r->rule != FULL)
             continue;
         double lp = 0;
-        long answered = 0;
-        for (int u = 0; u < n_convs; u++)
+        long answered = 0, asked = 0;
+        for (int u = 0; u < n_convs; u++) {
             lp += r->costs[u].answer_lp, answered += r->costs[u].answered;
-        printf("%-13s %8.3f  %ld of %d\n", RULE[r->rule], lp / n_convs, answered, n_convs);
+            asked += r->costs[u].asked;
+        }
+        printf("%-13s %8.3f  %ld of the %ld questions that fitted the model's positions\n",
+               RULE[r->rule], asked ? lp / asked : 0, answered, asked);
     }
     return 0;
+}
+
+/* the file's SHA-256 and where it came from, for the header: a rerun can tell it ran on the same */
+static void print_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    size_t len = 0;
+    char *text = f ? read_all(f, &len, path) : NULL, hex[65];
+    if (f)
+        fclose(f);
+    if (text) {
+        sha256_hex(text, len, hex);
+        printf(" (sha256 %.16s...)", hex);
+    }
+    free(text);
+    printf("\n");
+    bench_print_sources(path);
 }
 
 static engine_opts rule_opts(const bench *b, int rule, template_kind tpl)
@@ -548,17 +571,19 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     if (open_runs(&b, windows, n_windows, n_convs, tpl))
         goto done;
     const char *from = messages ? messages : chats ? chats : recall;
-    printf("%d conversation%s from %s, the %s template; replies %s (up to %d tokens), "
-           "teacher-forced in every window;\n"
-           "in windows of %d",
-           n_convs, n_convs == 1 ? "" : "s", from ? from : "the built-in chat", tpl_name(tpl),
-           convs[0].replies ? "given" : "drawn by the run that never evicts", b.mo.n_predict,
-           windows[0]);
+    printf("%d conversation%s from %s", n_convs, n_convs == 1 ? "" : "s",
+           from ? from : "the built-in chat");
+    if (from)
+        print_file(from);
+    else
+        printf("\n");
+    printf("the %s template; the replies %s (up to %d tokens), teacher-forced in every window;\n"
+           "windows of %d",
+           tpl_name(tpl), convs[0].replies ? "given" : "drawn by the run that never evicts",
+           b.mo.n_predict, windows[0]);
     for (int w = 1; w < n_windows; w++)
         printf(" and %d", windows[w]);
-    printf(" of the model's %d positions by each rule. Per conversation: the run that never "
-           "evicts, then each rule.\n",
-           P);
+    printf(" of the model's %d positions, by each rule\n", P);
     rc = 0;
     int bar = isatty(STDERR_FILENO);
     for (b.u = 0; b.u < n_convs && !rc; b.u++) {

@@ -22,6 +22,7 @@
 #include "../files.h"
 #include "../safe_text.h"
 #include "bench.h"
+#include "bench_convs.h"
 #include "bench_stats.h"
 
 enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
@@ -253,24 +254,6 @@ static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
     return 0;
 }
 
-/* the packages corpus.py took the text from, when its corpus.json is beside it */
-static void print_sources(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s/corpus.json", slash ? (int)(slash - path) : 1,
-             slash ? path : ".");
-    json_t *c = json_load_file(dir, 0, NULL), *pk = json_object_get(c, "packages");
-    const char *name;
-    json_t *v;
-    if (json_is_object(pk)) {
-        printf("from Debian's");
-        json_object_foreach(pk, name, v) printf(" %s %s", name, json_string_value(v));
-        printf("\n");
-    }
-    json_decref(c);
-}
-
 static int gates(text_bench *tb, json_t *doc)
 {
     double early = tb->early / tb->n_early, late = tb->late / tb->n_late;
@@ -364,7 +347,7 @@ int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json,
     printf("The text track: %d documents of %d tokens from %s (%d tokens, sha256 %.16s...), "
            "evenly spaced;\n",
            n_docs, tb.P, safe_copy(shown, sizeof shown, path), n, hex);
-    print_sources(path);
+    bench_print_sources(path);
 
     printf("each read token by token in full, and at budgets of 12.5%%, 25%% and 50%% of the "
            "positions by each rule.\n");

@@ -10,8 +10,8 @@ OUT_DIR/heldout-austen.txt, OUT_DIR/heldout-kjv.txt, OUT_DIR/corpus.json (shares
 SHA-256 of each text); prints the same. Installs the packages when missing (apt-get). Also the
 held-out conversations kvchat bench --policy measures eviction on, one JSON object a line:
 heldout-chats.jsonl (Persuasion's runs of dialogue, {"turns": [...]}, User first) and
-heldout-recall.jsonl (a fact stated first and asked for 4 to 10 exchanges of Persuasion's dialogue
-later, filled from names, places and things the training chats never use; {"turns": [...],
+heldout-recall.jsonl (a fact stated first and asked for 3 to 6 short exchanges of Persuasion's
+dialogue later, filled from names, places and things the training chats never use; {"turns": [...],
 "answer": "..."}, the last turn the question). They draw on their own generator, so train.u16 is
 the same with or without them."""
 import argparse
@@ -171,7 +171,8 @@ def write_heldout_chats(out, persuasion, seed):
     runs = dialogue_runs(persuasion)
     pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
     rng = random.Random(seed + 1)
-    recall = [fact_turns(rng, pairs, HELD_FILLS, 4, 10) for _ in range(100)]
+    short = [p for p in pairs if len(p[0]) + len(p[1]) < 300]  # the question within 512 tokens
+    recall = [fact_turns(rng, short, HELD_FILLS, 3, 6) for _ in range(100)]
     with open(os.path.join(out, "heldout-chats.jsonl"), "w") as f:
         for r in runs:
             f.write(json.dumps({"turns": r}) + "\n")

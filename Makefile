@@ -8,6 +8,8 @@
 #   make tsan       the engine and chat-model unit tests under ThreadSanitizer (make test runs them too)
 #   make bench      kvchat bench and bench --turns on a random 124M-shaped checkpoint
 #   make bench-tui  decode speed with the TUI open vs chat --no-tui, and idle CPU
+#   make bench-types the cache's and the weights' types against f32: PPL and KL, one table
+#                   (TYPES_MODEL=DIR, TYPES_TEXT=FILE, TYPES_OPTS="--tokens N")
 #   make bench-peer the decode product's pace per core (build/matvec_bw), then kvchat against
 #                   llama.cpp's llama-bench, side by side (LLAMA_CPP=DIR; skipped without it)
 #   make fuzz       build the libFuzzer targets with clang and run each briefly
@@ -76,8 +78,8 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan emu bundle tsan fuzz bench bench-peer bench-tui test-gpt2 deps \
-        test-deps clean install uninstall
+.PHONY: all run demo test unit asan emu bundle tsan fuzz bench bench-peer bench-tui bench-types \
+        test-gpt2 deps test-deps clean install uninstall
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
@@ -204,6 +206,13 @@ bench-peer: deps
 
 test-gpt2: all
 	@bash tests/gpt2_known.sh $(BUILD)/kvchat "$(MODEL)"
+
+# what the cache's and the weights' types cost a model: perplexity and KL against f32, one table
+TYPES_MODEL ?= assets/models/demo
+TYPES_TEXT ?= $(BUILD)/train/corpus/heldout-austen.txt
+bench-types: deps
+	@$(MAKE) -s --no-print-directory all
+	bash tests/bench_types.sh $(BUILD)/kvchat $(TYPES_MODEL) $(TYPES_TEXT) $(TYPES_OPTS)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory deps PKGS="$(FUZZ_PKGS)"

@@ -128,7 +128,7 @@ done
 # bench --policy's text track against a NumPy GPT-2 that keeps its own cache: every eviction is
 # the rule's choice (by NumPy's attention for H2O and TOVA), and every token's KL, top-1 and loss
 # are those of NumPy's runs replaying it (exact recomputes, shift and the token rules do not).
-head -c 6000 README.md >"$TMP/text.txt"
+LC_ALL=C tr -cd '\n -~' <README.md | head -c 6000 >"$TMP/text.txt" # ASCII: no character cut
 "$KV" make-tiny-model "$TMP/text-m" --layers 2 --heads 4 --embd 64 --ctx 64 --seed 5 >/dev/null
 name="${TAG}ref/bench --policy --text: evictions, KL, top-1 and loss = NumPy's (6 rules, 3 budgets)"
 if ! "$KV" bench --policy --text "$TMP/text.txt" -m "$TMP/text-m" --documents 2 -t 1 --dtype f32 \
@@ -142,7 +142,7 @@ else fail "$name" "$out"; fi
 # kvchat perplexity against NumPy: each scored token's loss and the PPL (llama-perplexity's windows,
 # and --positions), and --kl-divergence's mean KL, 99th percentile and top-1 agreement against a
 # base run (an int8 cache's) recomputed from its saved rows and NumPy's distributions.
-head -c 1500 README.md >"$TMP/ppl.txt"
+LC_ALL=C tr -cd '\n -~' <README.md | head -c 1500 >"$TMP/ppl.txt"
 ppl_ids=$("$KV" tokenize <"$TMP/ppl.txt" | tr ' ' ',')
 M=$R/l2-h4-e64-f32
 for mode in "--stride 16" "--positions"; do

@@ -168,8 +168,11 @@ static int base_open(base_run *b, const char *path, int V)
     return 0;
 }
 
-/* the base's next row into lp, checked to score the same token */
-static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, const char *path)
+/* the base's next row into lp, checked to score the same token; *lse: what makes the row a
+ * distribution again (f16's rounding leaves its probabilities summing to 1 only within about 1e-3,
+ * an error KL would take in whole), subtracted in double where it is used */
+static int base_next(base_run *b, int id, float *lp, double *lse, int32_t *top, float *nll,
+                     const char *path)
 {
     int32_t got;
     if (b->read >= b->count || fread(&got, 4, 1, b->f) != 1 || fread(top, 4, 1, b->f) != 1 ||
@@ -182,8 +185,6 @@ static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, c
                        "--stride?",
                        path, b->read, got, id);
     b->read++;
-    /* normalised again: f16's rounding leaves the row's probabilities summing to 1 only within
-     * about 1e-3, an error KL would take in whole; a distribution again, only its square remains */
     double mx = -INFINITY, sum = 0;
     for (int v = 0; v < b->V; v++) {
         lp[v] = dt_f16_to_f32(b->row[v]);
@@ -191,9 +192,7 @@ static int base_next(base_run *b, int id, float *lp, int32_t *top, float *nll, c
     }
     for (int v = 0; v < b->V; v++)
         sum += exp(lp[v] - mx);
-    float lse = (float)(mx + log(sum));
-    for (int v = 0; v < b->V; v++)
-        lp[v] -= lse;
+    *lse = mx + log(sum);
     return 0;
 }
 
@@ -250,10 +249,13 @@ static int window(loaded_model *lm, const int *w, int len, int first, long offse
         if (base) {
             float bnll;
             int32_t btop;
-            if ((rc = base_next(base, id, blp, &btop, &bnll, a->base)))
+            double lse = 0;
+            if ((rc = base_next(base, id, blp, &lse, &btop, &bnll, a->base)))
                 break;
-            for (int v = 0; v < V; v++)
-                kl += exp((double)blp[v]) * (blp[v] - lp[v]);
+            for (int v = 0; v < V; v++) {
+                double b = blp[v] - lse;
+                kl += exp(b) * (b - lp[v]);
+            }
             kl = kl < 0 ? 0 : kl; /* the f16 base's rounding, never a real gain */
             same = btop == top;
             s->kl += kl;

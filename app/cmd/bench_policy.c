@@ -191,6 +191,9 @@ static int run_begin(bench *b, run *r)
     free(r->prev);
     r->prev = NULL;
     r->n_prev = r->at = 0;
+    json_decref(r->kl);
+    json_decref(r->top1);
+    json_decref(r->windows);
     r->kl = json_array();
     r->top1 = json_array();
     r->windows = json_array();
@@ -321,8 +324,10 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
     for (int t = 0; t < c->n && !rc; t++, turns++) {
         const char *msg = c->msgs[t];
         int need = turn_tokens(b, tpl, msg, t == 0);
-        if (need < 0 || (b->forced && (rc = given_reply(b, tpl, c->replies[t]))))
-            return -1;
+        if (need < 0 || (b->forced && given_reply(b, tpl, c->replies[t]))) {
+            rc = -1;
+            break;
+        }
         if (!b->forced)
             b->n_ids = 0;
         if (engine_window_len(full->e, full->conv) + need + b->mo.n_predict + 1 > P)
@@ -366,6 +371,7 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
     json_decref(full->kl);
     json_decref(full->top1);
     json_decref(full->windows);
+    full->kl = full->top1 = full->windows = NULL;
     json_array_append_new(out, json_pack("{s:o, s:o, s:o}", "reply_ids", b->reply_ids,
                                          "full_windows", b->full_windows, "runs", runs));
     return rc;

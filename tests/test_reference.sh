@@ -174,6 +174,8 @@ else fail "$name" "$out"; fi
 if "$PYTHON" -c "import torch" 2>/dev/null; then
     check "${TAG}ref/train.py's chunked LM head = autograd's loss and gradients" \
         "$PYTHON" tests/train/check_head.py
+    check "${TAG}ref/train.py's windows stay inside documents a window long" \
+        "$PYTHON" tests/train/check_windows.py
     mkdir -p "$TMP/tc"
     "$KV" tokenize <README.md | "$PYTHON" -c 'import sys, array
 array.array("H", map(int, sys.stdin.read().split())).tofile(open(sys.argv[1], "wb"))' \

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The corpus of kvchat's small trained models, from Debian's public-domain English:
-Austen's novels (r-cran-janeaustenr), the King James Bible (bible-kjv), fortunes, chats made of
-the novels' dialogue in kvchat's gpt2 template, and synthetic chats that ask late for a fact
-stated early. Holds out Persuasion and the Revelation (never trained on).
+Austen's novels (r-cran-janeaustenr), the King James Bible (bible-kjv), a quarter of fortunes,
+chats made of the novels' dialogue in kvchat's gpt2 template, and synthetic chats that state one to
+three facts and ask for each later. Holds out Persuasion and the Revelation (never trained on).
 
 usage: corpus.py OUT_DIR [--kvchat PATH] [--seed S]
 Writes OUT_DIR/train.u16 (GPT-2 ids, uint16, documents separated by <|endoftext|>),
@@ -151,6 +151,9 @@ HELD_FILLS = dict(
     k=["two", "eleven", "fifteen", "twenty"])
 
 
+FACT_CHATS = 1300  # about a fifth of the tokens: the copying they ask for is what uses context
+
+
 def fact_turns(rng, pairs, fills, least, most):
     """a fact stated first, asked for after several exchanges of the novels' dialogue"""
     st, q, a = rng.choice(FACTS)
@@ -162,8 +165,22 @@ def fact_turns(rng, pairs, fills, least, most):
 
 
 def fact_chat(rng, pairs):
-    turns, answer = fact_turns(rng, pairs, dict(n=NAMES, p=PLACES, t=THINGS, k=NUMBERS), 2, 8)
-    return chat(turns + [answer])
+    """one to three facts stated first and each asked for, in any order, after 2 to 8 exchanges of
+    the novels' dialogue: answering takes finding the fact in the context and copying it, the
+    skill a model must have to use its context at all"""
+    fills = dict(n=NAMES, p=PLACES, t=THINGS, k=NUMBERS)
+    facts = rng.sample(FACTS, rng.randint(1, 3))
+    filled = [{key: rng.choice(fills[key]) for key in "nptk"} for _ in facts]
+    turns = []
+    for (st, _, _), f in zip(facts, filled):
+        turns += [st.format(**f), rng.choice(ACKS)]
+    for _ in range(rng.randint(2, 8)):
+        turns += rng.choice(pairs)
+    order = list(range(len(facts)))
+    rng.shuffle(order)
+    for i in order:
+        turns += [facts[i][1].format(**filled[i]), facts[i][2].format(**filled[i])]
+    return chat(turns)
 
 
 def write_heldout_chats(out, persuasion, seed):
@@ -206,12 +223,13 @@ def main():
     parts = {
         "austen": [("\n\n".join(p)) for p in novels.values()],
         "kjv": list(bible.values()),
-        "fortunes": quotes,
+        # a quarter: short unrelated quotations teach a model to ignore what came before them
+        "fortunes": rng.sample(quotes, len(quotes) // 4),
     }
     runs = [r for p in novels.values() for r in dialogue_runs(p)]
     parts["austen-chats"] = [chat(r) for r in runs]
     pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
-    parts["fact-chats"] = [fact_chat(rng, pairs) for _ in range(len(runs) // 2)]
+    parts["fact-chats"] = [fact_chat(rng, pairs) for _ in range(FACT_CHATS)]
     os.makedirs(args.out, exist_ok=True)
     report = {"packages": versions, "parts": {}, "heldout": {}}
     ids, counts = [], {}

@@ -143,6 +143,20 @@ def write_config(path, a):
         f.write("\n")
 
 
+def within_documents(starts, ends, ctx, n):
+    """Each window moved inside the document it starts in (its <|endoftext|> the last token it may
+    predict), where that document is at least a window long (a novel, a book of the Bible), so
+    that all it reads is one text; shorter ones (chats, quotations) run on into the next as
+    before. Every place a window may start in such a document is as likely as every other."""
+    out = starts.copy()
+    for i, p in enumerate(starts):
+        d = np.searchsorted(ends, p)  # the document p is in, its end included
+        lo, hi = (ends[d - 1] + 1 if d else 0), (ends[d] if d < len(ends) else n)
+        if hi - lo >= ctx:
+            out[i] = lo + (p - lo) * (hi - lo - ctx + 1) // (hi - lo + 1)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus")
@@ -164,6 +178,7 @@ def main():
     torch.manual_seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
     data = np.fromfile(os.path.join(a.corpus, "train.u16"), dtype=np.uint16).astype(np.int64)
+    ends = np.flatnonzero(data == EOT)  # where each document ends
     model = GPT2(a.layers, a.embd, a.heads, a.ctx)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     rest = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -196,7 +211,8 @@ def main():
         lr = a.lr * min(1, (step + 1) / warm) * 0.5 * (1 + math.cos(math.pi * step / steps))
         for g in opt.param_groups:
             g["lr"] = max(lr, a.lr * 0.02)
-        starts = rng.integers(0, len(data) - a.ctx - 1, a.batch)
+        starts = within_documents(rng.integers(0, len(data) - a.ctx - 1, a.batch), ends, a.ctx,
+                                  len(data))
         xy = torch.from_numpy(np.stack([data[s : s + a.ctx + 1] for s in starts]))
         loss = model.loss(xy[:, :-1], xy[:, 1:])
         opt.zero_grad(set_to_none=True)

@@ -12,7 +12,6 @@
  * reply is the answer to a question about an early turn: its log-probability and whether every
  * token of it is the most likely one. */
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +22,14 @@
 #include "../files.h"
 #include "bench.h"
 #include "bench_convs.h"
+#include "bench_oracle.h"
 #include "bench_stats.h"
 
 enum { FULL, OLDEST, SINKS, LEAST, LAST, RANDOM, ORACLE, SHIFT, N_RULES };
 static const char *const RULE[N_RULES] = {"never evicts", "oldest-first", "sinks+recent",
                                           "least-read",   "last-read",    "random turn",
                                           "oracle",       "shift"};
-enum { SINK_TOKENS = 4, RESAMPLES = 1000 };
+enum { SINK_TOKENS = 4 };
 
 /* one conversation's cost for one run, and its recall answer: its log-probability, and whether
  * each of its tokens was the most likely one */
@@ -200,81 +200,31 @@ static int run_begin(bench *b, run *r)
     return r->conv < 0 ? -1 : 0;
 }
 
-/* the reply's loss in a trial of the oracle's: its own engine, the rule's window restored */
-typedef struct {
-    bench *b;
-    int k;
-    double nll;
-} trial;
-
-static void trial_logits(void *ctx, const float *logits, int V)
-{
-    trial *t = ctx;
-    int id = t->k < t->b->n_ids ? t->b->ids[t->k] : -1;
-    bs_log_softmax(logits, V, t->b->lp);
-    if (id >= 0 && id != t->b->eos)
-        t->nll -= t->b->lp[id];
-    t->k++;
-}
-
-static int oracle_trial(bench *b, run *r, const char *msg, const float *ranks, double *nll)
-{
-    loaded_model *lm = b->lm;
-    kv_opts o = *kv_pool_opts(r->pool);
-    int n, nt;
-    const int *ids = engine_window(r->e, r->conv, &n);
-    const win_turn *turns = engine_turns(r->e, r->conv, &nt);
-    kv_pool *was = lm->pool, *pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, NULL);
-    lm->pool = pool;
-    engine *e = pool ? engine_create(lm, &b->mo, &r->eo) : NULL;
-    trial t = {.b = b};
-    char *reply = NULL;
-    int rc = !e || engine_restore(e, 1, ids, n, turns, nt, b->keep, &b->mo.sp, 0, 0, 0) ||
-             engine_prefill_window(e, 1, NULL, NULL) || engine_rank(e, 1, ranks, nt);
-    if (!rc) {
-        engine_force_reply(e, b->ids, b->n_ids, trial_logits, &t);
-        rc = engine_turn(e, 1, msg, &reply);
-    }
-    free(reply);
-    engine_free(e);
-    kv_pool_free(pool);
-    lm->pool = was;
-    *nll = t.nll;
-    return rc ? -1 : 0;
-}
-
-/* The ranks of the next eviction: random ones, or the oracle's (the turn after whose loss the
- * reply's moves least first, then the oldest); none when no eviction comes. */
+/* The ranks of the next eviction: random ones, or the oracle's; none for a conversation without
+ * turns yet. */
 static int set_ranks(bench *b, run *r, const char *msg, int message_tokens, double full_nll)
 {
-    int n = engine_window_len(r->e, r->conv), nt;
-    const win_turn *turns = engine_turns(r->e, r->conv, &nt);
+    int nt;
+    engine_turns(r->e, r->conv, &nt);
     if (nt <= 0)
         return nt < 0 ? -1 : 0;
     float *ranks = malloc(sizeof(float) * (size_t)nt);
     if (!ranks)
         return err_set("out of memory for the ranks");
-    int need = n + message_tokens + b->n_ids - r->window; /* an eviction comes in this turn */
-    int best = -1, rc = 0;
-    double best_d = INFINITY;
-    for (int i = 0; i < nt; i++)
+    oracle_turn o = {.lm = b->lm,
+                     .mo = &b->mo,
+                     .eo = &r->eo,
+                     .kv = kv_pool_opts(r->pool),
+                     .keep = b->keep,
+                     .reply = b->ids,
+                     .n_reply = b->n_ids,
+                     .eos = b->eos};
+    int rc = 0;
+    if (r->rule == ORACLE)
+        rc = oracle_ranks(&o, r->e, r->conv, msg, message_tokens, r->window, full_nll, ranks);
+    for (int i = 0; r->rule == RANDOM && i < nt; i++) /* an LCG's high bits: the same on any host */
         ranks[i] =
-            r->rule == RANDOM
-                ? (float)((b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull) >> 40)
-                : (float)i;
-    for (int c = 0; r->rule == ORACLE && need > 0 && c < nt && !rc; c++) {
-        if (turns[c].role == ROLE_PREAMBLE || turns[c].pinned ||
-            turns[c].start + turns[c].len <= b->keep)
-            continue;
-        double nll;
-        ranks[c] = -1;
-        rc = oracle_trial(b, r, msg, ranks, &nll);
-        ranks[c] = (float)c;
-        if (!rc && fabs(nll - full_nll) < best_d)
-            best_d = fabs(nll - full_nll), best = c;
-    }
-    if (best >= 0)
-        ranks[best] = -1;
+            (float)((b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull) >> 40);
     rc = rc || engine_rank(r->e, r->conv, ranks, nt);
     free(ranks);
     return rc;

@@ -134,8 +134,10 @@ name="${TAG}ref/bench --policy --text: evictions, KL, top-1 and loss = NumPy's (
 if ! "$KV" bench --policy --text "$TMP/text.txt" -m "$TMP/text-m" --documents 2 -t 1 --dtype f32 \
     --cache-dtype f32 --json "$TMP/text.json" >"$TMP/text.out" 2>&1; then
     fail "$name" "the bench failed: $(tail -1 "$TMP/text.out")"
-elif out=$(cd tests/reference && "$PYTHON" text_ref.py "$TMP/text-m" \
-    "$("$KV" tokenize <"$TMP/text.txt" | tr ' ' ',')" "$TMP/text.json" 2>&1); then
+elif ! ids=$("$KV" tokenize <"$TMP/text.txt" | tr ' ' ',') || [ -z "$ids" ]; then
+    fail "$name" "kvchat tokenize gave no ids for the text"
+elif out=$(cd tests/reference && "$PYTHON" text_ref.py "$TMP/text-m" "$ids" "$TMP/text.json" 2>&1)
+then
     pass "$name ($out)"
 else fail "$name" "$out"; fi
 

@@ -56,7 +56,6 @@ typedef struct {
     conv_cost *costs;
     bs_values kls;
     json_t *kl, *top1, *windows; /* the conversation in progress's, per token */
-    json_t *convs;
 } run;
 
 typedef struct {
@@ -64,13 +63,14 @@ typedef struct {
     model_opts mo; /* -n: the longest given reply and its end */
     run *runs;
     int n_runs, V, cap, eos, keep;
-    float *logits;   /* the whole-history run's, one row per reply token */
-    int *full_len;   /* its window at each of them */
+    double *lp_rows; /* the whole-history run's log-softmax, one row per reply token */
+    int *top_full;   /* its most likely token at each of them */
+    int *full_len;   /* and its window */
     int *ids, n_ids; /* the reply's tokens (given, or drawn by the whole-history run) */
     size_t ids_cap;
     int forced; /* the reply is given */
     run *active;
-    double *lp_full, *lp;
+    double *lp;
     int u;        /* the conversation in progress */
     uint64_t rng; /* the random rule's ranks */
     json_t *reply_ids, *full_windows;
@@ -116,12 +116,14 @@ static void on_logits(void *ctx, const float *logits, int V)
         r->reply_nll -= b->lp[id];
         r->reply_top &= top == id;
     }
+    const double *lp_full = b->lp_rows + (size_t)k * V;
     if (r->rule == FULL) {
-        memcpy(b->logits + (size_t)k * V, logits, sizeof(float) * (size_t)V);
+        memcpy(b->lp_rows + (size_t)k * V, b->lp, sizeof(double) * (size_t)V);
+        b->top_full[k] = top;
         b->full_len[k] = n;
     } else {
-        int top_full = bs_log_softmax(b->logits + (size_t)k * V, V, b->lp_full);
-        double kl = bs_kl(b->lp_full, b->lp, V);
+        int top_full = b->top_full[k];
+        double kl = bs_kl(lp_full, b->lp, V);
         json_array_append_new(r->kl, json_real(kl));
         json_array_append_new(r->top1, json_boolean(top == top_full));
         bs_sums *s = &r->units[b->u];
@@ -133,7 +135,7 @@ static void on_logits(void *ctx, const float *logits, int V)
             if (scored) {
                 s->n_nll++;
                 s->nll -= b->lp[id];
-                s->nll_full -= b->lp_full[id];
+                s->nll_full -= lp_full[id];
             }
         }
     }
@@ -514,12 +516,12 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     if (longest > 0)
         b.mo.n_predict = longest;
     b.cap = b.mo.n_predict + 2;
-    b.logits = malloc(sizeof(float) * (size_t)b.V * (size_t)b.cap);
+    b.lp_rows = malloc(sizeof(double) * (size_t)b.V * (size_t)b.cap);
+    b.top_full = malloc(sizeof(int) * (size_t)b.cap);
     b.full_len = malloc(sizeof(int) * (size_t)b.cap);
-    b.lp_full = malloc(sizeof(double) * (size_t)b.V);
     b.lp = malloc(sizeof(double) * (size_t)b.V);
     json_t *out = json_array(), *rules = json_array(), *gates = json_array();
-    if (longest < 0 || !b.logits || !b.full_len || !b.lp_full || !b.lp) {
+    if (longest < 0 || !b.lp_rows || !b.top_full || !b.full_len || !b.lp) {
         if (longest >= 0)
             err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap);
         goto done;
@@ -562,9 +564,9 @@ done:
     json_decref(out);
     json_decref(rules);
     json_decref(gates);
-    free(b.logits);
+    free(b.lp_rows);
     free(b.full_len);
-    free(b.lp_full);
+    free(b.top_full);
     free(b.lp);
     free(b.ids);
     bench_convs_free(convs, n_convs);

@@ -6,6 +6,9 @@
 #include "../../kernels/err.h"
 #include "bench_stats.h"
 
+/* nats of a reply's loss below which two trials are the same */
+#define ORACLE_TIE 1e-4
+
 /* a trial's reply loss, token by token */
 typedef struct {
     const oracle_turn *o;
@@ -71,7 +74,9 @@ int oracle_ranks(const oracle_turn *o, engine *e, int conv, const char *msg, int
         ranks[c] = -1;
         rc = try_ranks(o, e, conv, msg, ranks, &nll);
         ranks[c] = (float)c;
-        if (!rc && fabs(nll - full_nll) < best_d)
+        /* a trial nearer by float noise only (its logits came another way) does not displace
+         * an older turn: a tie goes to the oldest, as oldest-first would pick */
+        if (!rc && fabs(nll - full_nll) < best_d - ORACLE_TIE)
             best_d = fabs(nll - full_nll), best = c;
     }
     if (best >= 0)

@@ -9,7 +9,11 @@ KL(full || evicted) and whether the most likely tokens agree; kvchat's figures m
 (relative, above 1e-4 absolute), except top-1 at a near-tie. Each evicted window must be the whole
 history with parts left out, the same where nothing is left out (KL 0), and each rule's summary
 (tokens, mean KL, top-1 over the conversations) must be that of its per-token figures. Shift's
-windows are checked as windows only: its keys keep the positions they were computed at.
+windows are checked as windows only: its keys keep the positions they were computed at. The
+oracle's pick is checked on its own terms: at a conversation's first eviction every rule starts
+from the same history, and dropping the oldest turn first is one of the oracle's trials, so the
+reference's reply loss under the oracle's window must be as near the full history's as under
+oldest-first's (to the oracle's tie, 1e-4 nats).
 Prints the tokens checked and the largest difference; exits 1 on any mismatch."""
 import json
 import sys
@@ -17,6 +21,8 @@ import sys
 import numpy as np
 
 from gpt2_ref import GPT2
+
+EOT = 50256
 
 
 def windows(recs, ids, n):
@@ -74,6 +80,31 @@ def check_run(m, dist, conv, r, full, bad):
     return worst, kls, agree, 0 if r["approximate"] else n
 
 
+def reply_nll(dist, ws, ids, lo, hi):
+    """the loss of reply tokens lo..hi-1 (the end of text not counted, as the oracle counts)"""
+    return sum(-dist(ws[k])[0][ids[k]] for k in range(lo, hi) if ids[k] != EOT)
+
+
+def check_oracle(dist, conv, full, bad):
+    """in the reply whose tokens first lost history: |oracle - full| <= |oldest - full|"""
+    ids, starts = conv["reply_ids"], [w["at"] for w in conv["full_windows"]]
+    runs = {r["rule"]: r for r in conv["runs"] if r["rule"] in ("oracle", "oldest-first")}
+    if len(runs) < 2:
+        return 0
+    ws = {k: list(windows(r["windows"], ids, len(ids))) for k, r in runs.items()}
+    for lo, hi in zip(starts, starts[1:] + [len(ids)]):
+        lost = [any(len(ws[k][i]) < len(full[i]) for i in range(lo, hi)) for k in ws]
+        if not any(lost):
+            continue
+        f = reply_nll(dist, full, ids, lo, hi)
+        o, old = (abs(reply_nll(dist, ws[k], ids, lo, hi) - f) for k in ("oracle", "oldest-first"))
+        if not all(lost) or o > old + 1e-4:
+            bad.append("oracle at token %d: reply loss %.6g from the full history's, oldest-first "
+                       "%.6g" % (lo, o, old))
+        return 1
+    return 0
+
+
 def main():
     m, b = GPT2(sys.argv[1]), json.load(open(sys.argv[2]))
     cache = {}
@@ -85,10 +116,11 @@ def main():
             cache[key] = (log_softmax(lg), np.sort(lg)[-2:])
         return cache[key]
 
-    worst, checked, bad, pooled = 0.0, 0, [], {}
+    worst, checked, bad, pooled, picks = 0.0, 0, [], {}, 0
     for conv in b["conversations"]:
         ids = conv["reply_ids"]
         full = list(windows(conv["full_windows"], ids, len(ids)))
+        picks += check_oracle(dist, conv, full, bad)
         for r in conv["runs"]:
             d, kls, agree, n = check_run(m, dist, conv, r, full, bad)
             worst, checked = max(worst, d), checked + n
@@ -103,8 +135,8 @@ def main():
                 or abs(np.mean(agree) - f["top1"]) > 1e-12)):
             bad.append("%s in %d: the summary is not that of its %d tokens"
                        % (s["rule"], s["window"], len(kls)))
-    print("%d tokens in %d conversations, largest KL difference %.3g"
-          % (checked, len(b["conversations"]), worst))
+    print("%d tokens in %d conversations, largest KL difference %.3g, %d oracle picks"
+          % (checked, len(b["conversations"]), worst, picks))
     for line in bad[:5]:
         print(line)
     sys.exit(1 if bad or not checked else 0)

@@ -258,20 +258,20 @@ typedef struct {
     const char *help; /* its /help line */
     const char *doc;  /* the README's (NULL: the help line) */
     act_result (*run)(act_host *h, const char *name, char *args);
-    const char *event; /* the event it records, which replay --verify redoes (NULL: none) */
+    ev_kind event; /* the event it records, which replay --verify redoes (EVK_NONE: none) */
     int (*redo)(engine *e, const json_t *ev);
 } act_def;
 
 static const act_def table[] = {
-    {"new", {0}, "", "a new conversation", NULL, new_conv, EV_NEW, act_redo_new},
-    {"conv", {0}, "N", "switch to conversation N", NULL, conv, NULL, NULL},
+    {"new", {0}, "", "a new conversation", NULL, new_conv, EVK_NEW, act_redo_new},
+    {"conv", {0}, "N", "switch to conversation N", NULL, conv, EVK_NONE, NULL},
     {"fork",
      {0},
      "",
      "a new conversation sharing this one's cache blocks (copied on write)",
      NULL,
      fork_conv,
-     EV_FORK,
+     EVK_FORK,
      act_redo_fork},
     {"retry",
      {0},
@@ -279,7 +279,7 @@ static const act_def table[] = {
      "regenerate the last reply, rolling the cache back rather than recomputing",
      NULL,
      retry,
-     NULL,
+     EVK_NONE,
      NULL},
     {"edit",
      {0},
@@ -288,7 +288,7 @@ static const act_def table[] = {
      "replace your last message (and its reply) with TEXT and reply to it, rolling the cache back "
      "to before it",
      edit,
-     NULL,
+     EVK_NONE,
      NULL},
     {"system",
      {0},
@@ -298,7 +298,7 @@ static const act_def table[] = {
      "sets it at start): it replaces the template's preamble, is kept from eviction as the "
      "preamble is, and is recorded, so resume and `--verify` use it; without TEXT, says what it is",
      system_text,
-     EV_SYSTEM,
+     EVK_SYSTEM,
      act_redo_system},
     {"clear",
      {0},
@@ -306,7 +306,7 @@ static const act_def table[] = {
      "drop every turn; the cache rolls back to the kept prefix",
      NULL,
      clear,
-     EV_CLEAR,
+     EVK_CLEAR,
      act_redo_clear},
     {"pin",
      {0},
@@ -315,7 +315,7 @@ static const act_def table[] = {
      "protect turn N (each message is a turn, 1 = the oldest in the window; default: your last "
      "message) from eviction",
      pin,
-     EV_PIN,
+     EVK_PIN,
      act_redo_pin},
     {"unpin",
      {0},
@@ -323,7 +323,7 @@ static const act_def table[] = {
      "let turn N (default: your last pinned message) be evicted again",
      NULL,
      pin,
-     NULL,
+     EVK_NONE,
      NULL},
     {"set",
      {0},
@@ -332,7 +332,7 @@ static const act_def table[] = {
      "change sampling for the next replies (`top_k` and the like work too; `n` at least 1); during "
      "a reply, from the next one: the reply streaming keeps its settings",
      set,
-     EV_SET,
+     EVK_SET,
      act_redo_set},
     {"show",
      {0},
@@ -340,7 +340,7 @@ static const act_def table[] = {
      "model, settings, cache plan and where the replies read",
      NULL,
      act_show,
-     NULL,
+     EVK_NONE,
      NULL},
     {"save",
      {"save!"},
@@ -351,17 +351,17 @@ static const act_def table[] = {
      "(`/save! FILE` replaces it), and a session another kvchat is writing is never replaced, nor "
      "this chat's own live session file",
      save,
-     NULL,
+     EVK_NONE,
      NULL},
     /* ollama's /? and /bye too, as users bring them */
-    {"help", {"?"}, "", "this list (F1 in the full-screen chat)", NULL, help, NULL, NULL},
+    {"help", {"?"}, "", "this list (F1 in the full-screen chat)", NULL, help, EVK_NONE, NULL},
     {"quit",
      {"q", "exit", "bye"},
      "",
      "end the chat (the session is saved as it went)",
      NULL,
      quit,
-     NULL,
+     EVK_NONE,
      NULL},
 };
 enum { N_ACTS = sizeof table / sizeof table[0] };
@@ -381,7 +381,7 @@ static const act_def *find(const char *name)
 int act_replay(engine *e, const json_t *ev)
 {
     for (int i = 0; i < N_ACTS; i++)
-        if (table[i].event && ev_is(ev, table[i].event))
+        if (table[i].event != EVK_NONE && ev_kind_of(ev) == table[i].event)
             return table[i].redo(e, ev);
     return 0;
 }

@@ -23,7 +23,7 @@ static void reading(act_host *h, char *buf, size_t n)
     const json_t *ev = NULL;
     for (size_t i = json_array_size(h->events); i-- > 0 && !ev;) {
         const json_t *e = json_array_get(h->events, i);
-        if (ev_is(e, EV_ATTENTION) && ev_conv(e) == h->conv)
+        if (ev_kind_of(e) == EVK_ATTENTION && ev_conv(e) == h->conv)
             ev = json_incref((json_t *)e);
     }
     if (h->events_lock)

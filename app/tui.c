@@ -105,7 +105,7 @@ static void drain(tui *t)
             cm_apply(&t->v.cm, it->ev);
             json_array_append(t->all, it->ev);
             int c = ev_conv(it->ev);
-            if (ev_is(it->ev, EV_NOTICE)) {
+            if (ev_kind_of(it->ev) == EVK_NOTICE) {
                 const char *txt = ev_notice_text(it->ev);
                 chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0);
             }
@@ -325,7 +325,7 @@ static void show_history(tui *t, const session *h)
 {
     for (int i = 0; i < h->n_events; i++) {
         json_t *ev = h->events[i];
-        if (ev_is(ev, EV_MODEL))
+        if (ev_kind_of(ev) == EVK_MODEL)
             continue; /* this run's model event describes the model now */
         cm_apply(&t->v.cm, ev);
         json_array_append(t->all, ev);

@@ -5,9 +5,6 @@
 #include <stdarg.h>
 #include <string.h>
 
-#define EV_DEFINE_NAME(NAME, name, doc) const char EV_##NAME[] = #name;
-EV_SCHEMA(EV_DEFINE_NAME, EV_SKIP_FIELD)
-
 typedef enum {
     T_INT,
     T_I64,
@@ -16,6 +13,7 @@ typedef enum {
     T_BOOL,
     T_IDS,
     T_NUMS,
+    T_INTS,
     T_SPANS,
     T_TURNS,
     T_SAMPLING,
@@ -69,6 +67,17 @@ static const double SAMPLING_LO[] = {EV_SAMPLING_FIELDS(LO_OF, sampling)};
 static const double SAMPLING_HI[] = {EV_SAMPLING_FIELDS(HI_OF, sampling)};
 static const double CACHE_LO[] = {EV_CACHE_FIELDS(LO_OF, cache)};
 static const double CACHE_HI[] = {EV_CACHE_FIELDS(HI_OF, cache)};
+
+ev_kind ev_kind_of(const json_t *ev)
+{
+    const char *type = ev_type(ev);
+    for (int k = 0; type && k < EVK_COUNT; k++)
+        if (!strcmp(EVENTS[k].name, type))
+            return (ev_kind)k;
+    return EVK_NONE;
+}
+
+const char *ev_kind_name(ev_kind k) { return k >= 0 && k < EVK_COUNT ? EVENTS[k].name : NULL; }
 
 static double at(const double *b0, const double *bw, const double *bv, int i, double W, double V)
 {
@@ -169,6 +178,11 @@ static const char *type_why(const json_t *j, ftype t, double lo, double hi, doub
                 return NULL;
             snprintf(buf, sizeof buf, "numbers in %g..%g (at most %.0f)", lo, hi, W + 1);
             return buf;
+        case T_INTS:
+            if (array_of(j, W + 1, lo, hi, is_int))
+                return NULL;
+            snprintf(buf, sizeof buf, "integers in %.0f..%.0f (at most %.0f)", lo, hi, W + 1);
+            return buf;
         case T_SPANS:
             if (spans_ok(j, W))
                 return NULL;
@@ -232,9 +246,11 @@ static const char *prefill_fits(const json_t *ev, double W)
     return NULL;
 }
 
-/* a turn_end's turns lie within its window */
+/* a turn_end's turns lie within its window, and it closes a conversation's turn */
 static const char *turns_fit(const json_t *ev)
 {
+    if (ev_conv(ev) < 1)
+        return "turn_end needs 'conv' to be a conversation's (1 or more)";
     const json_t *t = ev_turn_end_turns(ev);
     json_int_t n = (json_int_t)json_array_size(ev_turn_end_window(ev));
     for (size_t i = 0; i < json_array_size(t); i++) {
@@ -260,10 +276,8 @@ const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
     const char *type = ev_type(ev);
     if (!json_is_object(ev) || !type)
         return "not an event object";
-    int e = 0, n_events = (int)(sizeof EVENTS / sizeof *EVENTS);
-    while (e < n_events && strcmp(EVENTS[e].name, type))
-        e++;
-    if (e == n_events)
+    ev_kind e = ev_kind_of(ev);
+    if (e == EVK_NONE)
         return why("unknown event '%.40s'", type);
     const json_t *t = json_object_get(ev, "t");
     if (!is_int(json_object_get(ev, "conv"), 0, EV_CONV_MAX) || !is_num(t, 0, EV_INF))
@@ -289,13 +303,12 @@ const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
         if (!declared(type, key))
             return why("%s has '%s', which model/event_schema.h does not declare", type, key);
     }
-    if (!strcmp(type, EV_PREFILL))
-        return prefill_fits(ev, W);
-    if (!strcmp(type, EV_TURN_END))
-        return turns_fit(ev);
-    if (!strcmp(type, EV_ATTENTION))
-        return attention_fits(ev);
-    return NULL;
+    switch ((ev_kind)e) {
+        case EVK_PREFILL: return prefill_fits(ev, W);
+        case EVK_TURN_END: return turns_fit(ev);
+        case EVK_ATTENTION: return attention_fits(ev);
+        default: return NULL;
+    }
 }
 
 static void print_fields(FILE *f, const field *rows, int n, const char *type)

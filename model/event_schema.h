@@ -1,12 +1,14 @@
-/* Every event and its fields, declared once. The event names (EV_PREFILL, ...), the session
- * reader's checks (ev_check), the check of each emitted event in the tests (KVCHAT_CHECK_EVENTS),
- * the typed accessors the panel and replay read with (ev_prefill_cached(ev), ...) and the events
- * table of model/README.md (`kvchat replay --events-table`) are all made from this list.
+/* Every event and its fields, declared once. The kinds (EVK_PREFILL, ...), a struct per event and
+ * its typed emitter (ev_prefill, ev_emit_prefill in events.h), the session reader's checks
+ * (ev_check), the check of each emitted event in the tests (KVCHAT_CHECK_EVENTS), the typed
+ * accessors the panel and replay read with (ev_prefill_cached(ev), ...) and the events table of
+ * model/README.md (`kvchat replay --events-table`) are all made from this list.
  *
  * E(NAME, name, doc): an event. F(event, field, type, lo, hi, need, doc): one of its fields, where
  * type is INT (an int in lo..hi), I64 (any integer: bytes, seeds), NUM (a finite number in lo..hi,
  * compared as the float it was written from), STR, BOOL, IDS (token ids: at most W integers in
- * 0..V-1), NUMS (at most W + 1 numbers in lo..hi), SPANS ([start, length] pairs within W), TURNS
+ * 0..V-1), INTS (at most W + 1 integers in lo..hi), NUMS (at most W + 1 numbers in lo..hi), SPANS
+ * ([start, length] pairs within W), TURNS
  * ([start, length, role, pinned] within the event's window), SAMPLING (an object of the sampling
  * fields below), CACHE (one of the cache totals below) or OBJ (an object); need is REQ or OPT
  * (absent, or as declared). Bounds may use W, the session's window, V, its vocabulary, and
@@ -15,7 +17,10 @@
 #define KVCHAT_EVENT_SCHEMA_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
+
+#include "window.h"
 
 #define EV_CONV_MAX (1 << 20)
 #define EV_BIG 2147483647     /* a count with no bound of its own */
@@ -99,7 +104,7 @@
     F(attention, spans, SPANS, 0, 0, REQ, "the kept prefix, then each turn, as in the window")   \
     F(attention, mean, NUMS, 0, 1, REQ, "each span's weight, the mean over heads and layers")    \
     F(attention, max, NUMS, 0, 1, REQ, "each span's weight in the head that gave it the most")   \
-    F(attention, turns, NUMS, 0, EV_BIG, OPT, "each span's turn number (0: the kept prefix)")    \
+    F(attention, turns, INTS, 0, EV_BIG, OPT, "each span's turn number (0: the kept prefix)")    \
     F(attention, tokens, INT, 1, EV_BIG, REQ, "the decode steps it averages")                    \
     E(PREPARE, prepare, "between turns, the next eviction made ahead")                           \
     F(prepare, tokens, INT, 0, EV_BIG, OPT, "tokens recomputed")                                 \
@@ -174,7 +179,6 @@
     E(SET, set, "sampling settings changed (for every conversation's next reply)")               \
     EV_SAMPLING_FIELDS(F, set)                                                                   \
     E(TURN_END, turn_end, "a turn closed: everything a resume needs")                            \
-    F(turn_end, conv, INT, 1, EV_CONV_MAX, REQ, "the conversation")                              \
     F(turn_end, reply, STR, 0, 0, REQ, "the reply")                                              \
     F(turn_end, tokens, INT, 0, 1 << 20, REQ, "the reply's tokens")                              \
     F(turn_end, cancelled, BOOL, 0, 0, OPT, "stopped by Ctrl-C")                                 \
@@ -186,7 +190,7 @@
     F(turn_end, sampling, SAMPLING, 0, 0, REQ, "the settings of the reply")                      \
     F(turn_end, approximate, BOOL, 0, 0, OPT, "a shift eviction happened")                       \
     F(turn_end, reads, NUMS, 0, 1, OPT, "least-read: each turn's share of attention")            \
-    F(turn_end, numbers, NUMS, 1, EV_TURN_MAX, OPT,                                              \
+    F(turn_end, numbers, INTS, 1, EV_TURN_MAX, OPT,                                              \
       "each turn's number in the conversation, from 1")                                          \
     E(RESUME, resume, "a later run took the session up again (its settings as the header's)")    \
     F(resume, from, STR, 0, 0, OPT, "the session resumed")                                       \
@@ -201,10 +205,73 @@
 #define EV_SKIP_EVENT(NAME, name, doc)
 #define EV_SKIP_FIELD(e, f, type, lo, hi, need, doc)
 
-/* the event names: EV_PREFILL is "prefill" */
-#define EV_DECLARE_NAME(NAME, name, doc) extern const char EV_##NAME[];
-EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
-#undef EV_DECLARE_NAME
+/* The kinds: EVK_PREFILL is the prefill event's; EVK_NONE is no event this schema declares. A
+ * reader switches on ev_kind_of(ev), never on the type's text. */
+#define EV_KIND_ENUM(NAME, name, doc) EVK_##NAME,
+typedef enum { EVK_NONE = -1, EV_SCHEMA(EV_KIND_ENUM, EV_SKIP_FIELD) EVK_COUNT } ev_kind;
+#undef EV_KIND_ENUM
+ev_kind ev_kind_of(const json_t *ev);
+const char *ev_kind_name(ev_kind k); /* "prefill"; NULL for EVK_NONE */
+
+/* An event as its emitter writes it: a struct per event (ev_prefill, ...) whose members are the
+ * fields, so that a misspelled one does not compile. A field that may be absent has a has_ flag
+ * (absent stays distinct from 0): {.ms = 3.5, .has_ms = 1}, or EV_OPT(ms, 3.5). Arrays come with
+ * their length in n_: ids and n_ids; a string with its length in bytes in _len, 0 for up to its
+ * first 0 byte (a reply may hold the byte 0). model/events.c alone turns them into JSON. */
+#define EV_OPT(f, v) .f = (v), .has_##f = 1
+#define EV_MEMBER_INT(f) int f;
+#define EV_MEMBER_I64(f) long long f;
+#define EV_MEMBER_NUM(f) double f;
+#define EV_MEMBER_STR(f) \
+    const char *f;       \
+    size_t f##_len;
+#define EV_MEMBER_BOOL(f) int f;
+#define EV_MEMBER_IDS(f) \
+    const int *f;        \
+    int n_##f;
+#define EV_MEMBER_INTS(f) EV_MEMBER_IDS(f)
+#define EV_MEMBER_NUMS(f) \
+    const double *f;      \
+    int n_##f;
+#define EV_MEMBER_SPANS(f) EV_MEMBER_IDS(f) /* n_f pairs: 2 * n_f ints */
+#define EV_MEMBER_TURNS(f) \
+    const win_turn *f;     \
+    int n_##f;
+#define EV_MEMBER_SAMPLING(f) ev_sampling f;
+#define EV_MEMBER_CACHE(f) ev_cache f;
+#define EV_MEMBER_OBJ(f) const json_t *f;
+#define EV_HAS_REQ(f)
+#define EV_HAS_OPT(f) int has_##f;
+#define EV_MEMBER(e, f, type, lo, hi, need, doc) EV_MEMBER_##type(f) EV_HAS_##need(f)
+typedef struct {
+    EV_SAMPLING_FIELDS(EV_MEMBER, sampling)
+} ev_sampling;
+typedef struct {
+    EV_CACHE_FIELDS(EV_MEMBER, cache)
+} ev_cache;
+#define EV_TYPEDEF(NAME, name, doc) typedef struct ev_##name ev_##name;
+EV_SCHEMA(EV_TYPEDEF, EV_SKIP_FIELD)
+#undef EV_TYPEDEF
+/* each event's struct opens where the one before it closes; the first closes an empty opener */
+#define EV_STRUCT_OPEN(NAME, name, doc) \
+    }                                   \
+    ;                                   \
+    struct ev_##name {                  \
+        ev_kind kind; /* the emitter sets it */
+struct ev_schema_opener_ {
+    int unused;
+    EV_SCHEMA(EV_STRUCT_OPEN, EV_MEMBER)
+};
+#undef EV_STRUCT_OPEN
+/* a set event's fields are a sampling block's, written flat */
+#define EV_COPY_REQ(f)
+#define EV_COPY_OPT(f) .has_##f = s->has_##f,
+#define EV_COPY(e, f, type, lo, hi, need, doc) .f = s->f, EV_COPY_##need(f)
+static inline ev_set ev_set_of(const ev_sampling *s)
+{
+    return (ev_set){.kind = EVK_SET, EV_SAMPLING_FIELDS(EV_COPY, set)};
+}
+#undef EV_COPY
 
 /* Typed reads of an event's fields, for events ev_check passed (the session reader's, or the
  * bus's own): ev_prefill_cached(ev) is its "cached" as an int; an absent field reads as 0, NULL or
@@ -218,6 +285,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_CTYPE_BOOL int
 #define EV_CTYPE_IDS const json_t *
 #define EV_CTYPE_NUMS const json_t *
+#define EV_CTYPE_INTS const json_t *
 #define EV_CTYPE_SPANS const json_t *
 #define EV_CTYPE_TURNS const json_t *
 #define EV_CTYPE_SAMPLING const json_t *
@@ -230,6 +298,7 @@ EV_SCHEMA(EV_DECLARE_NAME, EV_SKIP_FIELD)
 #define EV_GET_BOOL(j) json_is_true(j)
 #define EV_GET_IDS(j) (j)
 #define EV_GET_NUMS(j) (j)
+#define EV_GET_INTS(j) (j)
 #define EV_GET_SPANS(j) (j)
 #define EV_GET_TURNS(j) (j)
 #define EV_GET_SAMPLING(j) (j)

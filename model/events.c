@@ -1,6 +1,7 @@
 #include "events.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,26 +72,132 @@ void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx)
     pthread_mutex_unlock(&b->lock);
 }
 
-int ev_is(const json_t *ev, const char *type)
-{
-    const char *t = json_string_value(json_object_get(ev, "ev"));
-    return t && !strcmp(t, type);
-}
-
 double ev_now(const ev_bus *b) { return ev_clock() - b->start; }
 
-void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields)
+/* Where each field lies in its event's struct: the schema's rows with offsets, in its order, so
+ * that one loop writes every event. */
+typedef struct {
+    const char *ev, *name;
+    char type, opt;
+    size_t at, has, n; /* the value's offset, its has_ flag's and its length's (NONE: none) */
+} member;
+#define NONE ((size_t)-1)
+enum { INT, I64, NUM, STR, BOOL, IDS, INTS, NUMS, SPANS, TURNS, SAMPLING, CACHE, OBJ };
+#define HAS_REQ(s, f) NONE
+#define HAS_OPT(s, f) offsetof(s, has_##f)
+#define LEN_INT(s, f) NONE
+#define LEN_I64(s, f) NONE
+#define LEN_NUM(s, f) NONE
+#define LEN_STR(s, f) offsetof(s, f##_len)
+#define LEN_BOOL(s, f) NONE
+#define LEN_IDS(s, f) offsetof(s, n_##f)
+#define LEN_INTS(s, f) offsetof(s, n_##f)
+#define LEN_NUMS(s, f) offsetof(s, n_##f)
+#define LEN_SPANS(s, f) offsetof(s, n_##f)
+#define LEN_TURNS(s, f) offsetof(s, n_##f)
+#define LEN_SAMPLING(s, f) NONE
+#define LEN_CACHE(s, f) NONE
+#define LEN_OBJ(s, f) NONE
+#define ROW_OF(s, e, f, type, need) \
+    {#e, #f, type, HAS_##need(s, f) != NONE, offsetof(s, f), HAS_##need(s, f), LEN_##type(s, f)},
+#define EVENT_ROW(e, f, type, lo, hi, need, doc) ROW_OF(struct ev_##e, e, f, type, need)
+#define SAMPLING_ROW(e, f, type, lo, hi, need, doc) ROW_OF(ev_sampling, e, f, type, need)
+#define CACHE_ROW(e, f, type, lo, hi, need, doc) ROW_OF(ev_cache, e, f, type, need)
+static const member ROWS[] = {EV_SCHEMA(EV_SKIP_EVENT, EVENT_ROW)};
+static const member SAMPLING_ROWS[] = {EV_SAMPLING_FIELDS(SAMPLING_ROW, sampling)};
+static const member CACHE_ROWS[] = {EV_CACHE_FIELDS(CACHE_ROW, cache)};
+#define COUNT(a) (int)(sizeof a / sizeof *a)
+
+static json_t *ints(const int *v, int n, int per)
 {
-    if (!b) {
-        json_decref(fields);
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_t *x = per == 1 ? json_integer(v[i]) : json_pack("[i, i]", v[2 * i], v[2 * i + 1]);
+        if (json_array_append_new(a, x))
+            json_decref(a), a = NULL;
+    }
+    return a;
+}
+
+static json_t *block(const void *s, const member *rows, int n, const char *ev);
+
+/* one field's JSON, from the struct s */
+static json_t *value(const char *s, const member *m)
+{
+    const void *p = s + m->at;
+    int n = m->n != NONE ? *(const int *)(s + m->n) : 0;
+    switch (m->type) {
+        case INT: return json_integer(*(const int *)p);
+        case I64: return json_integer(*(const long long *)p);
+        case NUM: return json_real(*(const double *)p);
+        case BOOL: return json_boolean(*(const int *)p);
+        case STR: {
+            const char *t = *(const char *const *)p ? *(const char *const *)p : "";
+            size_t len = *(const size_t *)(s + m->n);
+            return json_stringn(t, len ? len : strlen(t));
+        }
+        case IDS:
+        case INTS: return ints(*(const int *const *)p, n, 1);
+        case SPANS: return ints(*(const int *const *)p, n, 2);
+        case NUMS: {
+            const double *v = *(const double *const *)p;
+            json_t *a = json_array();
+            for (int i = 0; a && i < n; i++)
+                if (json_array_append_new(a, json_real(v[i])))
+                    json_decref(a), a = NULL;
+            return a;
+        }
+        case TURNS: {
+            const win_turn *t = *(const win_turn *const *)p;
+            json_t *a = json_array();
+            for (int i = 0; a && i < n; i++)
+                if (json_array_append_new(
+                        a, json_pack("[i, i, i, b]", t[i].start, t[i].len, t[i].role, t[i].pinned)))
+                    json_decref(a), a = NULL;
+            return a;
+        }
+        case SAMPLING: return ev_sampling_json(p);
+        case CACHE: return ev_cache_json(p);
+        case OBJ: return json_incref(*(json_t *const *)p);
+    }
+    return NULL;
+}
+
+/* the object of struct s's fields, as rows (those of event ev, or all) declare them */
+static json_t *block(const void *s, const member *rows, int n, const char *ev)
+{
+    json_t *o = json_object();
+    for (int i = 0; o && i < n; i++) {
+        const member *m = &rows[i];
+        if ((ev && strcmp(m->ev, ev)) || (m->opt && !*(const int *)((const char *)s + m->has)))
+            continue;
+        json_t *v = value(s, m);
+        if (!v || json_object_set_new(o, m->name, v))
+            json_decref(o), o = NULL;
+    }
+    return o;
+}
+
+json_t *ev_sampling_json(const ev_sampling *s)
+{
+    return block(s, SAMPLING_ROWS, COUNT(SAMPLING_ROWS), NULL);
+}
+
+json_t *ev_cache_json(const ev_cache *c) { return block(c, CACHE_ROWS, COUNT(CACHE_ROWS), NULL); }
+
+static void emit(ev_bus *b, int conv, ev_kind kind, const void *fields)
+{
+    if (!b)
+        return;
+    const char *type = ev_kind_name(kind);
+    json_t *ev = json_pack("{s:s, s:i, s:f}", "ev", type, "conv", conv, "t", ev_now(b));
+    json_t *f = ev ? block(fields, ROWS, COUNT(ROWS), type) : NULL;
+    if (!f || json_object_update(ev, f)) {
+        json_decref(f);
+        json_decref(ev);
         return;
     }
-    json_t *ev = json_pack("{s:s, s:i, s:f}", "ev", type, "conv", conv, "t", ev_now(b));
-    if (ev && fields)
-        json_object_update(ev, fields);
-    json_decref(fields);
-    if (!ev)
-        return;
+    json_decref(f);
     const char *why = b->check ? ev_check(ev, EV_BIG, EV_BIG, 1) : NULL;
     if (why) { /* a program error, not an input's: the test that made it fails at the emitter */
         fprintf(stderr, "kvchat: an emitted event breaks model/event_schema.h: %s\n", why);
@@ -102,3 +209,7 @@ void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields)
     pthread_mutex_unlock(&b->lock);
     json_decref(ev);
 }
+
+#define EMITTER(NAME, name, doc) \
+    void ev_emit_##name(ev_bus *b, int conv, const ev_##name *ev) { emit(b, conv, EVK_##NAME, ev); }
+EV_SCHEMA(EMITTER, EV_SKIP_FIELD)

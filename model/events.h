@@ -7,7 +7,8 @@
 
 #include <jansson.h>
 
-/* The event types and their fields: event_schema.h (EV_PREFILL, ev_check, the typed accessors). */
+/* The event types and their fields: event_schema.h (EVK_PREFILL, ev_prefill, ev_check, the typed
+ * accessors). */
 #include "event_schema.h"
 
 typedef struct ev_bus ev_bus;
@@ -17,11 +18,16 @@ ev_bus *ev_bus_create(void);
 void ev_bus_free(ev_bus *b);
 int ev_subscribe(ev_bus *b, ev_sink sink, void *ctx);
 void ev_unsubscribe(ev_bus *b, ev_sink sink, void *ctx);
-/* Sends {"ev": type, "conv": conv, "t": now, ...fields}; takes ownership of fields (an object or
- * NULL). A NULL bus drops the event. */
-void ev_emit(ev_bus *b, int conv, const char *type, json_t *fields);
-/* whether the event ev (an object with an "ev" string) has type `type` */
-int ev_is(const json_t *ev, const char *type);
+/* Sends {"ev": "prefill", "conv": conv, "t": now, ...its fields} to every sink, the fields in the
+ * schema's order: ev_emit_prefill(bus, conv, &(ev_prefill){.ids = ids, .n_ids = n, ...}). A NULL
+ * bus drops the event, as does a lack of memory. */
+#define EV_EMITTER(NAME, name, doc) void ev_emit_##name(ev_bus *b, int conv, const ev_##name *ev);
+EV_SCHEMA(EV_EMITTER, EV_SKIP_FIELD)
+#undef EV_EMITTER
+/* the JSON of a sampling block (a set event's, a turn_end's, the session header's) and of a cache
+ * block: new references, NULL when out of memory */
+json_t *ev_sampling_json(const ev_sampling *s);
+json_t *ev_cache_json(const ev_cache *c);
 double ev_now(const ev_bus *b); /* seconds since the bus was created */
 double ev_clock(void);          /* monotonic seconds, for measuring durations */
 

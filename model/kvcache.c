@@ -308,7 +308,7 @@ static void tell_peers(kv_pool *p, const kv_seq *s)
             continue;
         kv_seq_get_stats(t, &st);
         if (st.shared_blocks != t->said_shared)
-            ev_emit(p->bus, t->conv, EV_SHARE, json_pack("{s:o}", "cache", kv_totals(t)));
+            ev_emit_share(p->bus, t->conv, &(ev_share){.cache = kv_totals(t)});
     }
 }
 
@@ -360,19 +360,23 @@ void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
     }
 }
 
-json_t *kv_totals(kv_seq *s)
+ev_cache kv_totals(kv_seq *s)
 {
     kv_seq_stats st;
     kv_pool_stats ps;
     kv_seq_get_stats(s, &st);
     kv_pool_get_stats(s->p, &ps);
     s->said_shared = st.shared_blocks;
-    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:i, s:I, s:I, s:i, s:i}", "tokens", st.len,
-                     "capacity", st.capacity, "bytes_used", (json_int_t)st.used_bytes,
-                     "bytes_reserved", (json_int_t)st.reserved_bytes, "bytes_per_token",
-                     (json_int_t)s->p->tok_bytes, "shared_blocks", st.shared_blocks, "host_bytes",
-                     (json_int_t)st.host_bytes, "pool_used", (json_int_t)ps.used_bytes,
-                     "blocks_used", ps.blocks_used, "offloaded_convs", ps.offloaded);
+    return (ev_cache){.tokens = st.len,
+                      .capacity = st.capacity,
+                      .bytes_used = (long long)st.used_bytes,
+                      .bytes_reserved = (long long)st.reserved_bytes,
+                      .bytes_per_token = (long long)s->p->tok_bytes,
+                      .shared_blocks = st.shared_blocks,
+                      .host_bytes = (long long)st.host_bytes,
+                      .pool_used = (long long)ps.used_bytes,
+                      .blocks_used = ps.blocks_used,
+                      .offloaded_convs = ps.offloaded};
 }
 
 static size_t free_bytes(const kv_pool *p)
@@ -526,14 +530,14 @@ int kv_reserve(kv_seq *s, int n)
     int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
     if (added && !s->background) {
         s->grows++;
-        ev_emit(p->bus, s->conv, EV_GROW,
-                json_pack("{s:i, s:i, s:I, s:I, s:f, s:o}", "from", from, "to", to, "bytes",
-                          (json_int_t)added, "copied", (json_int_t)copied, "ms",
-                          (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
+        ev_emit_grow(p->bus, s->conv,
+                     &(ev_grow){EV_OPT(from, from), EV_OPT(to, to), EV_OPT(bytes, (long long)added),
+                                EV_OPT(copied, (long long)copied),
+                                EV_OPT(ms, (ev_clock() - t0) * 1e3), EV_OPT(cache, kv_totals(s))});
     } else if (copied && !s->background) {
-        ev_emit(p->bus, s->conv, EV_COW,
-                json_pack("{s:I, s:f, s:o}", "copied", (json_int_t)copied, "ms",
-                          (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
+        ev_emit_cow(p->bus, s->conv,
+                    &(ev_cow){EV_OPT(copied, (long long)copied),
+                              EV_OPT(ms, (ev_clock() - t0) * 1e3), EV_OPT(cache, kv_totals(s))});
     }
     return 0;
 }
@@ -615,10 +619,10 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
     }
     c->last_used = ++p->tick;
     if (!background)
-        ev_emit(p->bus, conv, EV_FORK,
-                json_pack("{s:i, s:i, s:i, s:I, s:f, s:o}", "parent", s->conv, "tokens", len,
-                          "shared_blocks", shared, "copied", (json_int_t)copied, "ms",
-                          (ev_clock() - t0) * 1e3, "cache", kv_totals(c)));
+        ev_emit_fork(p->bus, conv,
+                     &(ev_fork){EV_OPT(parent, s->conv), EV_OPT(tokens, len),
+                                EV_OPT(shared_blocks, shared), EV_OPT(copied, (long long)copied),
+                                EV_OPT(ms, (ev_clock() - t0) * 1e3), EV_OPT(cache, kv_totals(c))});
     if (!background) { /* the parent shares what the fork does, as a fork event's reader takes it */
         s->said_shared = shared;
         tell_peers(p, c);
@@ -709,9 +713,10 @@ int kv_offload(kv_seq *s)
     s->host_tokens = s->len;
     s->offloaded = 1;
     tell_peers(p, s);
-    ev_emit(p->bus, s->conv, EV_OFFLOAD,
-            json_pack("{s:i, s:I, s:f, s:o}", "tokens", s->len, "bytes", (json_int_t)bytes, "ms",
-                      (ev_clock() - t0) * 1e3, "cache", kv_totals(s)));
+    ev_emit_offload(p->bus, s->conv,
+                    &(ev_offload){EV_OPT(tokens, s->len), EV_OPT(bytes, (long long)bytes),
+                                  EV_OPT(ms, (ev_clock() - t0) * 1e3),
+                                  EV_OPT(cache, kv_totals(s))});
     return 0;
 }
 
@@ -752,9 +757,9 @@ int kv_restore(kv_seq *s)
     s->host = NULL;
     s->len = len;
     s->last_used = ++p->tick;
-    ev_emit(p->bus, s->conv, EV_RESTORE,
-            json_pack("{s:i, s:I, s:f, s:o}", "tokens", len, "bytes",
-                      (json_int_t)flat_bytes(p, len), "ms", (ev_clock() - t0) * 1e3, "cache",
-                      kv_totals(s)));
+    ev_emit_restore(p->bus, s->conv,
+                    &(ev_restore){EV_OPT(tokens, len), EV_OPT(bytes, (long long)flat_bytes(p, len)),
+                                  EV_OPT(ms, (ev_clock() - t0) * 1e3),
+                                  EV_OPT(cache, kv_totals(s))});
     return 0;
 }

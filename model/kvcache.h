@@ -61,10 +61,9 @@ void kv_seq_free(kv_seq *s);
 int kv_len(const kv_seq *s);
 void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);
 /* The sequence's totals and its pool's, as the "cache" block of an event that changed them
- * (event_schema.h's EV_CACHE_FIELDS); a new reference, NULL when out of memory. It notes the
- * shared blocks it carried: when another sequence's write or release changes them, a share event
- * carries this one's totals. */
-json_t *kv_totals(kv_seq *s);
+ * (event_schema.h's EV_CACHE_FIELDS). It notes the shared blocks it carried: when another
+ * sequence's write or release changes them, a share event carries this one's totals. */
+ev_cache kv_totals(kv_seq *s);
 
 /* Makes room for n more positions that this sequence alone owns (allocating, growing, copying
  * shared blocks, restoring it if offloaded, offloading others if the pool is full). */

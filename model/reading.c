@@ -92,23 +92,35 @@ void rd_step(rd_reading *r)
 }
 
 /* a weight for the event: within 0..1 (a head's sum may round past 1) */
-static json_t *share(double v) { return json_real(v < 0 ? 0 : v > 1 ? 1 : v); }
+static double share(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
 
 void rd_tell(rd_reading *r, ev_bus *bus, int conv)
 {
     if (!r->steps)
         return;
     int S = r->probe.n_spans;
-    json_t *spans = json_array(), *mean = json_array(), *max = json_array(), *no = json_array();
-    for (int s = 0; s < S; s++) {
-        json_array_append_new(spans,
-                              json_pack("[i, i]", r->start[s], r->start[s + 1] - r->start[s]));
-        json_array_append_new(mean, share(r->mean[s] / r->steps));
-        json_array_append_new(max, share(r->max[s] / r->steps));
-        json_array_append_new(no, json_integer(r->no[s]));
+    int *spans = err_malloc(sizeof(int) * (size_t)(2 * S + 1), "the attention event");
+    double *mean =
+        spans ? err_malloc(sizeof(double) * (size_t)(2 * S + 1), "the attention event") : NULL;
+    for (int s = 0; mean && s < S; s++) {
+        spans[2 * s] = r->start[s];
+        spans[2 * s + 1] = r->start[s + 1] - r->start[s];
+        mean[s] = share(r->mean[s] / r->steps);
+        mean[S + s] = share(r->max[s] / r->steps);
     }
-    ev_emit(bus, conv, EV_ATTENTION,
-            json_pack("{s:o, s:o, s:o, s:o, s:i}", "spans", spans, "mean", mean, "max", max,
-                      "turns", no, "tokens", r->steps));
+    if (mean) /* else the event is lost, as any is when memory runs out */
+        ev_emit_attention(bus, conv,
+                          &(ev_attention){.spans = spans,
+                                          .n_spans = S,
+                                          .mean = mean,
+                                          .n_mean = S,
+                                          .max = mean + S,
+                                          .n_max = S,
+                                          .turns = r->no,
+                                          .n_turns = S,
+                                          .has_turns = 1,
+                                          .tokens = r->steps});
+    free(spans);
+    free(mean);
     r->steps = 0;
 }

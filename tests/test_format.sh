@@ -13,3 +13,21 @@ else
     same "${TAG}format/every C, CUDA and C++ file is as clang-format writes it (clang-format -i)" \
         "" "$(echo "$bad" | head -5 | tr '\n' ' ' | sed 's/ $//')"
 fi
+
+# An event's fields are a struct's members (model/event_schema.h): the emitter of a misspelled one
+# does not compile, and the same line spelled right does (so the error is the spelling's).
+event_compiles() {
+    printf '#include "model/events.h"\nvoid f(ev_bus *b) { %s(b, 1, &(%s){.%s = 1}); }\n' \
+        ev_emit_prefill ev_prefill "$1" |
+        ${CC:-cc} -std=c11 -D_GNU_SOURCE -fsyntax-only -I. -x c - 2>"$TMP/ev.err"
+}
+name="${TAG}source/a misspelled event field does not compile"
+if ! event_compiles cached; then
+    fail "$name" "the right spelling did not compile: $(head -1 "$TMP/ev.err")"
+elif event_compiles cahced; then
+    fail "$name" "ev_prefill{.cahced} compiled"
+elif ! grep -q "cahced" "$TMP/ev.err"; then
+    fail "$name" "$(head -1 "$TMP/ev.err")"
+else
+    pass "$name"
+fi

@@ -214,24 +214,351 @@ double cm_read_share(const cm_conv *c, const unsigned char *drop)
     return share;
 }
 
-void cm_apply(cache_model *m, const json_t *ev)
+static void on_model(cache_model *m, const json_t *ev)
 {
-    const char *type = ev_type(ev);
-    if (!type)
-        return;
+    snprintf(m->model, sizeof m->model, "%s", ev_model_name(ev) ?: "?");
+    snprintf(m->backend, sizeof m->backend, "%s", ev_model_backend(ev) ?: "?");
+    m->weights_bytes = ev_model_weights_bytes(ev);
+    m->workspace_bytes = ev_model_workspace_bytes(ev);
+    m->memory_total = ev_model_memory_total_bytes(ev);
+    m->params = ev_model_params(ev);
+    m->pool_bytes = ev_model_pool_bytes(ev);
+    m->random_weights = ev_model_random_weights(ev);
+    m->n_ctx = ev_model_n_ctx(ev);
+}
+
+/* the panel can show its window before the first message */
+static void on_new(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    c->window = clamp_int(cells(ev_new_window(ev)), 0, CM_MAX_CELLS);
+}
+
+/* a turn begins */
+static void on_turn_start(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    (void)ev;
+    c->turn_dropped = c->turn_recomputed = c->turn_prepared = 0;
+    c->turn_ahead_ms = 0;
+    c->turn_ahead_tokens = 0;
+    c->evict_ms = c->pending_evict_ms = 0;
+}
+
+static void on_prefill(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    size_t n = json_array_size(ev_prefill_ids(ev));
+    int pre =
+        clamp_int(cells(ev_prefill_preamble(ev)), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
+    if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
+        c->turns_seen++;
+        c->avg_turn_tokens +=
+            (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
+    }
+    cut(c, cells(ev_prefill_cached(ev)));
+    append(c, ROLE_PREAMBLE, pre);
+    append(c, ROLE_USER, (int)n - pre);
+    c->prefill_tokens = (int)n;
+    c->prefill_ms = ev_prefill_ms(ev);
+    c->evict_ms = c->pending_evict_ms;
+    c->pending_evict_ms = 0;
+    c->prefill_tok_s = c->prefill_ms > 0 ? n / (c->prefill_ms / 1e3) : 0;
+    c->decode_tokens = 0;
+    c->decode_ms = 0;
+    c->awaiting_first = 1;
+    c->replying = 1;
+    count_used(c);
+    graph_push(&c->history, c->n_cells, 0);
+}
+
+static void on_token(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    append(c, ROLE_ASSISTANT, 1);
+    double ms = ev_token_ms(ev);
+    if (c->awaiting_first) {
+        c->ttft_ms = c->evict_ms + c->prefill_ms + ms;
+        c->awaiting_first = 0;
+    }
+    c->decode_tokens++;
+    c->decode_ms += ms;
+    c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
+    count_used(c);
+    graph_push(&c->history, c->n_cells, 0);
+}
+
+static void on_truncate(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    cut(c, cells(ev_truncate_to(ev)));
+    apply_totals(m, c, ev_truncate_cache(ev));
+    c->prepared = 0; /* a plan does not survive a rollback */
+    graph_push(&c->history, c->n_cells, 0);
+    logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
+         ev_truncate_to(ev));
+}
+
+static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
+{
     char a[32], b[32];
-    if (!strcmp(type, EV_MODEL)) {
-        snprintf(m->model, sizeof m->model, "%s", ev_model_name(ev) ?: "?");
-        snprintf(m->backend, sizeof m->backend, "%s", ev_model_backend(ev) ?: "?");
-        m->weights_bytes = ev_model_weights_bytes(ev);
-        m->workspace_bytes = ev_model_workspace_bytes(ev);
-        m->memory_total = ev_model_memory_total_bytes(ev);
-        m->params = ev_model_params(ev);
-        m->pool_bytes = ev_model_pool_bytes(ev);
-        m->random_weights = ev_model_random_weights(ev);
-        m->n_ctx = ev_model_n_ctx(ev);
+    const json_t *ranges = ev_evict_ranges(ev);
+    for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* earlier starts stay */
+        const json_t *r = json_array_get(ranges, (size_t)i);
+        remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
+                    cells(json_integer_value(json_array_get(r, 1))));
+    }
+    apply_totals(m, c, ev_evict_cache(ev));
+    if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
+        c->approximate = 1;
+    int prepared = ev_evict_prepared(ev);
+    /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
+    c->evictions++;
+    c->turn_dropped += clamp_int(ev_evict_dropped(ev), 0, CM_MAX_CELLS);
+    c->turn_recomputed += clamp_int(ev_evict_recomputed(ev), 0, CM_MAX_CELLS);
+    if (c->decode_tokens)
+        c->evict_ms += ev_evict_ms(ev);
+    else
+        c->pending_evict_ms += ev_evict_ms(ev);
+    /* a prepared eviction's re-prefill was done while the user typed: its time apart (its
+     * own figures, or, recorded before they were, its plan's) */
+    int own = ev_evict_has_ahead(ev);
+    double ahead = !prepared ? 0 : own ? ev_evict_ahead_ms(ev) : c->prepared_ms;
+    int ahead_tok = !prepared ? 0
+                    : own     ? clamp_int(ev_evict_ahead(ev), 0, CM_MAX_CELLS)
+                              : c->prepared_tokens,
+        then = clamp_int(ev_evict_recomputed(ev) - ahead_tok, 0, CM_MAX_CELLS);
+    c->turn_ahead_ms += ahead;
+    c->turn_ahead_tokens += ahead_tok;
+    c->turn_prepared |= prepared;
+    c->prepared = 0;
+    c->evictions_prepared += prepared;
+    c->stall_ms += ev_evict_stall_ms(ev);
+    graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
+    if (prepared) /* what was done ahead, what the swap still recomputed, what it waited */
+        logk(m, c->id, 'e', 0,
+             "conv %d evicted %d tok; %d re-prefilled ahead in %s, %d then; "
+             "waited %s",
+             c->id, ev_evict_dropped(ev), ahead_tok, fmt_ms(a, sizeof a, ahead), then,
+             fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
+    else
+        logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
+             ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ev_evict_ms(ev)),
+             c->approximate ? " (approx)" : "");
+}
+
+static void on_prepare(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    char a[32];
+    if (ev_prepare_longer(ev)) {
+        logk(m, c->id, 0, 0, "conv %d a longer message's eviction %s: %d tok %s", c->id,
+             ev_prepare_ready(ev) ? "prepared too" : "begun", ev_prepare_tokens(ev),
+             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
         return;
     }
+    int ready = ev_prepare_ready(ev);
+    c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
+    c->prepared_ms = ready ? ev_prepare_ms(ev) : 0;
+    c->prepared_tokens = ready ? clamp_int(ev_prepare_tokens(ev), 0, CM_MAX_CELLS) : 0;
+    logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
+         ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
+         fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
+}
+
+static void on_grow(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    char a[32], b[32];
+    graph_mark(&c->history, 'G');
+    c->capacity = clamp_int(ev_grow_to(ev), 0, INT_MAX); /* live, before the turn's stats */
+    c->grows++;
+    c->bytes_reserved += ev_grow_bytes(ev);
+    apply_totals(m, c, ev_grow_cache(ev));
+    /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB; one that
+     * starts below where the last ended (blocks given back meanwhile) starts a line of its own */
+    int run = m->log_n && m->log_kind[log_slot(m, 0)] == 'g' &&
+              m->log_conv[log_slot(m, 0)] == c->id && ev_grow_from(ev) == m->run_to;
+    m->run_to = ev_grow_to(ev);
+    m->run_n = run ? m->run_n + 1 : 1;
+    m->run_from = run ? m->run_from : ev_grow_from(ev);
+    m->run_bytes = (run ? m->run_bytes : 0) + ev_grow_bytes(ev);
+    if (m->run_n > 1)
+        logk(m, c->id, 'g', 1, "conv %d grow x%d %d->%d tok +%s", c->id, m->run_n, m->run_from,
+             ev_grow_to(ev), fmt_bytes(a, sizeof a, m->run_bytes));
+    else
+        logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, ev_grow_from(ev),
+             ev_grow_to(ev), fmt_bytes(a, sizeof a, ev_grow_bytes(ev)),
+             fmt_ms(b, sizeof b, ev_grow_ms(ev)));
+}
+
+static void on_cow(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    char a[32];
+    apply_totals(m, c, ev_cow_cache(ev));
+    logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
+         fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
+}
+
+/* a fork wrote or let go: quiet, only the count moves */
+static void on_share(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    apply_totals(m, c, ev_share_cache(ev));
+}
+
+static void on_fork(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    cm_conv *p = cm_conv_get(m, ev_fork_parent(ev));
+    win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
+    cm_read *r = t ? malloc(sizeof *r * p->cap_reads) : NULL;
+    if (!r)
+        free(t);
+    if (r) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
+        memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
+        memcpy(r, p->reads, sizeof *r * (size_t)p->n_turns);
+        free(c->turns);
+        free(c->reads);
+        int id = c->id;
+        *c = *p;
+        c->id = id;
+        c->turns = t;
+        c->reads = r;
+        c->prepared = 0; /* a preparation is its parent's alone */
+        c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
+    }
+    apply_totals(m, c, ev_fork_cache(ev));
+    graph_push(&c->history, c->n_cells, 'F');
+    logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
+         ev_fork_shared_blocks(ev));
+}
+
+static void on_turn_end(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    c->replying = 0;
+    /* the reading least-read evicts by, for the forecast: each recorded turn's onto the
+     * panel's turn that holds its start */
+    const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);
+    for (size_t k = 0; reads && k < json_array_size(turns); k++) {
+        const json_t *x = json_array_get(turns, k);
+        int start = cells(json_integer_value(json_array_get(x, 0)));
+        for (int t = 0; json_integer_value(json_array_get(x, 1)) > 0 && t < c->n_turns; t++)
+            if (start >= c->turns[t].start && start < c->turns[t].start + c->turns[t].len)
+                c->turns[t].read =
+                    (float)clamp_dbl(json_number_value(json_array_get(reads, k)), 0, 1);
+    }
+}
+
+static void on_attention(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    apply_reading(c, ev);
+}
+
+static void on_pin(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    int t = ev_pin_turn(ev);
+    if (t >= 0 && t < c->n_turns)
+        c->turns[t].pinned = ev_pin_pinned(ev);
+}
+
+static void on_fidelity(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    (void)m;
+    c->has_fidelity = 1;
+    c->fid_top1 = ev_fidelity_top1(ev);
+    c->fid_kl = ev_fidelity_kl(ev);
+    c->fid_rate = ev_fidelity_agree_rate(ev);
+}
+
+static void on_notice(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    logk(m, c->id, 0, 0, "conv %d: %s", c->id, ev_notice_text(ev) ?: "");
+}
+
+static void on_stats(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    c->have_stats = 1;
+    c->capacity = ev_stats_capacity(ev);
+    c->window = clamp_int(cells(ev_stats_window(ev)), 0, CM_MAX_CELLS);
+    c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
+    c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
+    c->reply_room = clamp_int(cells(ev_stats_reply_room(ev)), 0, CM_MAX_CELLS);
+    c->policy = ev_stats_least_read(ev) ? WIN_LEAST_READ : WIN_OLDEST;
+    c->bytes_used = ev_stats_bytes_used(ev);
+    c->bytes_reserved = ev_stats_bytes_reserved(ev);
+    c->host_bytes = ev_stats_host_bytes(ev);
+    c->hit_rate = ev_stats_hit_rate(ev);
+    /* grows and evictions are the events', counted here: a lifetime's, never fewer */
+    c->shared_blocks = ev_stats_shared_blocks(ev);
+    c->approximate |= ev_stats_approximate(ev);
+    snprintf(c->dtype, sizeof c->dtype, "%s", ev_stats_cache_dtype(ev) ?: "");
+    snprintf(c->layout, sizeof c->layout, "%s", ev_stats_layout(ev) ?: "");
+    m->pool_bytes = ev_stats_pool_bytes(ev);
+    m->pool_used = ev_stats_pool_used(ev);
+    m->blocks_used = ev_stats_blocks_used(ev);
+    m->blocks_total = ev_stats_blocks_total(ev);
+    m->offloaded_convs = ev_stats_offloaded_convs(ev);
+    if (ev_stats_has_memory_total(ev)) {
+        m->memory_total = ev_stats_memory_total(ev);
+        m->memory_free = ev_stats_memory_free(ev);
+    }
+}
+
+/* an idle conversation's cache moved to host memory (out), or back */
+static void moved(cache_model *m, cm_conv *c, int out, const json_t *cache, long long bytes,
+                  double ms)
+{
+    char a[32], b[32];
+    c->offloaded = out;
+    apply_totals(m, c, cache);
+    if (out)
+        graph_mark(&c->history, 'O');
+    logk(m, c->id, 0, 0, "%s conv %d %s %s", out ? "offload" : "restore", c->id,
+         fmt_bytes(a, sizeof a, bytes), fmt_ms(b, sizeof b, ms));
+}
+
+static void on_offload(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    moved(m, c, 1, ev_offload_cache(ev), ev_offload_bytes(ev), ev_offload_ms(ev));
+}
+
+static void on_restore(cache_model *m, cm_conv *c, const json_t *ev)
+{
+    moved(m, c, 0, ev_restore_cache(ev), ev_restore_bytes(ev), ev_restore_ms(ev));
+}
+
+/* what each event does to the panel's model, as htop binds its keys: one handler a kind */
+typedef void (*cm_on)(cache_model *m, cm_conv *c, const json_t *ev);
+static const cm_on ON[EVK_COUNT] = {
+    [EVK_NEW] = on_new,
+    [EVK_USER] = on_turn_start,
+    [EVK_RETRY] = on_turn_start,
+    [EVK_EDIT] = on_turn_start,
+    [EVK_PREFILL] = on_prefill,
+    [EVK_TOKEN] = on_token,
+    [EVK_TRUNCATE] = on_truncate,
+    [EVK_EVICT] = on_evict,
+    [EVK_PREPARE] = on_prepare,
+    [EVK_GROW] = on_grow,
+    [EVK_COW] = on_cow,
+    [EVK_SHARE] = on_share,
+    [EVK_OFFLOAD] = on_offload,
+    [EVK_RESTORE] = on_restore,
+    [EVK_FORK] = on_fork,
+    [EVK_TURN_END] = on_turn_end,
+    [EVK_ATTENTION] = on_attention,
+    [EVK_PIN] = on_pin,
+    [EVK_FIDELITY] = on_fidelity,
+    [EVK_NOTICE] = on_notice,
+    [EVK_STATS] = on_stats,
+};
+
+void cm_apply(cache_model *m, const json_t *ev)
+{
+    ev_kind k = ev_kind_of(ev);
+    if (k == EVK_MODEL)
+        on_model(m, ev);
+    if (k == EVK_NONE || k == EVK_MODEL)
+        return;
     double when = ev_t(ev);
     if (when > m->now && when < 1e12)
         m->now = when;
@@ -241,224 +568,8 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (!c)
         return;
     c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
-    if (!strcmp(type, EV_NEW)) { /* the panel can show its window before the first message */
-        c->window = clamp_int(cells(ev_new_window(ev)), 0, CM_MAX_CELLS);
-    } else if (!strcmp(type, EV_USER) || !strcmp(type, EV_RETRY) ||
-               !strcmp(type, EV_EDIT)) { /* a turn begins */
-        c->turn_dropped = c->turn_recomputed = c->turn_prepared = 0;
-        c->turn_ahead_ms = 0;
-        c->turn_ahead_tokens = 0;
-        c->evict_ms = c->pending_evict_ms = 0;
-    } else if (!strcmp(type, EV_PREFILL)) {
-        size_t n = json_array_size(ev_prefill_ids(ev));
-        int pre = clamp_int(cells(ev_prefill_preamble(ev)), 0,
-                            (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
-        if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
-            c->turns_seen++;
-            c->avg_turn_tokens +=
-                (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
-        }
-        cut(c, cells(ev_prefill_cached(ev)));
-        append(c, ROLE_PREAMBLE, pre);
-        append(c, ROLE_USER, (int)n - pre);
-        c->prefill_tokens = (int)n;
-        c->prefill_ms = ev_prefill_ms(ev);
-        c->evict_ms = c->pending_evict_ms;
-        c->pending_evict_ms = 0;
-        c->prefill_tok_s = c->prefill_ms > 0 ? n / (c->prefill_ms / 1e3) : 0;
-        c->decode_tokens = 0;
-        c->decode_ms = 0;
-        c->awaiting_first = 1;
-        c->replying = 1;
-        count_used(c);
-        graph_push(&c->history, c->n_cells, 0);
-    } else if (!strcmp(type, EV_TOKEN)) {
-        append(c, ROLE_ASSISTANT, 1);
-        double ms = ev_token_ms(ev);
-        if (c->awaiting_first) {
-            c->ttft_ms = c->evict_ms + c->prefill_ms + ms;
-            c->awaiting_first = 0;
-        }
-        c->decode_tokens++;
-        c->decode_ms += ms;
-        c->decode_tok_s = c->decode_ms > 0 ? c->decode_tokens / (c->decode_ms / 1e3) : 0;
-        count_used(c);
-        graph_push(&c->history, c->n_cells, 0);
-    } else if (!strcmp(type, EV_TRUNCATE)) {
-        cut(c, cells(ev_truncate_to(ev)));
-        apply_totals(m, c, ev_truncate_cache(ev));
-        c->prepared = 0; /* a plan does not survive a rollback */
-        graph_push(&c->history, c->n_cells, 0);
-        logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
-             ev_truncate_to(ev));
-    } else if (!strcmp(type, EV_EVICT)) {
-        const json_t *ranges = ev_evict_ranges(ev);
-        for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* earlier starts stay */
-            const json_t *r = json_array_get(ranges, (size_t)i);
-            remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
-                        cells(json_integer_value(json_array_get(r, 1))));
-        }
-        apply_totals(m, c, ev_evict_cache(ev));
-        if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
-            c->approximate = 1;
-        int prepared = ev_evict_prepared(ev);
-        /* live, before the turn's stats: one more eviction, and its time where the turn feels it */
-        c->evictions++;
-        c->turn_dropped += clamp_int(ev_evict_dropped(ev), 0, CM_MAX_CELLS);
-        c->turn_recomputed += clamp_int(ev_evict_recomputed(ev), 0, CM_MAX_CELLS);
-        if (c->decode_tokens)
-            c->evict_ms += ev_evict_ms(ev);
-        else
-            c->pending_evict_ms += ev_evict_ms(ev);
-        /* a prepared eviction's re-prefill was done while the user typed: its time apart (its
-         * own figures, or, recorded before they were, its plan's) */
-        int own = ev_evict_has_ahead(ev);
-        double ahead = !prepared ? 0 : own ? ev_evict_ahead_ms(ev) : c->prepared_ms;
-        int ahead_tok = !prepared ? 0
-                        : own     ? clamp_int(ev_evict_ahead(ev), 0, CM_MAX_CELLS)
-                                  : c->prepared_tokens,
-            then = clamp_int(ev_evict_recomputed(ev) - ahead_tok, 0, CM_MAX_CELLS);
-        c->turn_ahead_ms += ahead;
-        c->turn_ahead_tokens += ahead_tok;
-        c->turn_prepared |= prepared;
-        c->prepared = 0;
-        c->evictions_prepared += prepared;
-        c->stall_ms += ev_evict_stall_ms(ev);
-        graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
-        if (prepared) /* what was done ahead, what the swap still recomputed, what it waited */
-            logk(m, c->id, 'e', 0,
-                 "conv %d evicted %d tok; %d re-prefilled ahead in %s, %d then; "
-                 "waited %s",
-                 c->id, ev_evict_dropped(ev), ahead_tok, fmt_ms(a, sizeof a, ahead), then,
-                 fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
-        else
-            logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
-                 ev_evict_dropped(ev), ev_evict_recomputed(ev),
-                 fmt_ms(a, sizeof a, ev_evict_ms(ev)), c->approximate ? " (approx)" : "");
-    } else if (!strcmp(type, EV_PREPARE) && ev_prepare_longer(ev)) {
-        logk(m, c->id, 0, 0, "conv %d a longer message's eviction %s: %d tok %s", c->id,
-             ev_prepare_ready(ev) ? "prepared too" : "begun", ev_prepare_tokens(ev),
-             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
-    } else if (!strcmp(type, EV_PREPARE)) {
-        int ready = ev_prepare_ready(ev);
-        c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
-        c->prepared_ms = ready ? ev_prepare_ms(ev) : 0;
-        c->prepared_tokens = ready ? clamp_int(ev_prepare_tokens(ev), 0, CM_MAX_CELLS) : 0;
-        logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
-             ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
-             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
-    } else if (!strcmp(type, EV_GROW)) {
-        graph_mark(&c->history, 'G');
-        c->capacity = clamp_int(ev_grow_to(ev), 0, INT_MAX); /* live, before the turn's stats */
-        c->grows++;
-        c->bytes_reserved += ev_grow_bytes(ev);
-        apply_totals(m, c, ev_grow_cache(ev));
-        /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB; one that
-         * starts below where the last ended (blocks given back meanwhile) starts a line of its own */
-        int run = m->log_n && m->log_kind[log_slot(m, 0)] == 'g' &&
-                  m->log_conv[log_slot(m, 0)] == c->id && ev_grow_from(ev) == m->run_to;
-        m->run_to = ev_grow_to(ev);
-        m->run_n = run ? m->run_n + 1 : 1;
-        m->run_from = run ? m->run_from : ev_grow_from(ev);
-        m->run_bytes = (run ? m->run_bytes : 0) + ev_grow_bytes(ev);
-        if (m->run_n > 1)
-            logk(m, c->id, 'g', 1, "conv %d grow x%d %d->%d tok +%s", c->id, m->run_n, m->run_from,
-                 ev_grow_to(ev), fmt_bytes(a, sizeof a, m->run_bytes));
-        else
-            logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, ev_grow_from(ev),
-                 ev_grow_to(ev), fmt_bytes(a, sizeof a, ev_grow_bytes(ev)),
-                 fmt_ms(b, sizeof b, ev_grow_ms(ev)));
-    } else if (!strcmp(type, EV_COW)) {
-        apply_totals(m, c, ev_cow_cache(ev));
-        logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
-             fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
-    } else if (!strcmp(type, EV_SHARE)) { /* a fork wrote or let go: quiet, only the count moves */
-        apply_totals(m, c, ev_share_cache(ev));
-    } else if (!strcmp(type, EV_OFFLOAD) || !strcmp(type, EV_RESTORE)) {
-        c->offloaded = type[0] == 'o';
-        apply_totals(m, c, c->offloaded ? ev_offload_cache(ev) : ev_restore_cache(ev));
-        if (c->offloaded)
-            graph_mark(&c->history, 'O');
-        long long bytes = c->offloaded ? ev_offload_bytes(ev) : ev_restore_bytes(ev);
-        double ms = c->offloaded ? ev_offload_ms(ev) : ev_restore_ms(ev);
-        logk(m, c->id, 0, 0, "%s conv %d %s %s", type, c->id, fmt_bytes(a, sizeof a, bytes),
-             fmt_ms(b, sizeof b, ms));
-    } else if (!strcmp(type, EV_FORK)) {
-        cm_conv *p = cm_conv_get(m, ev_fork_parent(ev));
-        win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
-        cm_read *r = t ? malloc(sizeof *r * p->cap_reads) : NULL;
-        if (!r)
-            free(t);
-        if (r) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
-            memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
-            memcpy(r, p->reads, sizeof *r * (size_t)p->n_turns);
-            free(c->turns);
-            free(c->reads);
-            int id = c->id;
-            *c = *p;
-            c->id = id;
-            c->turns = t;
-            c->reads = r;
-            c->prepared = 0; /* a preparation is its parent's alone */
-            c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
-        }
-        apply_totals(m, c, ev_fork_cache(ev));
-        graph_push(&c->history, c->n_cells, 'F');
-        logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
-             ev_fork_shared_blocks(ev));
-    } else if (!strcmp(type, EV_TURN_END)) {
-        c->replying = 0;
-        /* the reading least-read evicts by, for the forecast: each recorded turn's onto the
-         * panel's turn that holds its start */
-        const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);
-        for (size_t k = 0; reads && k < json_array_size(turns); k++) {
-            const json_t *x = json_array_get(turns, k);
-            int start = cells(json_integer_value(json_array_get(x, 0)));
-            for (int t = 0; json_integer_value(json_array_get(x, 1)) > 0 && t < c->n_turns; t++)
-                if (start >= c->turns[t].start && start < c->turns[t].start + c->turns[t].len)
-                    c->turns[t].read =
-                        (float)clamp_dbl(json_number_value(json_array_get(reads, k)), 0, 1);
-        }
-    } else if (!strcmp(type, EV_ATTENTION)) {
-        apply_reading(c, ev);
-    } else if (!strcmp(type, EV_PIN)) {
-        int t = ev_pin_turn(ev);
-        if (t >= 0 && t < c->n_turns)
-            c->turns[t].pinned = ev_pin_pinned(ev);
-    } else if (!strcmp(type, EV_FIDELITY)) {
-        c->has_fidelity = 1;
-        c->fid_top1 = ev_fidelity_top1(ev);
-        c->fid_kl = ev_fidelity_kl(ev);
-        c->fid_rate = ev_fidelity_agree_rate(ev);
-    } else if (!strcmp(type, EV_NOTICE)) {
-        logk(m, c->id, 0, 0, "conv %d: %s", c->id, ev_notice_text(ev) ?: "");
-    } else if (!strcmp(type, EV_STATS)) {
-        c->have_stats = 1;
-        c->capacity = ev_stats_capacity(ev);
-        c->window = clamp_int(cells(ev_stats_window(ev)), 0, CM_MAX_CELLS);
-        c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
-        c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
-        c->reply_room = clamp_int(cells(ev_stats_reply_room(ev)), 0, CM_MAX_CELLS);
-        c->policy = ev_stats_least_read(ev) ? WIN_LEAST_READ : WIN_OLDEST;
-        c->bytes_used = ev_stats_bytes_used(ev);
-        c->bytes_reserved = ev_stats_bytes_reserved(ev);
-        c->host_bytes = ev_stats_host_bytes(ev);
-        c->hit_rate = ev_stats_hit_rate(ev);
-        /* grows and evictions are the events', counted here: a lifetime's, never fewer */
-        c->shared_blocks = ev_stats_shared_blocks(ev);
-        c->approximate |= ev_stats_approximate(ev);
-        snprintf(c->dtype, sizeof c->dtype, "%s", ev_stats_cache_dtype(ev) ?: "");
-        snprintf(c->layout, sizeof c->layout, "%s", ev_stats_layout(ev) ?: "");
-        m->pool_bytes = ev_stats_pool_bytes(ev);
-        m->pool_used = ev_stats_pool_used(ev);
-        m->blocks_used = ev_stats_blocks_used(ev);
-        m->blocks_total = ev_stats_blocks_total(ev);
-        m->offloaded_convs = ev_stats_offloaded_convs(ev);
-        if (ev_stats_has_memory_total(ev)) {
-            m->memory_total = ev_stats_memory_total(ev);
-            m->memory_free = ev_stats_memory_free(ev);
-        }
-    }
+    if (ON[k])
+        ON[k](m, c, ev);
 }
 
 int cm_tokens(const cm_conv *c) { return c->refilling ? c->refilled : c->n_cells; }
@@ -483,8 +594,9 @@ int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *
 
 int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
 {
-    const cm_conv *c =
-        ev_is(ev, EV_TURN_END) && !ev_turn_end_failed(ev) ? cm_conv_get(m, ev_conv(ev)) : NULL;
+    const cm_conv *c = ev_kind_of(ev) == EVK_TURN_END && !ev_turn_end_failed(ev)
+                           ? cm_conv_get(m, ev_conv(ev))
+                           : NULL;
     if (!c)
         return 0;
     char a[32], b[48], r[48], t[32], w[32], e[160] = "";

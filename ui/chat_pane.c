@@ -196,7 +196,8 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
 void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
 {
     char buf[256];
-    if (ev_is(ev, EV_TURN_END) && ev_turn_end_cancelled(ev)) { /* live and in replay alike */
+    if (ev_kind_of(ev) == EVK_TURN_END &&
+        ev_turn_end_cancelled(ev)) { /* live and in replay alike */
         const char *stopped = "stopped (Ctrl-C): the reply ends here";
         chat_pane_add(p, ROLE_NOTICE, stopped, strlen(stopped));
     }
@@ -207,12 +208,12 @@ void chat_pane_add_summary(chat_pane *p, cache_model *m, const json_t *ev)
 void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
 {
     const char *text;
-    if (ev_is(ev, EV_USER) && (text = ev_user_text(ev))) {
+    if (ev_kind_of(ev) == EVK_USER && (text = ev_user_text(ev))) {
         chat_pane_add(p, ROLE_USER, text, ev_user_text_len(ev));
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
-    } else if (ev_is(ev, EV_TOKEN) && (text = ev_token_text(ev)) && p->n) {
+    } else if (ev_kind_of(ev) == EVK_TOKEN && (text = ev_token_text(ev)) && p->n) {
         chat_pane_append(p, text, ev_token_text_len(ev));
-    } else if (ev_is(ev, EV_TURN_END)) {
+    } else if (ev_kind_of(ev) == EVK_TURN_END) {
         const char *reply = ev_turn_end_reply(ev);
         if (ev_turn_end_failed(ev) && !ev_turn_end_tokens(ev))
             chat_pane_drop_turn(p); /* the message never went in */
@@ -220,11 +221,11 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
             chat_pane_set_reply(p, reply, ev_turn_end_reply_len(ev));
         if (m)
             chat_pane_add_summary(p, m, ev);
-    } else if (ev_is(ev, EV_RETRY)) {
+    } else if (ev_kind_of(ev) == EVK_RETRY) {
         chat_pane_restart_reply(p);
-    } else if (ev_is(ev, EV_EDIT)) {
+    } else if (ev_kind_of(ev) == EVK_EDIT) {
         chat_pane_drop_turn(p); /* the edited message comes next, as a user event */
-    } else if (ev_is(ev, EV_NOTICE) && (text = ev_notice_text(ev))) {
+    } else if (ev_kind_of(ev) == EVK_NOTICE && (text = ev_notice_text(ev))) {
         chat_pane_add_notice(p, text, strlen(text));
     }
 }

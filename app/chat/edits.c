@@ -10,10 +10,12 @@ static int truncate_cache(engine *e, conv *c, int from, int to)
     if (kv_truncate(c->seq, to))
         return -1;
     if (to != from)
-        ev_emit(e->lm->bus, c->id, EV_TRUNCATE,
-                json_pack("{s:i, s:i, s:I, s:o}", "from", from, "to", to, "bytes",
-                          (json_int_t)((size_t)(from - to) * kv_bytes_per_token(e->lm->pool)),
-                          "cache", kv_totals(c->seq)));
+        ev_emit_truncate(
+            e->lm->bus, c->id,
+            &(ev_truncate){
+                EV_OPT(from, from), .to = to,
+                EV_OPT(bytes, (long long)(from - to) * (long long)kv_bytes_per_token(e->lm->pool)),
+                EV_OPT(cache, kv_totals(c->seq))});
     return 0;
 }
 
@@ -73,7 +75,7 @@ int eng_run_retry(engine *e, int id, char **out)
     if (t < 0)
         return -1;
     int to = c->turns[t].start;
-    ev_emit(e->lm->bus, c->id, EV_RETRY, NULL);
+    ev_emit_retry(e->lm->bus, c->id, &(ev_retry){0});
     double t0 = ev_clock();
     int rc = eng_rollback(e, c, to);
     if (!rc) {
@@ -84,9 +86,12 @@ int eng_run_retry(engine *e, int id, char **out)
     char *r = NULL;
     int n_tok = 0;
     if (!rc) {
-        ev_emit(e->lm->bus, c->id, EV_PREFILL,
-                json_pack("{s:[i], s:i, s:i, s:f}", "ids", c->ids[to - 1], "cached", to - 1,
-                          "preamble", 0, "ms", (ev_clock() - t0) * 1e3));
+        ev_emit_prefill(e->lm->bus, c->id,
+                        &(ev_prefill){.ids = c->ids + to - 1,
+                                      .n_ids = 1,
+                                      .cached = to - 1,
+                                      EV_OPT(preamble, 0),
+                                      EV_OPT(ms, (ev_clock() - t0) * 1e3)});
         rc = eng_reply(e, c, &r, &n_tok);
     }
     return eng_turn_end(e, c, r, n_tok, rc, out);
@@ -103,7 +108,7 @@ static conv *edit_rollback(engine *e, int id)
         err_set("nothing to edit: the conversation has no message yet");
         return NULL;
     }
-    ev_emit(e->lm->bus, c->id, EV_EDIT, NULL);
+    ev_emit_edit(e->lm->bus, c->id, &(ev_edit){0});
     if (eng_rollback(e, c, c->turns[t].start))
         return NULL;
     c->n_turns = t;
@@ -130,7 +135,7 @@ int engine_clear(engine *e, int id)
     conv *c = eng_find_idle(e, id);
     if (!c)
         return -1;
-    ev_emit(e->lm->bus, c->id, EV_CLEAR, NULL);
+    ev_emit_clear(e->lm->bus, c->id, &(ev_clear){0});
     int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
     if (eng_rollback(e, c, keep_turns ? c->turns[0].len : 0))
         return -1;
@@ -159,6 +164,6 @@ int engine_pin(engine *e, int id, int turn, int pinned)
     if (turn < 0 || turn >= c->n_turns)
         return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
     c->turns[turn].pinned = pinned;
-    ev_emit(e->lm->bus, c->id, EV_PIN, json_pack("{s:i, s:b}", "turn", turn, "pinned", pinned));
+    ev_emit_pin(e->lm->bus, c->id, &(ev_pin){.turn = turn, EV_OPT(pinned, pinned)});
     return 0;
 }

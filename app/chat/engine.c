@@ -172,7 +172,7 @@ int engine_new_conv(engine *e)
         return -1;
     conv *c = add_conv(e, NULL);
     if (c)
-        ev_emit(e->lm->bus, c->id, EV_NEW, json_pack("{s:i}", "window", e->rule.window));
+        ev_emit_new(e->lm->bus, c->id, &(ev_new){EV_OPT(window, e->rule.window)});
     return c ? c->id : -1;
 }
 
@@ -310,33 +310,45 @@ void eng_stats(engine *e, const conv *c)
     kv_seq_get_stats(c->seq, &s);
     kv_pool_get_stats(e->lm->pool, &p);
     const kv_opts *ko = kv_pool_opts(e->lm->pool);
-    json_t *f = json_pack(
-        "{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
-        "s:s, s:s, s:I}",
-        "tokens", s.len, "capacity", s.capacity, "window", e->rule.window, "bytes_used",
-        (json_int_t)s.used_bytes, "bytes_reserved", (json_int_t)s.reserved_bytes, "pool_bytes",
-        (json_int_t)p.pool_bytes, "pool_used", (json_int_t)p.used_bytes, "fragmentation",
-        (json_int_t)(s.reserved_bytes > s.used_bytes ? s.reserved_bytes - s.used_bytes : 0),
-        "hit_rate", c->needed ? (double)c->served / (double)c->needed : 0.0, "grows", s.grows,
-        "evictions", c->evictions, "blocks_used", p.blocks_used, "blocks_total", p.blocks_total,
-        "shared_blocks", s.shared_blocks, "offloaded_convs", p.offloaded, "keep", c->keep,
-        "evict_min", e->rule.target, "cache_dtype", dt_name(ko->type), "layout",
-        ko->layout == KV_PAGED ? "paged" : "contiguous", "host_bytes", (json_int_t)s.host_bytes);
-    if (f && c->approximate)
-        json_object_set_new(f, "approximate", json_true());
     /* the panel's forecast: the next eviction comes that much sooner (an -n past the window
      * cannot be made room for: a reply that long slides the window inside it) */
     int reply_room = clamp_int(win_reply_room(e->rule.when, e->mo.n_predict), 0, e->rule.window);
-    if (f && reply_room)
-        json_object_set_new(f, "reply_room", json_integer(reply_room));
-    if (f && e->rule.policy == WIN_LEAST_READ)
-        json_object_set_new(f, "least_read", json_true());
     size_t mem_free = 0, mem_total = 0;
-    if (f && !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total)) {
-        json_object_set_new(f, "memory_free", json_integer((json_int_t)mem_free));
-        json_object_set_new(f, "memory_total", json_integer((json_int_t)mem_total));
-    }
-    ev_emit(e->lm->bus, c->id, EV_STATS, f);
+    int mem = !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total);
+    ev_emit_stats(
+        e->lm->bus, c->id,
+        &(ev_stats){EV_OPT(tokens, s.len),
+                    EV_OPT(capacity, s.capacity),
+                    EV_OPT(window, e->rule.window),
+                    EV_OPT(bytes_used, (long long)s.used_bytes),
+                    EV_OPT(bytes_reserved, (long long)s.reserved_bytes),
+                    EV_OPT(pool_bytes, (long long)p.pool_bytes),
+                    EV_OPT(pool_used, (long long)p.used_bytes),
+                    EV_OPT(fragmentation, s.reserved_bytes > s.used_bytes
+                                              ? (long long)(s.reserved_bytes - s.used_bytes)
+                                              : 0),
+                    EV_OPT(hit_rate, c->needed ? (double)c->served / (double)c->needed : 0.0),
+                    EV_OPT(grows, s.grows),
+                    EV_OPT(evictions, c->evictions),
+                    EV_OPT(blocks_used, p.blocks_used),
+                    EV_OPT(blocks_total, p.blocks_total),
+                    EV_OPT(shared_blocks, s.shared_blocks),
+                    EV_OPT(offloaded_convs, p.offloaded),
+                    EV_OPT(keep, c->keep),
+                    EV_OPT(evict_min, e->rule.target),
+                    .reply_room = reply_room,
+                    .has_reply_room = reply_room != 0,
+                    .least_read = 1,
+                    .has_least_read = e->rule.policy == WIN_LEAST_READ,
+                    EV_OPT(cache_dtype, dt_name(ko->type)),
+                    EV_OPT(layout, ko->layout == KV_PAGED ? "paged" : "contiguous"),
+                    EV_OPT(host_bytes, (long long)s.host_bytes),
+                    .approximate = 1,
+                    .has_approximate = c->approximate,
+                    .memory_free = (long long)mem_free,
+                    .has_memory_free = mem,
+                    .memory_total = (long long)mem_total,
+                    .has_memory_total = mem});
 }
 
 void engine_stats(engine *e, int id)
@@ -357,7 +369,7 @@ int engine_set_system(engine *e, const char *text)
         return -1;
     free(e->system);
     e->system = copy;
-    ev_emit(e->lm->bus, 0, EV_SYSTEM, json_pack("{s:s}", "text", copy ? copy : ""));
+    ev_emit_system(e->lm->bus, 0, &(ev_system){.text = copy});
     if (latin1)
         eng_latin1_notice(e, 0, "the system preamble", latin1);
     return 0;
@@ -368,7 +380,7 @@ void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes)
     char said[160];
     snprintf(said, sizeof said, "%s had %d byte%s that %s not UTF-8: read as Latin-1 (0xE9: é)",
              what, bytes, bytes == 1 ? "" : "s", bytes == 1 ? "is" : "are");
-    ev_emit(e->lm->bus, conv_id, EV_NOTICE, json_pack("{s:s}", "text", said));
+    ev_emit_notice(e->lm->bus, conv_id, &(ev_notice){EV_OPT(text, said)});
 }
 
 const char *engine_system(const engine *e) { return e->system; }

@@ -137,8 +137,10 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
     int n = c->n_ids, first = 0;
     unsigned char *drop = err_malloc((size_t)n + 1, "an eviction's plan");
     int *newpos = drop ? err_malloc(sizeof(int) * (size_t)(n + 1), "an eviction's plan") : NULL;
-    if (!newpos) {
+    int *spans = newpos ? err_malloc(sizeof(int) * (size_t)(n + 2), "an eviction's plan") : NULL;
+    if (!spans) {
         free(drop);
+        free(newpos);
         return -1;
     }
     int planned =
@@ -147,6 +149,7 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
     if (dropped < 0) {
         free(drop);
         free(newpos);
+        free(spans);
         return err_set("cannot make room in a window of %d: the kept prefix and pinned turns fill "
                        "it (/unpin some)",
                        r->window);
@@ -173,7 +176,7 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
             c->gone_no = tu.no;
     }
     c->n_turns = nt;
-    json_t *ranges = json_array();
+    int n_spans = 0; /* [start, length] of each dropped run */
     for (int i = 0; i < n;) {
         if (!drop[i]) {
             c->ids[newpos[i]] = c->ids[i];
@@ -183,7 +186,7 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
         int s0 = i;
         while (i < n && drop[i])
             i++;
-        json_array_append_new(ranges, json_pack("[i, i]", s0, i - s0));
+        spans[2 * n_spans] = s0, spans[2 * n_spans + 1] = i - s0, n_spans++;
     }
     c->n_ids = w;
     c->settled = split;
@@ -231,20 +234,20 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
     free(drop);
     free(newpos);
     if (rc) {
-        json_decref(ranges);
+        free(spans);
         return err_wrap("eviction");
     }
     c->evictions++;
     double ms = (ev_clock() - t0) * 1e3;
-    json_t *ev = json_pack("{s:i, s:i, s:i, s:f, s:s, s:o, s:b, s:f, s:o}", "keep", first,
-                           "dropped", dropped, "recomputed", recomputed, "ms", ms, "mode",
-                           r->mode == EVICT_EXACT ? "exact" : "shift (approximate)", "ranges",
-                           ranges, "prepared", swapped, "stall_ms", ms, "cache", kv_totals(c->seq));
-    if (ev && swapped) {
-        json_object_set_new(ev, "ahead", json_integer(ahead));
-        json_object_set_new(ev, "ahead_ms", json_real(ahead_ms));
-    }
-    ev_emit(lm->bus, c->id, EV_EVICT, ev);
+    ev_emit_evict(
+        lm->bus, c->id,
+        &(ev_evict){
+            EV_OPT(keep, first), EV_OPT(dropped, dropped), EV_OPT(recomputed, recomputed),
+            EV_OPT(ms, ms), EV_OPT(mode, r->mode == EVICT_EXACT ? "exact" : "shift (approximate)"),
+            .ranges = spans, .n_ranges = n_spans, EV_OPT(prepared, swapped), EV_OPT(stall_ms, ms),
+            .ahead = ahead, .has_ahead = swapped, .ahead_ms = ahead_ms, .has_ahead_ms = swapped,
+            EV_OPT(cache, kv_totals(c->seq))});
+    free(spans);
     return 0;
 }
 
@@ -303,13 +306,11 @@ static int prepare_one(conv *c, loaded_model *lm, const evict_rule *r, int need,
     int made = p && p->seq ? kv_len(p->seq) - first : 0;
     if (p)
         p->ms = (ev_clock() - t0) * 1e3;
-    json_t *ev =
-        json_pack("{s:i, s:f, s:b}", "tokens", made, "ms", p ? p->ms : 0.0, "ready", rc == 0);
-    if (rc && ev)
-        json_object_set_new(ev, "why", json_string(rc > 0 ? "a message came first" : err_msg()));
-    if (chunk && ev)
-        json_object_set_new(ev, "longer", json_true());
-    ev_emit(lm->bus, c->id, EV_PREPARE, ev);
+    ev_emit_prepare(lm->bus, c->id,
+                    &(ev_prepare){EV_OPT(tokens, made), EV_OPT(ms, p ? p->ms : 0.0),
+                                  EV_OPT(ready, rc == 0), .has_why = rc != 0,
+                                  .why = rc > 0 ? "a message came first" : err_msg(), .longer = 1,
+                                  .has_longer = chunk != 0});
     if (rc < 0 || (rc > 0 && !chunk))
         free_prep(p);
     else

@@ -67,8 +67,9 @@ void fid_check(fidelity *f, loaded_model *lm, conv *c, int window)
     }
     c->fid_checks++;
     c->fid_agree += a == b;
-    ev_emit(lm->bus, c->id, EV_FIDELITY,
-            json_pack("{s:b, s:f, s:i, s:f, s:b}", "top1", a == b, "kl", kl > 0 ? kl : 0.0,
-                      "tokens", c->n_ids, "agree_rate", (double)c->fid_agree / c->fid_checks,
-                      "approximate", c->approximate));
+    ev_emit_fidelity(lm->bus, c->id,
+                     &(ev_fidelity){EV_OPT(top1, a == b), EV_OPT(kl, kl > 0 ? kl : 0.0),
+                                    EV_OPT(tokens, c->n_ids),
+                                    EV_OPT(agree_rate, (double)c->fid_agree / c->fid_checks),
+                                    EV_OPT(approximate, c->approximate)});
 }

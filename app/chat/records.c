@@ -6,11 +6,14 @@
 #include "../../kernels/err.h"
 #include "../../model/events.h"
 
-json_t *rec_sampling(const sampler_params *sp, int n_predict)
+ev_sampling rec_sampling(const sampler_params *sp, int n_predict)
 {
-    return json_pack("{s:f, s:i, s:f, s:f, s:I, s:i}", "temp", (double)sp->temp, "top_k", sp->top_k,
-                     "top_p", (double)sp->top_p, "repeat_penalty", (double)sp->repeat_penalty,
-                     "seed", (json_int_t)sp->seed, "n_predict", n_predict);
+    return (ev_sampling){.temp = sp->temp,
+                         .top_k = sp->top_k,
+                         .top_p = sp->top_p,
+                         .repeat_penalty = sp->repeat_penalty,
+                         .seed = (long long)sp->seed,
+                         EV_OPT(n_predict, n_predict)};
 }
 
 void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict)
@@ -22,41 +25,40 @@ void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict)
         *n_predict = ev_sampling_n_predict(block);
 }
 
-json_t *rec_turn_end_fields(const rec_turn_end *t)
+void rec_turn_end_emit(ev_bus *bus, int conv, const rec_turn_end *t)
 {
-    json_t *win = json_array(), *turns = json_array();
-    int failed = !win || !turns;
-    for (int i = 0; i < t->n_ids && !failed; i++)
-        failed = json_array_append_new(win, json_integer(t->ids[i]));
-    for (int i = 0; i < t->n_turns && !failed; i++)
-        failed = json_array_append_new(turns,
-                                       json_pack("[i, i, i, b]", t->turns[i].start, t->turns[i].len,
-                                                 t->turns[i].role, t->turns[i].pinned));
-    if (failed) {
-        json_decref(win);
-        json_decref(turns);
-        return NULL;
+    int n = t->n_turns;
+    double *reads = err_malloc(sizeof(double) * (size_t)(n + 1), "a turn's record");
+    int *numbers = reads ? err_malloc(sizeof(int) * (size_t)(n + 1), "a turn's record") : NULL;
+    for (int i = 0; numbers && i < n; i++) { /* reads within 0..1, as the schema has them */
+        float r = t->turns[i].read;
+        reads[i] = r < 0 ? 0 : r > 1 ? 1 : r;
+        numbers[i] = t->turns[i].no;
     }
     char rng[24];
     snprintf(rng, sizeof rng, "%016llx", (unsigned long long)t->rng);
-    json_t *ev =
-        json_pack("{s:s, s:i, s:b, s:b, s:o, s:o, s:i, s:s, s:o, s:b}", "reply",
-                  t->reply ? t->reply : "", "tokens", t->tokens, "cancelled", t->cancelled,
-                  "failed", t->failed, "window", win, "turns", turns, "keep", t->keep, "rng", rng,
-                  "sampling", rec_sampling(&t->sp, t->n_predict), "approximate", t->approximate);
-    json_t *reads = ev && t->reads ? json_array() : NULL;
-    for (int i = 0; reads && i < t->n_turns; i++) /* within 0..1 as the schema has it */
-        json_array_append_new(reads, json_real(t->turns[i].read < 0   ? 0
-                                               : t->turns[i].read > 1 ? 1
-                                                                      : t->turns[i].read));
-    if (reads)
-        json_object_set_new(ev, "reads", reads);
-    json_t *numbers = ev ? json_array() : NULL;
-    for (int i = 0; numbers && i < t->n_turns; i++)
-        json_array_append_new(numbers, json_integer(t->turns[i].no));
-    if (numbers)
-        json_object_set_new(ev, "numbers", numbers);
-    return ev;
+    if (numbers) /* else the record is lost as any event is when memory runs out */
+        ev_emit_turn_end(bus, conv,
+                         &(ev_turn_end){.reply = t->reply,
+                                        .tokens = t->tokens,
+                                        EV_OPT(cancelled, t->cancelled),
+                                        EV_OPT(failed, t->failed),
+                                        .window = t->ids,
+                                        .n_window = t->n_ids,
+                                        .turns = t->turns,
+                                        .n_turns = n,
+                                        .keep = t->keep,
+                                        .rng = rng,
+                                        .sampling = rec_sampling(&t->sp, t->n_predict),
+                                        EV_OPT(approximate, t->approximate),
+                                        .reads = reads,
+                                        .n_reads = n,
+                                        .has_reads = t->reads,
+                                        .numbers = numbers,
+                                        .n_numbers = n,
+                                        .has_numbers = 1});
+    free(reads);
+    free(numbers);
 }
 
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns)

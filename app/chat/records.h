@@ -9,12 +9,12 @@
 
 #include <stdint.h>
 
+#include "../../model/events.h"
 #include "../../model/sampler.h"
 #include "../../model/window.h"
 
-/* {"temp", "top_k", "top_p", "repeat_penalty", "seed", "n_predict"}; a new reference, NULL when out
- * of memory */
-json_t *rec_sampling(const sampler_params *sp, int n_predict);
+/* the block of these settings */
+ev_sampling rec_sampling(const sampler_params *sp, int n_predict);
 /* The block's values (a validated block: session_file.c's reader checked its types and ranges);
  * n_predict may be NULL. */
 void rec_sampling_read(const json_t *block, sampler_params *sp, int *n_predict);
@@ -34,8 +34,8 @@ typedef struct {
     int reads; /* --evict least-read: each turn's decayed share of attention goes with it */
 } rec_turn_end;
 
-/* The record's fields (for ev_emit); a new reference, NULL when out of memory. */
-json_t *rec_turn_end_fields(const rec_turn_end *t);
+/* Emits the record as conversation conv's turn_end event. */
+void rec_turn_end_emit(ev_bus *bus, int conv, const rec_turn_end *t);
 /* A validated record's values; ids and turns are allocated (the caller frees both, also on
  * failure). 0, or -1 with the error set. */
 int rec_turn_end_read(const json_t *ev, rec_turn_end *t, int **ids, win_turn **turns);

@@ -106,8 +106,8 @@ static int user_turn(engine *e, conv *c, const char *text)
                  "message longer than the window: its beginning was cut (%d of its %d tokens "
                  "dropped, the last %d kept)",
                  nm - room, nm, room);
-        ev_emit(e->lm->bus, c->id, EV_NOTICE,
-                json_pack("{s:s, s:i, s:i}", "text", said, "tokens", nm, "kept", room));
+        ev_emit_notice(e->lm->bus, c->id,
+                       &(ev_notice){EV_OPT(text, said), EV_OPT(tokens, nm), EV_OPT(kept, room)});
         m += nm - room;
         nm = room;
     }
@@ -130,12 +130,12 @@ static int user_turn(engine *e, conv *c, const char *text)
     }
     c->needed += c->n_ids;
     c->served += cached;
-    json_t *arr = json_array();
-    for (int i = cached; i < c->n_ids; i++)
-        json_array_append_new(arr, json_integer(c->ids[i]));
-    ev_emit(e->lm->bus, c->id, EV_PREFILL,
-            json_pack("{s:o, s:i, s:i, s:f}", "ids", arr, "cached", cached, "preamble", np, "ms",
-                      (ev_clock() - t0) * 1e3));
+    ev_emit_prefill(e->lm->bus, c->id,
+                    &(ev_prefill){.ids = c->ids + cached,
+                                  .n_ids = c->n_ids - cached,
+                                  .cached = cached,
+                                  EV_OPT(preamble, np),
+                                  EV_OPT(ms, (ev_clock() - t0) * 1e3)});
     rc = 0;
 out:
     free(pre);
@@ -196,9 +196,11 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         evict_follow(c, lm, &e->rule);
         size_t len = 0;
         const char *piece = end ? "" : tok_stream_push(&ts, id, &len);
-        ev_emit(lm->bus, c->id, EV_TOKEN,
-                json_pack("{s:i, s:f, s:s%}", "id", id, "ms", (ev_clock() - t0) * 1e3, "text",
-                          piece, len));
+        ev_emit_token(lm->bus, c->id,
+                      &(ev_token){.id = id,
+                                  EV_OPT(ms, (ev_clock() - t0) * 1e3),
+                                  EV_OPT(text, len ? piece : ""),
+                                  .text_len = len});
         if (e->o.attention > 0 && e->reading.steps >= e->o.attention)
             rd_tell(&e->reading, lm->bus, c->id);
         if (end)
@@ -264,7 +266,7 @@ int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
                       .n_predict = e->mo.n_predict,
                       .approximate = c->approximate,
                       .reads = e->rule.policy == WIN_LEAST_READ};
-    ev_emit(e->lm->bus, c->id, EV_TURN_END, rec_turn_end_fields(&t));
+    rec_turn_end_emit(e->lm->bus, c->id, &t);
     c->turns_done++;
     c->settled = c->n_ids;
     if (out && !rc)
@@ -289,7 +291,7 @@ int eng_run_turn(engine *e, int id, const char *text, char **out)
     char *msg = utf8_from_latin1(text, &latin1); /* what is recorded is what the model reads */
     if (!msg)
         return -1;
-    ev_emit(e->lm->bus, c->id, EV_USER, json_pack("{s:s}", "text", msg));
+    ev_emit_user(e->lm->bus, c->id, &(ev_user){.text = msg});
     if (latin1)
         eng_latin1_notice(e, c->id, "the message", latin1);
     turn_room(e, c);

@@ -103,7 +103,9 @@ static void apply_sampling(engine *e, const sampler_params *sp, int n_predict)
     eng_prep_halt(e);
     for (int i = 0; i < e->n_convs; i++) /* made for the old n_predict */
         evict_discard(e->convs[i]);
-    ev_emit(e->lm->bus, 0, EV_SET, rec_sampling(sp, n_predict));
+    ev_sampling block = rec_sampling(sp, n_predict);
+    ev_set set = ev_set_of(&block);
+    ev_emit_set(e->lm->bus, 0, &set);
     uint64_t old_seed = e->mo.sp.seed;
     e->mo.sp = *sp;
     e->mo.n_predict = n_predict;

@@ -147,14 +147,14 @@ static void on_event(void *ctx, json_t *ev)
 {
     bench *b = ctx;
     run *r = b->active;
-    if (ev_is(ev, EV_EVICT)) {
+    if (ev_kind_of(ev) == EVK_EVICT) {
         conv_cost *s = &r->costs[b->u];
         double ms = json_real_value(json_object_get(ev, "ms"));
         s->evictions++;
         s->recomputed += json_integer_value(json_object_get(ev, "recomputed"));
         s->evict_ms += ms;
         r->worst_ms = ms > r->worst_ms ? ms : r->worst_ms;
-    } else if (ev_is(ev, EV_TOKEN) && r->rule == FULL && !b->forced) {
+    } else if (ev_kind_of(ev) == EVK_TOKEN && r->rule == FULL && !b->forced) {
         if (!err_grow(&b->ids, &b->ids_cap, (size_t)b->n_ids + 1, sizeof *b->ids, "ids"))
             b->ids[b->n_ids++] = (int)json_integer_value(json_object_get(ev, "id"));
     }

@@ -34,9 +34,9 @@ typedef struct {
 
 static void count_copies(void *ctx, json_t *ev)
 {
-    long long copied = ev_is(ev, EV_GROW)  ? ev_grow_copied(ev)
-                       : ev_is(ev, EV_COW) ? ev_cow_copied(ev)
-                                           : 0;
+    long long copied = ev_kind_of(ev) == EVK_GROW  ? ev_grow_copied(ev)
+                       : ev_kind_of(ev) == EVK_COW ? ev_cow_copied(ev)
+                                                   : 0;
     ((copy_count *)ctx)->copied += (size_t)copied;
 }
 
@@ -180,14 +180,14 @@ typedef struct {
 static void on_slide(void *ctx, json_t *ev)
 {
     slide_log *l = ctx;
-    if (ev_is(ev, EV_TOKEN) && l->tokens < l->cap) {
+    if (ev_kind_of(ev) == EVK_TOKEN && l->tokens < l->cap) {
         l->token_ms[l->tokens++] = ev_token_ms(ev);
         if (l->waiting && l->turns < l->cap) {
             l->ttft_evicted[l->turns] = (unsigned char)l->evicted;
             l->ttft_ms[l->turns++] = (ev_clock() - l->turn_t0) * 1e3;
             l->waiting = 0;
         }
-    } else if (ev_is(ev, EV_EVICT)) {
+    } else if (ev_kind_of(ev) == EVK_EVICT) {
         l->evictions++;
         l->evicted |= l->waiting;
         l->prepared += ev_evict_prepared(ev);

@@ -243,7 +243,7 @@ int cmd_chat(int argc, char **argv)
         char why[512] = "";
         int turns = 0, read = !a.resume && !session_read(&hist, a.session);
         for (int i = 0; read && i < hist.n_events; i++)
-            turns += ev_is(hist.events[i], EV_TURN_END);
+            turns += ev_kind_of(hist.events[i]) == EVK_TURN_END;
         if (read && !turns)
             session_free(&hist);
         if (turns) {
@@ -379,13 +379,17 @@ int cmd_chat(int argc, char **argv)
             goto out;
         /* first: the re-prefill's events belong to this run (the reader takes its window from here)
          */
-        json_t *ev = session_settings_json(&lm, &mo, &a.eo);
-        json_object_del(ev, "sampling"); /* a change of it is a set event, after the restore */
-        json_object_update_new(ev, json_pack("{s:s, s:i, s:i}", "from", a.resume, "window",
-                                             kv_pool_opts(lm.pool)->window, "vocab_size",
-                                             lm.model.cfg.vocab_size));
+        json_t *set = session_settings_json(&lm, &mo, &a.eo);
+        if (!set) /* its sampling stays out: a change of it is a set event, after the restore */
+            goto out;
         long long before = session_tell(&sw);
-        ev_emit(lm.bus, 0, EV_RESUME, ev);
+        ev_emit_resume(
+            lm.bus, 0,
+            &(ev_resume){EV_OPT(from, a.resume), EV_OPT(window, kv_pool_opts(lm.pool)->window),
+                         EV_OPT(vocab_size, lm.model.cfg.vocab_size),
+                         EV_OPT(weights_dtype, ev_resume_weights_dtype(set)),
+                         EV_OPT(cache, ev_resume_cache(set)), EV_OPT(chat, ev_resume_chat(set))});
+        json_decref(set);
         if (restore(e, &lm, &hist, kv_path, fp, a.force)) {
             ev_unsubscribe(lm.bus, keep_event, resumed);
             char why[1024]; /* the failure is the error; its events leave the file */

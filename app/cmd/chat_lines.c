@@ -68,15 +68,22 @@ static void collect(void *ctx, json_t *ev)
     collector *c = ctx;
     pthread_mutex_lock(&c->lock);
     json_array_append(c->all, ev);
-    if (ev_is(ev, EV_PREFILL))
-        c->prompt_tok += (long long)json_array_size(ev_prefill_ids(ev)),
+    ev_kind k = ev_kind_of(ev);
+    switch (k) {
+        case EVK_PREFILL:
+            c->prompt_tok += (long long)json_array_size(ev_prefill_ids(ev));
             c->prompt_ms += ev_prefill_ms(ev);
-    c->reply_tok += ev_is(ev, EV_TOKEN);
-    c->reply_ms += ev_is(ev, EV_TOKEN) ? ev_token_ms(ev) : 0;
-    c->turns += ev_is(ev, EV_TURN_END);
-    c->evictions += ev_is(ev, EV_EVICT);
+            break;
+        case EVK_TOKEN:
+            c->reply_tok++;
+            c->reply_ms += ev_token_ms(ev);
+            break;
+        case EVK_TURN_END: c->turns++; break;
+        case EVK_EVICT: c->evictions++; break;
+        default: break;
+    }
     pthread_mutex_unlock(&c->lock);
-    if (ev_is(ev, EV_NOTICE) && ev_notice_text(ev)) {
+    if (k == EVK_NOTICE && ev_notice_text(ev)) {
         fputs("kvchat: ", stderr);
         say_line(ev_notice_text(ev), ev_notice_text_len(ev));
     }
@@ -218,7 +225,7 @@ int chat_lines(engine *e, loaded_model *lm, const engine_opts *eo, const chat_pe
     }
     const session *hist = persist->history;
     for (int i = 0; hist && i < hist->n_events; i++) /* /save's events: the history's first */
-        if (!ev_is(hist->events[i], EV_MODEL))
+        if (ev_kind_of(hist->events[i]) != EVK_MODEL)
             json_array_append(col.all, hist->events[i]);
     if (persist->resumed) /* then what resuming it did */
         json_array_extend(col.all, (json_t *)persist->resumed);

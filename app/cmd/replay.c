@@ -44,21 +44,21 @@ const char REPLAY_HELP[] =
 /* what the transcript says of an event that is not a message or a reply, or NULL */
 static const char *mark(const json_t *ev, char *buf, size_t n)
 {
-    if (ev_is(ev, EV_RETRY))
-        return "(retry: the last reply, generated again)";
-    if (ev_is(ev, EV_EDIT))
-        return "(edit: the last message and its reply, replaced)";
-    if (ev_is(ev, EV_CLEAR))
-        return "(clear: every turn dropped)";
-    if (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev)) {
-        snprintf(buf, n, "(forked from conv %d)", ev_fork_parent(ev));
-        return buf;
+    switch (ev_kind_of(ev)) {
+        case EVK_RETRY: return "(retry: the last reply, generated again)";
+        case EVK_EDIT: return "(edit: the last message and its reply, replaced)";
+        case EVK_CLEAR: return "(clear: every turn dropped)";
+        case EVK_FORK:
+            if (!ev_fork_has_parent(ev))
+                return NULL;
+            snprintf(buf, n, "(forked from conv %d)", ev_fork_parent(ev));
+            return buf;
+        case EVK_TURN_END:
+            return ev_turn_end_cancelled(ev) ? "(stopped with Ctrl-C: the reply ends there)"
+                   : ev_turn_end_failed(ev)  ? "(failed: the turn ended with an error)"
+                                             : NULL;
+        default: return NULL;
     }
-    if (ev_is(ev, EV_TURN_END) && ev_turn_end_cancelled(ev))
-        return "(stopped with Ctrl-C: the reply ends there)";
-    if (ev_is(ev, EV_TURN_END) && ev_turn_end_failed(ev))
-        return "(failed: the turn ended with an error)";
-    return NULL;
 }
 
 static int transcript(const session *s, const char *path)
@@ -68,21 +68,21 @@ static int transcript(const session *s, const char *path)
     for (int i = 0; i < s->n_events; i++) {
         const json_t *ev = s->events[i];
         int conv = ev_conv(ev);
-        const char *text = ev_is(ev, EV_USER)       ? ev_user_text(ev)
-                           : ev_is(ev, EV_TURN_END) ? ev_turn_end_reply(ev)
-                                                    : NULL;
-        if (ev_is(ev, EV_RESUME))
+        ev_kind k = ev_kind_of(ev);
+        if (k == EVK_RESUME)
             printf("(resumed: a later run went on from here)\n");
-        if (text) {
-            printf("[conv %d] %s: ", conv, ev_is(ev, EV_USER) ? "you" : "gpt-2");
-            safe_fwrite(stdout, text,
-                        ev_is(ev, EV_USER) ? ev_user_text_len(ev) : ev_turn_end_reply_len(ev), raw);
+        if (k == EVK_USER || (k == EVK_TURN_END && ev_turn_end_reply(ev))) {
+            printf("[conv %d] %s: ", conv, k == EVK_USER ? "you" : "gpt-2");
+            if (k == EVK_USER)
+                safe_fwrite(stdout, ev_user_text(ev), ev_user_text_len(ev), raw);
+            else
+                safe_fwrite(stdout, ev_turn_end_reply(ev), ev_turn_end_reply_len(ev), raw);
             putchar('\n');
         }
         const char *m = mark(ev, buf, sizeof buf);
         if (m)
             printf("[conv %d] %s\n", conv, m);
-        n += ev_is(ev, EV_TURN_END);
+        n += k == EVK_TURN_END;
     }
     if (s->truncated)
         fprintf(
@@ -108,15 +108,21 @@ typedef struct {
 static void collect(void *ctx, json_t *ev)
 {
     id_list *l = ctx;
-    l->evictions += ev_is(ev, EV_EVICT);
-    l->offloads += ev_is(ev, EV_OFFLOAD);
-    if (ev_is(ev, EV_TURN_END)) {
-        json_decref(l->end);
-        l->end = json_incref(ev);
+    switch (ev_kind_of(ev)) {
+        case EVK_EVICT: l->evictions++; return;
+        case EVK_OFFLOAD: l->offloads++; return;
+        case EVK_TURN_END:
+            json_decref(l->end);
+            l->end = json_incref(ev);
+            return;
+        case EVK_PREFILL:
+            if (l->want && l->stop_at == 0) /* the reply's loop comes next */
+                engine_cancel(l->e);
+            return;
+        case EVK_TOKEN: break;
+        default: return;
     }
-    if (l->want && l->stop_at == 0 && ev_is(ev, EV_PREFILL)) /* the reply's loop comes next */
-        engine_cancel(l->e);
-    if (!ev_is(ev, EV_TOKEN) || l->n == l->cap)
+    if (l->n == l->cap)
         return;
     l->ids[l->n++] = ev_token_id(ev);
     /* diverged, or longer than recorded: what follows cannot make it reproduce; or as far as
@@ -221,14 +227,15 @@ static int verify_resume(verifier *v, int i)
  * for a turn cut by a crash (the run ended first) */
 static const json_t *turn_end_of(const session *s, int at, int conv, const char **text)
 {
-    int edit = ev_is(s->events[at], EV_EDIT);
+    int edit = ev_kind_of(s->events[at]) == EVK_EDIT;
     for (int j = at + 1; j < s->n_events; j++) {
         const json_t *ev = s->events[j];
-        if (ev_is(ev, EV_RESUME))
+        ev_kind k = ev_kind_of(ev);
+        if (k == EVK_RESUME)
             return NULL;
-        if (edit && !*text && ev_is(ev, EV_USER))
+        if (edit && !*text && k == EVK_USER)
             *text = ev_user_text(ev);
-        if (ev_is(ev, EV_TURN_END) && ev_conv(ev) == conv)
+        if (k == EVK_TURN_END && ev_conv(ev) == conv)
             return ev;
     }
     return NULL;
@@ -262,7 +269,7 @@ static int recorded_ids(const session *s, int at, const json_t *end, int conv, i
 {
     int n = 0;
     for (int j = at + 1; s->events[j] != end; j++)
-        if (ev_is(s->events[j], EV_TOKEN) && ev_conv(s->events[j]) == conv && n < cap)
+        if (ev_kind_of(s->events[j]) == EVK_TOKEN && ev_conv(s->events[j]) == conv && n < cap)
             ids[n++] = ev_token_id(s->events[j]);
     return n;
 }
@@ -293,9 +300,10 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
     v->got.want = want_ids, v->got.n_want = n_want, v->got.e = v->e;
     v->got.stop_at = cancelled ? n_want : -1; /* stop where the user stopped it */
     char *reply = NULL;
-    int r = ev_is(ev, EV_USER)    ? engine_turn(v->e, conv, text, &reply)
-            : ev_is(ev, EV_RETRY) ? engine_retry(v->e, conv, &reply)
-                                  : engine_edit(v->e, conv, text ? text : "", &reply);
+    ev_kind kind = ev_kind_of(ev);
+    int r = kind == EVK_USER    ? engine_turn(v->e, conv, text, &reply)
+            : kind == EVK_RETRY ? engine_retry(v->e, conv, &reply)
+                                : engine_edit(v->e, conv, text ? text : "", &reply);
     free(reply);
     v->got.want = NULL;
     char err[200];
@@ -382,12 +390,11 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
     char why[200] = "";
     for (int i = 0; i < s->n_events && !rc && !bad; i++) {
         json_t *ev = s->events[i];
-        int acted = ev_is(ev, EV_RESUME) ? verify_resume(&v, i) : apply_action(v.e, ev, path);
+        ev_kind k = ev_kind_of(ev);
+        int acted = k == EVK_RESUME ? verify_resume(&v, i) : apply_action(v.e, ev, path);
         if (acted < 0)
             rc = -1;
-        if (acted || ev_is(ev, EV_RESUME))
-            continue;
-        if (!ev_is(ev, EV_USER) && !ev_is(ev, EV_RETRY) && !ev_is(ev, EV_EDIT))
+        if (acted || (k != EVK_USER && k != EVK_RETRY && k != EVK_EDIT))
             continue;
         int at = i;
         bad = verify_turn(&v, &i, ++turns, want_ids, dump.f, why, sizeof why);

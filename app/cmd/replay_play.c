@@ -23,7 +23,8 @@ typedef struct {
 static void apply(player *p, const json_t *ev)
 {
     view_apply(&p->v, ev);
-    if (ev_conv(ev) > 0 && (ev_is(ev, EV_USER) || ev_is(ev, EV_TOKEN) || ev_is(ev, EV_PREFILL)))
+    if (ev_conv(ev) > 0 && (ev_kind_of(ev) == EVK_USER || ev_kind_of(ev) == EVK_TOKEN ||
+                            ev_kind_of(ev) == EVK_PREFILL))
         p->conv = ev_conv(ev); /* follow the conversation being talked in */
 }
 
@@ -48,7 +49,7 @@ static void rewind_to(player *p, int upto)
 static int find_turn(const player *p, int from, int dir)
 {
     for (int i = from + dir; i >= 0 && i < p->s->n_events; i += dir)
-        if (ev_is(p->s->events[i], EV_USER))
+        if (ev_kind_of(p->s->events[i]) == EVK_USER)
             return i;
     return dir > 0 ? p->s->n_events : 0;
 }
@@ -101,7 +102,7 @@ static void key(player *p, int c)
         while (p->next < s->n_events) {
             const json_t *ev = s->events[p->next++];
             apply(p, ev);
-            if (ev_is(ev, EV_TOKEN))
+            if (ev_kind_of(ev) == EVK_TOKEN)
                 break;
         }
         forward_to(p, p->next); /* the clock to it */
@@ -143,7 +144,7 @@ int replay_play(const session *s, const char *path)
             p->clock += dt * (p->speed > 1000 ? 1e9 : p->speed);
             while (p->next < s->n_events) {
                 const json_t *ev = s->events[p->next];
-                if (ev_is(ev, EV_RESUME)) /* a resumed session restarts its clock */
+                if (ev_kind_of(ev) == EVK_RESUME) /* a resumed session restarts its clock */
                     base = p->clock - ev_t(ev);
                 else if (event_time(p, p->next) + base > p->clock)
                     break;

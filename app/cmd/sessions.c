@@ -108,7 +108,7 @@ static void describe(const char *path, char *when, size_t wn, char *model, size_
      * no more memory; the writer puts "ev" first, so a line's first piece says what it is */
     static char line[LINE_PIECE];
     char turn_end[64];
-    snprintf(turn_end, sizeof turn_end, "\"ev\":\"%s\"", EV_TURN_END); /* as the writer puts it */
+    snprintf(turn_end, sizeof turn_end, "\"ev\":\"%s\"", ev_kind_name(EVK_TURN_END));
     for (int first = 1, starts = 1; fgets(line, sizeof line, f); first = 0) {
         size_t got = strlen(line);
         int whole = got && line[got - 1] == '\n', starting = starts;

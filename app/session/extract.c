@@ -10,7 +10,7 @@
 static int made_by_fork(json_t *const *evs, int before, int id)
 {
     for (int i = before - 1; i >= 0; i--)
-        if (ev_is(evs[i], EV_FORK) && ev_fork_has_parent(evs[i]) && ev_conv(evs[i]) == id)
+        if (ev_kind_of(evs[i]) == EVK_FORK && ev_fork_has_parent(evs[i]) && ev_conv(evs[i]) == id)
             return i;
     return -1;
 }
@@ -38,7 +38,7 @@ json_t **session_extract(json_t *const *evs, int n, int conv, int *k)
         json_t *ev = c ? json_copy(evs[i]) : json_incref(evs[i]);
         if (c && ev)
             json_object_set_new(ev, "conv", json_integer(m - j));
-        if (c && ev && ev_is(ev, EV_FORK) && ev_fork_has_parent(ev))
+        if (c && ev && ev_kind_of(ev) == EVK_FORK && ev_fork_has_parent(ev))
             json_object_set_new(ev, "parent", json_integer(m - j - 1));
         if (!ev) {
             err_set("out of memory copying a saved conversation's events");

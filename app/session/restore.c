@@ -10,7 +10,7 @@
  * names no parent) */
 static int makes_conv(const json_t *ev)
 {
-    return ev_is(ev, EV_NEW) || (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev));
+    return ev_kind_of(ev) == EVK_NEW || (ev_kind_of(ev) == EVK_FORK && ev_fork_has_parent(ev));
 }
 
 /* The turn_end holding conversation id's window before event `at`: its own last one, else, for a
@@ -22,12 +22,12 @@ static const json_t *window_before(const session *s, int id, int at)
         const json_t *ev = s->events[i];
         if (ev_conv(ev) != id)
             continue;
-        if (ev_is(ev, EV_TURN_END))
-            return ev;
-        if (ev_is(ev, EV_NEW))
-            return NULL;
-        if (ev_is(ev, EV_FORK) && ev_fork_has_parent(ev))
-            id = ev_fork_parent(ev);
+        switch (ev_kind_of(ev)) {
+            case EVK_TURN_END: return ev;
+            case EVK_NEW: return NULL;
+            case EVK_FORK: id = ev_fork_has_parent(ev) ? ev_fork_parent(ev) : id; break;
+            default: break;
+        }
     }
     return NULL;
 }
@@ -62,10 +62,10 @@ int session_restore(engine *e, const session *s, int upto, int **order, int *n)
      * indexed by id, with their completed turns; the one the session last acted in comes last */
     int max_id = 0, last = 0, turns = 0;
     for (int i = 0; i < upto; i++)
-        if (ev_is(s->events[i], EV_TURN_END) || makes_conv(s->events[i])) {
+        if (ev_kind_of(s->events[i]) == EVK_TURN_END || makes_conv(s->events[i])) {
             last = ev_conv(s->events[i]);
             max_id = last > max_id ? last : max_id;
-            turns += ev_is(s->events[i], EV_TURN_END);
+            turns += ev_kind_of(s->events[i]) == EVK_TURN_END;
         }
     *order = NULL;
     *n = 0;
@@ -78,9 +78,10 @@ int session_restore(engine *e, const session *s, int upto, int **order, int *n)
         done && made && *order ? 0 : err_set("out of memory restoring %d conversations", max_id);
     for (int i = 0; i < upto && !rc; i++) {
         const json_t *ev = s->events[i];
-        if (ev_is(ev, EV_TURN_END) || makes_conv(ev)) { /* others may name ids past max_id */
+        if (ev_kind_of(ev) == EVK_TURN_END ||
+            makes_conv(ev)) { /* others may name ids past max_id */
             made[ev_conv(ev)] = 1;
-            done[ev_conv(ev)] += ev_is(ev, EV_TURN_END);
+            done[ev_conv(ev)] += ev_kind_of(ev) == EVK_TURN_END;
         }
     }
     for (int id = 1; id <= max_id && !rc; id++)

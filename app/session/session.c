@@ -28,11 +28,12 @@ const char *session_model_name(const loaded_model *lm)
 json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
 {
     const kv_opts *ko = kv_pool_opts(lm->pool);
+    ev_sampling sampling = rec_sampling(&mo->sp, mo->n_predict);
     return json_pack(
         "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:s, s:i, s:s}}",
-        "weights_dtype", dt_name(lm->model.wtype), "sampling", rec_sampling(&mo->sp, mo->n_predict),
-        "cache", "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype",
-        dt_name(ko->type), "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
+        "weights_dtype", dt_name(lm->model.wtype), "sampling", ev_sampling_json(&sampling), "cache",
+        "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type),
+        "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
         (double)ko->grow_factor, "prealloc", ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes,
         "chat", "template", tpl_name(eo->tpl), "keep", eo->keep, "evict_min", eo->evict_min,
         "evict",
@@ -84,7 +85,7 @@ static void sink(void *ctx, json_t *ev)
         return;
     }
     /* a finished turn is on disk before the next prompt */
-    if (ev_is(ev, EV_TURN_END) && (fflush(w->f) || fsync(fileno(w->f))))
+    if (ev_kind_of(ev) == EVK_TURN_END && (fflush(w->f) || fsync(fileno(w->f))))
         w->failed = 1;
 }
 
@@ -258,13 +259,14 @@ void session_emit_model(loaded_model *lm)
     const gpt2_config *c = &lm->model.cfg;
     size_t free_b = 0, total = 0;
     lm->backend->mem_info(lm->backend, &free_b, &total);
-    ev_emit(lm->bus, 0, EV_MODEL,
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:b, s:s, s:I}", "name",
-                      session_model_name(lm), "backend", lm->backend->name, "params",
-                      (json_int_t)gpt2_param_count(c), "weights_bytes",
-                      (json_int_t)(gpt2_param_count(c) * (json_int_t)dt_size(lm->model.wtype)),
-                      "pool_bytes", (json_int_t)kv_pool_opts(lm->pool)->pool_bytes,
-                      "workspace_bytes", (json_int_t)gpt2_workspace_bytes(c, c->n_ctx), "n_ctx",
-                      c->n_ctx, "random_weights", c->random_weights, "weights_dtype",
-                      dt_name(lm->model.wtype), "memory_total_bytes", (json_int_t)total));
+    long long params = (long long)gpt2_param_count(c);
+    ev_emit_model(lm->bus, 0,
+                  &(ev_model){EV_OPT(name, session_model_name(lm)),
+                              EV_OPT(backend, lm->backend->name), EV_OPT(params, params),
+                              EV_OPT(weights_bytes, params * (long long)dt_size(lm->model.wtype)),
+                              EV_OPT(pool_bytes, (long long)kv_pool_opts(lm->pool)->pool_bytes),
+                              EV_OPT(workspace_bytes, (long long)gpt2_workspace_bytes(c, c->n_ctx)),
+                              EV_OPT(n_ctx, c->n_ctx), EV_OPT(random_weights, c->random_weights),
+                              EV_OPT(weights_dtype, dt_name(lm->model.wtype)),
+                              EV_OPT(memory_total_bytes, (long long)total)});
 }

@@ -101,7 +101,7 @@ int session_parse(session *s, const char *buf, size_t len, const char *name)
                 session_free(s);
                 return -1;
             }
-            if (ev_is(j, EV_RESUME)) { /* a resumed run may use a larger window, or --force
+            if (ev_kind_of(j) == EVK_RESUME) { /* a resumed run may use a larger window, or --force
                                           another model */
                 s->window = ev_resume_window(j) > s->window ? ev_resume_window(j) : s->window;
                 s->vocab = ev_resume_vocab_size(j) > s->vocab ? ev_resume_vocab_size(j) : s->vocab;

@@ -65,13 +65,18 @@ int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts 
         return -1;
     for (int i = 0; i < upto && i < s->n_events; i++) {
         const json_t *ev = s->events[i];
-        if (ev_is(ev, EV_SET))
-            rec_sampling_read(ev, &mo->sp, &mo->n_predict);
-        else if (ev_is(ev, EV_RESUME) && ev_resume_has_cache(ev) && settings_apply(ev, mo, eo))
-            return -1;
-        else if (ev_is(ev, EV_SYSTEM)) {
-            const char *t = ev_system_text(ev);
-            eo->system = t && *t ? t : NULL;
+        switch (ev_kind_of(ev)) {
+            case EVK_SET: rec_sampling_read(ev, &mo->sp, &mo->n_predict); break;
+            case EVK_RESUME:
+                if (ev_resume_has_cache(ev) && settings_apply(ev, mo, eo))
+                    return -1;
+                break;
+            case EVK_SYSTEM: {
+                const char *t = ev_system_text(ev);
+                eo->system = t && *t ? t : NULL;
+                break;
+            }
+            default: break;
         }
     }
     return 0;

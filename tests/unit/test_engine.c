@@ -347,7 +347,7 @@ static void fidelity_exact_vs_shift(void)
         json_t *v;
         json_array_foreach(r.events, i, v)
         {
-            if (!ev_is(v, EV_FIDELITY))
+            if (ev_kind_of(v) != EVK_FIDELITY)
                 continue;
             double kl = json_real_value(json_object_get(v, "kl"));
             worst = kl > worst ? kl : worst;
@@ -435,15 +435,16 @@ static void events_rebuild_the_window(void)
         int streamed = 0, turn = 0;
         json_array_foreach(r.events, i, v)
         {
-            if (ev_is(v, EV_USER) || ev_is(v, EV_RETRY) || ev_is(v, EV_EDIT))
+            if (ev_kind_of(v) == EVK_USER || ev_kind_of(v) == EVK_RETRY ||
+                ev_kind_of(v) == EVK_EDIT)
                 streamed = 0;
-            else if (ev_is(v, EV_TOKEN))
+            else if (ev_kind_of(v) == EVK_TOKEN)
                 streamed++;
-            else if (ev_is(v, EV_TRUNCATE) &&
+            else if (ev_kind_of(v) == EVK_TRUNCATE &&
                      streamed) /* a retry's rollback comes before its tokens */
                 streamed -= (int)(json_integer_value(json_object_get(v, "from")) -
                                   json_integer_value(json_object_get(v, "to")));
-            else if (ev_is(v, EV_TURN_END))
+            else if (ev_kind_of(v) == EVK_TURN_END)
                 CHECK(json_integer_value(json_object_get(v, "tokens")) == streamed,
                       "%s: turn %d's turn_end says %lld tokens, its reply kept %d",
                       mode ? "shift" : "exact", ++turn,
@@ -516,16 +517,16 @@ static int forecasts_hold(rig *r)
     {
         cm_apply(&m, v);
         cm_conv *c = cm_conv_get(&m, ev_conv(v));
-        if (ev_is(v, EV_USER) && c && c->n_cells <= 64) {
+        if (ev_kind_of(v) == EVK_USER && c && c->n_cells <= 64) {
             int left;
             double turns;
             n_drop = c->n_cells;
             cm_preview(c, drop, &left, &turns);
             longest = win_longest_message(c->turns, c->n_turns);
             pending = 1, evict = NULL;
-        } else if (pending && ev_is(v, EV_EVICT)) {
+        } else if (pending && ev_kind_of(v) == EVK_EVICT) {
             evict = v;
-        } else if (pending && ev_is(v, EV_PREFILL)) {
+        } else if (pending && ev_kind_of(v) == EVK_PREFILL) {
             int msg = (int)json_array_size(ev_prefill_ids(v)) - ev_prefill_preamble(v);
             if (evict && msg <= longest) {
                 CHECK(drops_as_marked(evict, drop, n_drop),
@@ -554,14 +555,14 @@ static int reply_forecasts_hold(rig *r)
     {
         cm_apply(&m, v);
         cm_conv *c = cm_conv_get(&m, ev_conv(v));
-        if (ev_is(v, EV_TOKEN) && c && c->n_cells <= 64) {
+        if (ev_kind_of(v) == EVK_TOKEN && c && c->n_cells <= 64) {
             double turns;
             n_drop = c->n_cells;
             cm_preview(c, drop, &left_before, &turns);
             CHECK(left_before == c->window - c->n_cells && turns == 0,
                   "inside a reply at %d of %d tokens: %d left (~%.1f turns)", c->n_cells, c->window,
                   left_before, turns);
-        } else if (ev_is(v, EV_EVICT) && c && c->replying && n_drop >= 0) {
+        } else if (ev_kind_of(v) == EVK_EVICT && c && c->replying && n_drop >= 0) {
             CHECK(left_before == 0, "an eviction inside a reply, forecast %d tokens away",
                   left_before);
             CHECK(drops_as_marked(v, drop, n_drop),
@@ -571,7 +572,7 @@ static int reply_forecasts_hold(rig *r)
         if (c && c->refilling)
             CHECK(cm_preview(c, drop, &left_before, &(double){0}) == 0 && left_before == 0,
                   "a forecast while an eviction re-prefills");
-        if (ev_is(v, EV_TURN_END))
+        if (ev_kind_of(v) == EVK_TURN_END)
             n_drop = -1;
     }
     cm_free(&m);
@@ -599,8 +600,10 @@ static void evict_at_turn_keeps_replies_whole(void)
         json_t *v;
         json_array_foreach(r.events, i, v)
         {
-            replying = ev_is(v, EV_TOKEN) ? 1 : ev_is(v, EV_TURN_END) ? 0 : replying;
-            inside += replying && ev_is(v, EV_EVICT);
+            replying = ev_kind_of(v) == EVK_TOKEN      ? 1
+                       : ev_kind_of(v) == EVK_TURN_END ? 0
+                                                       : replying;
+            inside += replying && ev_kind_of(v) == EVK_EVICT;
         }
         const char *rule = when == WIN_AT_TURN ? "turn" : "full";
         CHECK(count(&r, "evict") > 1, "--evict-at %s: %d evictions", rule, count(&r, "evict"));
@@ -651,7 +654,7 @@ static void long_reply_slides_in_steps(void)
           "%d evictions for %d tokens with evict_min 8", evictions, tokens);
     size_t i;
     json_t *v;
-    json_array_foreach(r.events, i, v) if (ev_is(v, EV_EVICT))
+    json_array_foreach(r.events, i, v) if (ev_kind_of(v) == EVK_EVICT)
         CHECK(json_integer_value(json_object_get(v, "dropped")) >= 8,
               "an eviction dropped only %lld tokens",
               (long long)json_integer_value(json_object_get(v, "dropped")));
@@ -1138,8 +1141,8 @@ static void prepared_eviction_inside_reply(void)
     json_t *v;
     json_array_foreach(on.events, i, v)
     {
-        replying = ev_is(v, EV_TOKEN) ? 1 : ev_is(v, EV_TURN_END) ? 0 : replying;
-        if (replying && ev_is(v, EV_EVICT)) {
+        replying = ev_kind_of(v) == EVK_TOKEN ? 1 : ev_kind_of(v) == EVK_TURN_END ? 0 : replying;
+        if (replying && ev_kind_of(v) == EVK_EVICT) {
             inside++;
             swapped += ev_evict_prepared(v);
             /* what was made ahead took time: issue 46 saw "36 re-prefilled ahead in 0.00 ms" */
@@ -1148,7 +1151,7 @@ static void prepared_eviction_inside_reply(void)
     }
     CHECK(!untimed, "%d prepared evictions say they made tokens ahead in no time", untimed);
     json_array_foreach(off.events, i, v) unprepared_swaps +=
-        ev_is(v, EV_EVICT) && ev_evict_prepared(v);
+        ev_kind_of(v) == EVK_EVICT && ev_evict_prepared(v);
     CHECK(inside > 2 && swapped > 0 && unprepared_swaps == 0,
           "%d evictions inside replies, %d of them prepared (want some), %d without preparation",
           inside, swapped, unprepared_swaps);
@@ -1284,7 +1287,7 @@ static void compare_conv(truth *t, int id, const json_t *ev)
     /* a grow or a copy-on-write happens inside an operation (a prefill, an eviction's
      * re-prefill) that moves the window when it is done: the window's cells are compared at the
      * events that end one, the tokens held and every figure of the cache at all of them */
-    int inside = id == ev_conv(ev) && (ev_is(ev, EV_GROW) || ev_is(ev, EV_COW));
+    int inside = id == ev_conv(ev) && (ev_kind_of(ev) == EVK_GROW || ev_kind_of(ev) == EVK_COW);
     const char *what = cm_tokens(c) != s.len                           ? "tokens"
                        : !inside && c->n_cells != s.len                ? "the window's cells"
                        : s.capacity && c->capacity != s.capacity       ? "capacity"
@@ -1319,7 +1322,7 @@ static void compare(void *ctx, json_t *ev)
     int id = ev_conv(ev);
     if (id > 0 && id < 8 && t->seqs[id])
         for (int i = 1; i < 8; i++)
-            if (i == id || !ev_is(ev, EV_SHARE))
+            if (i == id || ev_kind_of(ev) != EVK_SHARE)
                 compare_conv(t, i, ev);
 }
 

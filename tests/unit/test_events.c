@@ -1,6 +1,7 @@
 /* model/event_schema.h's checks against hand-written events (a window of 64, a vocabulary of 100),
  * its typed accessors, and the bus holding what it emits to the schema. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -74,6 +75,13 @@ static void checks(void)
     refused("{\"ev\":\"turn_end\",\"conv\":1,\"t\":2,\"reply\":\"x\",\"tokens\":1,\"window\":[5],"
             "\"turns\":[],\"keep\":0,\"rng\":\"0\",\"sampling\":{\"temp\":1}}",
             0, "turn_end needs 'sampling' to be sampling settings in range");
+    refused("{\"ev\":\"turn_end\",\"conv\":0,\"t\":2,\"reply\":\"x\",\"tokens\":1,\"window\":[5],"
+            "\"turns\":[],\"keep\":0,\"rng\":\"0\",\"sampling\":{\"temp\":1,\"top_k\":0,"
+            "\"top_p\":1,\"repeat_penalty\":1,\"seed\":1}}",
+            0, "turn_end needs 'conv' to be a conversation's (1 or more)");
+    refused("{\"ev\":\"attention\",\"conv\":1,\"t\":0,\"spans\":[[0,1]],\"mean\":[1],\"max\":[1],"
+            "\"turns\":[0.5],\"tokens\":1}",
+            0, "attention needs 'turns' to be integers in 0..2147483647");
     /* a field no kvchat declares: a reader takes it (a newer kvchat's), the bus's check does not */
     const char *extra = "{\"ev\":\"token\",\"conv\":1,\"t\":0,\"id\":1,\"future\":1}";
     CHECK(!check_text(extra, 0), "a reader refused an undeclared field");
@@ -92,7 +100,7 @@ static void accessors(void)
     json_t *ev = json_loads("{\"ev\":\"prefill\",\"conv\":3,\"t\":2.5,\"ids\":[7,8],\"cached\":5,"
                             "\"ms\":1.25}",
                             0, NULL);
-    CHECK(!strcmp(ev_type(ev), "prefill") && ev_is(ev, EV_PREFILL), "type");
+    CHECK(!strcmp(ev_type(ev), "prefill") && ev_kind_of(ev) == EVK_PREFILL, "type");
     CHECK(ev_conv(ev) == 3 && ev_t(ev) == 2.5, "conv %d, t %g", ev_conv(ev), ev_t(ev));
     CHECK(ev_prefill_cached(ev) == 5 && ev_prefill_ms(ev) == 1.25, "cached %d, ms %g",
           ev_prefill_cached(ev), ev_prefill_ms(ev));
@@ -103,14 +111,15 @@ static void accessors(void)
 }
 
 /* an event that breaks the schema, emitted on a bus made with KVCHAT_CHECK_EVENTS set, aborts the
- * process that emitted it; one that keeps it does not */
-static int emit_in_child(const char *field)
+ * process that emitted it; one that keeps it does not (a misspelled field does not compile: the
+ * build check in tests/test_format.sh) */
+static int emit_in_child(int id)
 {
     pid_t pid = fork();
     if (pid == 0) {
         setenv("KVCHAT_CHECK_EVENTS", "1", 1);
         ev_bus *b = ev_bus_create();
-        ev_emit(b, 1, EV_TOKEN, json_pack("{s:i, s:f}", field, 1, "ms", 0.5));
+        ev_emit_token(b, 1, &(ev_token){.id = id, EV_OPT(ms, 0.5)});
         ev_bus_free(b);
         _exit(0);
     }
@@ -121,12 +130,91 @@ static int emit_in_child(const char *field)
 
 static void emit_checked(void)
 {
-    int status = emit_in_child("id");
+    int status = emit_in_child(1);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a declared event aborted: %d", status);
-    status = emit_in_child("idd");
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-          "an event with an undeclared field and no 'id' was emitted: %d", status);
+    status = emit_in_child(-1);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "a token of id -1 was emitted: %d",
+          status);
+}
+
+/* what a sink receives, as the session writer puts it, "t" left out (a clock's) */
+static void keep_text(void *ctx, json_t *ev)
+{
+    json_t *copy = json_copy(ev);
+    json_object_del(copy, "t");
+    char *text = json_dumps(copy, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    snprintf(ctx, 1024, "%s", text ? text : "(no text)");
+    free(text);
+    json_decref(copy);
+}
+
+static void emitted_as(const char *got, const char *want)
+{
+    CHECK(!strcmp(got, want), "emitted %s, expected %s", got, want);
+}
+
+/* each kind of field, written by the typed emitters as the schema's JSON (hand-written here) */
+static void typed_emitters(void)
+{
+    ev_bus *b = ev_bus_create();
+    char got[1024] = "";
+    CHECK(b && !ev_subscribe(b, keep_text, got), "a bus");
+    if (!b)
+        return;
+    const int ids[] = {7, 8, 9}, spans[] = {4, 2, 10, 3};
+    const double mean[] = {0.25, 0.75};
+    ev_emit_prefill(b, 2, &(ev_prefill){.ids = ids, .n_ids = 3, .cached = 5, EV_OPT(ms, 1.5)});
+    emitted_as(got, "{\"ev\":\"prefill\",\"conv\":2,\"ids\":[7,8,9],\"cached\":5,\"ms\":1.5}");
+    ev_emit_token(b, 2, &(ev_token){.id = 188, EV_OPT(text, "a\0b"), .text_len = 3});
+    emitted_as(got, "{\"ev\":\"token\",\"conv\":2,\"id\":188,\"text\":\"a\\u0000b\"}");
+    ev_emit_evict(b, 1,
+                  &(ev_evict){.ranges = spans,
+                              .n_ranges = 2,
+                              EV_OPT(prepared, 0),
+                              EV_OPT(cache, ((ev_cache){.tokens = 3, .bytes_used = 1LL << 40}))});
+    emitted_as(got,
+               "{\"ev\":\"evict\",\"conv\":1,\"ranges\":[[4,2],[10,3]],\"prepared\":false,"
+               "\"cache\":{\"tokens\":3,\"capacity\":0,\"bytes_used\":1099511627776,"
+               "\"bytes_reserved\":0,\"bytes_per_token\":0,\"shared_blocks\":0,\"host_bytes\":0,"
+               "\"pool_used\":0,\"blocks_used\":0,\"offloaded_convs\":0}}");
+    ev_emit_attention(b, 1,
+                      &(ev_attention){.spans = spans,
+                                      .n_spans = 2,
+                                      .mean = mean,
+                                      .n_mean = 2,
+                                      .max = mean,
+                                      .n_max = 2,
+                                      .tokens = 4});
+    emitted_as(got,
+               "{\"ev\":\"attention\",\"conv\":1,\"spans\":[[4,2],[10,3]],\"mean\":[0.25,0.75],"
+               "\"max\":[0.25,0.75],\"tokens\":4}");
+    const win_turn turns[] = {{.start = 0, .len = 2, .role = 1},
+                              {.start = 2, .len = 1, .role = 2, .pinned = 1}};
+    ev_emit_turn_end(
+        b, 3,
+        &(ev_turn_end){
+            .reply = "hi",
+            .tokens = 2,
+            .window = ids,
+            .n_window = 3,
+            .turns = turns,
+            .n_turns = 2,
+            .keep = 1,
+            .rng = "00ff",
+            .sampling = {.temp = 0.5, .top_k = 4, .top_p = 1, .repeat_penalty = 1, .seed = 9},
+            .numbers = ids,
+            .n_numbers = 2,
+            .has_numbers = 1});
+    emitted_as(got,
+               "{\"ev\":\"turn_end\",\"conv\":3,\"reply\":\"hi\",\"tokens\":2,\"window\":[7,8,9],"
+               "\"turns\":[[0,2,1,false],[2,1,2,true]],\"keep\":1,\"rng\":\"00ff\","
+               "\"sampling\":{\"temp\":0.5,\"top_k\":4,\"top_p\":1.0,\"repeat_penalty\":1.0,"
+               "\"seed\":9},\"numbers\":[7,8]}");
+    ev_emit_clear(b, 4, &(ev_clear){0});
+    emitted_as(got, "{\"ev\":\"clear\",\"conv\":4}");
+    ev_bus_free(b);
 }
 
 TEST_TABLE(events_tests, {"events/schema_checks", checks}, {"events/typed_accessors", accessors},
-           {"events/emitted_events_checked", emit_checked});
+           {"events/emitted_events_checked", emit_checked},
+           {"events/typed_emitters_write_the_schema", typed_emitters});

@@ -251,7 +251,7 @@ typedef struct {
 static void on_share(void *ctx, json_t *ev)
 {
     shares *s = ctx;
-    if (ev_is(ev, EV_SHARE) && s->n < 8) {
+    if (ev_kind_of(ev) == EVK_SHARE && s->n < 8) {
         s->conv[s->n] = ev_conv(ev);
         s->shared[s->n++] = ev_cache_shared_blocks(ev_share_cache(ev));
     }

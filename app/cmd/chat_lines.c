@@ -52,6 +52,7 @@ typedef struct {
     long long prompt_tok, reply_tok;
     double prompt_ms, reply_ms;
     int turns, evictions;
+    int cut; /* the last turn_end's: a Ctrl-C stopped its reply */
 } collector;
 
 /* what the chat says goes to stderr as visible text: it may quote a recorded session */
@@ -78,7 +79,10 @@ static void collect(void *ctx, json_t *ev)
             c->reply_tok++;
             c->reply_ms += ev_token_ms(ev);
             break;
-        case EVK_TURN_END: c->turns++; break;
+        case EVK_TURN_END:
+            c->turns++;
+            c->cut = ev_turn_end_cancelled(ev);
+            break;
         case EVK_EVICT: c->evictions++; break;
         default: break;
     }
@@ -108,7 +112,7 @@ static void turn_failed(int *failed)
 
 /* messages until the input ends or /quit: the exit status */
 static int converse(act_host *host, loaded_model *lm, const chat_persist *persist,
-                    const session_writer *sw)
+                    const session_writer *sw, collector *col)
 {
     engine *e = host->e;
     int rc = 0, raw = !isatty(STDOUT_FILENO), failed = 0;
@@ -200,7 +204,12 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
             rc = EXIT_RUNTIME;
             break;
         }
-        interrupted = 0; /* Ctrl-C stopped this reply only */
+        /* a Ctrl-C that stopped this reply stops nothing more; one that came after the reply had
+         * ended (while it was being saved, say) is the next wait's, or it would be lost */
+        pthread_mutex_lock(&col->lock);
+        if (col->cut)
+            interrupted = 0;
+        pthread_mutex_unlock(&col->lock);
     }
     lines_free(&in);
     block_free(&block);
@@ -240,7 +249,7 @@ int chat_lines(engine *e, loaded_model *lm, const engine_opts *eo, const chat_pe
                      .say = line_say,
                      .note = line_say};
     if (!rc)
-        rc = converse(&host, lm, persist, sw);
+        rc = converse(&host, lm, persist, sw, &col);
     /* under the bus's lock: no sink call is under way once it returns */
     ev_unsubscribe(lm->bus, collect, &col);
     if (isatty(STDERR_FILENO) && col.turns)

@@ -1,5 +1,6 @@
-/* The conversations: the registry (new, fork, restore), what reads them, the system preamble and
- * the stats event. */
+/* The engine's public verbs (engine.h): the conversations (new, fork, restore), what reads them,
+ * changing their past (edit, clear, pin, rank), the system preamble, the stats event. May call
+ * every file below it: worker.c, turn.c, conv.c (and what they call); none of them calls here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,45 +9,6 @@
 #include "../safe_text.h"
 #include "engine_state.h"
 
-conv *eng_find(const engine *e, int id)
-{
-    for (int i = 0; i < e->n_convs; i++)
-        if (e->convs[i]->id == id)
-            return e->convs[i];
-    err_set("no conversation %d", id);
-    return NULL;
-}
-
-int eng_push_ids(conv *c, const int *ids, int n)
-{
-    if (err_grow(&c->ids, &c->cap_ids, (size_t)(c->n_ids + n), sizeof *c->ids,
-                 "a conversation's tokens"))
-        return -1;
-    if (n > 0) /* a conversation whose first turn failed has no tokens, and no array */
-        memcpy(c->ids + c->n_ids, ids, sizeof *ids * (size_t)n);
-    c->n_ids += n;
-    return 0;
-}
-
-int eng_push_turn(conv *c, int role, int start)
-{
-    if (err_grow(&c->turns, &c->cap_turns, (size_t)c->n_turns + 1, sizeof *c->turns,
-                 "a conversation's turns"))
-        return -1;
-    /* numbered on from the last turn, or the last an eviction dropped (events name turns by
-     * number: one gone is never named again); a rollback reuses its numbers */
-    int last = c->n_turns ? c->turns[c->n_turns - 1].no : 0;
-    if (last < c->gone_no)
-        last = c->gone_no;
-    if (last >= EV_TURN_MAX)
-        return err_set("this conversation has had %d turns, the most a session records: /new "
-                       "starts another",
-                       EV_TURN_MAX);
-    int no = last + 1;
-    c->turns[c->n_turns++] = (win_turn){.start = start, .role = role, .no = no};
-    return 0;
-}
-
 static void free_conv(conv *c)
 {
     evict_discard(c);
@@ -54,24 +16,6 @@ static void free_conv(conv *c)
     free(c->ids);
     free(c->turns);
     free(c);
-}
-
-/* The one rule where threads meet: while a reply is being generated, its worker owns the
- * conversations, so every call that would change one is refused (sampling settings are the
- * exception: engine_set_sampling queues them for the reply's end). -1 with the error, or 0. */
-int eng_refuse_while_running(const engine *e)
-{
-    return e->running
-               ? err_set("a reply is being generated: wait for it to finish (Ctrl-C stops it)")
-               : 0;
-}
-
-/* conversation `id`, for a call that changes it: NULL with the error while a reply runs, or when
- * there is no such conversation */
-conv *eng_find_idle(engine *e, int id)
-{
-    eng_prep_halt(e);
-    return eng_refuse_while_running(e) ? NULL : eng_find(e, id);
 }
 
 engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts *eo)
@@ -302,55 +246,6 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
     return c ? c->turns : NULL;
 }
 
-/* the stats event of c, from the thread its turn runs on */
-void eng_stats(engine *e, const conv *c)
-{
-    kv_seq_stats s;
-    kv_pool_stats p;
-    kv_seq_get_stats(c->seq, &s);
-    kv_pool_get_stats(e->lm->pool, &p);
-    const kv_opts *ko = kv_pool_opts(e->lm->pool);
-    /* the panel's forecast: the next eviction comes that much sooner (an -n past the window
-     * cannot be made room for: a reply that long slides the window inside it) */
-    int reply_room = clamp_int(win_reply_room(e->rule.when, e->mo.n_predict), 0, e->rule.window);
-    size_t mem_free = 0, mem_total = 0;
-    int mem = !e->lm->backend->mem_info(e->lm->backend, &mem_free, &mem_total);
-    ev_emit_stats(
-        e->lm->bus, c->id,
-        &(ev_stats){EV_OPT(tokens, s.len),
-                    EV_OPT(capacity, s.capacity),
-                    EV_OPT(window, e->rule.window),
-                    EV_OPT(bytes_used, (long long)s.used_bytes),
-                    EV_OPT(bytes_reserved, (long long)s.reserved_bytes),
-                    EV_OPT(pool_bytes, (long long)p.pool_bytes),
-                    EV_OPT(pool_used, (long long)p.used_bytes),
-                    EV_OPT(fragmentation, s.reserved_bytes > s.used_bytes
-                                              ? (long long)(s.reserved_bytes - s.used_bytes)
-                                              : 0),
-                    EV_OPT(hit_rate, c->needed ? (double)c->served / (double)c->needed : 0.0),
-                    EV_OPT(grows, s.grows),
-                    EV_OPT(evictions, c->evictions),
-                    EV_OPT(blocks_used, p.blocks_used),
-                    EV_OPT(blocks_total, p.blocks_total),
-                    EV_OPT(shared_blocks, s.shared_blocks),
-                    EV_OPT(offloaded_convs, p.offloaded),
-                    EV_OPT(keep, c->keep),
-                    EV_OPT(evict_min, e->rule.target),
-                    .reply_room = reply_room,
-                    .has_reply_room = reply_room != 0,
-                    .least_read = 1,
-                    .has_least_read = e->rule.policy == WIN_LEAST_READ,
-                    EV_OPT(cache_dtype, dt_name(ko->type)),
-                    EV_OPT(layout, ko->layout == KV_PAGED ? "paged" : "contiguous"),
-                    EV_OPT(host_bytes, (long long)s.host_bytes),
-                    .approximate = 1,
-                    .has_approximate = c->approximate,
-                    .memory_free = (long long)mem_free,
-                    .has_memory_free = mem,
-                    .memory_total = (long long)mem_total,
-                    .has_memory_total = mem});
-}
-
 void engine_stats(engine *e, int id)
 {
     eng_prep_halt(e);
@@ -375,14 +270,6 @@ int engine_set_system(engine *e, const char *text)
     return 0;
 }
 
-void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes)
-{
-    char said[160];
-    snprintf(said, sizeof said, "%s had %d byte%s that %s not UTF-8: read as Latin-1 (0xE9: é)",
-             what, bytes, bytes == 1 ? "" : "s", bytes == 1 ? "is" : "are");
-    ev_emit_notice(e->lm->bus, conv_id, &(ev_notice){EV_OPT(text, said)});
-}
-
 const char *engine_system(const engine *e) { return e->system; }
 
 int engine_set_rng(engine *e, int id, uint64_t rng)
@@ -393,3 +280,67 @@ int engine_set_rng(engine *e, int id, uint64_t rng)
     c->smp.rng = rng;
     return 0;
 }
+
+int engine_can_retry(const engine *e, int id)
+{
+    conv *c = eng_refuse_while_running(e) ? NULL : eng_find(e, id);
+    return c && eng_retry_turn(c) >= 0 ? 0 : -1;
+}
+
+int engine_edit(engine *e, int id, const char *text, char **out)
+{
+    atomic_store(&e->cancel, 0);
+    conv *c = eng_edit_rollback(e, id);
+    if (!c || eng_run_turn(e, id, text, out))
+        return -1;
+    eng_prep_begin(e, c);
+    return 0;
+}
+
+int engine_edit_start(engine *e, int id, const char *text)
+{
+    return eng_edit_rollback(e, id) ? engine_turn_start(e, id, text) : -1;
+}
+
+int engine_clear(engine *e, int id)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c)
+        return -1;
+    ev_emit_clear(e->lm->bus, c->id, &(ev_clear){0});
+    int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
+    if (eng_rollback(e, c, keep_turns ? c->turns[0].len : 0))
+        return -1;
+    c->n_turns = keep_turns;
+    return 0;
+}
+
+int engine_rank(engine *e, int id, const float *rank, int n)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c)
+        return -1;
+    if (e->rule.policy != WIN_RANKED || n != c->n_turns)
+        return err_set("ranks for %d turns of a conversation of %d%s", n, c->n_turns,
+                       e->rule.policy != WIN_RANKED ? " under another eviction rule" : "");
+    for (int t = 0; t < n; t++)
+        c->turns[t].read = rank[t];
+    return 0;
+}
+
+int engine_pin(engine *e, int id, int turn, int pinned)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c)
+        return -1;
+    if (turn < 0 || turn >= c->n_turns)
+        return err_set("no turn %d (the conversation has %d)", turn, c->n_turns);
+    c->turns[turn].pinned = pinned;
+    ev_emit_pin(e->lm->bus, c->id, &(ev_pin){.turn = turn, EV_OPT(pinned, pinned)});
+    return 0;
+}
+
+/* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
+ * model, the pool and its conversation's cache, so every call that uses them first makes it give
+ * way (within one layer's work) and waits for it. */
+void engine_settle(engine *e) { eng_prep_wait(e); }

@@ -1,6 +1,7 @@
-/* The engine as its own files share it: engine.c (the conversations and what reads them), turn.c
- * (a turn and its reply loop), edits.c (rollback, retry, edit, clear, pin), worker.c (the reply's
- * thread and the preparation thread). Not part of the engine's public header. */
+/* The engine as its own files share it, in layers that call only downwards: conv.c (a
+ * conversation's state and helpers, the preparation thread), turn.c (a turn, a retry, an edit),
+ * worker.c (the reply's thread) and engine.c (the public verbs). Not part of the engine's public
+ * header. */
 #ifndef KVCHAT_ENGINE_STATE_H
 #define KVCHAT_ENGINE_STATE_H
 
@@ -44,6 +45,7 @@ struct engine {
     rd_reading reading; /* where the reply's tokens read (engine_opts.attention) */
 };
 
+/* ---- conv.c: a conversation's state and helpers, and the preparation thread (the bottom) ---- */
 /* conversation `id`, or NULL with the error */
 conv *eng_find(const engine *e, int id);
 /* the same for a call that changes it: NULL with the error while a reply runs (after making a
@@ -56,22 +58,30 @@ int eng_push_turn(conv *c, int role, int start);
 int eng_last_turn(const conv *c, int role);
 /* c's window and cache back to its first `to` tokens (a truncate event) */
 int eng_rollback(engine *e, conv *c, int to);
-/* new tokens through the model; pick: also chooses the token that follows them (into e->next) */
-int eng_forward(engine *e, conv *c, const int *ids, int n, int pick);
+/* c's cache alone from `from` positions back to `to`, and the truncate event that says so */
+int eng_truncate(engine *e, conv *c, int from, int to);
 /* a notice that `what` had `bytes` bytes that are not UTF-8, read as Latin-1 */
 void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes);
 /* the stats event of c, from the thread its turn runs on */
 void eng_stats(engine *e, const conv *c);
+/* the thread that prepares c's next eviction between turns: waited for; stopped (within a layer)
+ * and waited for; started after a turn of c */
+void eng_prep_wait(engine *e);
+void eng_prep_halt(engine *e);
+void eng_prep_begin(engine *e, conv *c);
+
+/* ---- turn.c: a turn, a retry, an edit (above conv.c) ---- */
+/* new tokens through the model; pick: also chooses the token that follows them (into e->next) */
+int eng_forward(engine *e, conv *c, const int *ids, int n, int pick);
 /* a turn (a message and its reply), or a retry of the last reply, on the caller's thread or the
  * worker's; *out gets the reply */
 int eng_run_turn(engine *e, int id, const char *text, char **out);
 int eng_run_retry(engine *e, int id, char **out);
-/* the thread that prepares c's next eviction between turns: stopped (within a layer) and joined;
- * started after a turn of c */
-void eng_prep_halt(engine *e);
-void eng_prep_begin(engine *e, conv *c);
-/* the reply to what c's window ends with (turn.c), and the turn's closing records */
-int eng_reply(engine *e, conv *c, char **out, int *n_tok);
-int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out);
+/* the turn of the reply a retry replaces, or -1 with the reason there is none */
+int eng_retry_turn(const conv *c);
+/* an edit's first half: the last message and its reply rolled back; NULL with the error */
+conv *eng_edit_rollback(engine *e, int id);
+
+/* ---- worker.c: the reply's thread (above turn.c); engine.c, on top, may call all of these ---- */
 
 #endif

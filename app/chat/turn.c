@@ -1,5 +1,7 @@
-/* A turn: making its room, the user's message through the model, the reply loop (its stop text
- * held back by stop_text.c) and the turn_end record that closes it. */
+/* The turn machinery: making a turn's room, the user's message through the model, the reply loop
+ * (its stop text held back by stop_text.c) and the turn_end record that closes it; a retry and an
+ * edit are turns too (the reply, or the message and its reply, rolled back first). May call:
+ * conv.c, eviction.c, fidelity.c, records.c, stop_text.c, template.c and model/. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,7 +156,7 @@ static void show(engine *e, const conv *c, stop_text *st, int final)
 
 /* generates the reply to what the window ends with; *n_tok gets the tokens it kept, which no
  * window position can tell once an eviction inside the reply has moved them */
-int eng_reply(engine *e, conv *c, char **out, int *n_tok)
+static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
 {
     loaded_model *lm = e->lm;
     /* fixed for the whole reply: a /set meanwhile waits for its end (engine_set_sampling) */
@@ -249,7 +251,7 @@ int eng_reply(engine *e, conv *c, char **out, int *n_tok)
 /* Closes a turn whose reply kept n_tok tokens: the stats, then the closing record (everything
  * needed to resume the conversation exactly); the reply goes to *out when it succeeded and the
  * caller wants it. Returns rc. */
-int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
+static int eng_turn_end(engine *e, conv *c, char *text, int n_tok, int rc, char **out)
 {
     eng_stats(e, c);
     rec_turn_end t = {.reply = text,
@@ -308,4 +310,67 @@ int eng_run_turn(engine *e, int id, const char *text, char **out)
         rc = eng_reply(e, c, &r, &n_tok);
     }
     return eng_turn_end(e, c, r, n_tok, rc, out);
+}
+
+/* the reply a retry replaces (its turn index), or -1 with the reason there is none */
+int eng_retry_turn(const conv *c)
+{
+    int t = eng_last_turn(c, ROLE_ASSISTANT);
+    if (t < 0 || t != c->n_turns - 1)
+        return err_set("nothing to retry: the conversation does not end with a reply");
+    /* a reply is drawn from the logits of the position before it: with nothing before it (evicted
+     * by the reply itself), there is nothing to draw it from again */
+    if (c->turns[t].start < 1)
+        return err_set("cannot retry: the reply fills the window and what it answered was evicted "
+                       "(raise --ctx)");
+    return t;
+}
+
+int eng_run_retry(engine *e, int id, char **out)
+{
+    conv *c = eng_find(e, id);
+    if (!c)
+        return -1;
+    int t = eng_retry_turn(c);
+    if (t < 0)
+        return -1;
+    int to = c->turns[t].start;
+    ev_emit_retry(e->lm->bus, c->id, &(ev_retry){0});
+    double t0 = ev_clock();
+    int rc = eng_rollback(e, c, to);
+    if (!rc) {
+        c->n_turns = t;
+        /* the reply is drawn again from the logits of the position before it */
+        rc = eng_truncate(e, c, to, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
+    }
+    char *r = NULL;
+    int n_tok = 0;
+    if (!rc) {
+        ev_emit_prefill(e->lm->bus, c->id,
+                        &(ev_prefill){.ids = c->ids + to - 1,
+                                      .n_ids = 1,
+                                      .cached = to - 1,
+                                      EV_OPT(preamble, 0),
+                                      EV_OPT(ms, (ev_clock() - t0) * 1e3)});
+        rc = eng_reply(e, c, &r, &n_tok);
+    }
+    return eng_turn_end(e, c, r, n_tok, rc, out);
+}
+
+/* the first half of an edit: the last message and its reply rolled back */
+conv *eng_edit_rollback(engine *e, int id)
+{
+    conv *c = eng_find_idle(e, id);
+    if (!c)
+        return NULL;
+    int t = eng_last_turn(c, ROLE_USER);
+    if (t < 0) {
+        err_set("nothing to edit: the conversation has no message yet");
+        return NULL;
+    }
+    ev_emit_edit(e->lm->bus, c->id, &(ev_edit){0});
+    if (eng_rollback(e, c, c->turns[t].start))
+        return NULL;
+    c->n_turns = t;
+    return c;
 }

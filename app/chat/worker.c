@@ -1,6 +1,6 @@
-/* The engine's two threads: the worker a started turn runs on, and the one that prepares the next
- * eviction between turns; and the calls that start, wait for and cancel them (a /set waits here
- * for the reply's end). */
+/* The reply's thread: the worker a started turn (or retry) runs on, and the calls that start, wait
+ * for and cancel it (a /set waits here for the reply's end); a turn on the caller's thread too.
+ * May call: turn.c, conv.c, records.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,42 +8,6 @@
 #include "../../kernels/err.h"
 #include "records.h"
 #include "engine_state.h"
-
-/* Between turns an eviction may be being prepared in the background (evict_prepare): it uses the
- * model, the pool and its conversation's cache, so every call that uses them first makes it give
- * way (within one layer's work) and waits for it. */
-void engine_settle(engine *e)
-{
-    if (e->preparing) {
-        pthread_join(e->prep_thread, NULL);
-        e->preparing = 0;
-    }
-}
-
-void eng_prep_halt(engine *e)
-{
-    if (e->preparing)
-        atomic_store(&e->prep_stop, 1);
-    engine_settle(e);
-}
-
-static void *prep_main(void *arg)
-{
-    engine *e = arg;
-    evict_prepare(e->prep_conv, e->lm, &e->rule, e->mo.n_predict, &e->prep_stop);
-    return NULL;
-}
-
-/* after a turn of c: its next eviction prepared in the background, when the next turn may need one
- */
-void eng_prep_begin(engine *e, conv *c)
-{
-    if (!e->o.prepare || e->preparing || !c)
-        return;
-    atomic_store(&e->prep_stop, 0);
-    e->prep_conv = c;
-    e->preparing = pthread_create(&e->prep_thread, NULL, prep_main, e) == 0;
-}
 
 static void *worker(void *arg)
 {

@@ -402,8 +402,20 @@ if section chat "cache layouts, dtypes, eviction and offload (greedy chat, f32 w
     fi
 fi
 
+# compute-sanitizer on PATH, else where the CUDA toolkit puts it (its bin is often not on PATH)
+find_sanitizer() {
+    local d
+    command -v compute-sanitizer && return
+    for d in ${CUDA_HOME:+"$CUDA_HOME"/bin "$CUDA_HOME"/compute-sanitizer} \
+        /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer \
+        /usr/local/cuda-*/bin /usr/local/cuda-*/compute-sanitizer; do
+        [ -x "$d/compute-sanitizer" ] && echo "$d/compute-sanitizer" && return
+    done
+    return 1
+}
+
 if section sanitizer "NVIDIA's compute-sanitizer on the unit tests (quick sizes)"; then
-    if ! command -v compute-sanitizer >/dev/null; then
+    if ! SANITIZER=$(find_sanitizer); then
         if [ $EMULATED = 1 ]; then
             row skip "compute-sanitizer" "not on this machine (the emulated build runs under ASan)"
         else
@@ -413,7 +425,7 @@ if section sanitizer "NVIDIA's compute-sanitizer on the unit tests (quick sizes)
         for plan in "${SANITIZER_RUNS[@]}"; do
             read -r tool limit filters <<<"$plan"
             name="compute-sanitizer $tool ($filters)"
-            run "$limit" env KVCHAT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+            run "$limit" env KVCHAT_TEST_QUICK=1 "$SANITIZER" --tool "$tool" \
                 --error-exitcode 9 "$UT" $filters
             cat "$T/stdout" "$T/stderr" >"$T/sanitizer.log"
             judged "$name" sanitizer "$tool" "$T/sanitizer.log" "$RC"

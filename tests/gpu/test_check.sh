@@ -131,6 +131,13 @@ sanitized() { # MODE [OPTIONS]: the verdicts of the sanitizer rows
 got="$(sanitized clean)|$(sanitized errors)|$(sanitized hang --budget 4)"
 same "gpu-check/sanitizer step: clean, errors, never finishing" \
     "ok ok |FAIL FAIL |incomplete incomplete " "$got"
+# found in the CUDA toolkit's folder when it is not on PATH (as a toolkit install leaves it)
+mkdir -p "$G/cuda/bin"
+mv "$G/bin/compute-sanitizer" "$G/cuda/bin/compute-sanitizer"
+got=$(CUDA_HOME=$G/cuda FAKE_SANITIZER=clean tests/gpu/check.sh --emulated --only sanitizer 2>&1 |
+    grep -E '^[a-zA-Z]+ +compute-sanitizer' | awk '{print $1}' | tr '\n' ' ')
+same "gpu-check/sanitizer found in \$CUDA_HOME/bin, off PATH" "ok ok " "$got"
+mv "$G/cuda/bin/compute-sanitizer" "$G/bin/compute-sanitizer"
 
 # bad input: one line naming the problem, exit status 2
 expect_error "gpu-check/an unknown section is refused" 2 "no section 'bogus'" \

@@ -86,4 +86,9 @@ printf '#include <stdio.h>\nint twice(int v);\nint main(void) { printf("%%d\\n",
 printf '#include <cuda_runtime.h>\n__global__ void k(int *o, int v) { o[threadIdx.x] = 2 * v; }\nextern "C" int twice(int v)\n{\n    int *d, h = 0;\n    cudaMalloc(&d, 4);\n    k<<<1, 1>>>(d, v);\n    cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost);\n    return h;\n}\n' >"$P/twice.cu"
 tests/cuda_emu/nvcc-emu -o "$P/twice" "$P/twice.cu" "$P/main.c" -lm >"$P/build" 2>&1
 same "emu/nvcc-emu links .cu and .c files into a program" 42 "$("$P/twice" 2>&1)"
+# ... and with the libraries a real nvcc needs named (its runtime is both cudart and cuBLAS)
+rm -f "$P/twice"
+tests/cuda_emu/nvcc-emu -o "$P/twice" "$P/twice.cu" "$P/main.c" -lcublas -lcublasLt -lcudart \
+    >"$P/build" 2>&1
+same "emu/nvcc-emu takes -lcublas -lcublasLt -lcudart" 42 "$("$P/twice" 2>&1)"
 unset CUDA_EMU_CACHE

@@ -252,12 +252,14 @@ typedef struct {
 #define EV_TYPEDEF(NAME, name, doc) typedef struct ev_##name ev_##name;
 EV_SCHEMA(EV_TYPEDEF, EV_SKIP_FIELD)
 #undef EV_TYPEDEF
-/* each event's struct opens where the one before it closes; the first closes an empty opener */
+/* each event's struct opens where the one before it closes; the first closes an empty opener.
+ * Each starts with a member of no meaning: C has no empty struct (retry, edit, clear have no
+ * fields). */
 #define EV_STRUCT_OPEN(NAME, name, doc) \
     }                                   \
     ;                                   \
     struct ev_##name {                  \
-        ev_kind kind; /* the emitter sets it */
+        char no_fields_;
 struct ev_schema_opener_ {
     int unused;
     EV_SCHEMA(EV_STRUCT_OPEN, EV_MEMBER)
@@ -269,7 +271,7 @@ struct ev_schema_opener_ {
 #define EV_COPY(e, f, type, lo, hi, need, doc) .f = s->f, EV_COPY_##need(f)
 static inline ev_set ev_set_of(const ev_sampling *s)
 {
-    return (ev_set){.kind = EVK_SET, EV_SAMPLING_FIELDS(EV_COPY, set)};
+    return (ev_set){EV_SAMPLING_FIELDS(EV_COPY, set)};
 }
 #undef EV_COPY
 

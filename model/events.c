@@ -119,7 +119,7 @@ static json_t *ints(const int *v, int n, int per)
     return a;
 }
 
-static json_t *block(const void *s, const member *rows, int n, const char *ev);
+static json_t *object_of(const void *s, const member *rows, int n);
 
 /* one field's JSON, from the struct s */
 static json_t *value(const char *s, const member *m)
@@ -163,27 +163,34 @@ static json_t *value(const char *s, const member *m)
     return NULL;
 }
 
-/* the object of struct s's fields, as rows (those of event ev, or all) declare them */
-static json_t *block(const void *s, const member *rows, int n, const char *ev)
+/* struct s's fields, as rows (those of event ev, or all) declare them, set in o: 0, or -1 */
+static int fill(json_t *o, const void *s, const member *rows, int n, const char *ev)
 {
-    json_t *o = json_object();
-    for (int i = 0; o && i < n; i++) {
+    for (int i = 0; i < n; i++) {
         const member *m = &rows[i];
         if ((ev && strcmp(m->ev, ev)) || (m->opt && !*(const int *)((const char *)s + m->has)))
             continue;
         json_t *v = value(s, m);
         if (!v || json_object_set_new(o, m->name, v))
-            json_decref(o), o = NULL;
+            return -1;
     }
+    return 0;
+}
+
+static json_t *object_of(const void *s, const member *rows, int n)
+{
+    json_t *o = json_object();
+    if (o && fill(o, s, rows, n, NULL))
+        json_decref(o), o = NULL;
     return o;
 }
 
 json_t *ev_sampling_json(const ev_sampling *s)
 {
-    return block(s, SAMPLING_ROWS, COUNT(SAMPLING_ROWS), NULL);
+    return object_of(s, SAMPLING_ROWS, COUNT(SAMPLING_ROWS));
 }
 
-json_t *ev_cache_json(const ev_cache *c) { return block(c, CACHE_ROWS, COUNT(CACHE_ROWS), NULL); }
+json_t *ev_cache_json(const ev_cache *c) { return object_of(c, CACHE_ROWS, COUNT(CACHE_ROWS)); }
 
 static void emit(ev_bus *b, int conv, ev_kind kind, const void *fields)
 {
@@ -191,13 +198,10 @@ static void emit(ev_bus *b, int conv, ev_kind kind, const void *fields)
         return;
     const char *type = ev_kind_name(kind);
     json_t *ev = json_pack("{s:s, s:i, s:f}", "ev", type, "conv", conv, "t", ev_now(b));
-    json_t *f = ev ? block(fields, ROWS, COUNT(ROWS), type) : NULL;
-    if (!f || json_object_update(ev, f)) {
-        json_decref(f);
+    if (!ev || fill(ev, fields, ROWS, COUNT(ROWS), type)) {
         json_decref(ev);
         return;
     }
-    json_decref(f);
     const char *why = b->check ? ev_check(ev, EV_BIG, EV_BIG, 1) : NULL;
     if (why) { /* a program error, not an input's: the test that made it fails at the emitter */
         fprintf(stderr, "kvchat: an emitted event breaks model/event_schema.h: %s\n", why);

@@ -28,7 +28,7 @@ double selftest_limit(dtype weights, dtype cache)
     return cache != DT_F32 && w < 5e-3 ? 5e-3 : w;
 }
 
-static double rel_l2(const float *x, const float *ref, int n)
+double selftest_error(const float *x, const float *ref, int n)
 {
     double d = 0, r = 0;
     for (int i = 0; i < n; i++) {
@@ -81,7 +81,7 @@ int selftest_run(loaded_model *lm, selftest_result *r)
                      gpt2_forward(&ref, cpu, sc, ids + at, n, lc)
                  ? -1
                  : 0;
-        double e = rc ? 0 : rel_l2(ld, lc, V);
+        double e = rc ? 0 : selftest_error(ld, lc, V);
         if (!rc && !(e <= r->worst)) /* NaN too */
             r->worst = isnan(e) ? INFINITY : e;
         r->steps += !rc;

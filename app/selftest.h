@@ -21,6 +21,8 @@ typedef struct {
 /* The largest error a correct device shows in these weight and cache dtypes (see selftest.c for the
  * figures). */
 double selftest_limit(dtype weights, dtype cache);
+/* The relative L2 distance of n logits x from the reference's */
+double selftest_error(const float *x, const float *ref, int n);
 /* Runs the test for the model as loaded on its backend (a CPU copy is loaded from lm->dir). */
 int selftest_run(loaded_model *lm, selftest_result *r);
 /* The first-use gate, called by selftest_load on a GPU: for each kernel set to try, the cached

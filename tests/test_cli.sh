@@ -83,6 +83,18 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
         "$KV" selftest -m "$M" --device cuda
 fi
 expect_error "${TAG}cli/selftest bad flag" 2 "unknown option '--frob'" "$KV" selftest -m "$M" --frob
+# selftest --cases (the GPU check's engine): each part of a case named when wrong; on the CPU it
+# refuses, as there is nothing to compare
+for c in "f32/paged/f32|is not WEIGHTS/LAYOUT/CACHE/KERNELS" "int8/paged/f32/fast|weights are" \
+    "f32/paged/q8/fast|a cache is" "f32/rows/f32/fast|the layout is paged or contiguous" \
+    "f32/paged/f32/slow|the kernels are fast or basic, not 'slow'" ",|no case given"; do
+    expect_error "${TAG}cli/selftest --cases ${c%%|*} is refused" 2 "--cases: .*${c#*|}" \
+        "$KV" selftest -m "$M" --cases "${c%%|*}"
+done
+expect_error "${TAG}cli/selftest --cases longer than the context" 1 "need more than the model's" \
+    "$KV" selftest -m "$M" --cases f32/paged/f32/fast --prompt 4000
+expect_error "${TAG}cli/selftest --cases on the CPU" 1 "--cases: no GPU in use \(--device cpu\)" \
+    "$KV" selftest -m "$M" --cases f32/paged/f32/fast --prompt 8 --force 2 --device cpu
 
 # teacher forcing: --force-ids feeds given ids one per step and --dump-logits writes a row per step;
 # each row equals recomputing its whole prefix without the cache

@@ -7,10 +7,12 @@
 # toolkit is 13.x here and on the lent H200s). OpenBLAS is cut down from its static archive to the
 # objects the binaries call (36 MB shared, about 25 MB so), to keep the bundle under what a device
 # call carries. tests/gpu/check.sh DIR is then the whole GPU check; tests/gpu/test_bundle.sh runs
-# the bundle here with every other library hidden.
+# the bundle here with every other library hidden. DIR.tar.xz beside it is the bundle as it
+# travels (the device machine receives 64 MiB at most, the repository included); the check takes
+# either.
 set -euo pipefail
 die() { echo "bundle: $*" >&2; exit 1; }
-case ${1:-} in -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# = 1 ] && [ "${1:0:1}" != - ] || { echo "bundle: usage: tests/gpu/bundle.sh DIR" >&2; exit 2; }
 out=$1
 cd "$(dirname "$0")/../.."
@@ -60,5 +62,8 @@ git rev-parse --short HEAD >"$out.new/COMMIT" 2>/dev/null || echo unknown >"$out
 git diff --quiet HEAD 2>/dev/null || echo "(with uncommitted changes)" >>"$out.new/COMMIT"
 rm -rf "$out"
 mv "$out.new" "$out"
-size=$(du -sb "$out" | awk '{printf "%.1f MiB", $1 / 1048576}')
-echo "bundle: $out, $size in $(ls "$out" | wc -l) files" >&2
+XZ_OPT=-T0 tar -C "$(dirname "$out")" -cJf "$out.tar.xz.new" "$(basename "$out")"
+mv "$out.tar.xz.new" "$out.tar.xz"
+mib() { du -sb "$1" | awk '{printf "%.1f MiB", $1 / 1048576}'; }
+echo "bundle: $out, $(mib "$out") in $(ls "$out" | wc -l) files;" \
+    "$out.tar.xz, $(mib "$out.tar.xz")" >&2

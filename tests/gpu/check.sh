@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
-# The GPU check: the CUDA backend against the CPU backend (its reference), kernel by kernel and end
-# to end, under NVIDIA's sanitizers, and its speed against the memory floor and the targets.
+# The GPU check: the CUDA backend against the CPU backend (its reference), end to end at every GPT-2
+# shape and kernel by kernel, under NVIDIA's sanitizers, and its speed against the targets.
 #
-#   tests/gpu/check.sh BUNDLE       on a machine with an NVIDIA GPU, from a bundle that
-#                                   tests/gpu/bundle.sh built elsewhere: nothing is built here
-#   tests/gpu/check.sh --emulated   on the emulated device (make emu), quick: tiny shapes, a few
+#   tests/gpu/check.sh BUNDLE       on a machine with an NVIDIA GPU, from a bundle (a folder, or
+#                                   the .tar.xz beside it) that tests/gpu/bundle.sh built elsewhere
+#   tests/gpu/check.sh --emulated   on the emulated device (make emu), quick: small shapes, a few
 #                                   steps, no speed targets; make test runs it, and again with a
 #                                   fault planted in one kernel (CUDA_EMU_FAULT), where it must fail
-#   --only LIST    some of the sections, in this order: speed,twins,logits,forced,chat,sanitizer
-#   --budget S     seconds for the whole check (default 330 on a GPU, 900 emulated); a run stopped
-#                  by its own limit or by the budget is "incomplete", and so is the check
+#   --only LIST    some of the sections, in this order: smoke,correct,twins,speed,shapes,chat,
+#                  sanitizer
+#   --budget S     seconds for the whole check (default 240 on a GPU, 900 emulated); a run stopped
+#                  by its own limit or by the budget is "incomplete"
 #
-# Prints a table of rows "ok|FAIL|incomplete|info|skip NAME  DETAIL" and closes with
-# "N passed, N failed, N incomplete"; exits 0 only when nothing failed and nothing is incomplete.
-# OUT=DIR keeps check.txt (the table, written as it grows), speed.txt and the bench JSON (written as
-# soon as the speed section ends, which comes first) and logs.txt (every run's command and stderr).
+# Two verdicts: correctness (PASS, FAIL or incomplete: every row but the speed targets) and speed
+# (each target met or missed; never a failure of the check). Prints a table of rows "ok|FAIL|
+# incomplete|info|skip|met|missed NAME  DETAIL", the two verdicts, and closes with "N passed, N
+# failed, N incomplete" (the correctness rows); exits 0 only when correctness is PASS.
+# OUT=DIR keeps check.txt (the table, written as it grows), check.json (both verdicts and every
+# row), speed.txt and the bench JSON, and logs.txt (every run's command and stderr).
 set -u
 cd "$(dirname "$0")/../.."
 usage() { # usage [STATUS]: the options (on stdout for --help)
     echo "usage:"
-    sed -n '5,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 } >&"$([ "${1:-2}" = 0 ] && echo 1 || echo 2)"
 die() { echo "check: $*" >&2; exit 2; }
 
-EMULATED=0 BUNDLE= ONLY=speed,twins,logits,forced,chat,sanitizer BUDGET=
+ALL=smoke,correct,twins,speed,shapes,chat,sanitizer
+EMULATED=0 BUNDLE= ONLY=$ALL BUDGET=
 while [ $# -gt 0 ]; do
     case $1 in
     --emulated) EMULATED=1 ;;
@@ -37,7 +41,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 for s in ${ONLY//,/ }; do
-    case ,speed,twins,logits,forced,chat,sanitizer, in
+    case ,$ALL, in
     *,$s,*) ;;
     *) die "--only: no section '$s'" ;;
     esac
@@ -46,6 +50,11 @@ case ${BUDGET:-1} in '' | *[!0-9]*) die "--budget: '$BUDGET' is not a number of 
 PY=${PYTHON:-python3}
 JUDGE="$PY tests/gpu/judge.py"
 
+# big scratch (the 1.5B shape is 3.1 GB) in memory where there is room
+scratch=/tmp
+[ -w /dev/shm ] && [ "$(df -k --output=avail /dev/shm | tail -1)" -gt 8000000 ] && scratch=/dev/shm
+T=$(mktemp -d "$scratch/kvchat-check-XXXXXX")
+trap 'rm -rf "$T"' EXIT
 if [ $EMULATED = 1 ]; then
     [ -z "$BUNDLE" ] || die "--emulated takes no bundle"
     KV=build/emu/kvchat UT=build/emu/unit_tests
@@ -53,29 +62,31 @@ if [ $EMULATED = 1 ]; then
     BUDGET=${BUDGET:-900}
 else
     [ -n "$BUNDLE" ] || usage
+    if [ -f "$BUNDLE" ]; then # the bundle as it travels: unpacked here (in memory if there is room)
+        tar -xf "$BUNDLE" -C "$T" 2>"$T/tar.err" ||
+            die "$BUNDLE: not a bundle archive ($(head -1 "$T/tar.err"))"
+        BUNDLE=$(find "$T" -mindepth 2 -maxdepth 2 -name COMMIT -printf '%h\n' | head -1)
+        [ -n "$BUNDLE" ] || die "the archive holds no bundle (no COMMIT file)"
+    fi
     KV=$BUNDLE/kvchat UT=$BUNDLE/unit_tests
     [ -x "$KV" ] && [ -x "$UT" ] ||
         die "$BUNDLE is not a bundle (no kvchat and unit_tests): tests/gpu/bundle.sh makes one"
     nvidia-smi -L >/dev/null 2>&1 ||
         die "no NVIDIA GPU here (nvidia-smi -L); --emulated runs the check on the emulated device"
-    BUDGET=${BUDGET:-330}
+    BUDGET=${BUDGET:-240}
     export KVCHAT_ASSETS=$BUNDLE/assets
 fi
 DEADLINE=$((SECONDS + BUDGET))
-# big scratch (the 1.5B shape is 3.1 GB) in memory where there is room
-scratch=/tmp
-[ -w /dev/shm ] && [ "$(df -k --output=avail /dev/shm | tail -1)" -gt 8000000 ] && scratch=/dev/shm
-T=$(mktemp -d "$scratch/kvchat-check-XXXXXX")
-trap 'rm -rf "$T"' EXIT
 OUT=${OUT:-$T/out}
 mkdir -p "$OUT"
 : >"$OUT/check.txt"
 : >"$OUT/logs.txt"
+: >"$T/rows"
 # the raw figures: no first-use self-test moving a model to the CPU (the self-test has its own rows)
 export KVCHAT_SELFTEST=0 XDG_CACHE_HOME=$T/cache
-PASS=0 FAIL=0 INCOMPLETE=0 SKIP=0
+PASS=0 FAIL=0 INCOMPLETE=0 SKIP=0 SECTION= DEVICE_RUNS=0
 
-# row VERDICT NAME DETAIL: one line of the table, counted
+# row VERDICT NAME DETAIL: one line of the table, counted (met and missed: speed, not counted)
 row() {
     case $1 in
     ok) PASS=$((PASS + 1)) ;;
@@ -84,6 +95,7 @@ row() {
     skip) SKIP=$((SKIP + 1)) ;;
     esac
     printf '%-10s %-62s %s\n' "$1" "$2" "$3" | tee -a "$OUT/check.txt"
+    printf '%s\t%s\t%s\t%s\n' "$SECTION" "$1" "$2" "$3" >>"$T/rows"
 }
 # run LIMIT CMD...: CMD with its stdout in $T/stdout, its stderr in $T/stderr (and logs.txt),
 # stopped after LIMIT seconds or at the budget; RC is its exit status (124: stopped, or not started)
@@ -92,6 +104,7 @@ run() {
     shift
     [ "$left" -lt "$limit" ] && limit=$left
     echo "\$ $*" >>"$OUT/logs.txt"
+    case " $* " in *" --device cuda "* | *" cuda/"*) DEVICE_RUNS=$((DEVICE_RUNS + 1)) ;; esac
     if [ "$limit" -lt 1 ]; then
         echo "(not run: the budget of $BUDGET s is spent)" | tee "$T/stderr" >>"$OUT/logs.txt"
         : >"$T/stdout"
@@ -122,6 +135,7 @@ judged() {
 }
 section() { # section NAME TITLE: true when NAME is to run
     case ,$ONLY, in *,$1,*) ;; *) return 1 ;; esac
+    SECTION=$1
     echo
     echo "== $2" | tee -a "$OUT/check.txt"
 }
@@ -132,34 +146,62 @@ tiny() { # tiny DIR ARGS...: a random checkpoint (made by the same binary, on th
     run 120 "$KV" make-tiny-model "$dir" "$@"
     failed "model ${dir##*/}" && rm -rf "$dir"
 }
+# cases WHAT LIMIT MODEL SELFTEST-ARGS...: kvchat selftest --cases, one process, its rows taken
+# as they are; a run stopped or broken says so after the rows it printed
+cases() {
+    local what=$1 limit=$2 m=$3 v name detail n
+    shift 3
+    run "$limit" "$KV" selftest -m "$m" --device cuda "$@"
+    n=0 nfail=0
+    while IFS=$'\t' read -r v name detail; do
+        row "$v" "$what: $name" "$detail"
+        n=$((n + 1))
+        [ "$v" = FAIL ] && nfail=$((nfail + 1))
+    done < <(grep -E $'^(ok|FAIL|info)\t' "$T/stdout")
+    # exit 1 is a failed comparison, or a run that broke (its error on stderr)
+    case $RC in
+    0) [ $n -gt 0 ] || row FAIL "$what" "no rows (exit 0)" ;;
+    1) [ $nfail -gt 0 ] ||
+        row FAIL "$what" "exit 1 after $n rows: $(tail -1 "$T/stderr" | cut -c1-160)" ;;
+    124 | 137) row incomplete "$what: the cases after these $n rows" "stopped at its limit" ;;
+    *) row FAIL "$what" "exit $RC after $n rows: $(tail -1 "$T/stderr" | cut -c1-160)" ;;
+    esac
+}
 
-# what each mode runs: the shapes and lengths
+# what each mode runs: the shapes, cases and lengths
 IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
 if [ $EMULATED = 1 ]; then
-    SHAPES=("2 4 64 128 f32,bf16") GREEDY=3 SAMPLED=3 SAMPLED_MODEL="2 4 64 128"
-    FORCED_MODEL="2 4 64 128" PROMPT=12 FORCE=3 FORCED_WINDOW=128
-    FORCED_RUNS=("f32 paged f32 fast,basic" "f32 contiguous int8 basic" "bf16 paged bf16 basic"
-        "q8 paged f16 basic")
+    CORRECT_MODEL="2 4 64 128" CORRECT_LEN="--prompt 12 --force 3 --greedy 3"
+    CORRECT_CASES=f32/paged/f32/fast,f32/paged/f32/basic,f32/contiguous/int8/basic
+    CORRECT_CASES+=,bf16/paged/bf16/fast,bf16/paged/bf16/basic,q8/paged/f16/basic
+    # the 124M shape: one case, its prefill and two forced steps take about half a minute here
+    SHAPES=("124M 12 12 768 1024") SHAPE_CASES=bf16/paged/bf16/fast
+    SHAPE_LEN="--prompt 16 --force 2 --greedy 2 --no-gate"
+    SAMPLED=3 SAMPLED_MODEL="2 4 64 128"
     CHAT_FORCED=("f32 40 12 24K basic")
     CHAT_OPTS=("--cache-layout contiguous --cache-dtype int8" "--ctx 32 --evict-min 8")
     CHAT_TOKENS=3 CHAT_SET=basic
     SANITIZER_RUNS=("memcheck 60 cuda/q8" "racecheck 60 cuda/kernels")
 else
-    SHAPES=("2 4 64 128 f32,f16,bf16" "4 8 256 512 f32,bf16" "12 12 768 1024 f32,bf16")
-    GREEDY=32 SAMPLED=48 SAMPLED_MODEL="4 8 256 512"
-    FORCED_MODEL="4 8 256 1024" PROMPT=300 FORCE=200 FORCED_WINDOW=1024
-    # each cache dtype on both kernel sets, the contiguous layout, 16-bit and int8 weights
-    FORCED_RUNS=("f32 paged f32 fast,basic" "f32 paged f16 fast,basic" "f32 paged bf16 fast,basic"
-        "f32 paged int8 fast,basic" "f32 contiguous f32 fast" "f32 contiguous int8 fast"
-        "bf16 paged bf16 fast,basic" "q8 paged f16 fast,basic")
+    # the 124M shape, every step of a teacher-forced decode past 256 positions of context (several
+    # attention chunks, step replay): each cache dtype on both kernel sets, the contiguous layout,
+    # 16-bit and q8 weights
+    CORRECT_MODEL="12 12 768 1024" CORRECT_LEN="--prompt 300 --force 64 --greedy 16"
+    CORRECT_CASES=f32/paged/f32/fast,f32/paged/f32/basic,f32/paged/f16/fast,f32/paged/f16/basic
+    CORRECT_CASES+=,f32/paged/bf16/fast,f32/paged/bf16/basic,f32/paged/int8/fast
+    CORRECT_CASES+=,f32/paged/int8/basic,f32/contiguous/f32/fast,f32/contiguous/int8/fast
+    CORRECT_CASES+=,f16/paged/f32/fast,bf16/paged/bf16/fast,bf16/paged/bf16/basic
+    CORRECT_CASES+=,bf16/paged/f32/fast,q8/paged/f16/fast,q8/paged/f16/basic
+    SHAPES=("355M 24 16 1024 1024" "774M 36 20 1280 1024" "1.5B 48 25 1600 1024")
+    SHAPE_CASES=bf16/paged/bf16/fast,f32/paged/f32/fast
+    SHAPE_LEN="--prompt 140 --force 8 --greedy 4"
+    SAMPLED=48 SAMPLED_MODEL="4 8 256 512"
     CHAT_FORCED=("f32 128 48 96K fast" "bf16 128 48 96K fast")
-    CHAT_OPTS=("--cache-layout paged" "--cache-layout contiguous"
-        "--cache-layout contiguous --prealloc" "--cache-dtype f16" "--cache-dtype bf16"
-        "--cache-dtype int8" "--ctx 64 --evict-min 8" "--ctx 64 --evict shift"
-        "--ctx 64 --cache-mem 256K")
+    CHAT_OPTS=("--cache-layout contiguous --prealloc" "--ctx 64 --evict-min 8"
+        "--ctx 64 --evict shift" "--ctx 64 --cache-mem 256K")
     CHAT_TOKENS=12 CHAT_SET=fast
     # small filters and the quick sizes (KVCHAT_TEST_QUICK): the tools slow kernels tenfold or more
-    SANITIZER_RUNS=("memcheck 70 cuda/" "racecheck 60 cuda/attention cuda/sample cuda/fused")
+    SANITIZER_RUNS=("memcheck 45 cuda/" "racecheck 35 cuda/attention cuda/sample cuda/fused")
 fi
 
 what="bundle $BUNDLE"
@@ -183,41 +225,30 @@ print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu1
         tee -a "$OUT/check.txt"
     echo "bundle built from $(tr '\n' ' ' <"$BUNDLE/COMMIT" 2>/dev/null)" | tee -a "$OUT/check.txt"
     missing=$(ldd "$KV" "$UT" | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
-    if [ -n "$missing" ]; then row FAIL "bundle: every library it needs is found" "$missing"; fi
+    if [ -n "$missing" ]; then
+        SECTION=smoke
+        row FAIL "bundle: every library it needs is found" "$missing"
+    fi
 fi
 
-if section speed "speed ($KV bench --device cuda: each step's device time by CUDA events)"; then
-    rm -f "$OUT"/b124.json "$OUT"/b124-basic.json "$OUT"/b1558.json
-    if [ $EMULATED = 1 ]; then
-        tiny "$T/m-2-64-bf16" --layers 2 --heads 4 --embd 64 --ctx 128 --dtype bf16
-        run 120 "$KV" bench -m "$T/m-2-64-bf16" --device cuda --gpu-kernels basic --dtype bf16 \
-            --runs 1 --prefill 16 --context 0,8 --json "$OUT/b124.json"
-        failed "bench, the tiny model, basic kernels"
-        "$PY" tests/gpu/report.py --verdicts "$T/verdicts" --small "$OUT/b124.json" --contexts 0,8 \
-            --prefills 16 --no-targets >"$OUT/speed.txt" 2>&1
-    else
-        tiny "$T/m124" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16
-        run 60 "$KV" bench -m "$T/m124" --device cuda --dtype bf16 --runs 7 --prefill 128,768,1024 \
-            --context 0,512,1000 --json "$OUT/b124.json"
-        failed "bench, 124M shape, fast kernels"
-        run 40 "$KV" bench -m "$T/m124" --device cuda --gpu-kernels basic --dtype bf16 --runs 3 \
-            --prefill 128 --context 0,512,1000 --json "$OUT/b124-basic.json"
-        failed "bench, 124M shape, basic kernels"
-        tiny "$T/m1558" --layers 48 --heads 25 --embd 1600 --ctx 1024 --dtype bf16
-        run 60 "$KV" bench -m "$T/m1558" --device cuda --dtype bf16 --runs 3 --prefill 128 \
-            --context 0,512 --json "$OUT/b1558.json"
-        failed "bench, 1.5B shape"
-        rm -rf "$T/m1558"
-        "$PY" tests/gpu/report.py --verdicts "$T/verdicts" --small "$OUT/b124.json" \
-            --large "$OUT/b1558.json" --basic "$OUT/b124-basic.json" >"$OUT/speed.txt" 2>&1
-    fi
-    sed 's/^/  /' "$OUT/speed.txt" | tee -a "$OUT/check.txt"
-    [ -s "$T/verdicts" ] || echo "FAIL speed report: $(tail -1 "$OUT/speed.txt")" >"$T/verdicts"
-    while read -r v rest; do row "$v" "speed: ${rest%%: *}" "${rest#*: }"; done <"$T/verdicts"
+if section smoke "one device process: does it start, and what does a start cost"; then
+    tiny "$T/m-2-64-f32" --layers 2 --heads 4 --embd 64 --ctx 128
+    t0=$(date +%s.%N)
+    cases "smoke" 60 "$T/m-2-64-f32" --cases f32/paged/f32/basic --prompt 8 --force 1 --greedy 1
+    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    row info "start: one device process, a tiny model" "$(printf '%.2f s wall' "$wall")"
+fi
+
+if section correct "the 124M shape against the CPU: prefill, forced steps, greedy, self-test"; then
+    read -r L H E C <<<"$CORRECT_MODEL"
+    tiny "$T/m-correct" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --seed 5
+    cases "${L}x$E" $([ $EMULATED = 1 ] && echo 240 || echo 100) "$T/m-correct" \
+        --cases $CORRECT_CASES $CORRECT_LEN
+    [ $EMULATED = 1 ] || rm -rf "$T/m-correct"
 fi
 
 if section twins "every kernel against its CPU twin ($UT cuda/)"; then
-    run $([ $EMULATED = 1 ] && echo 240 || echo 90) "$UT" cuda/
+    run $([ $EMULATED = 1 ] && echo 240 || echo 60) "$UT" cuda/
     out=$T/stdout
     names="kernels_match_cpu_twins fused_matches_cpu_twin q8_matches_cpu_twin
         attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu driver_messages"
@@ -244,48 +275,61 @@ if section twins "every kernel against its CPU twin ($UT cuda/)"; then
     fi
 fi
 
-if section logits "logits, self-test and greedy tokens against the CPU (an f32 cache on both)"; then
+# speed: report.py's verdicts are targets met or missed, never correctness rows
+speed_rows() {
+    local v rest
+    [ -s "$T/verdicts" ] || echo "FAIL speed report: $(tail -1 "$OUT/speed.txt")" >"$T/verdicts"
+    while read -r v rest; do
+        case $v in ok) v=met ;; *) v=missed ;; esac
+        [ $EMULATED = 1 ] && [ $v = missed ] && v=FAIL # quick: the figures are all there, or not
+        row "$v" "speed: ${rest%%: *}" "${rest#*: }"
+    done <"$T/verdicts"
+}
+if section speed "speed ($KV bench --device cuda: each step's device time by CUDA events)"; then
+    rm -f "$OUT"/b124.json "$OUT"/b124-basic.json "$OUT"/b1558.json "$T/verdicts"
+    if [ $EMULATED = 1 ]; then
+        tiny "$T/m-2-64-bf16" --layers 2 --heads 4 --embd 64 --ctx 128 --dtype bf16
+        run 120 "$KV" bench -m "$T/m-2-64-bf16" --device cuda --gpu-kernels basic --dtype bf16 \
+            --runs 1 --prefill 16 --context 0,8 --json "$OUT/b124.json"
+        failed "bench, the tiny model, basic kernels"
+        report=(--small "$OUT/b124.json" --contexts 0,8 --prefills 16 --no-targets)
+    else
+        tiny "$T/m124" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16
+        run 40 "$KV" bench -m "$T/m124" --device cuda --dtype bf16 --runs 5 --prefill 128,768,1024 \
+            --context 0,512,1000 --json "$OUT/b124.json"
+        failed "bench, 124M shape, fast kernels"
+        run 30 "$KV" bench -m "$T/m124" --device cuda --gpu-kernels basic --dtype bf16 --runs 3 \
+            --prefill 128 --context 0,512,1000 --json "$OUT/b124-basic.json"
+        failed "bench, 124M shape, basic kernels"
+        rm -rf "$T/m124"
+        # kept for the shapes section
+        tiny "$T/m-1.5B" --layers 48 --heads 25 --embd 1600 --ctx 1024 --dtype bf16
+        run 40 "$KV" bench -m "$T/m-1.5B" --device cuda --dtype bf16 --runs 3 --prefill 128 \
+            --context 0,512 --json "$OUT/b1558.json"
+        failed "bench, 1.5B shape"
+        report=(--small "$OUT/b124.json" --large "$OUT/b1558.json" --basic "$OUT/b124-basic.json")
+    fi
+    # the floor's copy bandwidth and transformers' rate are measured with torch: in the budget too
+    run 60 "$PY" tests/gpu/report.py --verdicts "$T/verdicts" "${report[@]}"
+    cat "$T/stdout" "$T/stderr" >"$OUT/speed.txt"
+    [ $RC = 0 ] || echo "report.py: exit $RC" >>"$OUT/speed.txt"
+    sed 's/^/  /' "$OUT/speed.txt" | tee -a "$OUT/check.txt"
+    speed_rows
+fi
+
+if section shapes "every GPT-2 shape against the CPU (random weights: prefill, steps, greedy)"; then
     for shape in "${SHAPES[@]}"; do
-        read -r L H E C types <<<"$shape"
-        for dt in ${types//,/ }; do
-            m=$T/m-$L-$E-$dt
-            tiny "$m" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --dtype "$dt"
-            limit=$([ "$dt" = f32 ] && echo 1e-4 || echo 2e-2)
-            name="logits ${L}x${E} $dt (limit $limit)"
-            rm -f "$T/cpu.bin" "$T/cuda.bin"
-            gen() {
-                run 60 "$KV" generate -m "$m" --dtype "$dt" --cache-dtype f32 --prompt-ids $IDS \
-                    --temp 0 -q --device "$@"
-            }
-            gen cpu -n 1 --dump-logits "$T/cpu.bin"
-            if ! failed "$name (CPU run)"; then
-                gen cuda -n 1 --dump-logits "$T/cuda.bin"
-                failed "$name" || judged "$name" logits "$T/cuda.bin" "$T/cpu.bin" "$limit"
-            fi
-            # each kernel set with the GPU's default cache (bf16), against the CPU on the same;
-            # quick: the fast set (a second of emulation a step) for the GPU's default weights only
-            sets="fast basic"
-            [ $EMULATED = 1 ] && [ "$dt" != bf16 ] && sets=basic
-            for ks in $sets; do
-                name="selftest ${L}x${E} $dt, $ks kernels"
-                run 60 "$KV" selftest -m "$m" --device cuda --dtype "$dt" --gpu-kernels $ks
-                if ! failed "$name"; then
-                    st=$(tail -1 "$T/stdout")
-                    case $st in
-                    *": passed") row ok "$name" "${st##*error }" ;;
-                    *) row FAIL "$name" "$st" ;;
-                    esac
-                fi
-            done
-            name="greedy $GREEDY tokens ${L}x${E} $dt"
-            gen cpu -n $GREEDY --repeat-penalty 1 --output ids && cp "$T/stdout" "$T/ids-cpu"
-            if ! failed "$name (CPU run)"; then
-                gen cuda -n $GREEDY --repeat-penalty 1 --output ids
-                ties=$([ "$dt" != f32 ] && echo 16bit)
-                failed "$name" || judged "$name" ids "$T/stdout" "$T/ids-cpu" $GREEDY $ties
-            fi
-        done
+        read -r name L H E C <<<"$shape"
+        m=$T/m-$name
+        tiny "$m" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --dtype bf16
+        [ -d "$m" ] || continue
+        cases "$name" $([ $EMULATED = 1 ] && echo 120 || echo 60) "$m" --cases $SHAPE_CASES \
+            $SHAPE_LEN
+        rm -rf "$m"
     done
+fi
+
+if section chat "the chat engine: layouts, eviction, offload, sampling (against the CPU)"; then
     # sampled (temperature, top-k, top-p, penalty, seed): the same rule on both, so the same ids
     # unless a last-bit difference moves a token across a threshold
     read -r L H E C <<<"$SAMPLED_MODEL"
@@ -303,40 +347,8 @@ if section logits "logits, self-test and greedy tokens against the CPU (an f32 c
             failed "$name" || judged "$name" ids "$T/stdout" "$T/ids-cpu" $SAMPLED
         done
     fi
-fi
-
-if section forced "every step against the CPU ($PROMPT-token prompt, then $FORCE forced ids)"; then
-    # the same ids fed to both backends, the logits of the prefill and of each decode step compared
-    # (on a GPU: more than 256 positions of context, several attention chunks, step replay).
-    # Limits: 1e-4 for f32 weights and cache (accumulation order); 3e-2 (the self-test's bf16 limit)
-    # where weights or cache are 16-bit or int8, 5e-2 for q8 weights
-    read -r L H E C <<<"$FORCED_MODEL"
-    m=$T/m-forced
-    tiny "$m" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --seed 5
-    P=$("$PY" -c "print(','.join(str((i * 7919 + 13) % 50257) for i in range($PROMPT)))")
-    F=$("$PY" -c "print(','.join(str((i * 104729 + 7) % 50257) for i in range($FORCE)))")
-    for plan in "${FORCED_RUNS[@]}"; do
-        read -r wdt layout cdt sets <<<"$plan"
-        limit=3e-2
-        [ $wdt = q8 ] && limit=5e-2
-        [ $wdt = f32 ] && [ $cdt = f32 ] && limit=1e-4
-        tf() {
-            run 90 "$KV" generate -m "$m" --dtype $wdt --cache-layout $layout --cache-dtype $cdt \
-                --ctx $FORCED_WINDOW --prompt-ids "$P" --force-ids "$F" -q --device "$@"
-        }
-        rm -f "$T/tf-cpu.bin"
-        tf cpu --dump-logits "$T/tf-cpu.bin"
-        failed "forced steps $wdt weights, $layout $cdt cache (CPU run)" && continue
-        for ks in ${sets//,/ }; do
-            name="forced steps $wdt weights, $layout $cdt cache, $ks (limit $limit)"
-            rm -f "$T/tf-cuda.bin"
-            tf cuda --gpu-kernels $ks --dump-logits "$T/tf-cuda.bin"
-            failed "$name" ||
-                judged "$name" logits "$T/tf-cuda.bin" "$T/tf-cpu.bin" $limit $((FORCE + 1))
-        done
-    done
-    # the same through the chat engine: two conversations fed recorded ids (replay --verify
-    # --dump-logits), evicting in their window and, in a small pool, offloaded to pinned memory
+    # two conversations fed recorded ids (replay --verify --dump-logits), evicting in their window
+    # and, in a small pool, offloaded to pinned memory
     m=$T/m-chat
     tiny "$m" --layers 2 --heads 2 --embd 32 --ctx 128 --seed 3
     for plan in "${CHAT_FORCED[@]}"; do
@@ -361,9 +373,7 @@ if section forced "every step against the CPU ($PROMPT-token prompt, then $FORCE
             judged "$name" logits "$T/fc-cuda.bin" "$T/fc-cpu.bin" $limit $((6 * per_reply))
         fi
     done
-fi
-
-if section chat "cache layouts, dtypes, eviction and offload (greedy chat, f32 weights)"; then
+    # greedy replies, the CPU's and the device's, across layouts, eviction and offload
     m=$T/m-2-64-f32
     tiny "$m" --layers 2 --heads 4 --embd 64 --ctx 128
     msgs=$'hello there\nhow are you\ntell me about the cache'
@@ -436,6 +446,7 @@ if section sanitizer "NVIDIA's compute-sanitizer on the unit tests (quick sizes)
 fi
 
 if [ $EMULATED = 1 ]; then # the emulated device's own reports, wherever a run printed one
+    SECTION=emulator
     reports=$(grep -E 'AddressSanitizer|runtime error|cuda-emu:' "$OUT/logs.txt" |
         grep -v 'CUDA_EMU_FAULT' | sort -u | head -3 | tr '\n' ' ' | cut -c1-200)
     if [ -n "$reports" ]; then
@@ -445,7 +456,10 @@ if [ $EMULATED = 1 ]; then # the emulated device's own reports, wherever a run p
     fi
 fi
 echo
-echo "total $SECONDS s of a budget of $BUDGET s" | tee -a "$OUT/check.txt"
+echo "total $SECONDS s of a budget of $BUDGET s; $DEVICE_RUNS device processes" |
+    tee -a "$OUT/check.txt"
+$JUDGE summary "$T/rows" "$OUT/check.json" "$SECONDS" "$BUDGET" "$DEVICE_RUNS" |
+    tee -a "$OUT/check.txt"
 skipped=$([ $SKIP = 0 ] || echo ", $SKIP skipped")
 echo "$PASS passed, $FAIL failed, $INCOMPLETE incomplete$skipped" | tee -a "$OUT/check.txt"
 [ $FAIL = 0 ] && [ $INCOMPLETE = 0 ]

@@ -10,7 +10,13 @@ counted either way), and exits 0.
   judge.py ids GPU CPU N [16bit]   two lists of N token ids (generate --output ids): equal, or where
                                    they part; with 16bit, parting is "info" (a near-tie may flip
                                    between 16-bit products), though a short or missing list fails
+  judge.py summary ROWS JSON SECONDS BUDGET PROCESSES
+                                   the check's two verdicts from its rows (a line each:
+                                   SECTION<TAB>VERDICT<TAB>NAME<TAB>DETAIL), printed, and written
+                                   with every row to JSON: correctness (PASS when no row failed or
+                                   is incomplete) and speed (the targets met and missed)
 """
+import json
 import os
 import re
 import sys
@@ -96,12 +102,40 @@ def ids(gpu, cpu, n, ties):
     verdict("info" if ties else "FAIL", "the first %d of %d agree" % (same, n))
 
 
+def summary(rows_path, out, seconds, budget, processes):
+    keys = ("section", "verdict", "name", "detail")
+    rows = [dict(zip(keys, line.rstrip("\n").split("\t", 3)))
+            for line in open(rows_path) if line.strip()]
+    count = {v: sum(r["verdict"] == v for r in rows)
+             for v in ("ok", "FAIL", "incomplete", "met", "missed")}
+    checked = count["ok"] + count["FAIL"] + count["incomplete"]
+    correct = ("FAIL" if count["FAIL"] else "incomplete" if count["incomplete"]
+               else "PASS" if checked else "not checked")
+    missed = [r["name"] for r in rows if r["verdict"] == "missed"]
+    targets = count["met"] + count["missed"]
+    speed = "missed" if missed else "met" if targets else "not measured"
+    print("correctness: %s (%d passed, %d failed, %d incomplete)"
+          % (correct, count["ok"], count["FAIL"], count["incomplete"]))
+    print("speed: %s (%d of %d targets met%s)" % (speed, count["met"], targets,
+                                                  "; missed: " + ", ".join(missed) if missed
+                                                  else ""))
+    json.dump({"correctness": {"verdict": correct, "passed": count["ok"],
+                               "failed": count["FAIL"], "incomplete": count["incomplete"]},
+               "speed": {"verdict": speed, "met": count["met"], "missed": missed},
+               "seconds": int(seconds), "budget": int(budget),
+               "device_processes": int(processes), "rows": rows},
+              open(out, "w"), indent=1)
+    sys.exit(0)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "sanitizer":
         sanitizer(args[0], args[1], args[2])
     elif cmd == "logits":
         logits(args[0], args[1], float(args[2]), int(args[3]) if len(args) > 3 else 1)
+    elif cmd == "summary":
+        summary(*args[:5])
     elif cmd == "ids":
         ids(args[0], args[1], int(args[2]), args[3:] == ["16bit"])
     sys.exit("judge.py: unknown command %s" % cmd)

@@ -72,9 +72,25 @@ got="$(v FAIL 'context 512 >= 5000') $(v FAIL '1.5B decode at context 512.*no fi
 same "gpu-check/report: a missed target, a missing figure and two met targets" "1 1 1 1" \
     "$got $(v ok 'prefill 1024') $(v ok '124M graph')"
 
+# the two verdicts: a missed speed target never fails the check; a failed or incomplete row does
+summary() { # ROWS...: the summary's two verdicts, and the JSON's
+    printf '%s\n' "$@" >"$G/rows"
+    "$PYTHON" tests/gpu/judge.py summary "$G/rows" "$G/summary.json" 9 240 3 |
+        sed -E 's/^([a-z]+): ([A-Za-z ]+) \(.*/\2/' | tr '\n' '/'
+    "$PYTHON" -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(j["correctness"]["verdict"], j["speed"]["verdict"], len(j["rows"]))' "$G/summary.json"
+}
+T1=$'correct\tok\tforced\tx' T2=$'speed\tmissed\t124M decode\ty' T3=$'speed\tmet\tnodes\tz'
+same "gpu-check/summary: a missed speed target leaves correctness PASS" \
+    "PASS/missed/PASS missed 3" "$(summary "$T1" "$T2" "$T3")"
+same "gpu-check/summary: a failed row fails correctness, an incomplete one makes it incomplete" \
+    "FAIL/met/FAIL met 3|incomplete/met/incomplete met 2" \
+    "$(summary "$T1" $'correct\tFAIL\tforced\tx' "$T3")|$(summary $'a\tincomplete\tb\tc' "$T3")"
+
 # the check on the emulated device: the quick check passes; with the layernorm kernel's output wrong
-# it fails, naming its twin test (the two run side by side: the emulator uses one core)
-CUDA_EMU_FAULT=layernorm_k OUT=$G/fault tests/gpu/check.sh --emulated --only twins \
+# it fails, in the 124M-shape comparisons and naming the kernel's twin test (the two run side by
+# side: the emulator uses one core)
+CUDA_EMU_FAULT=layernorm_k OUT=$G/fault tests/gpu/check.sh --emulated --only correct,twins \
     >"$G/fault.out" 2>&1 &
 fault_pid=$!
 OUT=$G/out tests/gpu/check.sh --emulated >"$G/check.out" 2>&1
@@ -89,11 +105,19 @@ closing=$(tail -1 "$G/check.out" |
     sed -E 's/^[0-9]+ passed, ([0-9]+) failed, ([0-9]+) incomplete.*/\1 \2/')
 same "gpu-check/the quick check passes on the emulated device, closing with its count" "0 0 0" \
     "$rc $closing"
+same "gpu-check/its JSON says correctness PASS, with every row of the table" "PASS yes" \
+    "$("$PYTHON" -c 'import json, sys; j = json.load(open(sys.argv[1]))
+kinds = ("ok", "FAIL", "incomplete", "info", "skip", "met", "missed")
+rows = sum(1 for l in open(sys.argv[2]) if l.split(" ")[0] in kinds)
+print(j["correctness"]["verdict"], "yes" if len(j["rows"]) == rows else "no")' "$G/out/check.json" \
+        "$G/out/check.txt")"
 wait $fault_pid
 rc=$?
 named=$(grep -c '^FAIL  *twins: kernels_match_cpu_twins .*layernorm' "$G/fault.out")
+forced=$(grep -c -E '^FAIL  *2x64: forced: .*basic kernels  *worst rel L2' "$G/fault.out")
 same "gpu-check/with a fault planted in layernorm_k it fails, naming kernels_match_cpu_twins" \
-    "1 1 1" "$rc $named $(grep -c '^ok  *twins: q8_matches' "$G/fault.out")"
+    "1 1 1 yes" "$rc $named $(grep -c '^ok  *twins: q8_matches' "$G/fault.out") \
+$([ "$forced" -gt 0 ] && echo yes)"
 
 # the sanitizer step, through a stand-in: what it runs, then the summary it is told to print
 cat >"$G/bin/compute-sanitizer" <<'EOF'

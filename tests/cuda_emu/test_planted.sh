@@ -52,6 +52,55 @@ planted_case shfl_exited "a full-mask shuffle with a lane gone is an error namin
     'kernel warp_sum' '__shfl_xor_sync at [^ ]*shfl_exited.cu:13' 'reads lane 31, whose value is undefined: lane 31 has exited'
 planted_case uninit "device memory never written reads as NaN" 'wrong: element 0 is -?nan'
 
+planted_case struct_host "a struct argument holding a host pointer is refused at the launch" \
+    'copy_rows at [^ ]*struct_host.cu:30: argument 1, a struct, holds at byte 0 a pointer' \
+    'neither device nor pinned memory'
+planted_case static_shared "more than 48 KB of static shared memory fails the launch, saying so" \
+    'kernel spread' '53248 bytes of static shared memory a block: ptxas refuses more than 49152'
+
+# the strict modes (CUDA_EMU_STRICT=1 turns on all three): each planted bug passes by default and
+# is wrong under its mode for some seed of four; each correct counterpart is right under all four
+planted_mode() { # NAME SETTING WHAT
+    local name=$1 setting=$2 what=$3 wrong=0 right=0 seed
+    if ! planted_build "$name" >"$P/build" 2>&1; then
+        fail "emu/planted $name builds" "$(tail -3 "$P/build" | tr '\n' ' ')"
+        return
+    fi
+    planted_run "$name" bug
+    same "emu/planted $name: the default emulation hides it" "0 right" "$rc $(tail -1 "$P/out")"
+    for seed in 1 2 3 4; do
+        env "$setting" CUDA_EMU_SEED=$seed ASAN_OPTIONS=detect_leaks=0 "$P/$name-bug" \
+            >"$P/out" 2>&1
+        grep -q '^wrong' "$P/out" && wrong=$((wrong + 1))
+        env "$setting" CUDA_EMU_SEED=$seed ASAN_OPTIONS=detect_leaks=0 "$P/$name-ok" \
+            >"$P/out" 2>&1 && grep -qx right "$P/out" && right=$((right + 1))
+    done
+    check "emu/planted $name: $what ($setting: wrong under $wrong of 4 seeds)" test $wrong -gt 0
+    same "emu/planted $name: the correct counterpart is right under $setting, every seed" 4 "$right"
+}
+planted_mode hidden_uninit CUDA_EMU_POISON=random \
+    "never-written memory that fmaxf hides changes the result"
+planted_mode pinned_late CUDA_EMU_PINNED=call "pinned memory filled after its copy is queued"
+planted_mode stream_order CUDA_EMU_STREAMS=unordered \
+    "two streams with no event between them, a copy not waiting for its stream"
+
+# a kernel taking a volatile pointer compiles and runs (as nvcc's do)
+cat >"$P/volatile.cu" <<'EOF'
+#include <cuda_runtime.h>
+#include <stdio.h>
+__global__ void k(volatile int *f, int v) { *f = v; }
+int main()
+{
+    int *d, h = 0;
+    cudaMalloc(&d, 4);
+    k<<<1, 1>>>(d, 7);
+    cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost);
+    printf("%d\n", h);
+}
+EOF
+tests/cuda_emu/nvcc-emu -o "$P/volatile" "$P/volatile.cu" >"$P/build" 2>&1
+same "emu/nvcc-emu compiles a kernel taking a volatile int *" 7 "$("$P/volatile" 2>&1)"
+
 # the missing barrier: wrong under some seed (the order threads run in between barriers is the seed's),
 # and its correct counterpart right under every one
 if planted_build missing_sync >"$P/build" 2>&1; then

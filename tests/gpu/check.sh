@@ -4,9 +4,10 @@
 #
 #   tests/gpu/check.sh BUNDLE       on a machine with an NVIDIA GPU, from a bundle (a folder, or
 #                                   the .tar.xz beside it) that tests/gpu/bundle.sh built elsewhere
-#   tests/gpu/check.sh --emulated   on the emulated device (make emu), quick: small shapes, a few
-#                                   steps, no speed targets; make test runs it, and again with a
-#                                   fault planted in one kernel (CUDA_EMU_FAULT), where it must fail
+#   tests/gpu/check.sh --emulated   on the emulated device (make emu, CUDA_EMU_STRICT=1), quick:
+#                                   small shapes, a few steps, no speed targets; make test runs it,
+#                                   and again with a fault planted in one kernel (CUDA_EMU_FAULT),
+#                                   where it must fail
 #   --only LIST    some of the sections, in this order: smoke,correct,twins,speed,shapes,chat,
 #                  sanitizer
 #   --budget S     seconds for the whole check (default 240 on a GPU, 900 emulated); a run stopped
@@ -22,7 +23,7 @@ set -u
 cd "$(dirname "$0")/../.."
 usage() { # usage [STATUS]: the options (on stdout for --help)
     echo "usage:"
-    sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '5,14p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 } >&"$([ "${1:-2}" = 0 ] && echo 1 || echo 2)"
 die() { echo "check: $*" >&2; exit 2; }
@@ -60,6 +61,9 @@ if [ $EMULATED = 1 ]; then
     KV=build/emu/kvchat UT=build/emu/unit_tests
     [ -x $KV ] && [ -x $UT ] || die "$KV and $UT not found: make emu"
     BUDGET=${BUDGET:-900}
+    # the emulator's stricter modes (random poison, pinned copies at the call, streams in any
+    # order their events allow: tests/cuda_emu/README.md), unless the caller chose
+    export CUDA_EMU_STRICT=${CUDA_EMU_STRICT:-1}
 else
     [ -n "$BUNDLE" ] || usage
     if [ -f "$BUNDLE" ]; then # the bundle as it travels: unpacked here (in memory if there is room)

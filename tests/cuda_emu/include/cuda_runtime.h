@@ -235,29 +235,44 @@ static void perturb_number(void *p)
     memcpy(p, &v, sizeof v);
 }
 
-/* Queues a kernel: body runs it for one GPU thread (the fiber's); pointers lists the pointer
- * arguments, which must point into device or pinned memory. Errors as cudaGetLastError reports
- * them. */
+/* A kernel's arguments as the launch checks them: each pointer argument's value, and where each
+ * struct argument lies (its bytes are searched for pointers into host memory) */
+struct arg_list {
+    const void *pointers[64];
+    int n_pointers;
+    struct {
+        const void *p;
+        size_t bytes;
+        int index;
+    } structs[64];
+    int n_structs, n_args;
+};
+
+/* Queues a kernel: body runs it for one GPU thread (the fiber's). Its pointer arguments, and the
+ * pointers its struct arguments hold, must point into device or pinned memory. Errors as
+ * cudaGetLastError reports them. */
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
-                   std::function<void()> body, const void *const *pointers, int n_pointers,
-                   output_arg out);
+                   std::function<void()> body, const arg_list &args, output_arg out);
 
 template <typename T>
-static inline void note_pointer(const void **list, int *n, const T &v)
+static inline void note_arg(arg_list *l, const T &v)
 {
-    if constexpr (std::is_pointer_v<T>)
-        list[(*n)++] = (const void *)v;
-    (void)list, (void)n, (void)v;
+    if constexpr (std::is_pointer_v<T>) /* through an integer: a volatile pointee too */
+        l->pointers[l->n_pointers++] = (const void *)(uintptr_t)v;
+    if constexpr (std::is_class_v<T>)
+        l->structs[l->n_structs++] = {&v, sizeof v, l->n_args + 1};
+    l->n_args++;
 }
 
 template <typename T>
 static inline void note_output(output_arg *o, const T &v)
 {
     if constexpr (std::is_pointer_v<T>) {
-        typedef std::remove_pointer_t<T> E;
-        if constexpr (!std::is_const_v<E> && std::is_arithmetic_v<E>)
+        typedef std::remove_pointer_t<T> P;
+        typedef std::remove_volatile_t<P> E;
+        if constexpr (!std::is_const_v<P> && std::is_arithmetic_v<E>)
             if (!o->p)
-                *o = output_arg{(void *)v, sizeof(E), perturb_number<E>};
+                *o = output_arg{(void *)(uintptr_t)v, sizeof(E), perturb_number<E>};
     }
     (void)o, (void)v;
 }
@@ -271,13 +286,14 @@ void launch(const char *callee, const char *file, int line, const config &c, voi
     static_assert(sizeof...(P) == sizeof...(A),
                   "a kernel launched with the wrong number of arguments");
     auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(a)...);
-    const void *ptrs[sizeof...(P) + 1];
-    int n = 0;
+    static_assert(sizeof...(P) <= 64, "a kernel of more than 64 parameters");
+    arg_list l;
+    l.n_pointers = l.n_structs = l.n_args = 0;
     output_arg out = {nullptr, 0, nullptr};
-    std::apply([&](const auto &...v) { (note_pointer(ptrs, &n, v), ...); }, *args);
+    std::apply([&](const auto &...v) { (note_arg(&l, v), ...); }, *args);
     std::apply([&](const auto &...v) { (note_output(&out, v), ...); }, *args);
     auto body = [fn, args]() { std::apply(fn, *args); };
-    launch_kernel(callee, file, line, c, (const void *)fn, body, ptrs, n, out);
+    launch_kernel(callee, file, line, c, (const void *)fn, body, l, out);
 }
 
 } /* namespace cuemu */

@@ -3,9 +3,12 @@
  *   Work is queued and runs only when the host waits for it (a synchronising call), so host code that
  *   reuses a buffer before its copy ran, or reads a result before waiting, sees it go wrong. A copy
  *   from pageable host memory takes its bytes at the call, and one into pageable memory waits, as
- *   CUDA's do; pinned memory is read and written when the copy runs.
+ *   CUDA's do; pinned memory is read and written when the copy runs (at the call under
+ *   CUDA_EMU_PINNED=call). Streams keep call order, or part where nothing orders them
+ *   (CUDA_EMU_STREAMS=unordered: run_until).
  *   Device memory is host memory from malloc, exactly the bytes asked for (AddressSanitizer sees a step
- *   past them), poisoned with 0xff so that a read of bytes never written gives NaN or -1.
+ *   past them), poisoned so that a read of bytes never written gives NaN or -1 (or, with
+ *   CUDA_EMU_POISON=random, noise that differs by seed).
  *   A capturing stream records its work into a graph (kernel arguments by value, as at the call);
  *   a replay runs the recording. Calls that a capture forbids end it as invalidated.
  *   A kernel that faults makes the device's error sticky, as a GPU fault does. */
@@ -36,7 +39,15 @@ struct alloc {
 std::recursive_mutex &mu = *new std::recursive_mutex;
 std::map<uintptr_t, alloc> &allocs = *new std::map<uintptr_t, alloc>;
 size_t device_bytes;
-std::vector<work> &queue = *new std::vector<work>;
+/* a queued piece of work, in its stream; after: the seq of an event's record it waits for (0:
+ * none) */
+struct queued {
+    work w;
+    cudaStream_t s;
+    uint64_t seq, after;
+};
+std::vector<queued> &queue = *new std::vector<queued>;
+uint64_t next_seq;
 std::set<cudaStream_t> &streams = *new std::set<cudaStream_t>;
 std::map<const void *, int> &dyn_limits = *new std::map<const void *, int>;
 cudaError_t sticky = cudaSuccess, last = cudaSuccess;
@@ -67,17 +78,65 @@ __attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char
 /* the sticky error, when the device has one */
 cudaError_t broken() { return sticky != cudaSuccess ? (last = sticky) : cudaSuccess; }
 
-/* runs everything queued, in order; after a fault the rest is dropped, as a GPU drops it */
-void flush()
+bool blocking(cudaStream_t s) { return s && !(s->flags & cudaStreamNonBlocking); }
+
+/* queue[i] may run now: nothing before it in its stream, no legacy-stream work before it when it
+ * is on a blocking stream (and the reverse), and the event's record it waits for has run */
+bool ready(size_t i)
 {
-    std::vector<work> q;
-    q.swap(queue);
-    for (auto &w : q) {
-        if (sticky != cudaSuccess)
-            break;
-        w.fn();
+    const queued &q = queue[i];
+    for (size_t j = 0; j < i; j++) {
+        const queued &p = queue[j];
+        if (p.s == q.s || (!q.s && blocking(p.s)) || (blocking(q.s) && !p.s) || p.seq == q.after)
+            return false;
     }
+    return true; /* (a record is queued before any wait for it) */
 }
+
+bool queued_seq(uint64_t seq)
+{
+    for (auto &q : queue)
+        if (q.seq == seq)
+            return true;
+    return false;
+}
+
+bool unordered()
+{
+    static const bool u =
+        !strcmp(emu_mode("CUDA_EMU_STREAMS", "unordered", "ordered"), "unordered");
+    return u;
+}
+
+/* Runs queued work until done() (NULL: until none is left). By default in the order it was
+ * queued, and every wait runs everything. With CUDA_EMU_STREAMS=unordered (strict) each step runs
+ * one piece of work, drawn from CUDA_EMU_SEED, among those that nothing orders after another (its
+ * stream, the legacy stream's rules, events), and a wait stops once what it waits for has run: work
+ * on two streams with no event between them runs in either order. After a fault the rest is
+ * dropped, as a GPU drops it. */
+void run_until(const std::function<bool()> &done)
+{
+    static uint64_t state = (uint64_t)env_long("CUDA_EMU_SEED", 1) * 0xd1b54a32d192ed03ull;
+    bool u = unordered();
+    while (!queue.empty() && sticky == cudaSuccess && !(u && done && done())) {
+        size_t pick = 0;
+        if (u) {
+            std::vector<size_t> can;
+            for (size_t i = 0; i < queue.size(); i++)
+                if (ready(i))
+                    can.push_back(i);
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            pick = can[(size_t)(state >> 33) % can.size()];
+        }
+        queued q = std::move(queue[pick]);
+        queue.erase(queue.begin() + (long)pick);
+        q.w.fn();
+    }
+    if (sticky != cudaSuccess)
+        queue.clear();
+}
+
+void flush() { run_until(nullptr); }
 
 const alloc *find(const void *p, uintptr_t *base)
 {
@@ -148,6 +207,19 @@ cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
     return cudaSuccess;
 }
 
+/* A synchronous copy or set: on the legacy stream, the host waiting until it has run (ordered:
+ * after everything queued before it) */
+cudaError_t wait_for_copy(const char *call, std::function<void()> fn)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    if (cudaError_t e = enqueue(nullptr, call, std::move(fn)))
+        return e;
+    uint64_t seq = next_seq;
+    run_until([seq]() { return !queued_seq(seq); });
+    return broken();
+}
+
 /* A copy of height rows of width bytes. Pageable sources are read now; a pageable destination makes
  * the call wait for everything before it and copy now (CUDA's rules for pageable memory). */
 cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t height,
@@ -175,12 +247,8 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
         for (size_t r = 0; r < height; r++)
             memmove((char *)dst + r * dp, from + r * sp, width);
     };
-    if (sync) {
-        if (cudaError_t e = wait_all(call))
-            return e;
-        rows(sr);
-        return cudaSuccess;
-    }
+    if (sync)
+        return wait_for_copy(call, [=]() { rows(sr); });
     if (dc == PAGEABLE || sc == PAGEABLE) {
         if (s && s->capturing)
             return s->invalidated = true,
@@ -193,6 +261,14 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
             rows(sr);
             return cudaSuccess;
         }
+        auto snap = std::make_shared<std::vector<char>>(sr, sr + sspan);
+        return enqueue(s, call, [=]() { rows(snap->data()); });
+    }
+    /* pinned memory is read when the copy runs; CUDA_EMU_PINNED=call (strict) reads it now: a
+     * GPU's copy engine may do either, so a host that rewrites it before the wait is wrong both
+     * ways */
+    static const bool at_call = !strcmp(emu_mode("CUDA_EMU_PINNED", "call", "run"), "call");
+    if (at_call && sc == PINNED && !(s && s->capturing)) { /* a graph's node reads at replay */
         auto snap = std::make_shared<std::vector<char>>(sr, sr + sspan);
         return enqueue(s, call, [=]() { rows(snap->data()); });
     }
@@ -211,12 +287,8 @@ cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char 
         return last;
     if (c != DEVICE)
         return fail(cudaErrorInvalidValue, "%s: %p is not device memory", call, p);
-    if (sync) {
-        if (cudaError_t e = wait_all(call))
-            return e;
-        memset(p, v, n);
-        return cudaSuccess;
-    }
+    if (sync)
+        return wait_for_copy(call, [=]() { memset(p, v, n); });
     return enqueue(s, call, [=]() { memset(p, v, n); });
 }
 
@@ -232,7 +304,7 @@ cudaError_t host_alloc(void **p, size_t bytes, const char *call)
     *p = malloc(bytes ? bytes : 1);
     if (!*p)
         return fail(cudaErrorMemoryAllocation, "%s: %zu bytes", call, bytes);
-    memset(*p, 0xff, bytes);
+    poison(*p, bytes);
     allocs[(uintptr_t)*p] = alloc{bytes, PINNED};
     return cudaSuccess;
 }
@@ -262,10 +334,78 @@ cudaError_t wait_all(const char *call)
     return broken();
 }
 
+uint64_t last_queued() { return next_seq; }
+
+cudaError_t wait_stream(cudaStream_t s, const char *call)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    run_until([s]() {
+        for (auto &q : queue)
+            if (q.s == s)
+                return false;
+        return true;
+    });
+    return broken();
+}
+
+cudaError_t wait_seq(uint64_t seq, const char *call)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    run_until([seq]() { return !queued_seq(seq); });
+    return broken();
+}
+
+cudaError_t enqueue_wait(cudaStream_t s, uint64_t seq)
+{
+    if (cudaError_t e = enqueue(s, "cudaStreamWaitEvent", []() {}))
+        return e;
+    if (!(s && s->capturing))
+        queue.back().after = seq;
+    return cudaSuccess;
+}
+
 long env_long(const char *name, long def)
 {
     const char *v = getenv(name);
     return v && *v ? strtol(v, nullptr, 0) : def;
+}
+
+const char *emu_mode(const char *var, const char *strict_value, const char *plain_value)
+{
+    device_guard g(mu);
+    static std::map<std::string, const char *> &modes = *new std::map<std::string, const char *>;
+    auto it = modes.find(var);
+    if (it != modes.end())
+        return it->second;
+    const char *v = getenv(var);
+    if (!v || !*v)
+        v = env_long("CUDA_EMU_STRICT", 0) ? strict_value : plain_value;
+    return modes[var] = v;
+}
+
+void poison(void *p, size_t bytes)
+{
+    static const bool random = !strcmp(emu_mode("CUDA_EMU_POISON", "random", "nan"), "random");
+    if (!random) {
+        memset(p, 0xff, bytes);
+        return;
+    }
+    /* a splitmix64 stream; bit 6 of every 16-bit unit's high byte cleared, so that no f16, bf16,
+     * f32 or f64 read from an even offset has an all-ones exponent (each is finite, under 2) */
+    auto mix = [](uint64_t z) {
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    /* started at a mixed seed: seeds' streams that were shifts of one another would overlap */
+    static uint64_t state = mix((uint64_t)env_long("CUDA_EMU_SEED", 1) + 0x632be59bd9b4e019ull);
+    unsigned char *b = (unsigned char *)p;
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t z = mix(state += 0x9e3779b97f4a7c15ull) & ~0x4000400040004000ull;
+        memcpy(b + i, &z, bytes - i < 8 ? bytes - i : 8);
+    }
 }
 
 const cudaDeviceProp &device_prop(void)
@@ -335,7 +475,7 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
             return fail(cudaErrorStreamCaptureImplicit,
                         "%s on the legacy default stream while a stream is capturing", what);
         }
-    queue.push_back(work{what, std::move(fn)});
+    queue.push_back(queued{work{what, std::move(fn)}, s, ++next_seq, 0});
     return cudaSuccess;
 }
 
@@ -357,9 +497,44 @@ static void plant_fault(const char *name, const output_arg &out,
         }
 }
 
+/* The readable mappings of this process under 64 GiB (AddressSanitizer's shadow is larger), from
+ * /proc/self/maps: where a host pointer can point */
+static std::vector<std::pair<uintptr_t, uintptr_t>> host_mappings()
+{
+    std::vector<std::pair<uintptr_t, uintptr_t>> m;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512], perms[8];
+    unsigned long lo, hi;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[0] == 'r' &&
+            hi - lo <= (64ul << 30))
+            m.push_back({lo, hi});
+    if (f)
+        fclose(f);
+    return m;
+}
+
+/* v, a word of a struct argument, points into host memory that is neither device nor pinned. A
+ * word whose low half is a small number is a 4-byte field beside 4 bytes of padding, which hold
+ * whatever the stack held (a real pointer is that low one time in 65536: missed, not misread). */
+static bool host_pointer(uint64_t v)
+{
+    uintptr_t base;
+    if ((v & 0xffffffffu) < 0x10000 || v >= (1ull << 47) || find((const void *)v, &base) ||
+        find((const char *)v - 1, &base))
+        return false;
+    static std::vector<std::pair<uintptr_t, uintptr_t>> maps;
+    for (int fresh = 0; fresh < 2; fresh++) {
+        for (auto &r : maps)
+            if (v >= r.first && v < r.second)
+                return true;
+        maps = host_mappings(); /* the heap may have grown since */
+    }
+    return false;
+}
+
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
-                   std::function<void()> body, const void *const *pointers, int n_pointers,
-                   output_arg out)
+                   std::function<void()> body, const arg_list &args, output_arg out)
 {
     device_guard g(mu);
     if (broken())
@@ -387,16 +562,30 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
         fail(cudaErrorInvalidResourceHandle, "%s at %s:%d: not a stream", callee, file, line);
         return;
     }
-    for (int i = 0; i < n_pointers; i++) {
+    for (int i = 0; i < args.n_pointers; i++) {
         uintptr_t base;
-        if (pointers[i] && !find(pointers[i], &base) &&
-            !find((const char *)pointers[i] - 1, &base)) {
+        const void *p = args.pointers[i];
+        if (p && !find(p, &base) && !find((const char *)p - 1, &base)) {
             fail(cudaErrorInvalidValue,
                  "%s at %s:%d: pointer argument %d (%p) is neither device nor pinned memory",
-                 callee, file, line, i + 1, pointers[i]);
+                 callee, file, line, i + 1, p);
             return;
         }
     }
+    /* a pointer inside a struct argument: every aligned word that points into this process's
+     * memory but not into a device or pinned allocation (a GPU would fault on it) */
+    for (int i = 0; i < args.n_structs; i++)
+        for (size_t at = 0; at + 8 <= args.structs[i].bytes; at += 8) {
+            uint64_t v;
+            memcpy(&v, (const char *)args.structs[i].p + at, 8);
+            if (host_pointer(v)) {
+                fail(cudaErrorInvalidValue,
+                     "%s at %s:%d: argument %d, a struct, holds at byte %zu a pointer (%p) into "
+                     "host memory that is neither device nor pinned memory",
+                     callee, file, line, args.structs[i].index, at, (void *)v);
+                return;
+            }
+        }
     auto k = std::make_shared<kernel_launch>(kernel_launch{callee, file, line, c, std::move(body)});
     std::string what = std::string("kernel ") + callee;
     enqueue(c.stream, what.c_str(), [k, out]() {
@@ -591,7 +780,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     void *m = malloc(bytes);
     if (!m)
         return fail(cudaErrorMemoryAllocation, "cudaMalloc: the host has no %zu bytes", bytes);
-    memset(m, 0xff, bytes);
+    poison(m, bytes);
     allocs[(uintptr_t)m] = alloc{bytes, DEVICE};
     device_bytes += bytes;
     *p = m;

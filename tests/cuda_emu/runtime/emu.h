@@ -20,6 +20,7 @@ struct cuemu_stream {
 struct event_state {
     bool recorded, done;
     double t;
+    uint64_t seq; /* the queued record's (device.cpp's queue), 0 when captured */
 };
 struct cuemu_event {
     unsigned flags;
@@ -84,9 +85,27 @@ cudaError_t sticky_error(void);
 void run_queued(void);
 /* a synchronising call's wait: everything queued runs first (a capture forbids it) */
 cudaError_t wait_all(const char *call);
+/* the number of the work queued last (an event's record is known by it) */
+uint64_t last_queued(void);
+/* Waits until stream s has nothing queued, or until work number seq has run (0: at once). With
+ * ordered streams (the default) every wait runs everything. */
+cudaError_t wait_stream(cudaStream_t s, const char *call);
+cudaError_t wait_seq(uint64_t seq, const char *call);
+/* Queues on s a wait for work number seq (an event's record): what s queues after it runs after
+ * that. */
+cudaError_t enqueue_wait(cudaStream_t s, uint64_t seq);
 
 /* the value of an environment variable as a number, or def */
 long env_long(const char *name, long def);
+
+/* A mode of the stricter emulation: the variable var's value when set, else strict_value under
+ * CUDA_EMU_STRICT=1, else plain_value. Read once per variable. */
+const char *emu_mode(const char *var, const char *strict_value, const char *plain_value);
+
+/* Fills memory that was never written: 0xff (NaN, or -1) by default; with CUDA_EMU_POISON=random
+ * (strict) finite values drawn from CUDA_EMU_SEED, so that a never-written value that a max or a
+ * comparison hides still changes the result from one seed to the next. */
+void poison(void *p, size_t bytes);
 
 } /* namespace cuemu */
 

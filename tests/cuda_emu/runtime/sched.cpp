@@ -552,6 +552,13 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
     for (auto &s : r->shared) /* the same declaration's key, as another copy of the string */
         if (!strcmp(s.key, key))
             return s.p;
+    if (r->shared_bytes + bytes > device_prop().sharedMemPerBlock) { /* a compile-time limit */
+        fault(r,
+              "%zu bytes of static shared memory a block: ptxas refuses more than %zu (beyond "
+              "that, dynamic shared memory and cudaFuncSetAttribute)",
+              r->shared_bytes + bytes, device_prop().sharedMemPerBlock);
+        fail_here(f);
+    }
     size_t limit = device_prop().sharedMemPerBlockOptin;
     if (r->shared_bytes + bytes + r->k->cfg.shared > limit) {
         fault(r, "%zu bytes of static and %zu of dynamic shared memory a block: the device has %zu",
@@ -565,7 +572,7 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
         fault(r, "out of host memory for shared memory");
         fail_here(f);
     }
-    memset(p, 0xff, bytes); /* poisoned: never-written shared memory reads as NaN (or -1) */
+    poison(p, bytes); /* never-written shared memory reads as NaN (or -1), or noise */
     r->shared.push_back({key, p});
     r->shared_bytes += bytes;
     return p;
@@ -709,7 +716,7 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const cha
         r.dyn = malloc(k.cfg.shared); /* exactly the bytes asked for (none: any access is past
                                          them), poisoned */
         if (r.dyn)
-            memset(r.dyn, 0xff, k.cfg.shared);
+            poison(r.dyn, k.cfg.shared);
         else if (k.cfg.shared)
             fault(&r, "out of host memory for dynamic shared memory");
         cur_run = &r;

@@ -52,7 +52,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
         return api_fail(cudaErrorStreamCaptureUnsupported,
                         "cudaStreamSynchronize of a capturing stream");
     }
-    return wait_all("cudaStreamSynchronize");
+    return wait_stream(s, "cudaStreamSynchronize");
 }
 
 /* no work runs until the host waits: a query waits, or a program that polls would never see it done
@@ -65,7 +65,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     device_guard g(device_mutex());
     if (!valid_stream(s) || !e)
         return api_fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent");
-    return sticky_error(); /* one queue for every stream keeps every order */
+    if (cudaError_t err = sticky_error())
+        return err;
+    /* a capture records its own order; an event never recorded, or whose record has run, is no
+     * wait */
+    return s && s->capturing ? cudaSuccess : enqueue_wait(s, e->s->seq);
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
@@ -141,10 +145,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     auto st = e->s;
     st->recorded = true;
     st->done = false;
-    return enqueue(s, "cudaEventRecord", [st]() {
+    cudaError_t err = enqueue(s, "cudaEventRecord", [st]() {
         st->t = now();
         st->done = true;
     });
+    st->seq = err || (s && s->capturing) ? 0 : last_queued();
+    return err;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -152,7 +158,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     device_guard g(device_mutex());
     if (!e)
         return api_fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: no event");
-    return wait_all("cudaEventSynchronize");
+    return wait_seq(e->s->seq, "cudaEventSynchronize");
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }

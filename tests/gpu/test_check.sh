@@ -88,9 +88,9 @@ same "gpu-check/summary: a failed row fails correctness, an incomplete one makes
     "$(summary "$T1" $'correct\tFAIL\tforced\tx' "$T3")|$(summary $'a\tincomplete\tb\tc' "$T3")"
 
 # the check on the emulated device: the quick check passes; with the layernorm kernel's output wrong
-# it fails, in the 124M-shape comparisons and naming the kernel's twin test (the two run side by
+# it fails, in the smoke test's forced steps and naming the kernel's twin test (the two run side by
 # side: the emulator uses one core)
-CUDA_EMU_FAULT=layernorm_k OUT=$G/fault tests/gpu/check.sh --emulated --only correct,twins \
+CUDA_EMU_FAULT=layernorm_k OUT=$G/fault tests/gpu/check.sh --emulated --only smoke,twins \
     >"$G/fault.out" 2>&1 &
 fault_pid=$!
 OUT=$G/out tests/gpu/check.sh --emulated >"$G/check.out" 2>&1
@@ -114,7 +114,7 @@ print(j["correctness"]["verdict"], "yes" if len(j["rows"]) == rows else "no")' "
 wait $fault_pid
 rc=$?
 named=$(grep -c '^FAIL  *twins: kernels_match_cpu_twins .*layernorm' "$G/fault.out")
-forced=$(grep -c -E '^FAIL  *2x64: forced: .*basic kernels  *worst rel L2' "$G/fault.out")
+forced=$(grep -c -E '^FAIL  *smoke: forced: .*basic kernels  *worst rel L2' "$G/fault.out")
 same "gpu-check/with a fault planted in layernorm_k it fails, naming kernels_match_cpu_twins" \
     "1 1 1 yes" "$rc $named $(grep -c '^ok  *twins: q8_matches' "$G/fault.out") \
 $([ "$forced" -gt 0 ] && echo yes)"

@@ -4,8 +4,7 @@
  *   reuses a buffer before its copy ran, or reads a result before waiting, sees it go wrong. A copy
  *   from pageable host memory takes its bytes at the call, and one into pageable memory waits, as
  *   CUDA's do; pinned memory is read and written when the copy runs (at the call under
- *   CUDA_EMU_PINNED=call). Streams keep call order, or part where nothing orders them
- *   (CUDA_EMU_STREAMS=unordered: run_until).
+ *   CUDA_EMU_PINNED=call). The queue and its orders: queue.cpp.
  *   Device memory is host memory from malloc, exactly the bytes asked for (AddressSanitizer sees a step
  *   past them), poisoned so that a read of bytes never written gives NaN or -1 (or, with
  *   CUDA_EMU_POISON=random, noise that differs by seed).
@@ -39,15 +38,6 @@ struct alloc {
 std::recursive_mutex &mu = *new std::recursive_mutex;
 std::map<uintptr_t, alloc> &allocs = *new std::map<uintptr_t, alloc>;
 size_t device_bytes;
-/* a queued piece of work, in its stream; after: the seq of an event's record it waits for (0:
- * none) */
-struct queued {
-    work w;
-    cudaStream_t s;
-    uint64_t seq, after;
-};
-std::vector<queued> &queue = *new std::vector<queued>;
-uint64_t next_seq;
 std::set<cudaStream_t> &streams = *new std::set<cudaStream_t>;
 std::map<const void *, int> &dyn_limits = *new std::map<const void *, int>;
 cudaError_t sticky = cudaSuccess, last = cudaSuccess;
@@ -77,66 +67,6 @@ __attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char
 
 /* the sticky error, when the device has one */
 cudaError_t broken() { return sticky != cudaSuccess ? (last = sticky) : cudaSuccess; }
-
-bool blocking(cudaStream_t s) { return s && !(s->flags & cudaStreamNonBlocking); }
-
-/* queue[i] may run now: nothing before it in its stream, no legacy-stream work before it when it
- * is on a blocking stream (and the reverse), and the event's record it waits for has run */
-bool ready(size_t i)
-{
-    const queued &q = queue[i];
-    for (size_t j = 0; j < i; j++) {
-        const queued &p = queue[j];
-        if (p.s == q.s || (!q.s && blocking(p.s)) || (blocking(q.s) && !p.s) || p.seq == q.after)
-            return false;
-    }
-    return true; /* (a record is queued before any wait for it) */
-}
-
-bool queued_seq(uint64_t seq)
-{
-    for (auto &q : queue)
-        if (q.seq == seq)
-            return true;
-    return false;
-}
-
-bool unordered()
-{
-    static const bool u =
-        !strcmp(emu_mode("CUDA_EMU_STREAMS", "unordered", "ordered"), "unordered");
-    return u;
-}
-
-/* Runs queued work until done() (NULL: until none is left). By default in the order it was
- * queued, and every wait runs everything. With CUDA_EMU_STREAMS=unordered (strict) each step runs
- * one piece of work, drawn from CUDA_EMU_SEED, among those that nothing orders after another (its
- * stream, the legacy stream's rules, events), and a wait stops once what it waits for has run: work
- * on two streams with no event between them runs in either order. After a fault the rest is
- * dropped, as a GPU drops it. */
-void run_until(const std::function<bool()> &done)
-{
-    static uint64_t state = (uint64_t)env_long("CUDA_EMU_SEED", 1) * 0xd1b54a32d192ed03ull;
-    bool u = unordered();
-    while (!queue.empty() && sticky == cudaSuccess && !(u && done && done())) {
-        size_t pick = 0;
-        if (u) {
-            std::vector<size_t> can;
-            for (size_t i = 0; i < queue.size(); i++)
-                if (ready(i))
-                    can.push_back(i);
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            pick = can[(size_t)(state >> 33) % can.size()];
-        }
-        queued q = std::move(queue[pick]);
-        queue.erase(queue.begin() + (long)pick);
-        q.w.fn();
-    }
-    if (sticky != cudaSuccess)
-        queue.clear();
-}
-
-void flush() { run_until(nullptr); }
 
 const alloc *find(const void *p, uintptr_t *base)
 {
@@ -169,25 +99,6 @@ int classify(const void *p, size_t n, const char *call, const char *name)
     return a->kind;
 }
 
-/* the capture that a call forbidden during capture invalidates (Global and ThreadLocal modes) */
-cuemu_stream *strict_capture()
-{
-    for (auto s : streams)
-        if (s->capturing && !s->invalidated && s->mode != cudaStreamCaptureModeRelaxed)
-            return s;
-    return nullptr;
-}
-
-cudaError_t forbidden_in_capture(const char *call)
-{
-    cuemu_stream *s = strict_capture();
-    if (!s)
-        return cudaSuccess;
-    s->invalidated = true;
-    return fail(cudaErrorStreamCaptureUnsupported,
-                "%s while a stream is capturing: the capture is invalidated", call);
-}
-
 /* the copy kinds' pointer classes: what each side must be (host: pinned or pageable) */
 cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
 {
@@ -205,19 +116,6 @@ cudaError_t check_kind(cudaMemcpyKind k, int dc, int sc, const char *call)
                     "%s: kind %d does not match the pointers (destination %s, source %s)", call,
                     (int)k, dd ? "device" : "host", sd ? "device" : "host");
     return cudaSuccess;
-}
-
-/* A synchronous copy or set: on the legacy stream, the host waiting until it has run (ordered:
- * after everything queued before it) */
-cudaError_t wait_for_copy(const char *call, std::function<void()> fn)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    if (cudaError_t e = enqueue(nullptr, call, std::move(fn)))
-        return e;
-    uint64_t seq = next_seq;
-    run_until([seq]() { return !queued_seq(seq); });
-    return broken();
 }
 
 /* A copy of height rows of width bytes. Pageable sources are read now; a pageable destination makes
@@ -248,14 +146,14 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
             memmove((char *)dst + r * dp, from + r * sp, width);
     };
     if (sync)
-        return wait_for_copy(call, [=]() { rows(sr); });
+        return wait_for(call, [=]() { rows(sr); });
     if (dc == PAGEABLE || sc == PAGEABLE) {
         if (s && s->capturing)
             return s->invalidated = true,
                    fail(cudaErrorStreamCaptureUnsupported,
                         "%s with pageable host memory while capturing", call);
         if (dc == PAGEABLE) { /* waits for the work before it, then copies */
-            flush();
+            run_queued();
             if (cudaError_t e = broken())
                 return e;
             rows(sr);
@@ -288,7 +186,7 @@ cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char 
     if (c != DEVICE)
         return fail(cudaErrorInvalidValue, "%s: %p is not device memory", call, p);
     if (sync)
-        return wait_for_copy(call, [=]() { memset(p, v, n); });
+        return wait_for(call, [=]() { memset(p, v, n); });
     return enqueue(s, call, [=]() { memset(p, v, n); });
 }
 
@@ -314,7 +212,7 @@ cudaError_t host_alloc(void **p, size_t bytes, const char *call)
 std::recursive_mutex &device_mutex() { return mu; }
 std::set<cudaStream_t> &device_streams() { return streams; }
 cudaError_t sticky_error() { return broken(); }
-void run_queued() { flush(); }
+bool device_faulted() { return sticky != cudaSuccess; }
 bool valid_stream(cudaStream_t s) { return !s || streams.count(s); }
 
 cudaError_t api_fail(cudaError_t e, const char *fmt, ...)
@@ -324,46 +222,6 @@ cudaError_t api_fail(cudaError_t e, const char *fmt, ...)
     vfail(e, fmt, ap);
     va_end(ap);
     return e;
-}
-
-cudaError_t wait_all(const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    flush();
-    return broken();
-}
-
-uint64_t last_queued() { return next_seq; }
-
-cudaError_t wait_stream(cudaStream_t s, const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    run_until([s]() {
-        for (auto &q : queue)
-            if (q.s == s)
-                return false;
-        return true;
-    });
-    return broken();
-}
-
-cudaError_t wait_seq(uint64_t seq, const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    run_until([seq]() { return !queued_seq(seq); });
-    return broken();
-}
-
-cudaError_t enqueue_wait(cudaStream_t s, uint64_t seq)
-{
-    if (cudaError_t e = enqueue(s, "cudaStreamWaitEvent", []() {}))
-        return e;
-    if (!(s && s->capturing))
-        queue.back().after = seq;
-    return cudaSuccess;
 }
 
 long env_long(const char *name, long def)
@@ -457,26 +315,6 @@ bool in_device_memory(const void *p, size_t bytes)
     uintptr_t base;
     const alloc *a = find(p, &base);
     return a && a->kind == DEVICE && (uintptr_t)p + bytes <= base + a->bytes;
-}
-
-cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> fn)
-{
-    device_guard g(mu);
-    if (s && s->capturing) {
-        if (s->invalidated)
-            return fail(cudaErrorStreamCaptureInvalidated,
-                        "%s: the stream's capture was invalidated", what);
-        s->graph->nodes.push_back(std::make_shared<work>(work{what, std::move(fn)}));
-        return cudaSuccess;
-    }
-    if (!s) /* the legacy default stream waits for every stream: a capture cannot take part */
-        if (cuemu_stream *c = strict_capture()) {
-            c->invalidated = true;
-            return fail(cudaErrorStreamCaptureImplicit,
-                        "%s on the legacy default stream while a stream is capturing", what);
-        }
-    queue.push_back(queued{work{what, std::move(fn)}, s, ++next_seq, 0});
-    return cudaSuccess;
 }
 
 /* CUDA_EMU_FAULT: the first number of kernel name's output that the launch changed (before: the
@@ -757,7 +595,7 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaDeviceReset(void)
 {
     device_guard g(mu);
-    queue.clear();
+    drop_queued();
     sticky = last = cudaSuccess;
     return cudaSuccess;
 }

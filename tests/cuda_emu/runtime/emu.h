@@ -81,8 +81,17 @@ bool valid_stream(cudaStream_t s);
 __attribute__((format(printf, 2, 3))) cudaError_t api_fail(cudaError_t e, const char *fmt, ...);
 /* the device's sticky error, or cudaSuccess */
 cudaError_t sticky_error(void);
-/* runs everything queued */
+/* the device has faulted: its error is sticky (device.cpp) */
+bool device_faulted(void);
+/* queue.cpp: */
+/* runs everything queued; drop_queued forgets it (a reset) */
 void run_queued(void);
+void drop_queued(void);
+/* a call that a capture in global or thread-local mode forbids: invalidates it and fails, else
+ * cudaSuccess */
+cudaError_t forbidden_in_capture(const char *call);
+/* a synchronous copy or set: fn queued on the legacy stream, the host waiting until it has run */
+cudaError_t wait_for(const char *call, std::function<void()> fn);
 /* a synchronising call's wait: everything queued runs first (a capture forbids it) */
 cudaError_t wait_all(const char *call);
 /* the number of the work queued last (an event's record is known by it) */

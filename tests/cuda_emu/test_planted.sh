@@ -6,12 +6,13 @@
 P=$TMP/planted
 mkdir -p "$P"
 export CUDA_EMU_CACHE=$PWD/$BUILD/emu/cache
-planted_build() { # NAME: $P/NAME-bug and $P/NAME-ok
-    local f=tests/cuda_emu/planted/$1.cu
+planted_build() { # NAME [FLAGS...]: $P/NAME-bug and $P/NAME-ok
+    local f=tests/cuda_emu/planted/$1.cu n=$1
+    shift
     tests/cuda_emu/nvcc-emu -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-        -fno-sanitize-recover=undefined -DPLANTED -o "$P/$1-bug" "$f" &&
+        -fno-sanitize-recover=undefined "$@" -DPLANTED -o "$P/$n-bug" "$f" &&
         tests/cuda_emu/nvcc-emu -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-            -fno-sanitize-recover=undefined -o "$P/$1-ok" "$f"
+            -fno-sanitize-recover=undefined "$@" -o "$P/$n-ok" "$f"
 }
 # planted_run NAME KIND [SEED]: runs one build, its output (stdout and stderr) in $P/out, its status in rc
 planted_run() {
@@ -58,11 +59,13 @@ planted_case struct_host "a struct argument holding a host pointer is refused at
 planted_case static_shared "more than 48 KB of static shared memory fails the launch, saying so" \
     'kernel spread' '53248 bytes of static shared memory a block: ptxas refuses more than 49152'
 
-# the strict modes (CUDA_EMU_STRICT=1 turns on all three): each planted bug passes by default and
-# is wrong under its mode for some seed of four; each correct counterpart is right under all four
-planted_mode() { # NAME SETTING WHAT
+# the strict modes (CUDA_EMU_STRICT=1 turns on all four; the store switch needs device code built
+# with --emu-switch-stores): each planted bug passes by default and is wrong under its mode for some
+# seed of four; each correct counterpart is right under all four
+planted_mode() { # NAME SETTING WHAT [BUILD-FLAGS...]
     local name=$1 setting=$2 what=$3 wrong=0 right=0 seed
-    if ! planted_build "$name" >"$P/build" 2>&1; then
+    shift 3
+    if ! planted_build "$name" "$@" >"$P/build" 2>&1; then
         fail "emu/planted $name builds" "$(tail -3 "$P/build" | tr '\n' ' ')"
         return
     fi
@@ -83,6 +86,8 @@ planted_mode hidden_uninit CUDA_EMU_POISON=random \
 planted_mode pinned_late CUDA_EMU_PINNED=call "pinned memory filled after its copy is queued"
 planted_mode stream_order CUDA_EMU_STREAMS=unordered \
     "two streams with no event between them, a copy not waiting for its stream"
+planted_mode lost_update CUDA_EMU_SWITCH=stores \
+    "a read-modify-write of shared memory that is not atomic loses updates" --emu-switch-stores
 
 # a kernel taking a volatile pointer compiles and runs (as nvcc's do)
 cat >"$P/volatile.cu" <<'EOF'

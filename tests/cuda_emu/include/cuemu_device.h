@@ -71,6 +71,13 @@ struct block_ctx {
 extern thread_ctx *cur_thread;
 extern block_ctx *cur_block;
 
+/* Inside an atomic: no fiber switch at its store (CUDA_EMU_SWITCH=stores, sched.cpp) */
+extern int in_atomic;
+struct atomic_section {
+    atomic_section() { in_atomic++; }
+    ~atomic_section() { in_atomic--; }
+};
+
 /* entry of every __global__ function (inserted by the source rewriter): its name and launch bounds
  */
 void kernel_entry(const char *name, int max_threads);
@@ -251,11 +258,12 @@ static inline void __stwb(T *p, T v)
     *p = v;
 }
 
-/* Atomics: one fiber runs at a time and none is switched out inside these, so a plain
- * read-modify-write is atomic. */
+/* Atomics: one fiber runs at a time and none is switched out inside these (not even at a store,
+ * under CUDA_EMU_SWITCH=stores), so a plain read-modify-write is atomic. */
 template <typename T>
 static inline T atomicAdd(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = (T)(o + v);
     return o;
@@ -263,6 +271,7 @@ static inline T atomicAdd(T *p, T v)
 template <typename T>
 static inline T atomicSub(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = (T)(o - v);
     return o;
@@ -270,6 +279,7 @@ static inline T atomicSub(T *p, T v)
 template <typename T>
 static inline T atomicExch(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = v;
     return o;
@@ -277,6 +287,7 @@ static inline T atomicExch(T *p, T v)
 template <typename T>
 static inline T atomicMin(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = v < o ? v : o;
     return o;
@@ -284,6 +295,7 @@ static inline T atomicMin(T *p, T v)
 template <typename T>
 static inline T atomicMax(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = v > o ? v : o;
     return o;
@@ -291,6 +303,7 @@ static inline T atomicMax(T *p, T v)
 template <typename T>
 static inline T atomicAnd(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = o & v;
     return o;
@@ -298,6 +311,7 @@ static inline T atomicAnd(T *p, T v)
 template <typename T>
 static inline T atomicOr(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = o | v;
     return o;
@@ -305,6 +319,7 @@ static inline T atomicOr(T *p, T v)
 template <typename T>
 static inline T atomicXor(T *p, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     *p = o ^ v;
     return o;
@@ -312,6 +327,7 @@ static inline T atomicXor(T *p, T v)
 template <typename T>
 static inline T atomicCAS(T *p, T cmp, T v)
 {
+    ::cuemu::atomic_section a_;
     T o = *p;
     if (o == cmp)
         *p = v;
@@ -319,12 +335,14 @@ static inline T atomicCAS(T *p, T cmp, T v)
 }
 static inline unsigned atomicInc(unsigned *p, unsigned v)
 {
+    ::cuemu::atomic_section a_;
     unsigned o = *p;
     *p = o >= v ? 0 : o + 1;
     return o;
 }
 static inline unsigned atomicDec(unsigned *p, unsigned v)
 {
+    ::cuemu::atomic_section a_;
     unsigned o = *p;
     *p = (o == 0 || o > v) ? v : o - 1;
     return o;

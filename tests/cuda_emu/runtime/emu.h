@@ -56,6 +56,11 @@ struct kernel_launch {
  * kernel's (its __global__ function's), once a block has started. */
 bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const char **name);
 
+/* Before a kernel's store to p (the hooks of runtime/stores.cpp): with CUDA_EMU_SWITCH=stores
+ * (strict), a store outside the fiber's own stack and outside an atomic lets the block's other
+ * threads run first, so a read-modify-write that is not atomic loses updates, as on a GPU. */
+void store_point(const void *p);
+
 /* the device's figures (an H200's) */
 const cudaDeviceProp &device_prop(void);
 

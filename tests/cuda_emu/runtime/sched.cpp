@@ -65,6 +65,7 @@ namespace cuemu
 
 thread_ctx *cur_thread;
 block_ctx *cur_block;
+int in_atomic;
 
 namespace
 {
@@ -582,6 +583,18 @@ void *dyn_shared(void)
 {
     current("extern __shared__");
     return cur_run->dyn;
+}
+
+void store_point(const void *p)
+{
+    static const bool on = !strcmp(emu_mode("CUDA_EMU_SWITCH", "stores", "none"), "stores");
+    fiber *f = cur_fib;
+    if (!on || !f || in_atomic ||
+        ((const char *)p >= f->stack && (const char *)p < f->stack + STACK_BYTES))
+        return;
+    block_run *r = cur_run;
+    r->ready.push_back((int)(f - r->f)); /* it goes on in the next round, whose order is drawn */
+    switch_away(f, false);
 }
 
 static uint64_t barrier_wait(const char *file, int line, int kind, int pred)

@@ -78,8 +78,8 @@ OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all run demo test unit asan emu emu-stores bundle tsan fuzz bench bench-peer bench-tui bench-types \
-        test-gpt2 deps test-deps clean install uninstall
+.PHONY: all run demo test unit asan emu emu-stores bundle tsan fuzz bench bench-peer bench-tui \
+        bench-types test-gpt2 deps test-deps clean install uninstall
 all: $(BUILD)/kvchat
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)

@@ -362,12 +362,24 @@ static bool host_pointer(uint64_t v)
         find((const char *)v - 1, &base))
         return false;
     static std::vector<std::pair<uintptr_t, uintptr_t>> maps;
-    for (int fresh = 0; fresh < 2; fresh++) {
+    /* words found to be numbers (a size, a count): the same ones come with every launch, and each
+     * would read the mappings again; one that becomes an address later is missed */
+    static std::set<uint64_t> &numbers = *new std::set<uint64_t>;
+    auto mapped = [v]() {
         for (auto &r : maps)
             if (v >= r.first && v < r.second)
                 return true;
-        maps = host_mappings(); /* the heap may have grown since */
-    }
+        return false;
+    };
+    if (numbers.count(v))
+        return false;
+    if (mapped())
+        return true;
+    maps = host_mappings(); /* the heap may have grown since */
+    if (mapped())
+        return true;
+    if (numbers.size() < 4096)
+        numbers.insert(v);
     return false;
 }
 

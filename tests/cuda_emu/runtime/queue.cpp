@@ -109,6 +109,32 @@ cudaError_t forbidden_in_capture(const char *call)
 void run_queued() { flush(); }
 void drop_queued() { queue.clear(); }
 
+/* a synchronising call's wait: forbidden while capturing, then run_until(done) */
+static cudaError_t wait(const char *call, const std::function<bool()> &done)
+{
+    if (cudaError_t e = forbidden_in_capture(call))
+        return e;
+    run_until(done);
+    return sticky_error();
+}
+
+cudaError_t wait_all(const char *call) { return wait(call, nullptr); }
+
+cudaError_t wait_stream(cudaStream_t s, const char *call)
+{
+    return wait(call, [s]() {
+        for (auto &q : queue)
+            if (q.s == s)
+                return false;
+        return true;
+    });
+}
+
+cudaError_t wait_seq(uint64_t seq, const char *call)
+{
+    return wait(call, [seq]() { return !queued_seq(seq); });
+}
+
 /* A synchronous copy or set: on the legacy stream, the host waiting until it has run (ordered:
  * after everything queued before it) */
 cudaError_t wait_for(const char *call, std::function<void()> fn)
@@ -117,41 +143,10 @@ cudaError_t wait_for(const char *call, std::function<void()> fn)
         return e;
     if (cudaError_t e = enqueue(nullptr, call, std::move(fn)))
         return e;
-    uint64_t seq = next_seq;
-    run_until([seq]() { return !queued_seq(seq); });
-    return sticky_error();
-}
-
-cudaError_t wait_all(const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    flush();
-    return sticky_error();
+    return wait_seq(next_seq, call);
 }
 
 uint64_t last_queued() { return next_seq; }
-
-cudaError_t wait_stream(cudaStream_t s, const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    run_until([s]() {
-        for (auto &q : queue)
-            if (q.s == s)
-                return false;
-        return true;
-    });
-    return sticky_error();
-}
-
-cudaError_t wait_seq(uint64_t seq, const char *call)
-{
-    if (cudaError_t e = forbidden_in_capture(call))
-        return e;
-    run_until([seq]() { return !queued_seq(seq); });
-    return sticky_error();
-}
 
 cudaError_t enqueue_wait(cudaStream_t s, uint64_t seq)
 {

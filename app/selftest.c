@@ -38,7 +38,7 @@ double selftest_error(const float *x, const float *ref, int n)
     return sqrt(d / (r > 0 ? r : 1));
 }
 
-int selftest_run(loaded_model *lm, selftest_result *r)
+int selftest_against(loaded_model *lm, gpt2_model *ref, kb_backend *cpu, selftest_result *r)
 {
     memset(r, 0, sizeof *r);
     const gpt2_config *c = &lm->model.cfg;
@@ -55,9 +55,6 @@ int selftest_run(loaded_model *lm, selftest_result *r)
     for (int i = 0; i < total;
          i++) /* a fixed prompt spread over the vocabulary; both sides are fed it */
         ids[i] = (int)((i * 7919u + 13u) % (unsigned)V);
-    kb_backend *cpu = kb_create("cpu", lm->backend->threads);
-    gpt2_model ref;
-    memset(&ref, 0, sizeof ref);
     kv_opts ko;
     kv_opts_default(&ko, c);
     ko.window = total;
@@ -65,9 +62,7 @@ int selftest_run(loaded_model *lm, selftest_result *r)
     kv_pool *pd = NULL, *pc = NULL;
     kv_seq *sd = NULL, *sc = NULL;
     float *ld = malloc(sizeof(float) * (size_t)V), *lc = malloc(sizeof(float) * (size_t)V);
-    int rc = !cpu || !ld || !lc || gpt2_load(&ref, lm->dir, lm->model.wtype, NULL) ||
-                     gpt2_place(&ref, cpu, NULL) ||
-                     !(pd = kv_pool_create(lm->backend, c, &ko, NULL)) ||
+    int rc = !ld || !lc || !(pd = kv_pool_create(lm->backend, c, &ko, NULL)) ||
                      !(pc = kv_pool_create(cpu, c, &ko, NULL)) || !(sd = kv_seq_new(pd, 0)) ||
                      !(sc = kv_seq_new(pc, 0))
                  ? -1
@@ -78,7 +73,7 @@ int selftest_run(loaded_model *lm, selftest_result *r)
      */
     for (int at = 0, n = prefill; !rc && at < total; at += n, n = 1) {
         rc = gpt2_forward(&lm->model, lm->backend, sd, ids + at, n, ld) ||
-                     gpt2_forward(&ref, cpu, sc, ids + at, n, lc)
+                     gpt2_forward(ref, cpu, sc, ids + at, n, lc)
                  ? -1
                  : 0;
         double e = rc ? 0 : selftest_error(ld, lc, V);
@@ -90,13 +85,24 @@ int selftest_run(loaded_model *lm, selftest_result *r)
     kv_seq_free(sc);
     kv_pool_free(pd);
     kv_pool_free(pc);
-    gpt2_free(&ref);
-    if (cpu)
-        cpu->destroy(cpu);
     free(ld);
     free(lc);
     r->passed = !rc && r->worst <= r->limit;
     return rc ? err_wrap("the GPU self-test") : 0;
+}
+
+int selftest_run(loaded_model *lm, selftest_result *r)
+{
+    kb_backend *cpu = kb_create("cpu", lm->backend->threads);
+    gpt2_model ref;
+    memset(&ref, 0, sizeof ref);
+    int rc = !cpu || gpt2_load(&ref, lm->dir, lm->model.wtype, NULL) || gpt2_place(&ref, cpu, NULL)
+                 ? err_wrap("the GPU self-test")
+                 : selftest_against(lm, &ref, cpu, r);
+    gpt2_free(&ref);
+    if (cpu)
+        cpu->destroy(cpu);
+    return rc;
 }
 
 int selftest_key(loaded_model *lm, char *buf, size_t n)

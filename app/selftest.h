@@ -25,6 +25,8 @@ double selftest_limit(dtype weights, dtype cache);
 double selftest_error(const float *x, const float *ref, int n);
 /* Runs the test for the model as loaded on its backend (a CPU copy is loaded from lm->dir). */
 int selftest_run(loaded_model *lm, selftest_result *r);
+/* The same against ref, the model already placed on the CPU backend cpu in lm's weight dtype. */
+int selftest_against(loaded_model *lm, gpt2_model *ref, kb_backend *cpu, selftest_result *r);
 /* The first-use gate, called by selftest_load on a GPU: for each kernel set to try, the cached
  * verdict, else a run (and its verdict cached); the first set that passes stays in use (a fallback
  * to the basic set is said in one line). When none passes, `auto` reloads lm on the CPU (saying why

@@ -150,10 +150,9 @@ static void compare(sc_run *r, const sc_case *c, const char *name, double second
 }
 
 /* The first-use self-test, on the warm backend, with the GPU's default cache (bf16). */
-static int gate_test(sc_run *r, const sc_case *c, const char *dir)
+static int gate_test(sc_run *r, const sc_case *c)
 {
     loaded_model lm = {.model = r->dm, .backend = r->dev, .kernels = c->ks};
-    snprintf(lm.dir, sizeof lm.dir, "%s", dir);
     kv_opts ko;
     kv_opts_default(&ko, &r->dm.cfg);
     ko.type = DT_BF16;
@@ -161,7 +160,7 @@ static int gate_test(sc_run *r, const sc_case *c, const char *dir)
         return -1;
     selftest_result st;
     double t0 = ev_clock();
-    int rc = selftest_run(&lm, &st);
+    int rc = selftest_against(&lm, &r->cm, r->cpu, &st); /* the CPU copy the cases use */
     kv_pool_free(lm.pool);
     r->dm = lm.model; /* what the passes cached in the model (activations) stays its own */
     if (rc)
@@ -212,7 +211,7 @@ static int run_cases(sc_run *r, const char *dir)
         }
         if (r->dev->use_kernels)
             r->dev->use_kernels(r->dev, c->ks);
-        if (!p->no_gate && !tested[c->w][c->ks == KB_KERNELS_BASIC]++ && gate_test(r, c, dir))
+        if (!p->no_gate && !tested[c->w][c->ks == KB_KERNELS_BASIC]++ && gate_test(r, c))
             return err_wrap("the self-test of %s", name);
         double t0 = ev_clock();
         if (run_side(r, &r->dm, r->dev, c, r->rows[0], r->greedy[0]))

@@ -43,14 +43,17 @@ export KVCHAT_DEVICE=cpu
 no_gpu=-cuda/
 nvidia-smi -L >/dev/null 2>&1 && no_gpu=
 
-# The emulated device proves itself, the GPU check runs on it (and is checked), and its bundle is
-# built here: in the background, beside the suites below (the emulator runs on one core, and the
+# The emulated device proves itself, the CUDA twins run on it traced and strict, the GPU check runs
+# on it (and is checked), and its bundle is built here: in the background, beside the suites below (the emulator runs on one core, and the
 # ThreadSanitizer run is pinned to the other), in folders of TMP of their own. Their lines and
 # counts join the rest at the end.
 emu_suites() {
     PASS=0 FAIL=0 SKIP=0
     . tests/cuda_emu/test_planted.sh
     took test_planted
+    # the twins with every load and store traced, strict: lost updates and never-written reads
+    CUDA_EMU_STRICT=1 unit "$BUILD/emu/traced/unit_tests" "emu-traced:" cuda/
+    took emu-traced-unit
     . tests/gpu/test_check.sh
     took test_check
     KV=$BUILD/kvchat

@@ -59,9 +59,10 @@ planted_case struct_host "a struct argument holding a host pointer is refused at
 planted_case static_shared "more than 48 KB of static shared memory fails the launch, saying so" \
     'kernel spread' '53248 bytes of static shared memory a block: ptxas refuses more than 49152'
 
-# the strict modes (CUDA_EMU_STRICT=1 turns on all four; the store switch needs device code built
-# with --emu-switch-stores): each planted bug passes by default and is wrong under its mode for some
-# seed of four; each correct counterpart is right under all four
+# the strict modes (CUDA_EMU_STRICT=1 turns on all five; the store switch and the report of
+# never-written reads need device code built with --emu-trace-memory): each planted bug passes by
+# default and is wrong under its mode for some seed of four; each correct counterpart is right under
+# all four
 planted_mode() { # NAME SETTING WHAT [BUILD-FLAGS...]
     local name=$1 setting=$2 what=$3 wrong=0 right=0 seed
     shift 3
@@ -87,7 +88,30 @@ planted_mode pinned_late CUDA_EMU_PINNED=call "pinned memory filled after its co
 planted_mode stream_order CUDA_EMU_STREAMS=unordered \
     "two streams with no event between them, a copy not waiting for its stream"
 planted_mode lost_update CUDA_EMU_SWITCH=stores \
-    "a read-modify-write of shared memory that is not atomic loses updates" --emu-switch-stores
+    "a read-modify-write of shared memory that is not atomic loses updates" --emu-trace-memory
+
+# the report of reads of bytes never written (traced device code, CUDA_EMU_UNINIT=report): hidden by
+# fmaxf by default, a launch failure naming the kernel, the line and the byte under the report
+planted_report() { # NAME KERNEL LINE MEMORY
+    local name=$1
+    if ! planted_build "$name" --emu-trace-memory >"$P/build" 2>&1; then
+        fail "emu/planted $name builds traced" "$(tail -3 "$P/build" | tr '\n' ' ')"
+        return
+    fi
+    planted_run "$name" bug
+    same "emu/planted $name: the default emulation hides it (traced)" "0 right" \
+        "$rc $(tail -1 "$P/out")"
+    CUDA_EMU_UNINIT=report ASAN_OPTIONS=detect_leaks=1 "$P/$name-bug" >"$P/out" 2>&1
+    rc=$?
+    check "emu/planted $name: CUDA_EMU_UNINIT=report fails the launch at the read" \
+        grep -qE "kernel $2 .*a read of 4 bytes at [^ ]*$name.cu:$3 in thread .*: byte [0-9]+ of $4 of [0-9]+ bytes was never written" "$P/out"
+    same "emu/planted $name: and the program's check sees the failure" 3 "$rc"
+    CUDA_EMU_STRICT=1 ASAN_OPTIONS=detect_leaks=1 "$P/$name-ok" >"$P/out" 2>&1
+    same "emu/planted $name: the correct counterpart is right under CUDA_EMU_STRICT=1" "0 right" \
+        "$? $(tail -1 "$P/out")"
+}
+planted_report hidden_uninit maximum 12 "a device allocation"
+planted_report unwritten_shared block_max 19 "a __shared__ array"
 
 # a kernel taking a volatile pointer compiles and runs (as nvcc's do)
 cat >"$P/volatile.cu" <<'EOF'

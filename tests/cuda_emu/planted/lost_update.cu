@@ -1,6 +1,6 @@
 /* Planted: 256 threads count into shared memory with a plain read-modify-write. The default
  * emulation runs each thread from one barrier to the next without a switch, which hides it; built
- * with --emu-switch-stores and run with CUDA_EMU_SWITCH=stores (in CUDA_EMU_STRICT), each store
+ * with --emu-trace-memory and run with CUDA_EMU_SWITCH=stores (in CUDA_EMU_STRICT), each store
  * lets the other threads run first and updates are lost. Correct: atomicAdd. */
 #include "planted.h"
 

@@ -98,17 +98,53 @@ size_t span(int64_t rows, int64_t cols, int64_t ld, cudaDataType_t t)
     return rows && cols ? ((size_t)ld * (size_t)(cols - 1) + (size_t)rows) * elem_bytes(t) : 0;
 }
 
+/* the rows and columns of A and B as stored (before their op) */
+struct shapes {
+    int64_t ar, ac, br, bc;
+};
+shapes shapes_of(const product &p)
+{
+    return {p.ta == CUBLAS_OP_N ? p.m : p.k, p.ta == CUBLAS_OP_N ? p.k : p.m,
+            p.tb == CUBLAS_OP_N ? p.k : p.n, p.tb == CUBLAS_OP_N ? p.n : p.k};
+}
+
+/* under CUDA_EMU_UNINIT=report: false, the device's error set, when a product reads bytes never
+ * written (its columns through their leading dimensions, C only when beta is not 0) */
+bool read_written(const product &p)
+{
+    shapes d = shapes_of(p);
+    struct {
+        const void *ptr;
+        int64_t rows, cols, ld;
+        cudaDataType_t t;
+        const char *name;
+    } mats[] = {{p.A, d.ar, d.ac, p.lda, p.at, "A"},
+                {p.B, d.br, d.bc, p.ldb, p.bt, "B"},
+                {p.beta != 0 ? p.C : nullptr, p.m, p.n, p.ldc, p.ct, "C"},
+                {p.bias, p.m, 1, p.m, CUDA_R_32F, "the bias"}};
+    char why[256];
+    for (auto &x : mats)
+        for (int64_t j = 0; x.ptr && j < x.cols; j++)
+            if (!cuemu::written_check((const char *)x.ptr + (size_t)(j * x.ld) * elem_bytes(x.t),
+                                      (size_t)x.rows * elem_bytes(x.t), why, sizeof why)) {
+                cuemu::device_fault(cudaErrorLaunchFailure,
+                                    std::string("a cuBLAS product reads its ") + x.name + ": " +
+                                        why + " (CUDA_EMU_UNINIT=report)");
+                return false;
+            }
+    return true;
+}
+
 /* the product, run when the stream reaches it */
 void run(const product &p)
 {
-    int64_t ar = p.ta == CUBLAS_OP_N ? p.m : p.k, ac = p.ta == CUBLAS_OP_N ? p.k : p.m;
-    int64_t br = p.tb == CUBLAS_OP_N ? p.k : p.n, bc = p.tb == CUBLAS_OP_N ? p.n : p.k;
+    shapes d = shapes_of(p);
     struct {
         const void *ptr;
         size_t bytes;
         const char *name;
-    } mats[] = {{p.A, span(ar, ac, p.lda, p.at), "A"},
-                {p.B, span(br, bc, p.ldb, p.bt), "B"},
+    } mats[] = {{p.A, span(d.ar, d.ac, p.lda, p.at), "A"},
+                {p.B, span(d.br, d.bc, p.ldb, p.bt), "B"},
                 {p.beta != 0 ? p.C : nullptr, span(p.m, p.n, p.ldc, p.ct), "C"},
                 {p.D, span(p.m, p.n, p.ldd, p.dt), "D"},
                 {p.bias, p.bias ? sizeof(float) * (size_t)p.m : 0, "the bias"}};
@@ -121,6 +157,11 @@ void run(const product &p)
             cuemu::device_fault(cudaErrorIllegalAddress, why);
             return;
         }
+    if (!read_written(p))
+        return;
+    for (int j = 0; j < p.n; j++)
+        cuemu::written_mark((const char *)p.D + (size_t)j * p.ldd * elem_bytes(p.dt),
+                            (size_t)p.m * elem_bytes(p.dt));
     for (int j = 0; j < p.n; j++)
         for (int i = 0; i < p.m; i++) {
             double acc = 0;

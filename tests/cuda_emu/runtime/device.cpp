@@ -142,8 +142,10 @@ cudaError_t copy2d(void *dst, size_t dp, const void *src, size_t sp, size_t widt
     if (height > 1 && d < sr + sspan && sr < d + dspan)
         return fail(cudaErrorInvalidValue, "%s: the source and destination overlap", call);
     auto rows = [=](const char *from) {
-        for (size_t r = 0; r < height; r++)
+        for (size_t r = 0; r < height; r++) {
+            written_copy((char *)dst + r * dp, from + r * sp, width);
             memmove((char *)dst + r * dp, from + r * sp, width);
+        }
     };
     if (sync)
         return wait_for(call, [=]() { rows(sr); });
@@ -185,9 +187,11 @@ cudaError_t set(void *p, int v, size_t n, cudaStream_t s, bool sync, const char 
         return last;
     if (c != DEVICE)
         return fail(cudaErrorInvalidValue, "%s: %p is not device memory", call, p);
-    if (sync)
-        return wait_for(call, [=]() { memset(p, v, n); });
-    return enqueue(s, call, [=]() { memset(p, v, n); });
+    auto fill = [=]() {
+        written_mark(p, n);
+        memset(p, v, n);
+    };
+    return sync ? wait_for(call, fill) : enqueue(s, call, fill);
 }
 
 cudaError_t host_alloc(void **p, size_t bytes, const char *call)
@@ -631,6 +635,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (!m)
         return fail(cudaErrorMemoryAllocation, "cudaMalloc: the host has no %zu bytes", bytes);
     poison(m, bytes);
+    written_track(m, bytes, "a device allocation");
     allocs[(uintptr_t)m] = alloc{bytes, DEVICE};
     device_bytes += bytes;
     *p = m;
@@ -652,6 +657,7 @@ static cudaError_t release(void *p, int kind, const char *call)
     if (kind == DEVICE)
         device_bytes -= it->second.bytes;
     allocs.erase(it);
+    written_untrack(p);
     free(p);
     return broken();
 }

@@ -56,10 +56,29 @@ struct kernel_launch {
  * kernel's (its __global__ function's), once a block has started. */
 bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const char **name);
 
-/* Before a kernel's store to p (the hooks of runtime/stores.cpp): with CUDA_EMU_SWITCH=stores
- * (strict), a store outside the fiber's own stack and outside an atomic lets the block's other
- * threads run first, so a read-modify-write that is not atomic loses updates, as on a GPU. */
-void store_point(const void *p);
+/* Before a kernel's store of n bytes to p (the hooks of runtime/trace.cpp): marks them written;
+ * with CUDA_EMU_SWITCH=stores (strict), a store outside the fiber's own stack and outside an atomic
+ * lets the block's other threads run first, so a read-modify-write that is not atomic loses
+ * updates, as on a GPU. */
+void store_point(const void *p, size_t n);
+/* Before a kernel's load of n bytes at p, made by the instruction at pc: with
+ * CUDA_EMU_UNINIT=report (strict), bytes of device or shared memory never written fail the launch,
+ * naming the kernel, the thread, the bytes and the source line. */
+void load_point(const void *p, size_t n, const char *pc);
+
+/* written.cpp: which bytes of device and shared memory were ever written, tracked when the device
+ * code is traced (trace_memory_on, called by its hooks' start) and CUDA_EMU_UNINIT=report */
+void trace_memory_on(void);
+bool written_on(void);
+/* [p, p + bytes) is memory to track, all of it never written; what names it in reports */
+void written_track(const void *p, size_t bytes, const char *what);
+void written_untrack(const void *p);
+/* [p, p + n) written (its tracked parts) */
+void written_mark(const void *p, size_t n);
+/* a copy of n bytes: dst's tracked bytes take src's state (bytes outside any region: written) */
+void written_copy(void *dst, const void *src, size_t n);
+/* false, with why saying which byte of what, when a tracked byte of [p, p + n) was never written */
+bool written_check(const void *p, size_t n, char *why, size_t size);
 
 /* the device's figures (an H200's) */
 const cudaDeviceProp &device_prop(void);

@@ -502,9 +502,12 @@ bool run_block(block_run *r, uint64_t csr)
 
 void free_shared(block_run *r)
 {
-    for (auto &s : r->shared)
+    for (auto &s : r->shared) {
+        written_untrack(s.p);
         free(s.p);
+    }
     r->shared.clear();
+    written_untrack(r->dyn);
     free(r->dyn);
     r->dyn = nullptr;
 }
@@ -574,6 +577,7 @@ void *shared_alloc(const char *key, size_t bytes, size_t align)
         fail_here(f);
     }
     poison(p, bytes); /* never-written shared memory reads as NaN (or -1), or noise */
+    written_track(p, bytes, "a __shared__ array");
     r->shared.push_back({key, p});
     r->shared_bytes += bytes;
     return p;
@@ -585,16 +589,41 @@ void *dyn_shared(void)
     return cur_run->dyn;
 }
 
-void store_point(const void *p)
+void store_point(const void *p, size_t n)
 {
     static const bool on = !strcmp(emu_mode("CUDA_EMU_SWITCH", "stores", "none"), "stores");
     fiber *f = cur_fib;
-    if (!on || !f || in_atomic ||
-        ((const char *)p >= f->stack && (const char *)p < f->stack + STACK_BYTES))
+    if (!f || ((const char *)p >= f->stack && (const char *)p < f->stack + STACK_BYTES))
+        return;
+    written_mark(p, n);
+    if (!on || in_atomic)
         return;
     block_run *r = cur_run;
     r->ready.push_back((int)(f - r->f)); /* it goes on in the next round, whose order is drawn */
     switch_away(f, false);
+}
+
+void load_point(const void *p, size_t n, const char *pc)
+{
+    fiber *f = cur_fib;
+    char why[256], where[512] = ""; /* no std::string: fail_here leaves this frame for good */
+    if (!f || ((const char *)p >= f->stack && (const char *)p < f->stack + STACK_BYTES) ||
+        written_check(p, n, why, sizeof why))
+        return;
+#ifdef CUEMU_ASAN
+    /* the frames, innermost first, each ended by a NUL (an inlined function's line, then its
+     * caller's): joined, so that an atomic's header line also names the kernel's */
+    char frames[512] = "";
+    __sanitizer_symbolize_pc((void *)pc, "%s:%l", frames, sizeof frames - 1);
+    for (const char *fr = frames; *fr && fr < frames + sizeof frames - 1; fr += strlen(fr) + 1)
+        snprintf(where + strlen(where), sizeof where - strlen(where), "%s%s",
+                 *where ? ", inlined at " : "", fr);
+#else
+    snprintf(where, sizeof where, "%p", (const void *)pc);
+#endif
+    fault(cur_run, "a read of %zu bytes at %s in %s: %s (CUDA_EMU_UNINIT=report)", n, where,
+          thread_name(*f).c_str(), why);
+    fail_here(f);
 }
 
 static uint64_t barrier_wait(const char *file, int line, int kind, int pred)
@@ -728,9 +757,10 @@ bool run_grid(const kernel_launch &k, uint64_t seed, std::string *why, const cha
         r.rng = next_random(&rng);
         r.dyn = malloc(k.cfg.shared); /* exactly the bytes asked for (none: any access is past
                                          them), poisoned */
-        if (r.dyn)
+        if (r.dyn) {
             poison(r.dyn, k.cfg.shared);
-        else if (k.cfg.shared)
+            written_track(r.dyn, k.cfg.shared, "dynamic shared memory");
+        } else if (k.cfg.shared)
             fault(&r, "out of host memory for dynamic shared memory");
         cur_run = &r;
         cur_block = &r.ctx;

@@ -191,6 +191,23 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     return r < 0 ? -1 : 1;
 }
 
+int draft_opts_parse(draft_opts *o, int argc, char **argv, int *i)
+{
+    const char *v = NULL;
+    int r;
+    if ((r = opt_match(argc, argv, i, NULL, "--draft", &v)) != 0) {
+        if (r > 0 && draft_parse(v, o))
+            return -1;
+    } else if ((r = opt_match(argc, argv, i, NULL, "--draft-max", &v)) != 0) {
+        if (r > 0 && opt_int("--draft-max", v, 1, DRAFT_MAX_TOKENS, &o->max))
+            return -1;
+    } else if ((r = opt_match(argc, argv, i, NULL, "--draft-p-min", &v)) != 0) {
+        if (r > 0 && opt_float("--draft-p-min", v, 0, 1, &o->min_prob))
+            return -1;
+    }
+    return r < 0 ? -1 : r;
+}
+
 int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd)
 {
     for (int i = 1; i < argc; i++) {

@@ -54,6 +54,19 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --repeat-penalty R divide logits of ids already in the context by R (default 1.1)\n" \
     "  -s, --seed S           sampling seed; same seed and backend, same tokens (default 0)\n"
 
+/* Speculative decoding's options (model/draft.h) for the commands that take them: like
+ * model_opts_parse, 1 matched, 0 not, -1 a bad value (the error set). */
+int draft_opts_parse(draft_opts *o, int argc, char **argv, int *i);
+#define DRAFT_OPTS_HELP                                                                            \
+    "      --draft D          speculative decoding: a drafter proposes tokens, the model checks\n" \
+    "                         them in one pass (greedy: the same reply; sampling: the same\n"      \
+    "                         distribution). lookup (the tokens after the last earlier match of\n" \
+    "                         the context's end), self-q8 (the model's weights in q8), a GPT-2\n"  \
+    "                         directory with the same vocabulary, or off (default)\n"              \
+    "      --draft-max K      at most K drafted tokens a pass, 1..15 (default 4)\n"                \
+    "      --draft-p-min P    a draft model stops drafting when its own probability of its\n"      \
+    "                         choice falls under P (default 0.5)\n"
+
 /* argv[*i] is FLAG or FLAG=VALUE: sets *value and advances *i; 1 if matched, 0 if not, -1 if the
  * value is missing. Either name may be NULL. */
 int opt_match(int argc, char **argv, int *i, const char *shortname, const char *longname,

@@ -32,6 +32,7 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
     if (!m->logits || b != m->work_backend) {
         if (m->work_backend)
             m->work_backend->release(m->work_backend, m->logits);
+        m->logit_rows = m->head_rows = 1;
         if (!(m->logits = b->alloc(b, sizeof(float) * m->cfg.vocab_size, "logits"))) {
             b->release(b, p);
             m->work_backend = NULL;
@@ -46,6 +47,20 @@ static int ensure_work(gpt2_model *m, kb_backend *b, int n)
     m->att = m->qkv + aligned(3 * Cn);
     m->fc = m->att + aligned(Cn);
     m->work_tokens = n;
+    return 0;
+}
+
+/* room for the logits of rows positions (a verify pass's) */
+static int ensure_logit_rows(gpt2_model *m, kb_backend *b, int rows)
+{
+    if (rows <= m->logit_rows)
+        return 0;
+    float *p = b->alloc(b, sizeof(float) * m->cfg.vocab_size * (size_t)rows, "logits");
+    if (!p)
+        return -1;
+    b->release(b, m->logits);
+    m->logits = p;
+    m->logit_rows = rows;
     return 0;
 }
 
@@ -71,7 +86,7 @@ static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, in
     return 0;
 }
 
-/* the kernels of one pass; head: also the final norm and the logits of the last position */
+/* the kernels of one pass; head: also the final norm and the logits of the last head positions */
 static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, int n, int past,
                int pos0, int head)
 {
@@ -98,7 +113,7 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
             return err_wrap("layer %d", l);
     }
     if (head && (b->add_layernorm(b, h, x, h, m->lnf_g, m->lnf_b, n, C, c->ln_eps) ||
-                 b->matmul_t(b, m->logits, h + (size_t)(n - 1) * C, 1, &m->wte)))
+                 b->matmul_t(b, m->logits, h + (size_t)(n - head) * C, head, &m->wte)))
         return err_wrap("LM head");
     return 0;
 }
@@ -135,8 +150,9 @@ static uint64_t weight_addresses(const gpt2_model *m)
     return h;
 }
 
-int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
-              const kb_sample *pick, int *next, float *logits)
+/* gpt2_step with the logits of the last rows positions (0: as its arguments ask) */
+static int step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+                const kb_sample *pick, int *next, float *logits, int rows)
 {
     const gpt2_config *c = &m->cfg;
     int past = kv_len(cache), pos0 = past + m->pos_offset;
@@ -148,7 +164,7 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
         if (ids[i] < 0 || ids[i] >= c->vocab_size)
             return err_set("token id %d is outside the vocabulary (0..%d)", ids[i],
                            c->vocab_size - 1);
-    if (ensure_work(m, b, n) || kv_reserve(cache, n))
+    if (ensure_work(m, b, n) || ensure_logit_rows(m, b, rows) || kv_reserve(cache, n))
         return -1;
     const kb_kv *kv = kv_view(cache);
     step_key key;
@@ -173,8 +189,9 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
                   .pick = pick,
                   .next = next,
                   .key = &key,
-                  .key_bytes = kv->max_tokens > 0 && !(n == 1 && m->probe) ? sizeof key : 0};
-    int rc, end, head = key.ends > 0;
+                  .key_bytes =
+                      kv->max_tokens > 0 && !(n == 1 && m->probe) && rows <= 1 ? sizeof key : 0};
+    int rc, end, head = rows > 1 ? rows : key.ends > 0;
     do {
         int replayed = 0;
         if (b->step_begin && b->step_begin(b, &st, &replayed))
@@ -190,15 +207,32 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
     if (rc)
         return -1;
     kv_advance(cache, n);
+    if (head)
+        m->head_rows = head;
+    if (rows > 1)
+        return m->work_backend->copy(m->work_backend, logits, m->logits,
+                                     sizeof(float) * m->cfg.vocab_size * (size_t)rows);
     return logits ? gpt2_last_logits(m, logits) : 0;
+}
+
+int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+              const kb_sample *pick, int *next, float *logits)
+{
+    return step(m, b, cache, ids, n, pick, next, logits, 0);
+}
+
+int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
+{
+    return step(m, b, cache, ids, n, NULL, NULL, logits, n);
 }
 
 int gpt2_last_logits(gpt2_model *m, float *out)
 {
     if (!m->logits)
         return err_set("no logits yet: nothing has run through the model");
-    return m->work_backend->copy(m->work_backend, out, m->logits,
-                                 sizeof(float) * m->cfg.vocab_size);
+    size_t V = (size_t)m->cfg.vocab_size;
+    return m->work_backend->copy(m->work_backend, out, m->logits + V * (size_t)(m->head_rows - 1),
+                                 sizeof(float) * V);
 }
 
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)

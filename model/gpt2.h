@@ -46,8 +46,8 @@ typedef struct {
     float *qkv;    /* [T, 3C] */
     float *att;    /* [T, C] attention's output, heads side by side */
     float *fc;     /* [T, 4C] after GELU */
-    float *logits; /* [V] the last token's */
-    int work_tokens;
+    float *logits; /* [V] the last token's; [head_rows, V] after a verify pass */
+    int work_tokens, logit_rows, head_rows; /* rows the logits hold room for, and filled last */
     const atomic_int *yield; /* gpt2_forward_yielding's flag: set, a pass stops between layers */
     /* set by the caller: each one-token step fills it (kernels/backend.h: the weight each head
      * of each layer gave each span of the window, the turns); NULL: off, and nothing is spent */
@@ -92,6 +92,10 @@ int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int
  * *next (only its id leaves the device). */
 int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
               const kb_sample *pick, int *next, float *logits);
+/* gpt2_forward with the logits of every one of the n positions: logits gets n rows of vocab_size
+ * floats (host memory), row i the logits of the token after ids[i] (a speculative verify pass). The
+ * products run as a prefill's; n = 1 is a plain step. Never recorded by the backend. */
+int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
 /* The logits of the last pass that computed them (vocab_size floats), into host memory. */
 int gpt2_last_logits(gpt2_model *m, float *out);
 

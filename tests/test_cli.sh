@@ -110,6 +110,27 @@ e = max(n.linalg.norm(x - y) / n.linalg.norm(y) for x, y in zip(a, b))
 assert e < 1e-5 and len({r.tobytes() for r in a}) == 5, e"
 expect_error "${TAG}cli/--force-ids out of the vocabulary" 1 "--force-ids: token id 60000 is outside the vocabulary" \
     "$KV" generate -m "$M" --prompt-ids 1 --force-ids 60000
+# speculative decoding: greedy, the same ids with every drafter; the summary line counts the drafts;
+# bad drafters and settings are one-line errors
+greedy() { "$KV" generate -m "$M" --dtype f32 --prompt-ids $IDS,$IDS -n 24 --temp 0 --output ids "$@"; }
+want=$(greedy -q)
+for d in lookup self-q8 "$M"; do
+    same "${TAG}cli/generate --draft ${d##*/}: greedy gives plain decoding's ids" "$want" \
+        "$(greedy -q --draft "$d" --draft-max 3)"
+done
+greedy --draft lookup >/dev/null 2>"$TMP/draft.err"
+n='[0-9]+'
+check "${TAG}cli/generate --draft says what the drafts did" grep -qE "^\[draft lookup: $n drafted, \
+$n accepted \($n%; $n% of $n tested\), [0-9.]+ tokens a model pass over $n passes\]\$" \
+    "$TMP/draft.err"
+expect_error "${TAG}cli/--draft that does not load" 1 "draft model /nonexistent-draft" \
+    "$KV" generate -m "$M" -p hi --draft /nonexistent-draft
+expect_error "${TAG}cli/--draft-max out of range" 2 "--draft-max" \
+    "$KV" generate -m "$M" -p hi --draft lookup --draft-max 16
+expect_error "${TAG}cli/--draft with --force-ids" 2 "--draft: not with --force-ids" \
+    "$KV" generate -m "$M" --prompt-ids 1 --force-ids 2 --draft lookup
+expect_error "${TAG}cli/--draft with no value" 2 "--draft needs a value" \
+    "$KV" generate -m "$M" --draft
 # the README's table of chat commands is the table the chat runs (app/actions.c)
 check "${TAG}cli/README's commands table is chat --commands" "$PYTHON" - "$KV" <<'PY'
 import subprocess, sys

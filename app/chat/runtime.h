@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "../../kernels/backend.h"
+#include "../../model/draft.h"
 #include "../../model/events.h"
 #include "../../model/gpt2.h"
 #include "../../model/kvcache.h"

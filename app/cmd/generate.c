@@ -11,6 +11,7 @@
 #include "../options.h"
 #include "../safe_text.h"
 #include "../selftest.h"
+#include "../../model/speculate.h"
 
 const char GENERATE_HELP[] =
     "usage: kvchat generate [-m DIR] [-p TEXT | --prompt-ids 1,2,3] [options]\n"
@@ -30,7 +31,7 @@ const char GENERATE_HELP[] =
     "                         of the chosen ones (as many steps as ids; for comparing backends)\n"
     "      --no-cache         recompute the whole prefix for every token (no KV cache)\n"
     "  -q, --quiet            no timing summary on stderr\n"
-    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
+    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP DRAFT_OPTS_HELP CACHE_OPTS_HELP;
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
@@ -66,15 +67,18 @@ typedef struct {
     model_opts mo;
     const char *prompt, *prompt_ids, *dump_logits, *force_ids;
     int output_ids, no_cache, special, quiet;
+    draft_opts draft;
 } gen_args;
 
 static int parse_args(gen_args *a, int argc, char **argv)
 {
     model_opts_init(&a->mo);
+    draft_opts_default(&a->draft);
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        if ((r = model_opts_parse(&a->mo, argc, argv, &i)) != 0) {
+        if ((r = model_opts_parse(&a->mo, argc, argv, &i)) != 0 ||
+            (r = draft_opts_parse(&a->draft, argc, argv, &i)) != 0) {
             if (r < 0)
                 return -1;
         } else if ((r = opt_match(argc, argv, &i, "-p", "--prompt", &v)) != 0) {
@@ -111,6 +115,10 @@ static int parse_args(gen_args *a, int argc, char **argv)
     }
     if (a->prompt && a->prompt_ids)
         return err_set("give either --prompt or --prompt-ids, not both");
+    if (a->draft.kind != DRAFT_NONE && a->force_ids)
+        return err_set("--draft: not with --force-ids (teacher forcing chooses no tokens)");
+    if (a->draft.kind != DRAFT_NONE && a->no_cache)
+        return err_set("--draft: not with --no-cache (drafts are checked against the cache)");
     return 0;
 }
 
@@ -135,12 +143,19 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
         (dump_claim(a->dump_logits, 4ll * V, NULL) || part_open(&dump, a->dump_logits)))
         return err_wrap("--dump-logits");
     kv_seq *cache = kv_seq_new(lm->pool, 0);
+    drafter *dr = NULL;
+    spec *sp = NULL;
+    int queue[DRAFT_MAX_TOKENS + 1], queued = 0, taken = 0; /* drafts kept, already cached */
     float *logits = a->dump_logits ? err_malloc(sizeof(float) * V, "logits") : NULL;
     sampler smp;
     sampler_init(&smp, &a->mo.sp);
     tok_stream ts;
     tok_stream_init(&ts, lm->tok);
     if (!cache || (a->dump_logits && !logits))
+        goto out;
+    if (a->draft.kind != DRAFT_NONE &&
+        (!(dr = draft_new(&a->draft, m, lm->dir, lm->backend, lm->pool, 0)) ||
+         !(sp = spec_new(m, lm->backend, dr))))
         goto out;
     int raw = !isatty(STDOUT_FILENO), n = n_prompt, made = 0, next = -1;
     double t0 = ev_clock();
@@ -155,7 +170,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
     signal(SIGINT, on_sigint);
     t0 = ev_clock();
     while (made < a->mo.n_predict && !interrupted) {
-        int id = force ? force[made] : next;
+        int kept = !force && taken < queued; /* a kept draft: the verify pass ran it */
+        int id = force ? force[made] : kept ? queue[taken++] : next;
         if (id == eos && !force)
             break;
         ids[n++] = id;
@@ -168,12 +184,24 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
             safe_fwrite(stdout, text, len, raw);
         }
         fflush(stdout);
+        if (kept)
+            continue;
         if (made == a->mo.n_predict && !force) /* forced: the last id is fed too, for its logits */
             break;
         if (n == n_ctx) {
             if (!a->quiet)
                 fprintf(stderr, "\n[stopped: the context of %d tokens is full]\n", n_ctx);
             break;
+        }
+        if (sp) { /* a round gives what the context and -n leave room for, the last pending */
+            int left = a->mo.n_predict - made, room = n_ctx - n + 1, got, rejected;
+            if (spec_round(sp, cache, ids, n, &smp, left < room ? left : room, queue, &got,
+                           &rejected))
+                goto out;
+            next = queue[got - 1];
+            queued = got - 1;
+            taken = 0;
+            continue;
         }
         pick = sampler_draw(&smp, ids, n);
         float *step_logits = force && dump.f ? logits : NULL;
@@ -198,6 +226,16 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
                 "[prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens at %.1f tok/s%s]\n",
                 n_prompt, t_prefill * 1e3, n_prompt / t_prefill, made,
                 made > 0 ? made / t_decode : 0.0, a->no_cache ? ", no cache" : "");
+    if (!a->quiet && sp) {
+        const spec_stats *st = spec_get_stats(sp);
+        fprintf(stderr,
+                "[draft %s: %ld drafted, %ld accepted (%.0f%%; %.0f%% of %ld tested), %.2f tokens "
+                "a model pass over %ld passes]\n",
+                draft_name(&a->draft), st->drafted, st->accepted,
+                st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
+                st->tested ? 100.0 * st->accepted / st->tested : 0.0, st->tested,
+                st->rounds ? (double)st->made / st->rounds : 0.0, st->rounds);
+    }
     rc = interrupted ? 130 : 0;
 out:
     if (dump.f && part_commit(&dump, rc == 0) && rc == 0)
@@ -205,6 +243,8 @@ out:
     signal(SIGINT, SIG_DFL);
     tok_stream_free(&ts);
     free(logits);
+    spec_free(sp);
+    draft_free(dr);
     kv_seq_free(cache);
     return rc;
 }

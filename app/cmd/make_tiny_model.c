@@ -23,6 +23,8 @@ const char MAKE_TINY_MODEL_HELP[] =
     "  --layers L   (default 2)     --heads H   (default 2)     --embd E   (default 64)\n"
     "  --ctx C      (default 128)   --seed S    (default 1)     --dtype f32|f16|bf16 (default "
     "f32)\n"
+    "  --vocab V    (257..50257, default 50257) a smaller vocabulary: GPT-2's first V ids, the\n"
+    "               last its end of text (for tests that need few)\n"
     "  --prefix     name tensors 'transformer.*', as some exports do\n"
     "  --no-mask    leave out the h.N.attn.bias causal-mask buffers\n"
     "The 124M shape: --layers 12 --heads 12 --embd 768 --ctx 1024\n";
@@ -190,6 +192,7 @@ int cmd_make_tiny_model(int argc, char **argv)
         INTOPT("--heads", c.n_head, 1, 4096)
         INTOPT("--embd", c.n_embd, 1, 65536)
         INTOPT("--ctx", c.n_ctx, 1, 65536)
+        INTOPT("--vocab", c.vocab_size, 257, 50257)
 #undef INTOPT
         if ((r = opt_match(argc, argv, &i, NULL, "--seed", &v)) != 0) {
             if (r < 0 || opt_u64("--seed", v, &seed))
@@ -216,6 +219,7 @@ int cmd_make_tiny_model(int argc, char **argv)
     if (!dir)
         return err_set("missing the output directory (see kvchat make-tiny-model --help)"),
                EXIT_USAGE;
+    c.eos_id = c.vocab_size - 1; /* GPT-2's: the last id */
     if (cfg_validate(&c))
         return EXIT_USAGE;
     if (make_dirs(dir))

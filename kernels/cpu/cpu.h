@@ -57,6 +57,15 @@ int cpu_gelu(kb_backend *b, float *x, size_t n);
 int cpu_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g,
                       const float *beta, int n, int C, float eps);
 int cpu_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
+/* The rule's weights before its draw: q[vocab] gets each id's integer probability, 0 for the ids
+ * top-k and top-p leave out, and *total their sum; returns the penalised argmax (the choice when
+ * temp <= 0, when q is left unset and *total is 0). scratch: CPU_SAMPLE_SCRATCH(vocab) bytes. The
+ * draw then takes the first id whose running sum exceeds floor(u * total). */
+int cpu_sample_weights(const float *logits, int vocab, const kb_sample *s, void *scratch,
+                       uint32_t *q, uint64_t *total);
+/* the draw: the first id whose running sum of q exceeds floor(u * total); -1 when none does */
+int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u);
+#define CPU_SAMPLE_SCRATCH(vocab) ((size_t)(vocab)*2 * 4 + ((size_t)(vocab) + 3) / 4 * 4)
 /* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >=
  * it are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the
  * same. */

@@ -105,38 +105,57 @@ uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k
     return floor_q;
 }
 
-int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sample *s)
+int cpu_sample_weights(const float *in, int vocab, const kb_sample *s, void *scratch, uint32_t *q,
+                       uint64_t *total)
 {
-    /* scratch: the penalised logits, q, a copy of q to select in, and a flag per id for the penalty
-     */
-    float *logits = cpu_scratch(b, (size_t)vocab * 3 + ((size_t)vocab + 3) / 4);
-    if (!logits)
-        return -1;
-    uint32_t *q = (uint32_t *)(logits + vocab), *sel = q + vocab;
+    float *logits = scratch;
+    uint32_t *sel = (uint32_t *)(logits + vocab);
     memcpy(logits, in, sizeof(float) * (size_t)vocab);
     memset(sel + vocab, 0, (size_t)vocab);
     penalize(logits, vocab, s->history, s->n_history, s->repeat_penalty,
              (unsigned char *)(sel + vocab));
     int best = argmax(logits, vocab);
-    if (s->temp <= 0) {
-        *out = best;
-        return 0;
-    }
+    *total = 0;
+    if (s->temp <= 0)
+        return best;
     float mx = logits[best];
     for (int i = 0; i < vocab; i++)
         q[i] = (uint32_t)(expf((logits[i] - mx) / s->temp) * Q_SCALE);
     uint32_t floor_q = cpu_sample_floor(q, sel, vocab, s->top_k, s->top_p);
-    uint64_t total = 0;
     for (int i = 0; i < vocab; i++)
         if (q[i] >= floor_q)
-            total += q[i];
-    uint64_t r = (uint64_t)(s->u * (double)total), acc = 0;
+            *total += q[i];
+        else
+            q[i] = 0;
+    return best;
+}
+
+int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sample *s)
+{
+    /* scratch: the rule's (CPU_SAMPLE_SCRATCH) and q */
+    float *scratch = cpu_scratch(b, CPU_SAMPLE_SCRATCH(vocab) / sizeof(float) + (size_t)vocab);
+    if (!scratch)
+        return -1;
+    uint32_t *q = (uint32_t *)(scratch + CPU_SAMPLE_SCRATCH(vocab) / sizeof(float));
+    uint64_t total;
+    int best = cpu_sample_weights(in, vocab, s, scratch, q, &total);
+    if (s->temp <= 0) {
+        *out = best;
+        return 0;
+    }
+    *out = cpu_sample_walk(q, vocab, total, s->u);
+    return *out >= 0
+               ? 0
+               : err_set("sampling found no token (kept mass %llu)", (unsigned long long)total);
+}
+
+int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u)
+{
+    uint64_t r = (uint64_t)(u * (double)total), acc = 0;
     if (r >= total)
         r = total - 1;
     for (int i = 0; i < vocab; i++)
-        if (q[i] >= floor_q && (acc += q[i]) > r) {
-            *out = i;
-            return 0;
-        }
-    return err_set("sampling found no token (kept mass %llu)", (unsigned long long)total);
+        if (q[i] && (acc += q[i]) > r)
+            return i;
+    return -1;
 }

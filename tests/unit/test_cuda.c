@@ -11,6 +11,7 @@
 #include "../../kernels/err.h"
 #include "../../model/gpt2.h"
 #include "../../model/sampler.h"
+#include "../../model/speculate.h"
 #include "check.h"
 #include "model_fixture.h"
 #ifdef KVCHAT_CUDA
@@ -715,11 +716,76 @@ static void model_steps(void)
     c->destroy(c);
 }
 
+/* one side of the speculative twins: a verify pass of 5 positions after a prefill, its rows into
+ * rows, then greedy rounds with a q8 draft of the same checkpoint, their tokens into made */
+static int speculate_on(kb_backend *b, float *rows, int *made, int n_made)
+{
+    gpt2_model m;
+    const char *dir = fixture_model("f32", STEPS_CTX);
+    if (gpt2_load(&m, dir, DT_F32, NULL) || gpt2_place(&m, b, NULL))
+        return -1;
+    kv_opts o;
+    kv_opts_default(&o, &m.cfg);
+    kv_pool *pool = kv_pool_create(b, &m.cfg, &o, NULL);
+    kv_seq *s = pool ? kv_seq_new(pool, 1) : NULL;
+    draft_opts d_o;
+    draft_opts_default(&d_o);
+    draft_parse("self-q8", &d_o);
+    drafter *d = s ? draft_new(&d_o, &m, dir, b, pool, 2) : NULL;
+    spec *sp = d ? spec_new(&m, b, d) : NULL;
+    int V = m.cfg.vocab_size, ids[64], n = 40, got = 0, rc = -1;
+    for (int i = 0; i < 45; i++)
+        ids[i] = (i * 7919 + 13) % V;
+    sampler smp;
+    sampler_init(&smp, &(sampler_params){.temp = 0, .repeat_penalty = 1.1f});
+    if (!sp || gpt2_forward(&m, b, s, ids, n - 1, NULL) ||
+        gpt2_verify(&m, b, s, ids + 39, 5, rows) || kv_truncate(s, n - 1))
+        goto out;
+    while (got < n_made) {
+        int out[DRAFT_MAX_TOKENS + 1], k, rejected;
+        if (spec_round(sp, s, ids, n, &smp, n_made - got, out, &k, &rejected))
+            goto out;
+        memcpy(made + got, out, sizeof *out * (size_t)k);
+        memcpy(ids + n, out, sizeof *out * (size_t)k);
+        got += k;
+        n += k;
+    }
+    rc = 0;
+out:
+    spec_free(sp);
+    draft_free(d);
+    kv_seq_free(s);
+    kv_pool_free(pool);
+    gpt2_free(&m);
+    return rc;
+}
+
+/* the speculative verify pass and a q8 draft on the device against the CPU */
+static void speculative_twins(void)
+{
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
+        return;
+    int V = 50257, made_c[12], made_g[12];
+    float *rc = malloc(sizeof(float) * V * 5), *rg = malloc(sizeof(float) * V * 5);
+    CHECK(speculate_on(c, rc, made_c, 12) == 0 && speculate_on(g, rg, made_g, 12) == 0,
+          "speculating: %s", err_msg());
+    double worst = 0;
+    for (int i = 0; i < 5; i++)
+        worst = fmax(worst, rel_err(rg + (size_t)V * i, rc + (size_t)V * i, V));
+    CHECK(worst < 1e-4, "verify rows on the device against the CPU: rel err %.3g", worst);
+    CHECK(!memcmp(made_c, made_g, sizeof made_c), "greedy rounds' tokens differ from the CPU's");
+    free(rc);
+    free(rg);
+    c->destroy(c);
+}
+
 TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins},
            {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/q8_matches_cpu_twin", q8_twins},
            {"cuda/model_steps_match_cpu", model_steps},
            {"cuda/attention_matches_cpu_twin", attention_twins},
            {"cuda/sample_matches_cpu_twin", sample_twins},
+           {"cuda/speculative_matches_cpu", speculative_twins},
            {"cuda/driver_messages", driver_messages});
 #else
 static void no_cuda(void) { SKIP("this build has no CUDA backend (nvcc was not found)"); }

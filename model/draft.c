@@ -1,0 +1,229 @@
+/* The drafters of speculative decoding (draft.h): prompt lookup, and a draft model (the model's own
+ * weights in q8, or another checkpoint) with its cache kept between rounds. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/cpu/cpu.h"
+#include "../kernels/err.h"
+#include "draft.h"
+
+struct drafter {
+    draft_opts o;
+    char name[4096];
+    gpt2_model model; /* a model drafter's */
+    kb_backend *b;
+    kv_pool *own_pool; /* made for a drafter whose shape differs from the model's */
+    kv_seq *seq;
+    int *held; /* the ids its cache holds, then the drafts of the round */
+    size_t cap_held;
+    float *logits; /* its last logits, host memory */
+    void *scratch; /* the sampling rule's */
+    uint32_t *w;   /* the rule's integer weights */
+    int window;    /* the positions its cache may hold */
+};
+
+void draft_opts_default(draft_opts *o)
+{
+    *o = (draft_opts){.kind = DRAFT_NONE, .max = 4, .min_prob = 0.5f};
+}
+
+int draft_parse(const char *spec, draft_opts *o)
+{
+    if (!spec || !*spec)
+        return err_set("--draft: expected lookup, self-q8, off or a checkpoint directory");
+    o->dir = NULL;
+    if (!strcmp(spec, "off"))
+        o->kind = DRAFT_NONE;
+    else if (!strcmp(spec, "lookup"))
+        o->kind = DRAFT_LOOKUP;
+    else if (!strcmp(spec, "self-q8"))
+        o->kind = DRAFT_SELF_Q8;
+    else {
+        o->kind = DRAFT_MODEL;
+        o->dir = spec;
+    }
+    return 0;
+}
+
+const char *draft_name(const draft_opts *o)
+{
+    switch (o->kind) {
+        case DRAFT_LOOKUP: return "lookup";
+        case DRAFT_SELF_Q8: return "self-q8";
+        case DRAFT_MODEL: return o->dir;
+        default: return "off";
+    }
+}
+
+drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_dir, kb_backend *b,
+                   kv_pool *pool, int conv)
+{
+    if (o->kind == DRAFT_NONE) {
+        err_set("no drafter chosen");
+        return NULL;
+    }
+    if (o->max < 1 || o->max > DRAFT_MAX_TOKENS) {
+        err_set("--draft-max: %d is outside 1..%d", o->max, DRAFT_MAX_TOKENS);
+        return NULL;
+    }
+    drafter *d = err_calloc(1, sizeof *d, "the drafter");
+    if (!d)
+        return NULL;
+    d->o = *o;
+    d->b = b;
+    snprintf(d->name, sizeof d->name, "%s", draft_name(o));
+    d->o.dir = o->kind == DRAFT_MODEL ? d->name : NULL;
+    if (o->kind == DRAFT_LOOKUP)
+        return d;
+    const char *dir = o->kind == DRAFT_SELF_Q8 ? model_dir : o->dir;
+    dtype wt = o->kind == DRAFT_SELF_Q8 ? DT_Q8 : m->wtype;
+    if (gpt2_load(&d->model, dir, wt, NULL)) {
+        err_wrap("draft model %s", dir);
+        free(d);
+        return NULL;
+    }
+    const gpt2_config *dc = &d->model.cfg;
+    if (dc->vocab_size != m->cfg.vocab_size) {
+        err_set("draft model %s has a vocabulary of %d tokens, the model %s one of %d: a drafter "
+                "must share the model's tokenizer",
+                dir, dc->vocab_size, model_dir, m->cfg.vocab_size);
+        goto fail;
+    }
+    if (gpt2_place(&d->model, b, NULL)) {
+        err_wrap("draft model %s", dir);
+        goto fail;
+    }
+    int same_shape =
+        dc->n_layer == m->cfg.n_layer && dc->n_embd == m->cfg.n_embd && dc->n_head == m->cfg.n_head;
+    const kv_opts *po = kv_pool_opts(pool);
+    d->window = po->window < dc->n_ctx ? po->window : dc->n_ctx;
+    if (!same_shape) {
+        kv_opts ko = *po;
+        ko.pool_bytes = 0;
+        ko.window = d->window;
+        if (!(d->own_pool = kv_pool_create(b, dc, &ko, NULL)))
+            goto fail;
+        pool = d->own_pool;
+    }
+    size_t V = (size_t)dc->vocab_size;
+    d->logits = err_malloc(sizeof(float) * V, "the drafter's logits");
+    d->scratch = err_malloc(CPU_SAMPLE_SCRATCH(V), "the drafter's sampling");
+    d->w = err_malloc(sizeof(uint32_t) * V, "the drafter's sampling");
+    if (!d->logits || !d->scratch || !d->w || !(d->seq = kv_seq_new(pool, conv)))
+        goto fail;
+    return d;
+fail:
+    draft_free(d);
+    return NULL;
+}
+
+void draft_free(drafter *d)
+{
+    if (!d)
+        return;
+    kv_seq_free(d->seq);
+    kv_pool_free(d->own_pool);
+    if (d->o.kind == DRAFT_SELF_Q8 || d->o.kind == DRAFT_MODEL)
+        gpt2_free(&d->model);
+    free(d->held);
+    free(d->logits);
+    free(d->scratch);
+    free(d->w);
+    free(d);
+}
+
+kv_seq *draft_seq(drafter *d) { return d->seq; }
+const gpt2_model *draft_model(const drafter *d) { return d->seq ? &d->model : NULL; }
+
+/* the tokens after the latest earlier occurrence of the context's last n-gram, longest n first */
+static int lookup(const int *ids, int n, int max, int *out)
+{
+    for (int g = DRAFT_NGRAM_MAX; g >= DRAFT_NGRAM_MIN; g--) {
+        if (g >= n)
+            continue;
+        const int *tail = ids + n - g;
+        for (int at = n - g - 1; at >= 0; at--) {
+            if (memcmp(ids + at, tail, sizeof *ids * (size_t)g))
+                continue;
+            int k = 0;
+            for (int from = at + g; k < max && from < n; from++)
+                out[k++] = ids[from];
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* the cache cut back to the longest prefix of ids[0..n) it holds, at most `most` positions */
+static int settle_to(drafter *d, const int *ids, int n, int most)
+{
+    int have = kv_len(d->seq), keep = 0;
+    while (keep < have && keep < n && keep < most && d->held[keep] == ids[keep])
+        keep++;
+    return keep < have ? kv_truncate(d->seq, keep) : 0;
+}
+
+int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(d, ids, n, n) : 0; }
+
+/* the drafter's choice from its logits, and its own probability of it */
+static int choose(drafter *d, const float *logits, sampler *s, const int *hist, int n_hist,
+                  double *q, double *prob)
+{
+    int V = d->model.cfg.vocab_size;
+    kb_sample k = sampler_draw(s, hist, n_hist);
+    int greedy = k.temp <= 0;
+    if (greedy) /* the probability the adaptive length goes by: the softmax at temperature 1 */
+        k = (kb_sample){.temp = 1,
+                        .top_p = 1,
+                        .repeat_penalty = k.repeat_penalty,
+                        .history = hist,
+                        .n_history = n_hist};
+    uint64_t total;
+    int best = cpu_sample_weights(logits, V, &k, d->scratch, d->w, &total);
+    if (greedy) {
+        *prob = (double)d->w[best] / (double)total;
+        return best;
+    }
+    int pick = cpu_sample_walk(d->w, V, total, k.u);
+    pick = pick < 0 ? best : pick;
+    for (int i = 0; q && i < V; i++)
+        q[i] = (double)d->w[i] / (double)total;
+    *prob = (double)d->w[pick] / (double)total;
+    return pick;
+}
+
+int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *out, int *n_out,
+                  double *q)
+{
+    *n_out = 0;
+    if (max > d->o.max)
+        max = d->o.max;
+    if (d->o.kind == DRAFT_LOOKUP) {
+        *n_out = max > 0 ? lookup(ids, n, max, out) : 0;
+        return 0;
+    }
+    if (max > d->window - n)
+        max = d->window - n;
+    if (max < 1)
+        return 0;
+    size_t need = (size_t)n + (size_t)max;
+    if (err_grow(&d->held, &d->cap_held, need, sizeof *d->held, "the drafter's context") ||
+        settle_to(d, ids, n, n - 1)) /* its last position is run again, for its logits */
+        return -1;
+    int have = kv_len(d->seq);
+    memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
+    if (gpt2_forward(&d->model, d->b, d->seq, ids + have, n - have, d->logits))
+        return -1;
+    size_t V = (size_t)d->model.cfg.vocab_size;
+    for (int k = 0; k < max; k++) {
+        double prob;
+        int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL, &prob);
+        if (k > 0 && prob < d->o.min_prob)
+            break;
+        out[k] = d->held[n + k] = t;
+        *n_out = k + 1;
+        if (k + 1 < max && gpt2_forward(&d->model, d->b, d->seq, &t, 1, d->logits))
+            return -1;
+    }
+    return 0;
+}

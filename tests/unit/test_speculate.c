@@ -1,0 +1,336 @@
+/* Speculative decoding (model/speculate.c, model/draft.c): the verify pass's rows against one step
+ * at a time; greedy replies token for token those of plain decoding, for every drafter, dtype and
+ * penalty; under sampling, first tokens drawn with a draft against those drawn without, by a
+ * chi-square test that a deliberately wrong rule (accept every draft) fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../app/cmd/commands.h"
+#include "../../kernels/err.h"
+#include "../../model/speculate.h"
+#include "check.h"
+#include "model_fixture.h"
+
+/* a tiny checkpoint of its own (2 layers; V ids; one with a layer fewer and the same seed shares
+ * the embeddings, so its choices overlap the full one's), made once a run */
+static const char *tiny(const char *name, const char *layers, const char *seed)
+{
+    static char dirs[4][4200];
+    static int n;
+    for (int i = 0; i < n; i++)
+        if (strstr(dirs[i], name))
+            return dirs[i];
+    char *d = dirs[n++];
+    snprintf(d, sizeof dirs[0], "%s/%s", temp_dir(), name);
+    char *argv[] = {"make-tiny-model", d,    "--layers", (char *)layers, "--heads", "4",
+                    "--embd",          "32", "--ctx",    "96",           "--seed",  (char *)seed,
+                    "--vocab",         "300"};
+    if (cmd_make_tiny_model(14, argv))
+        printf("make-tiny-model: %s\n", err_msg());
+    return d;
+}
+#define TARGET tiny("target", "2", "3")
+#define SHALLOW tiny("shallow", "1", "3")
+
+typedef struct {
+    gpt2_model m;
+    kb_backend *b;
+    kv_pool *pool;
+} rig;
+
+static int rig_open(rig *r, const char *dir, const char *type)
+{
+    dtype dt;
+    dt_parse(type, &dt);
+    r->b = kb_create("cpu", 1); /* tiny products: a second thread's wake-ups cost more */
+    if (gpt2_load(&r->m, dir, dt, NULL) || gpt2_place(&r->m, r->b, NULL))
+        return -1;
+    kv_opts ko;
+    kv_opts_default(&ko, &r->m.cfg);
+    r->pool = kv_pool_create(r->b, &r->m.cfg, &ko, NULL);
+    return r->pool ? 0 : -1;
+}
+
+static void rig_close(rig *r)
+{
+    kv_pool_free(r->pool);
+    gpt2_free(&r->m);
+    r->b->destroy(r->b);
+}
+
+/* The verify pass's rows are the logits one step at a time gives (the products run as a prefill's:
+ * bit for bit where their sums are the same, within f32 rounding where not) */
+static void verify_rows(void)
+{
+    const char *types[3] = {"f32", "bf16", "q8"};
+    for (int t = 0; t < 3; t++) {
+        rig r;
+        CHECK(rig_open(&r, fixture_model("f32", 40), types[t]) == 0, "load: %s", err_msg());
+        int V = r.m.cfg.vocab_size, ids[26];
+        for (int i = 0; i < 26; i++)
+            ids[i] = (i * 7919 + 13) % V;
+        kv_seq *a = kv_seq_new(r.pool, 0), *v = kv_seq_new(r.pool, 1);
+        float *la = malloc(sizeof(float) * V * 6), *lv = malloc(sizeof(float) * V * 6),
+              *last = malloc(sizeof(float) * V);
+        CHECK(gpt2_forward(&r.m, r.b, a, ids, 20, la) == 0 &&
+                  gpt2_forward(&r.m, r.b, v, ids, 19, NULL) == 0,
+              "prefill: %s", err_msg());
+        for (int i = 1; i < 6; i++)
+            gpt2_forward(&r.m, r.b, a, ids + 19 + i, 1, la + (size_t)V * i);
+        CHECK(gpt2_verify(&r.m, r.b, v, ids + 19, 6, lv) == 0, "verify: %s", err_msg());
+        CHECK(kv_len(v) == 25 && kv_len(a) == 25, "cache lengths %d, %d", kv_len(v), kv_len(a));
+        double worst = 0;
+        for (int i = 0; i < 6; i++)
+            worst = fmax(worst, rel_err(lv + (size_t)V * i, la + (size_t)V * i, V));
+        CHECK(worst < 1e-5, "%s: verify rows against steps, rel err %.3g", types[t], worst);
+        CHECK(gpt2_last_logits(&r.m, last) == 0 && !memcmp(last, lv + (size_t)V * 5, 4 * V),
+              "%s: the last logits after a verify pass are not its last row", types[t]);
+        free(la);
+        free(lv);
+        free(last);
+        kv_seq_free(a);
+        kv_seq_free(v);
+        rig_close(&r);
+    }
+}
+
+/* n_predict tokens after prompt[0..n), as kvchat generate makes them: plain steps (d NULL) or
+ * speculative rounds; the ids into out. stats: the rounds' (NULL: plain) */
+static int decode(rig *r, drafter *d, const sampler_params *sp, const int *prompt, int n,
+                  int n_predict, int *out, spec_stats *stats)
+{
+    int ids[96], next, made = 0, queue[DRAFT_MAX_TOKENS + 1], queued = 0, taken = 0, rc = -1;
+    memcpy(ids, prompt, sizeof *ids * (size_t)n);
+    kv_seq *cache = kv_seq_new(r->pool, 0);
+    spec *s = d ? spec_new(&r->m, r->b, d) : NULL;
+    sampler smp;
+    sampler_init(&smp, sp);
+    kb_sample pick = sampler_draw(&smp, ids, n);
+    if (!cache || (d && !s) || gpt2_step(&r->m, r->b, cache, ids, n, &pick, &next, NULL))
+        goto out;
+    while (made < n_predict) {
+        int kept = taken < queued, id = kept ? queue[taken++] : next;
+        ids[n++] = out[made++] = id;
+        if (kept || made == n_predict)
+            continue;
+        if (s) {
+            int got, rejected, left = n_predict - made;
+            if (spec_round(s, cache, ids, n, &smp, left, queue, &got, &rejected))
+                goto out;
+            next = queue[got - 1];
+            queued = got - 1;
+            taken = 0;
+        } else {
+            pick = sampler_draw(&smp, ids, n);
+            if (gpt2_step(&r->m, r->b, cache, ids + n - 1, 1, &pick, &next, NULL))
+                goto out;
+        }
+    }
+    if (stats)
+        *stats = *spec_get_stats(s);
+    rc = 0;
+out:
+    spec_free(s);
+    kv_seq_free(cache);
+    return rc;
+}
+
+/* Greedy: the reply is token for token plain decoding's, for each drafter and weight dtype, with
+ * and without the repeat penalty; the counts add up */
+static void greedy_same_reply(void)
+{
+    const char *types[3] = {"f32", "bf16", "q8"};
+    const char *other = SHALLOW;
+    int prompt[6] = {46, 290, 86, 262, 290, 86}; /* a repeat, for lookup */
+    for (int t = 0; t < 3; t++) {
+        rig r;
+        const char *dir = TARGET;
+        CHECK(rig_open(&r, dir, types[t]) == 0, "load: %s", err_msg());
+        draft_opts o;
+        draft_opts_default(&o);
+        const char *drafters[3] = {"lookup", "self-q8", other};
+        for (int k = 0; k < 3; k++)
+            for (int pen = 0; pen < 2; pen++) {
+                sampler_params sp = sampler_defaults();
+                sp.temp = 0;
+                sp.repeat_penalty = pen ? 1.1f : 1.0f;
+                draft_parse(drafters[k], &o);
+                o.max = 2 + 2 * k;
+                drafter *d = draft_new(&o, &r.m, dir, r.b, r.pool, 1);
+                CHECK(d, "%s: %s", drafters[k], err_msg());
+                int want[60], got[60];
+                spec_stats st = {0};
+                CHECK(decode(&r, NULL, &sp, prompt, 6, 60, want, NULL) == 0 &&
+                          decode(&r, d, &sp, prompt, 6, 60, got, &st) == 0,
+                      "decode: %s", err_msg());
+                int i = 0;
+                while (i < 60 && want[i] == got[i])
+                    i++;
+                CHECK(i == 60, "%s weights, %s drafting, penalty %g: token %d is %d, plain %d",
+                      types[t], drafters[k], sp.repeat_penalty, i, got[i % 60], want[i % 60]);
+                CHECK(st.accepted <= st.tested && st.tested <= st.drafted &&
+                          st.made == st.accepted + st.rounds && st.made >= 59,
+                      "counts: %ld drafted, %ld tested, %ld accepted, %ld made in %ld rounds",
+                      st.drafted, st.tested, st.accepted, st.made, st.rounds);
+                CHECK(st.accepted > 0, "%s never kept a draft", drafters[k]);
+                draft_free(d);
+            }
+        rig_close(&r);
+    }
+}
+
+/* the regularised upper incomplete gamma Q(a, x): the chi-square's p-value is Q(df / 2, x / 2) */
+static double gamma_q(double a, double x)
+{
+    if (x <= 0)
+        return 1;
+    double lg = lgamma(a);
+    if (x < a + 1) { /* the series of P */
+        double term = 1 / a, sum = term;
+        for (int n = 1; n < 500; n++) {
+            term *= x / (a + n);
+            sum += term;
+        }
+        return 1 - sum * exp(-x + a * log(x) - lg);
+    }
+    double b = x + 1 - a, c = 1e300, d = 1 / b, h = d; /* Lentz's continued fraction of Q */
+    for (int i = 1; i < 500; i++) {
+        double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        d = fabs(d) < 1e-300 ? 1e-300 : d;
+        c = b + an / c;
+        c = fabs(c) < 1e-300 ? 1e-300 : c;
+        d = 1 / d;
+        h *= d * c;
+    }
+    return exp(-x + a * log(x) - lg) * h;
+}
+
+/* the p-value of two samples' counts over V ids coming from one distribution */
+static double chi_square_p(const int *a, const int *b, int V)
+{
+    double x = 0;
+    int cells = 0;
+    for (int i = 0; i < V; i++)
+        if (a[i] + b[i]) {
+            x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
+            cells++;
+        }
+    return cells < 2 ? 1 : gamma_q((cells - 1) / 2.0, x / 2);
+}
+
+enum { DRAWS = 20000, N_CTX = 7 };
+
+/* Sampling (temperature, top-k 4, top-p, the penalty): the first token of a round, drawn DRAWS
+ * times with a draft (another model's, and lookup's) and without, agree by chi-square at p >
+ * 0.001; the first drafted token itself (what accepting every draft would give) does not */
+static void sampling_same_distribution(void)
+{
+    const char *dir = TARGET, *other = SHALLOW;
+    rig r;
+    CHECK(rig_open(&r, dir, "f32") == 0, "load: %s", err_msg());
+    /* a context whose lookup draft (the token after the earlier 5 9 17) is likely: that token
+     * made the model's first choice there, a few times over */
+    int V = r.m.cfg.vocab_size, ids[N_CTX] = {5, 9, 17, 33, 5, 9, 17};
+    sampler_params sp = {.temp = 0.9f, .top_k = 4, .top_p = 0.95f, .repeat_penalty = 1.1f};
+    int *plain = calloc((size_t)V, sizeof(int)), *first = calloc((size_t)V, sizeof(int)),
+        *drafted = calloc((size_t)V, sizeof(int));
+    kv_seq *cache = kv_seq_new(r.pool, 0);
+    float *logits = malloc(sizeof(float) * V);
+    for (int i = 0; i < 6; i++) {
+        sampler smp;
+        sampler_init(&smp, &(sampler_params){.temp = 0, .repeat_penalty = 1});
+        kb_sample k = sampler_draw(&smp, ids, N_CTX);
+        kv_truncate(cache, 0);
+        CHECK(gpt2_forward(&r.m, r.b, cache, ids, N_CTX, logits) == 0 &&
+                  r.b->sample(r.b, &ids[3], logits, V, &k) == 0,
+              "prefill: %s", err_msg());
+    }
+    /* without a draft: the model's own rule on the logits after the context */
+    kv_truncate(cache, 0);
+    CHECK(gpt2_forward(&r.m, r.b, cache, ids, N_CTX, logits) == 0, "prefill: %s", err_msg());
+    for (int i = 0; i < DRAWS; i++) {
+        sp.seed = 1000003u * (unsigned)i;
+        sampler smp;
+        sampler_init(&smp, &sp);
+        kb_sample k = sampler_draw(&smp, ids, N_CTX);
+        int id;
+        r.b->sample(r.b, &id, logits, V, &k);
+        plain[id]++;
+    }
+    const char *drafters[2] = {other, "lookup"};
+    for (int w = 0; w < 2; w++) {
+        draft_opts o;
+        draft_opts_default(&o);
+        draft_parse(drafters[w], &o);
+        o.max = 3;
+        o.min_prob = 0;
+        drafter *d = draft_new(&o, &r.m, dir, r.b, r.pool, 1);
+        spec *s = d ? spec_new(&r.m, r.b, d) : NULL;
+        CHECK(s, "%s: %s", drafters[w], err_msg());
+        memset(first, 0, sizeof(int) * V);
+        memset(drafted, 0, sizeof(int) * V);
+        double *q = malloc(sizeof(double) * V * DRAFT_MAX_TOKENS);
+        for (int i = 0; s && i < DRAWS; i++) {
+            sp.seed = 7777777u * (unsigned)i + 1;
+            sampler smp;
+            sampler_init(&smp, &sp);
+            int out[DRAFT_MAX_TOKENS + 1], got, rejected, prop[DRAFT_MAX_TOKENS], np;
+            kv_truncate(cache, N_CTX - 1); /* its last id pending */
+            if (spec_round(s, cache, ids, N_CTX, &smp, 4, out, &got, &rejected))
+                break;
+            first[out[0]]++;
+            sampler_init(&smp, &sp); /* the drafter's own first choice, as drawn in the round */
+            if (draft_propose(d, ids, N_CTX, &smp, 1, prop, &np, draft_model(d) ? q : NULL) || !np)
+                break;
+            drafted[prop[0]]++;
+        }
+        double p_right = chi_square_p(first, plain, V), p_wrong = chi_square_p(drafted, plain, V);
+        CHECK(p_right > 0.001, "%s: with a draft against without, p = %.3g", drafters[w], p_right);
+        CHECK(p_wrong < 0.001, "%s: accepting every draft passed the test too (p = %.3g)",
+              drafters[w], p_wrong);
+        const spec_stats *st = s ? spec_get_stats(s) : NULL;
+        CHECK(st && st->accepted > 0 && st->accepted < st->drafted,
+              "%s: a test that means something keeps some drafts and rejects some", drafters[w]);
+        free(q);
+        spec_free(s);
+        draft_free(d);
+    }
+    free(plain);
+    free(first);
+    free(drafted);
+    free(logits);
+    kv_seq_free(cache);
+    rig_close(&r);
+}
+
+/* a drafter with another vocabulary is refused, naming both; bad settings are errors */
+static void drafter_errors(void)
+{
+    rig r;
+    const char *dir = fixture_model("f32", 96);
+    CHECK(rig_open(&r, dir, "f32") == 0, "load: %s", err_msg());
+    draft_opts o;
+    draft_opts_default(&o);
+    draft_parse(TARGET, &o);
+    CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "vocabulary of 300") &&
+              strstr(err_msg(), "/target") && strstr(err_msg(), "50257") && strstr(err_msg(), dir),
+          "another vocabulary: %s", err_msg());
+    draft_parse("/nonexistent-draft", &o);
+    CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "/nonexistent-draft"),
+          "a missing draft: %s", err_msg());
+    draft_parse("lookup", &o);
+    o.max = DRAFT_MAX_TOKENS + 1;
+    CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "--draft-max"),
+          "too long a draft: %s", err_msg());
+    CHECK(draft_parse("", &o) == -1, "an empty --draft taken");
+    rig_close(&r);
+}
+
+TEST_TABLE(speculate_tests, {"speculate/verify_rows_are_steps", verify_rows},
+           {"speculate/greedy_same_reply", greedy_same_reply},
+           {"speculate/sampling_same_distribution", sampling_same_distribution},
+           {"speculate/drafter_errors", drafter_errors});

@@ -135,21 +135,26 @@ void draft_free(drafter *d)
 kv_seq *draft_seq(drafter *d) { return d->seq; }
 const gpt2_model *draft_model(const drafter *d) { return d->seq ? &d->model : NULL; }
 
-/* the tokens after the latest earlier occurrence of the context's last n-gram, longest n first */
+/* the tokens after the latest earlier occurrence of the context's last n-gram that has max of
+ * them (in a repeating stretch the latest is one period back, with fewer), else after the
+ * earliest (the most); the longest n first */
 static int lookup(const int *ids, int n, int max, int *out)
 {
     for (int g = DRAFT_NGRAM_MAX; g >= DRAFT_NGRAM_MIN; g--) {
         if (g >= n)
             continue;
         const int *tail = ids + n - g;
-        for (int at = n - g - 1; at >= 0; at--) {
-            if (memcmp(ids + at, tail, sizeof *ids * (size_t)g))
-                continue;
-            int k = 0;
-            for (int from = at + g; k < max && from < n; from++)
-                out[k++] = ids[from];
-            return k;
-        }
+        int found = -1;
+        for (int at = n - g - 1; at >= 0; at--)
+            if (!memcmp(ids + at, tail, sizeof *ids * (size_t)g) &&
+                (found = at, n - (at + g) >= max))
+                break;
+        if (found < 0)
+            continue;
+        int k = 0;
+        for (int from = found + g; k < max && from < n; from++)
+            out[k++] = ids[from];
+        return k;
     }
     return 0;
 }

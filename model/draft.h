@@ -1,7 +1,8 @@
 /* Drafters for speculative decoding: what proposes the tokens the model then checks in one pass
  * (model/speculate.h). Three kinds:
- *   lookup   the tokens that followed the latest earlier occurrence of the context's last n-gram
- *            (n from DRAFT_NGRAM_MAX down to DRAFT_NGRAM_MIN): no second model;
+ *   lookup   the tokens that followed an earlier occurrence of the context's last n-gram (n from
+ *            DRAFT_NGRAM_MAX down to DRAFT_NGRAM_MIN; the latest with enough of them): no second
+ *            model;
  *   self-q8  the model's own checkpoint loaded again with q8 weights;
  *   DIR      another GPT-2 checkpoint with the same vocabulary (distilgpt2 or gpt2 for the larger
  *            ones), refused when its vocabulary differs.

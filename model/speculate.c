@@ -130,8 +130,6 @@ int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int 
         t = residual(s->w, total, with_q ? s->q + (size_t)V * i : NULL, d, V,
                      sampler_draw(smp, s->hist, n + i).u);
     }
-    if (kv_truncate(cache, n + kept))
-        return -1;
     memcpy(out, s->hist + n, sizeof *out * (size_t)kept);
     out[kept] = t;
     *n_out = kept + 1;

@@ -30,9 +30,10 @@ const spec_stats *spec_get_stats(const spec *s);
 
 /* One round. ids[0..n): the context, whose last id is chosen and not yet through the model (the
  * cache holds n - 1 positions). Writes to out the drafts kept and then the model's next token, at
- * most max_out (>= 1) of them, *n_out; the cache then holds ids[0..n) and the drafts kept: the last
- * token of out is pending, as ids[n - 1] was. *rejected gets the positions the pass computed and
- * the cache dropped again (drafts not kept). */
+ * most max_out (>= 1) of them, *n_out. The cache then holds ids[0..n), the drafts kept, and
+ * *rejected positions more (the drafts not kept), which the caller truncates (kv_truncate, and the
+ * event that says so where there are events); the last token of out is pending, as ids[n - 1]
+ * was. The drafter's own cache is already back to what was kept. */
 int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *out,
                int *n_out, int *rejected);
 

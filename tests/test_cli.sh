@@ -123,6 +123,20 @@ n='[0-9]+'
 check "${TAG}cli/generate --draft says what the drafts did" grep -qE "^\[draft lookup: $n drafted, \
 $n accepted \($n%; $n% of $n tested\), [0-9.]+ tokens a model pass over $n passes\]\$" \
     "$TMP/draft.err"
+"$KV" bench --speculative -m "$M" --runs 1 -n 16 --draft "lookup,self-q8,$M" \
+    --json "$TMP/spec.json" >"$TMP/spec.out" 2>&1
+check "${TAG}cli/bench --speculative: each drafter, the same greedy reply, figures in range" \
+    "$PYTHON" -c "
+import json
+d = json.load(open('$TMP/spec.json'))
+rows = d['drafters']
+assert [r['drafter'] for r in rows] == ['lookup', 'self-q8', '$M'], rows
+for r in rows:
+    assert r['same_reply'] and 0 <= r['acceptance_tested'] <= 1 and r['tokens_per_pass'] >= 1, r
+    assert 0 <= r['acceptance'] <= r['acceptance_tested'] and r['verify_pass_cost'] > 0, r
+assert d['tokens'] == 16 and d['decode_step_ms'] > 0, d"
+expect_error "${TAG}cli/bench --draft without --speculative" 2 "only with --speculative" \
+    "$KV" bench -m "$M" --draft lookup
 expect_error "${TAG}cli/--draft that does not load" 1 "draft model /nonexistent-draft" \
     "$KV" generate -m "$M" -p hi --draft /nonexistent-draft
 expect_error "${TAG}cli/--draft-max out of range" 2 "--draft-max" \

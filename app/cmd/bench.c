@@ -22,6 +22,7 @@ const char BENCH_HELP[] =
     "                    [-n N] [--seed S] "
     "[--json FILE]\n"
     "       kvchat bench --policy --text FILE [-m DIR] [--documents N] [--seed S] [--json FILE]\n"
+    "       kvchat bench --speculative [-m DIR] [--dtype T] [--draft LIST] [--draft-max K] [-n N]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
@@ -67,6 +68,14 @@ const char BENCH_HELP[] =
     "PPL, mean and 95th-percentile KL(full || rule), top-1 agreement, tokens recomputed and\n"
     "time, with bootstrap 95% intervals over the documents (--seed); first, whether the model\n"
     "uses its context at all (else the figures are noise) and its attention on position 0.\n"
+    "--speculative measures speculative decoding: for each drafter of --draft LIST (default\n"
+    "lookup,self-q8; a GPT-2 directory with the same vocabulary too), -n N tokens (default 128,\n"
+    "greedy unless --temp is given) after a fixed prompt of 64 (fewer in a short window): decode\n"
+    "tok/s against plain decoding in the same run and whether the reply is the same, the\n"
+    "acceptance (accepted / drafted, and accepted / tested as llama.cpp counts it), tokens a\n"
+    "model pass gives, a draft step's and a verify pass's cost in decode steps, and the\n"
+    "acceptance at which drafting breaks even; first a decode step and verify passes of 2..K+1\n"
+    "positions (--draft-max K, default 4).\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -250,6 +259,16 @@ static int parse_list(const char *flag, const char *v, int *out, int *n, int lo)
     return *n ? 0 : err_set("%s: empty list", flag);
 }
 
+/* whether flag was on the command line (as FLAG or FLAG=VALUE) */
+static int given(int argc, char **argv, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], flag, n) && (!argv[i][n] || argv[i][n] == '='))
+            return 1;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     model_opts mo;
@@ -257,7 +276,11 @@ int cmd_bench(int argc, char **argv)
     static const char default_types[] = "f32,bf16,f16,q8";
     const char *json_path = NULL, *dtypes = default_types;
     const char *messages = NULL, *text = NULL, *chats = NULL, *recall = NULL;
-    int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy */
+    int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy, 4:
+                                          --speculative */
+    const char *drafters = "lookup,self-q8";
+    draft_opts dopts;
+    draft_opts_default(&dopts);
     bench_plan plan = {{128, 512}, 2, {0, 512}, 2};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -282,6 +305,15 @@ int cmd_bench(int argc, char **argv)
             mode = 2;
         } else if (opt_match(argc, argv, &i, NULL, "--policy", NULL)) {
             mode = 3;
+        } else if (opt_match(argc, argv, &i, NULL, "--speculative", NULL)) {
+            mode = 4;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--draft", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            drafters = v;
+        } else if ((r = draft_opts_parse(&dopts, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--messages", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -328,8 +360,17 @@ int cmd_bench(int argc, char **argv)
         return err_set("-n %d: bench --policy compares reply tokens; give -n 1 or more",
                        mo.n_predict),
                EXIT_USAGE;
+    if (mode != 4 && (given(argc, argv, "--draft") || given(argc, argv, "--draft-max") ||
+                      given(argc, argv, "--draft-p-min")))
+        return err_set("--draft, --draft-max, --draft-p-min: only with --speculative"), EXIT_USAGE;
+    if (mode == 4 && !given(argc, argv, "--temp"))
+        mo.sp.temp = 0; /* greedy: the replies are compared */
+    if (mode == 4 && !given(argc, argv, "-n") && !given(argc, argv, "--max-tokens") &&
+        !given(argc, argv, "--n-predict"))
+        mo.n_predict = 128;
     if (mode) {
-        static const char *const names[] = {"", "--turns", "--attention", "--policy"};
+        static const char *const names[] = {"", "--turns", "--attention", "--policy",
+                                            "--speculative"};
         const char *name = names[mode];
         loaded_model lm;
         mo.wtype_set |= dtypes != default_types;
@@ -343,6 +384,7 @@ int cmd_bench(int argc, char **argv)
                dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name, lm.backend->threads);
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
+                 : mode == 4 ? bench_speculative(&lm, &mo, drafters, &dopts, runs, json_path)
                  : text      ? bench_text(&lm, text, docs, json_path, mo.sp.seed)
                              : bench_policy(&lm, &mo, messages, chats, recall, json_path);
         rc = rc ? EXIT_RUNTIME : 0;

@@ -1,6 +1,6 @@
-/* What kvchat bench (app/cmd/bench.c) takes from its --turns, --attention and --policy modes
- * (app/cmd/bench_turns.c, bench_reading.c, bench_policy.c): the modes, and the median they also
- * use. One way: they call nothing else in bench.c. */
+/* What kvchat bench (app/cmd/bench.c) takes from its --turns, --attention, --policy and
+ * --speculative modes (app/cmd/bench_turns.c, bench_reading.c, bench_policy.c, bench_spec.c): the
+ * modes, and the median they also use. One way: they call nothing else in bench.c. */
 #ifndef KVCHAT_BENCH_H
 #define KVCHAT_BENCH_H
 
@@ -18,5 +18,9 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
  * of a held-out text, at budgets of 12.5%, 25% and 50% of the model's positions; seed: the
  * bootstrap's */
 int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed);
+
+/* kvchat bench --speculative: each drafter of the comma-separated list against plain decoding */
+int bench_speculative(loaded_model *lm, const model_opts *mo, const char *drafters,
+                      const draft_opts *base, int runs, const char *json_path);
 
 #endif

@@ -196,7 +196,8 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
         if (sp) { /* a round gives what the context and -n leave room for, the last pending */
             int left = a->mo.n_predict - made, room = n_ctx - n + 1, got, rejected;
             if (spec_round(sp, cache, ids, n, &smp, left < room ? left : room, queue, &got,
-                           &rejected))
+                           &rejected) ||
+                kv_truncate(cache, kv_len(cache) - rejected))
                 goto out;
             next = queue[got - 1];
             queued = got - 1;

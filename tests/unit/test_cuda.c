@@ -743,7 +743,8 @@ static int speculate_on(kb_backend *b, float *rows, int *made, int n_made)
         goto out;
     while (got < n_made) {
         int out[DRAFT_MAX_TOKENS + 1], k, rejected;
-        if (spec_round(sp, s, ids, n, &smp, n_made - got, out, &k, &rejected))
+        if (spec_round(sp, s, ids, n, &smp, n_made - got, out, &k, &rejected) ||
+            kv_truncate(s, n + k - 1))
             goto out;
         memcpy(made + got, out, sizeof *out * (size_t)k);
         memcpy(ids + n, out, sizeof *out * (size_t)k);

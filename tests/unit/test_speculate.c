@@ -117,7 +117,8 @@ static int decode(rig *r, drafter *d, const sampler_params *sp, const int *promp
             continue;
         if (s) {
             int got, rejected, left = n_predict - made;
-            if (spec_round(s, cache, ids, n, &smp, left, queue, &got, &rejected))
+            if (spec_round(s, cache, ids, n, &smp, left, queue, &got, &rejected) ||
+                kv_len(cache) != n + got - 1 + rejected || kv_truncate(cache, n + got - 1))
                 goto out;
             next = queue[got - 1];
             queued = got - 1;
@@ -327,6 +328,17 @@ static void drafter_errors(void)
     CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "--draft-max"),
           "too long a draft: %s", err_msg());
     CHECK(draft_parse("", &o) == -1, "an empty --draft taken");
+    /* lookup: the latest earlier match with enough tokens after it, else the earliest */
+    int same[8] = {5, 5, 5, 5, 5, 5, 5, 5}, period[9] = {7, 8, 9, 7, 8, 9, 7, 8, 9}, got[4], n;
+    draft_parse("lookup", &o);
+    o.max = 4;
+    drafter *d = draft_new(&o, &r.m, dir, r.b, r.pool, 1);
+    CHECK(d && draft_propose(d, same, 8, NULL, 4, got, &n, NULL) == 0 && n == 4,
+          "a run of one token: %d drafted, want 4", n);
+    CHECK(d && draft_propose(d, period, 9, NULL, 4, got, &n, NULL) == 0 && n == 3 && got[0] == 7 &&
+              got[1] == 8 && got[2] == 9,
+          "a period of 3: %d drafted", n);
+    draft_free(d);
     rig_close(&r);
 }
 

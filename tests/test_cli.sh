@@ -28,6 +28,9 @@ same "${TAG}cli/prompt text equals prompt ids" "$ids" \
 out=$("$KV" generate -m "$M" --dtype f32 --prompt-ids "$(seq -s, 100 139)" -n 30 --temp 0 --output ids 2>"$TMP/ctx.err")
 same "${TAG}cli/stops when the context is full" 8 "$(echo "$out" | wc -w)"
 check "${TAG}cli/says the context is full" grep -q "context of 48 tokens is full" "$TMP/ctx.err"
+same "${TAG}cli/with a draft, stops where plain decoding does" "$out" \
+    "$("$KV" generate -m "$M" --dtype f32 --prompt-ids "$(seq -s, 100 139)" -n 30 --temp 0 \
+        --output ids --draft self-q8 --draft-max 15 2>/dev/null)"
 
 # tokenize: stdin equals argument; known ids
 same "${TAG}cli/tokenize known ids" "15496 995" "$("$KV" tokenize -m "$M" "Hello world")"

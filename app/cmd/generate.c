@@ -194,7 +194,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
             break;
         }
         if (sp) { /* a round gives what the context and -n leave room for, the last pending */
-            int left = a->mo.n_predict - made, room = n_ctx - n + 1, got, rejected;
+            int left = a->mo.n_predict - made, room = n_ctx - n, got, rejected;
             if (spec_round(sp, cache, ids, n, &smp, left < room ? left : room, queue, &got,
                            &rejected) ||
                 kv_truncate(cache, kv_len(cache) - rejected))

@@ -145,10 +145,13 @@ static int lookup(const int *ids, int n, int max, int *out)
             continue;
         const int *tail = ids + n - g;
         int found = -1;
-        for (int at = n - g - 1; at >= 0; at--)
-            if (!memcmp(ids + at, tail, sizeof *ids * (size_t)g) &&
-                (found = at, n - (at + g) >= max))
+        for (int at = n - g - 1; at >= 0; at--) {
+            if (memcmp(ids + at, tail, sizeof *ids * (size_t)g))
+                continue;
+            found = at;
+            if (n - (at + g) >= max)
                 break;
+        }
         if (found < 0)
             continue;
         int k = 0;

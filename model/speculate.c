@@ -17,6 +17,7 @@ struct spec {
     void *scratch;
     int *hist; /* the context and the round's drafts */
     size_t cap_hist;
+    int made[DRAFT_MAX_TOKENS + 1], n_made, taken; /* spec_next's: the last round's tokens */
 };
 
 spec *spec_new(gpt2_model *m, kb_backend *b, drafter *d)
@@ -139,4 +140,17 @@ int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int 
     s->st.accepted += kept;
     s->st.made += kept + 1;
     return draft_settle(s->d, s->hist, n + kept);
+}
+
+int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next)
+{
+    int rejected;
+    if (s->taken == s->n_made) {
+        s->taken = s->n_made = 0;
+        if (spec_round(s, cache, ids, n, smp, max_out, s->made, &s->n_made, &rejected) ||
+            kv_truncate(cache, kv_len(cache) - rejected))
+            return -1;
+    }
+    *next = s->made[s->taken++];
+    return 0;
 }

@@ -37,4 +37,11 @@ const spec_stats *spec_get_stats(const spec *s);
 int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *out,
                int *n_out, int *rejected);
 
+/* Decoding token by token as a plain step does, with rounds underneath (for a caller with no
+ * events: the rejected positions are truncated here): ids[0..n) the context, its last id appended
+ * last; *next gets the token that follows it. A round runs when the last round's tokens are all
+ * taken (ids[n - 1] is then pending, as for a plain step, and the round gives at most max_out);
+ * until then each call hands out the next of them, its predecessor already in the cache. */
+int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next);
+
 #endif

@@ -30,24 +30,18 @@ static int generate(loaded_model *lm, drafter *d, const sampler_params *sp, int 
     spec *s = d ? spec_new(m, lm->backend, d) : NULL;
     sampler smp;
     sampler_init(&smp, sp);
-    int len = prompt, next, made = 0, rc = -1, queue[DRAFT_MAX_TOKENS + 1], queued = 0, taken = 0;
+    int len = prompt, next, made = 0, rc = -1;
     kb_sample pick = sampler_draw(&smp, ids, len);
     if (!c || (d && !s) || gpt2_step(m, lm->backend, c, ids, len, &pick, &next, NULL))
         goto out;
     double t0 = ev_clock();
     while (made < n) {
-        int kept = taken < queued;
-        ids[len++] = g->ids[made++] = kept ? queue[taken++] : next;
-        if (kept || made == n)
-            continue;
+        ids[len++] = g->ids[made++] = next;
+        if (made == n)
+            break;
         if (s) {
-            int got, rejected;
-            if (spec_round(s, c, ids, len, &smp, n - made, queue, &got, &rejected) ||
-                kv_truncate(c, kv_len(c) - rejected))
+            if (spec_next(s, c, ids, len, &smp, n - made, &next))
                 goto out;
-            next = queue[got - 1];
-            queued = got - 1;
-            taken = 0;
         } else {
             pick = sampler_draw(&smp, ids, len);
             if (gpt2_step(m, lm->backend, c, ids + len - 1, 1, &pick, &next, NULL))
@@ -64,20 +58,24 @@ out:
     return rc;
 }
 
-/* the median seconds of a pass of n positions after ctx cached ones (n = 1: a decode step) */
-static int time_pass(loaded_model *lm, const int *ids, int ctx, int n, int runs, double *out)
+/* out[i]: the median seconds of a pass of i positions after ctx cached ones, i = 1..most (1: a
+ * decode step), the context prefilled once */
+static int time_passes(loaded_model *lm, const int *ids, int ctx, int most, int runs, double *out)
 {
     kv_seq *c = kv_seq_new(lm->pool, 0);
-    float *logits = malloc(sizeof(float) * (size_t)lm->model.cfg.vocab_size * (size_t)n);
+    float *logits = malloc(sizeof(float) * (size_t)lm->model.cfg.vocab_size * (size_t)most);
     double t[65];
     int rc = !c || !logits || gpt2_forward(&lm->model, lm->backend, c, ids, ctx, NULL) ? -1 : 0;
-    for (int r = 0; !rc && r <= runs; r++) { /* run 0 warms up */
-        double t0 = ev_clock();
-        rc = gpt2_verify(&lm->model, lm->backend, c, ids + ctx, n, logits) || kv_truncate(c, ctx);
-        t[r] = ev_clock() - t0;
+    for (int n = 1; !rc && n <= most; n++) {
+        for (int r = 0; !rc && r <= runs; r++) { /* run 0 warms up */
+            double t0 = ev_clock();
+            rc = gpt2_verify(&lm->model, lm->backend, c, ids + ctx, n, logits) ||
+                 kv_truncate(c, ctx);
+            t[r] = ev_clock() - t0;
+        }
+        if (!rc)
+            out[n] = bench_median(t + 1, runs);
     }
-    if (!rc)
-        *out = bench_median(t + 1, runs);
     free(logits);
     kv_seq_free(c);
     return rc;
@@ -121,9 +119,10 @@ int bench_speculative(loaded_model *lm, const model_opts *mo, const char *drafte
         ids[i] = (int)((s >> 33) % (uint64_t)V);
     }
     /* the costs: a decode step and verify passes of 2..k+1 positions, midway through the reply */
-    double step = 0, verify[DRAFT_MAX_TOKENS + 2];
-    for (int i = 1; !rc && i <= k + 1; i++)
-        rc = time_pass(lm, ids, prompt + n / 2, i, runs, i == 1 ? &step : &verify[i]);
+    double verify[DRAFT_MAX_TOKENS + 2] = {0};
+    if (!rc)
+        rc = time_passes(lm, ids, prompt + n / 2, k + 1, runs, verify);
+    double step = verify[1];
     gen_run plain = {.ids = plain_ids};
     if (!rc)
         rc = generate(lm, NULL, &mo->sp, ids, prompt, n, &plain);

@@ -145,7 +145,6 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
     kv_seq *cache = kv_seq_new(lm->pool, 0);
     drafter *dr = NULL;
     spec *sp = NULL;
-    int queue[DRAFT_MAX_TOKENS + 1], queued = 0, taken = 0; /* drafts kept, already cached */
     float *logits = a->dump_logits ? err_malloc(sizeof(float) * V, "logits") : NULL;
     sampler smp;
     sampler_init(&smp, &a->mo.sp);
@@ -170,8 +169,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
     signal(SIGINT, on_sigint);
     t0 = ev_clock();
     while (made < a->mo.n_predict && !interrupted) {
-        int kept = !force && taken < queued; /* a kept draft: the verify pass ran it */
-        int id = force ? force[made] : kept ? queue[taken++] : next;
+        int id = force ? force[made] : next;
         if (id == eos && !force)
             break;
         ids[n++] = id;
@@ -184,8 +182,6 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
             safe_fwrite(stdout, text, len, raw);
         }
         fflush(stdout);
-        if (kept)
-            continue;
         if (made == a->mo.n_predict && !force) /* forced: the last id is fed too, for its logits */
             break;
         if (n == n_ctx) {
@@ -193,15 +189,10 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
                 fprintf(stderr, "\n[stopped: the context of %d tokens is full]\n", n_ctx);
             break;
         }
-        if (sp) { /* a round gives what the context and -n leave room for, the last pending */
-            int left = a->mo.n_predict - made, room = n_ctx - n, got, rejected;
-            if (spec_round(sp, cache, ids, n, &smp, left < room ? left : room, queue, &got,
-                           &rejected) ||
-                kv_truncate(cache, kv_len(cache) - rejected))
+        if (sp) { /* a round gives what the context and -n leave room for */
+            int left = a->mo.n_predict - made, room = n_ctx - n;
+            if (spec_next(sp, cache, ids, n, &smp, left < room ? left : room, &next))
                 goto out;
-            next = queue[got - 1];
-            queued = got - 1;
-            taken = 0;
             continue;
         }
         pick = sampler_draw(&smp, ids, n);

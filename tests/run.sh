@@ -44,10 +44,15 @@ no_gpu=-cuda/
 nvidia-smi -L >/dev/null 2>&1 && no_gpu=
 
 # The emulated device proves itself, the CUDA twins run on it traced and strict, the GPU check runs
-# on it (and is checked), and its bundle is built here: in the background, beside the suites below (the emulator runs on one core, and the
-# ThreadSanitizer run is pinned to the other), in folders of TMP of their own. Their lines and
+# on it (and is checked), and its bundle is built here: in the background, beside the suites below
+# (the emulator runs on one core, and the ThreadSanitizer run is pinned to the other), in a TMP of
+# their own (tests/lib.sh's helpers keep a command's output in $TMP/out and $TMP/err: shared, a
+# background check's could land between a suite's command and its look at them). Their lines and
 # counts join the rest at the end.
 emu_suites() {
+    local counts=$TMP/emu.counts
+    TMP=$TMP/emu
+    mkdir -p "$TMP"
     PASS=0 FAIL=0 SKIP=0
     . tests/cuda_emu/test_planted.sh
     took test_planted
@@ -59,7 +64,7 @@ emu_suites() {
     KV=$BUILD/kvchat
     . tests/gpu/test_bundle.sh
     took test_bundle
-    echo "$PASS $FAIL $SKIP" >"$TMP/emu.counts"
+    echo "$PASS $FAIL $SKIP" >"$counts"
 }
 emu_suites >"$TMP/emu.out" 2>"$TMP/emu.err" </dev/null &
 emu_pid=$!

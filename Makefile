@@ -238,7 +238,8 @@ fuzz: deps
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/session \
 	  -DNCURSES_WIDECHAR=1 -DKVCHAT_ASSETS='"$(CURDIR)/assets"' tests/fuzz/fuzz_session.c \
 	  app/session/session_file.c app/session/settings.c app/chat/records.c app/chat/template.c \
-	  model/tokenizer.c model/events.c model/event_schema.c kernels/dtype.c ui/cache_model.c ui/cache_panel.c ui/screen.c \
+	  model/tokenizer.c model/events.c model/event_schema.c kernels/dtype.c ui/cache_model.c ui/cache_draft.c ui/cache_panel.c ui/screen.c \
+	  model/draft_opts.c \
 	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm \
 	  -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/pickle \

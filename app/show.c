@@ -61,6 +61,25 @@ static void reading(act_host *h, char *buf, size_t n)
     json_decref((json_t *)ev);
 }
 
+/* the drafter and what it did so far, as a "\n"-ended line ("" with --draft off) */
+static void drafting(act_host *h, char *buf, size_t n)
+{
+    const draft_opts *d = &h->eo->draft;
+    const spec_stats *st = engine_spec_stats(h->e);
+    buf[0] = 0;
+    if (d->kind == DRAFT_NONE || !st)
+        return;
+    int at = snprintf(buf, n, "draft: %s, at most %d tokens a pass", draft_name(d), d->max);
+    if (d->kind != DRAFT_LOOKUP)
+        at += snprintf(buf + at, n - (size_t)at, ", stopping under p %.2g", d->min_prob);
+    snprintf(buf + at, n - (size_t)at,
+             "; %ld drafted, %ld accepted (%.0f%%; %.0f%% of %ld tested), %.2f tokens a pass over "
+             "%ld passes.\n",
+             st->drafted, st->accepted, st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
+             st->tested ? 100.0 * st->accepted / st->tested : 0.0, st->tested,
+             st->rounds ? (double)st->made / st->rounds : 0.0, st->rounds);
+}
+
 act_result act_show(act_host *h, const char *name, char *args)
 {
     (void)name, (void)args;
@@ -68,8 +87,9 @@ act_result act_show(act_host *h, const char *name, char *args)
     const kv_opts *ko = kv_pool_opts(h->lm->pool);
     const gpt2_config *c = &h->lm->model.cfg;
     const char *sys = engine_system(h->e), *path = h->persist->session_path;
-    char buf[4096 + PATH_MAX], a[32], b[32], where[320], read[2048];
+    char buf[8192 + PATH_MAX], a[32], b[32], where[320], read[2048], draft[4400];
     reading(h, read, sizeof read);
+    drafting(h, draft, sizeof draft);
     if (kb_fallback_reason()) /* said here (and by info), not on stderr at every start */
         snprintf(where, sizeof where, "cpu (no usable GPU: %s)", kb_fallback_reason());
     else
@@ -79,7 +99,7 @@ act_result act_show(act_host *h, const char *name, char *args)
              "sampling: temp %.2g, top-k %d, top-p %.2g, repeat penalty %.2g, seed %llu, "
              "max %d tokens.\n"
              "cache: %s, %s, window %d, %s per token, pool %s, eviction %s, keep %s.\n"
-             "template: %s (%s).\n%s%s%s"
+             "template: %s (%s).\n%s%s%s%s"
              "session: %s%s%s%s.%s",
              session_model_name(h->lm), c->n_layer, c->n_embd, c->n_head, c->n_ctx,
              dt_name(h->lm->model.wtype), where, mo->sp.temp, mo->sp.top_k, mo->sp.top_p,
@@ -91,7 +111,7 @@ act_result act_show(act_host *h, const char *name, char *args)
              : h->eo->policy == WIN_LEAST_READ ? "exact, the least read first"
                                                : "exact",
              h->eo->keep >= 0 ? "--keep" : "the preamble", tpl_name(h->eo->tpl), h->eo->tpl_why,
-             sys ? "system preamble: " : "", sys ? sys : "", sys ? "\n" : "",
+             sys ? "system preamble: " : "", sys ? sys : "", sys ? "\n" : "", draft,
              path ? path : "not saved", path ? "" : " (", path ? "" : h->persist->unsaved_why,
              path ? "" : ")", read);
     h->note(h, buf);

@@ -109,6 +109,9 @@ static void drain(tui *t)
                 const char *txt = ev_notice_text(it->ev);
                 chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0);
             }
+            if (ev_kind_of(it->ev) == EVK_TOKEN) /* its text comes as on_text's */
+                chat_pane_mark(view_pane(&t->v, c), ev_token_text_len(it->ev),
+                               ev_token_drafted(it->ev));
             chat_pane_add_summary(view_pane(&t->v, c), &t->v.cm, it->ev);
             json_decref(it->ev);
         } else {
@@ -473,6 +476,15 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                 break;
             case IN_CONV_VIEW: /* F6: the conversations listed, or one's map and graph again */
                 t->v.scr.conv_view = !t->v.scr.conv_view;
+                t->dirty = 1;
+                break;
+            case IN_DRAFT_MARKS: /* F7 */
+                t->v.scr.draft_marks = !t->v.scr.draft_marks;
+                say(t, "%s",
+                    t->eo.draft.kind == DRAFT_NONE ? "no drafter: --draft marks the "
+                                                     "tokens it proposes"
+                    : t->v.scr.draft_marks         ? "drafted tokens underlined (F7: off)"
+                                                   : "drafted tokens not marked (F7: on)");
                 t->dirty = 1;
                 break;
             case IN_MOUSE: /* F4 */

@@ -16,7 +16,8 @@ void tui_help_draw(int cols)
         "  Ctrl-R       search history         Ctrl-Z  suspend (fg: back)   F1  help",
         "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
         "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
-        "  F6  the conversations, a row each (tokens, bytes, shared, last used)",
+        "  F6  the conversations, a row each (tokens, bytes, shared, last used, draft)",
+        "  F7  underline the tokens a drafter proposed and the model kept (--draft)",
         "  \"\"\"  a message over several lines, until a line that ends with \"\"\"",
         "Commands"};
     static const char *const map[] = {

@@ -10,9 +10,12 @@
 struct drafter {
     draft_opts o;
     char name[4096];
-    gpt2_model model; /* a model drafter's */
+    gpt2_model model; /* a model drafter's (the first's: its clones use root's) */
+    drafter *root;    /* a clone's: whose model and pool it uses; NULL for the first */
     kb_backend *b;
+    kv_pool *pool;     /* where its cache lives */
     kv_pool *own_pool; /* made for a drafter whose shape differs from the model's */
+    int conv;          /* the conversation its events name */
     kv_seq *seq;
     int *held; /* the ids its cache holds, then the drafts of the round */
     size_t cap_held;
@@ -22,37 +25,26 @@ struct drafter {
     int window;    /* the positions its cache may hold */
 };
 
-void draft_opts_default(draft_opts *o)
-{
-    *o = (draft_opts){.kind = DRAFT_NONE, .max = 4, .min_prob = 0.5f};
-}
+static gpt2_model *model_of(drafter *d) { return d->root ? &d->root->model : &d->model; }
 
-int draft_parse(const char *spec, draft_opts *o)
+/* a model drafter's buffers and cache: empty, or a fork of from's (which holds the same ids) */
+static int buffers(drafter *d, drafter *from)
 {
-    if (!spec || !*spec)
-        return err_set("--draft: expected lookup, self-q8, off or a checkpoint directory");
-    o->dir = NULL;
-    if (!strcmp(spec, "off"))
-        o->kind = DRAFT_NONE;
-    else if (!strcmp(spec, "lookup"))
-        o->kind = DRAFT_LOOKUP;
-    else if (!strcmp(spec, "self-q8"))
-        o->kind = DRAFT_SELF_Q8;
-    else {
-        o->kind = DRAFT_MODEL;
-        o->dir = spec;
-    }
+    size_t V = (size_t)model_of(d)->cfg.vocab_size;
+    d->logits = err_malloc(sizeof(float) * V, "the drafter's logits");
+    d->scratch = err_malloc(CPU_SAMPLE_SCRATCH(V), "the drafter's sampling");
+    d->w = err_malloc(sizeof(uint32_t) * V, "the drafter's sampling");
+    if (!d->logits || !d->scratch || !d->w)
+        return -1;
+    int n = from ? kv_len(from->seq) : 0;
+    if (n && err_grow(&d->held, &d->cap_held, (size_t)n, sizeof *d->held, "the drafter's context"))
+        return -1;
+    if (!(d->seq = from ? kv_fork(from->seq, d->conv) : kv_seq_new(d->pool, d->conv)))
+        return -1;
+    kv_set_draft(d->seq);
+    if (n)
+        memcpy(d->held, from->held, sizeof *d->held * (size_t)n);
     return 0;
-}
-
-const char *draft_name(const draft_opts *o)
-{
-    switch (o->kind) {
-        case DRAFT_LOOKUP: return "lookup";
-        case DRAFT_SELF_Q8: return "self-q8";
-        case DRAFT_MODEL: return o->dir;
-        default: return "off";
-    }
 }
 
 drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_dir, kb_backend *b,
@@ -71,6 +63,7 @@ drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_d
         return NULL;
     d->o = *o;
     d->b = b;
+    d->conv = conv;
     snprintf(d->name, sizeof d->name, "%s", draft_name(o));
     d->o.dir = o->kind == DRAFT_MODEL ? d->name : NULL;
     if (o->kind == DRAFT_LOOKUP)
@@ -101,20 +94,37 @@ drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_d
         kv_opts ko = *po;
         ko.pool_bytes = 0;
         ko.window = d->window;
-        if (!(d->own_pool = kv_pool_create(b, dc, &ko, NULL)))
+        if (!(d->own_pool = kv_pool_create(b, dc, &ko, kv_pool_bus(pool))))
             goto fail;
         pool = d->own_pool;
     }
-    size_t V = (size_t)dc->vocab_size;
-    d->logits = err_malloc(sizeof(float) * V, "the drafter's logits");
-    d->scratch = err_malloc(CPU_SAMPLE_SCRATCH(V), "the drafter's sampling");
-    d->w = err_malloc(sizeof(uint32_t) * V, "the drafter's sampling");
-    if (!d->logits || !d->scratch || !d->w || !(d->seq = kv_seq_new(pool, conv)))
+    d->pool = pool;
+    if (conv >= 0 && buffers(d, NULL))
         goto fail;
     return d;
 fail:
     draft_free(d);
     return NULL;
+}
+
+drafter *draft_clone(drafter *d, int conv, int with_cache)
+{
+    drafter *root = d->root ? d->root : d, *c = err_calloc(1, sizeof *c, "the drafter");
+    if (!c)
+        return NULL;
+    memcpy(c->name, root->name, sizeof c->name);
+    c->o = root->o;
+    c->o.dir = c->o.kind == DRAFT_MODEL ? c->name : NULL;
+    c->root = root;
+    c->b = root->b;
+    c->pool = root->pool;
+    c->window = root->window;
+    c->conv = conv;
+    if (c->o.kind != DRAFT_LOOKUP && buffers(c, with_cache ? d : NULL)) {
+        draft_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 void draft_free(drafter *d)
@@ -123,7 +133,7 @@ void draft_free(drafter *d)
         return;
     kv_seq_free(d->seq);
     kv_pool_free(d->own_pool);
-    if (d->o.kind == DRAFT_SELF_Q8 || d->o.kind == DRAFT_MODEL)
+    if (!d->root && (d->o.kind == DRAFT_SELF_Q8 || d->o.kind == DRAFT_MODEL))
         gpt2_free(&d->model);
     free(d->held);
     free(d->logits);
@@ -133,7 +143,11 @@ void draft_free(drafter *d)
 }
 
 kv_seq *draft_seq(drafter *d) { return d->seq; }
-const gpt2_model *draft_model(const drafter *d) { return d->seq ? &d->model : NULL; }
+const gpt2_model *draft_model(const drafter *d)
+{
+    return d->o.kind == DRAFT_LOOKUP ? NULL : model_of((drafter *)d);
+}
+const draft_opts *draft_get_opts(const drafter *d) { return &d->o; }
 
 /* the tokens after the latest earlier occurrence of the context's last n-gram that has max of
  * them (in a repeating stretch the latest is one period back, with fewer), else after the
@@ -168,7 +182,16 @@ static int settle_to(drafter *d, const int *ids, int n, int most)
     int have = kv_len(d->seq), keep = 0;
     while (keep < have && keep < n && keep < most && d->held[keep] == ids[keep])
         keep++;
-    return keep < have ? kv_truncate(d->seq, keep) : 0;
+    if (keep == have)
+        return 0;
+    if (kv_truncate(d->seq, keep))
+        return -1;
+    ev_emit_truncate(kv_pool_bus(d->pool), d->conv,
+                     &(ev_truncate){EV_OPT(from, have), .to = keep,
+                                    EV_OPT(bytes, (long long)(have - keep) *
+                                                      (long long)kv_bytes_per_token(d->pool)),
+                                    EV_OPT(cache, kv_totals(d->seq))});
+    return 0;
 }
 
 int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(d, ids, n, n) : 0; }
@@ -177,7 +200,7 @@ int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(
 static int choose(drafter *d, const float *logits, sampler *s, const int *hist, int n_hist,
                   double *q, double *prob)
 {
-    int V = d->model.cfg.vocab_size;
+    int V = model_of(d)->cfg.vocab_size;
     kb_sample k = sampler_draw(s, hist, n_hist);
     int greedy = k.temp <= 0;
     if (greedy) /* the probability the adaptive length goes by: the softmax at temperature 1 */
@@ -220,9 +243,9 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
         return -1;
     int have = kv_len(d->seq);
     memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
-    if (gpt2_forward(&d->model, d->b, d->seq, ids + have, n - have, d->logits))
+    if (gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, d->logits))
         return -1;
-    size_t V = (size_t)d->model.cfg.vocab_size;
+    size_t V = (size_t)model_of(d)->cfg.vocab_size;
     for (int k = 0; k < max; k++) {
         double prob;
         int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL, &prob);
@@ -230,7 +253,7 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
             break;
         out[k] = d->held[n + k] = t;
         *n_out = k + 1;
-        if (k + 1 < max && gpt2_forward(&d->model, d->b, d->seq, &t, 1, d->logits))
+        if (k + 1 < max && gpt2_forward(model_of(d), d->b, d->seq, &t, 1, d->logits))
             return -1;
     }
     return 0;

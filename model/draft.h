@@ -38,11 +38,15 @@ const char *draft_name(const draft_opts *o);
 typedef struct drafter drafter;
 
 /* A drafter for the model m (loaded from model_dir) on backend b; a model drafter's cache is a
- * sequence of its own pool (pool, when the shapes match: self-q8; NULL: a pool of its own is made
- * for it) tagged conv. NULL with the error set (a checkpoint that does not load, another
+ * sequence of the model's pool when the shapes match (self-q8), else of a pool of its own on the
+ * same bus, its events naming conversation conv with their totals marked draft (conv < 0: no cache,
+ * a drafter only to clone from). NULL with the error set (a checkpoint that does not load, another
  * vocabulary: both named). */
 drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_dir, kb_backend *b,
                    kv_pool *pool, int conv);
+/* Another drafter on d's model (loaded once: d, or the drafter d was cloned from, must outlive it)
+ * for conversation conv: its cache empty, or with_cache a fork of d's (sharing its blocks). */
+drafter *draft_clone(drafter *d, int conv, int with_cache);
 void draft_free(drafter *d);
 
 /* Proposes up to max tokens to follow ids[0..n) into out, *n_out of them (0: nothing to propose).
@@ -58,5 +62,6 @@ int draft_settle(drafter *d, const int *ids, int n);
 kv_seq *draft_seq(drafter *d);
 /* the drafter's model (NULL for lookup) */
 const gpt2_model *draft_model(const drafter *d);
+const draft_opts *draft_get_opts(const drafter *d);
 
 #endif

@@ -307,6 +307,10 @@ const char *ev_check(const json_t *ev, long long W_, long long V_, int strict)
         case EVK_PREFILL: return prefill_fits(ev, W);
         case EVK_TURN_END: return turns_fit(ev);
         case EVK_ATTENTION: return attention_fits(ev);
+        case EVK_VERIFY:
+            return ev_verify_accepted(ev) > ev_verify_drafted(ev)
+                       ? why("verify needs 'accepted' at most 'drafted'")
+                       : NULL;
         default: return NULL;
     }
 }

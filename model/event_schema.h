@@ -38,17 +38,18 @@
 
 /* the cache after an event that changed it (grow, cow, fork, evict, truncate, offload, restore):
  * its conversation's totals and the pool's, so a reader's figures agree at every event */
-#define EV_CACHE_FIELDS(F, e)                                                 \
-    F(e, tokens, INT, 0, EV_BIG, REQ, "tokens cached")                        \
-    F(e, capacity, INT, 0, EV_BIG, REQ, "tokens there is room for")           \
-    F(e, bytes_used, I64, 0, 0, REQ, "bytes in use")                          \
-    F(e, bytes_reserved, I64, 0, 0, REQ, "bytes allocated")                   \
-    F(e, bytes_per_token, I64, 0, 0, REQ, "bytes a token takes")              \
-    F(e, shared_blocks, INT, 0, EV_BIG, REQ, "blocks shared with a fork")     \
-    F(e, host_bytes, I64, 0, 0, REQ, "bytes offloaded to host memory")        \
-    F(e, pool_used, I64, 0, 0, REQ, "the pool's bytes in use")                \
-    F(e, blocks_used, INT, 0, EV_BIG, REQ, "paged: the pool's blocks in use") \
-    F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory")
+#define EV_CACHE_FIELDS(F, e)                                                  \
+    F(e, tokens, INT, 0, EV_BIG, REQ, "tokens cached")                         \
+    F(e, capacity, INT, 0, EV_BIG, REQ, "tokens there is room for")            \
+    F(e, bytes_used, I64, 0, 0, REQ, "bytes in use")                           \
+    F(e, bytes_reserved, I64, 0, 0, REQ, "bytes allocated")                    \
+    F(e, bytes_per_token, I64, 0, 0, REQ, "bytes a token takes")               \
+    F(e, shared_blocks, INT, 0, EV_BIG, REQ, "blocks shared with a fork")      \
+    F(e, host_bytes, I64, 0, 0, REQ, "bytes offloaded to host memory")         \
+    F(e, pool_used, I64, 0, 0, REQ, "the pool's bytes in use")                 \
+    F(e, blocks_used, INT, 0, EV_BIG, REQ, "paged: the pool's blocks in use")  \
+    F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory") \
+    F(e, draft, BOOL, 0, 0, OPT, "a drafter's cache (--draft)")
 
 #define EV_SCHEMA(E, F)                                                                          \
     E(MODEL, model, "the model a run loaded (first in a session)")                               \
@@ -75,6 +76,13 @@
     F(token, id, INT, 0, V - 1, REQ, "its id")                                                   \
     F(token, ms, NUM, 0, EV_INF, OPT, "milliseconds")                                            \
     F(token, text, STR, 0, 0, OPT, "its complete UTF-8 text")                                    \
+    F(token, drafted, BOOL, 0, 0, OPT, "a drafter proposed it, the model kept it")               \
+    E(VERIFY, verify, "a speculative pass: the model checked the drafter's tokens at once")      \
+    F(verify, drafted, INT, 0, 64, REQ, "tokens the drafter proposed")                           \
+    F(verify, accepted, INT, 0, 64, REQ, "of them the ones the model kept")                      \
+    F(verify, draft_ms, NUM, 0, EV_INF, OPT, "milliseconds drafting them")                       \
+    F(verify, ms, NUM, 0, EV_INF, OPT, "milliseconds of the model's pass")                       \
+    F(verify, draft_tokens, INT, 0, W, OPT, "the tokens its drafter's cache holds then")         \
     E(GROW, grow, "a contiguous cache grew (or a paged one took blocks)")                        \
     F(grow, from, INT, 0, EV_BIG, OPT, "capacity before, in tokens")                             \
     F(grow, to, INT, 0, EV_BIG, OPT, "capacity after")                                           \
@@ -112,7 +120,7 @@
     F(prepare, ready, BOOL, 0, 0, OPT, "false when a message came first or memory was short")    \
     F(prepare, why, STR, 0, 0, OPT, "why it is not ready")                                       \
     F(prepare, longer, BOOL, 0, 0, OPT, "for a longer message (kept as far as it got)")          \
-    E(TRUNCATE, truncate, "the window rolled back (retry, edit, clear, a stop text)")            \
+    E(TRUNCATE, truncate, "the cache cut back (retry, edit, clear, stop text, drafts)")          \
     F(truncate, from, INT, 0, W, OPT, "tokens before")                                           \
     F(truncate, to, INT, 0, W, REQ, "tokens after")                                              \
     F(truncate, bytes, I64, 0, 0, OPT, "cache bytes given back")                                 \

@@ -41,6 +41,7 @@ struct kv_seq {
     int host_tokens, offloaded; /* truncation only lowers len) */
     unsigned long last_used;
     int said_shared; /* the shared blocks its last totals carried: a peer's change is told once */
+    int draft;       /* a drafter's cache: its events' totals say so */
     kb_kv view;
 };
 
@@ -376,8 +377,14 @@ ev_cache kv_totals(kv_seq *s)
                       .host_bytes = (long long)st.host_bytes,
                       .pool_used = (long long)ps.used_bytes,
                       .blocks_used = ps.blocks_used,
-                      .offloaded_convs = ps.offloaded};
+                      .offloaded_convs = ps.offloaded,
+                      .draft = s->draft,
+                      .has_draft = s->draft};
 }
+
+void kv_set_draft(kv_seq *s) { s->draft = 1; }
+
+ev_bus *kv_pool_bus(const kv_pool *p) { return p->bus; }
 
 static size_t free_bytes(const kv_pool *p)
 {
@@ -587,6 +594,7 @@ static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
     if (!c)
         return NULL;
     c->background = background;
+    c->draft = s->draft;
     double t0 = ev_clock();
     size_t copied = 0;
     int shared = 0;

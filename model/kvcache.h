@@ -57,6 +57,11 @@ const kv_opts *kv_pool_opts(const kv_pool *p);
 
 /* A new empty sequence; conv is the id its events carry. */
 kv_seq *kv_seq_new(kv_pool *p, int conv);
+/* Marks s as a drafter's cache (speculative decoding): the totals of its events (and its forks')
+ * carry draft, so that readers tell it from its conversation's own cache. */
+void kv_set_draft(kv_seq *s);
+/* the bus the pool's events go to (NULL: none) */
+ev_bus *kv_pool_bus(const kv_pool *p);
 void kv_seq_free(kv_seq *s);
 int kv_len(const kv_seq *s);
 void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st);

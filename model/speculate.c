@@ -142,15 +142,28 @@ int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int 
     return draft_settle(s->d, s->hist, n + kept);
 }
 
-int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next)
+int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next,
+              int *rejected)
 {
-    int rejected;
+    int r = 0;
     if (s->taken == s->n_made) {
         s->taken = s->n_made = 0;
-        if (spec_round(s, cache, ids, n, smp, max_out, s->made, &s->n_made, &rejected) ||
-            kv_truncate(cache, kv_len(cache) - rejected))
+        if (spec_round(s, cache, ids, n, smp, max_out, s->made, &s->n_made, &r) ||
+            (!rejected && kv_truncate(cache, kv_len(cache) - r)))
             return -1;
     }
+    if (rejected)
+        *rejected = r;
     *next = s->made[s->taken++];
     return 0;
+}
+
+int spec_queued(const spec *s) { return s->n_made - s->taken; }
+
+void spec_drop(spec *s) { s->taken = s->n_made = 0; }
+
+void spec_use(spec *s, drafter *d)
+{
+    spec_drop(s);
+    s->d = d;
 }

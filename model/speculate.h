@@ -37,11 +37,21 @@ const spec_stats *spec_get_stats(const spec *s);
 int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *out,
                int *n_out, int *rejected);
 
-/* Decoding token by token as a plain step does, with rounds underneath (for a caller with no
- * events: the rejected positions are truncated here): ids[0..n) the context, its last id appended
- * last; *next gets the token that follows it. A round runs when the last round's tokens are all
- * taken (ids[n - 1] is then pending, as for a plain step, and the round gives at most max_out);
- * until then each call hands out the next of them, its predecessor already in the cache. */
-int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next);
+/* Decoding token by token as a plain step does, with rounds underneath: ids[0..n) the context, its
+ * last id appended last; *next gets the token that follows it. A round runs when the last round's
+ * tokens are all taken (ids[n - 1] is then pending, as for a plain step, and the round gives at
+ * most max_out); until then each call hands out the next of them, its predecessor already in the
+ * cache. The positions a round rejected are truncated here (rejected NULL), or counted into
+ * *rejected (0 when no round ran) for the caller to truncate and report. */
+int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int max_out, int *next,
+              int *rejected);
+/* the last round's tokens not yet handed out: while there are, the cache runs ahead of the
+ * context by them (all of them but the last) */
+int spec_queued(const spec *s);
+/* forgets them (a reply that stops inside a round; the caller cuts the cache back) */
+void spec_drop(spec *s);
+/* drafts with d from the next round on (a conversation's own drafter; the same kind as spec_new's)
+ */
+void spec_use(spec *s, drafter *d);
 
 #endif

@@ -224,3 +224,32 @@ names = [l.split("`")[1].split()[0] for l in table.splitlines()[2:]]
 listed = [l.split()[0] for l in help_.splitlines() if l.startswith("  /")]
 assert len(names) >= 14 and listed == names, (names, listed)
 PY
+
+# --draft: greedy replies token for token those without; the drafter recorded, verified, resumed
+plain=$(printf '%s\n' "$msgs" | chat --temp 0)
+for d in lookup self-q8; do
+    rm -f "$TMP/draft-$d.jsonl"
+    o=$(printf '%s\n' "$msgs" | chat --temp 0 --draft $d --session "$TMP/draft-$d.jsonl" 2>/dev/null)
+    same "${TAG}chat/--draft $d: the replies plain decoding gives (greedy, with evictions)" "$plain" "$o"
+    check "${TAG}chat/--draft $d: recorded, and its passes" "$PYTHON" - "$TMP/draft-$d.jsonl" "$d" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert ev[0]["chat"]["draft"] == sys.argv[2] and ev[0]["chat"]["draft_max"] == 4, ev[0]["chat"]
+v = [e for e in ev if e.get("ev") == "verify"]
+assert v and sum(e["accepted"] for e in v) > 0, len(v)
+assert any(e.get("drafted") for e in ev if e.get("ev") == "token")
+PY
+    check "${TAG}chat/--draft $d: the session verifies" "$KV" replay "$TMP/draft-$d.jsonl" --verify
+done
+echo "one more" | "$KV" chat --no-tui --resume "$TMP/draft-lookup.jsonl" -n 8 2>"$TMP/err" >/dev/null
+check "${TAG}chat/--resume goes on with the recorded drafter" "$PYTHON" - "$TMP/draft-lookup.jsonl" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+at = max(i for i, e in enumerate(ev) if e.get("ev") == "user")
+assert any(e.get("ev") == "verify" for e in ev[at:]), "no verify pass after the resume"
+PY
+check "${TAG}chat/the resumed session verifies" "$KV" replay "$TMP/draft-lookup.jsonl" --verify
+expect_error "${TAG}chat/--draft with --attention on is refused" 2 "^kvchat chat: --draft: not with --attention on" \
+    "$KV" chat --no-tui -m "$CM" --draft lookup --attention on
+expect_error "${TAG}chat/--draft of a missing checkpoint is refused" 1 "^kvchat chat: draft model $TMP/none: .*config.json" \
+    "$KV" chat --no-tui -m "$CM" --draft "$TMP/none"

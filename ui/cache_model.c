@@ -243,6 +243,7 @@ static void on_turn_start(cache_model *m, cm_conv *c, const json_t *ev)
     c->turn_ahead_ms = 0;
     c->turn_ahead_tokens = 0;
     c->evict_ms = c->pending_evict_ms = 0;
+    cm_draft_turn(&c->draft);
 }
 
 static void on_prefill(cache_model *m, cm_conv *c, const json_t *ev)
@@ -290,6 +291,11 @@ static void on_token(cache_model *m, cm_conv *c, const json_t *ev)
 
 static void on_truncate(cache_model *m, cm_conv *c, const json_t *ev)
 {
+    if (c->draft.rejecting) { /* the drafts a verify pass rejected: no change to the window */
+        c->draft.rejecting = 0;
+        apply_totals(m, c, ev_truncate_cache(ev));
+        return;
+    }
     cut(c, cells(ev_truncate_to(ev)));
     apply_totals(m, c, ev_truncate_cache(ev));
     c->prepared = 0; /* a plan does not survive a rollback */
@@ -568,6 +574,8 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (!c)
         return;
     c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
+    if (cm_draft_apply(&c->draft, ev))
+        return;
     if (ON[k])
         ON[k](m, c, ev);
 }
@@ -599,7 +607,13 @@ int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
                            : NULL;
     if (!c)
         return 0;
-    char a[32], b[48], r[48], t[32], w[32], e[160] = "";
+    char a[32], b[48], r[48], t[32], w[32], e[160] = "", d[96] = "";
+    const cm_draft *dr = &c->draft;
+    if (dr->turn_rounds) /* --draft: what the drafts came to in this reply */
+        snprintf(d, sizeof d, " · drafts %ld of %ld kept (%.0f%%), %.2f tok a pass",
+                 dr->turn_accepted, dr->turn_drafted,
+                 dr->turn_drafted ? 100.0 * dr->turn_accepted / dr->turn_drafted : 0.0,
+                 (double)dr->turn_made / dr->turn_rounds);
     if (c->turn_prepared) /* the re-prefill was done while the user typed: what the reply waited */
         snprintf(e, sizeof e,
                  " · evicted %d tok; %d re-prefilled ahead in %s, %d then; the reply waited %s",
@@ -622,6 +636,6 @@ int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
                  fmt_rate(a, sizeof a, c->decode_tok_s));
     else
         fmt_speed(r, sizeof r, c->decode_tokens, c->decode_ms);
-    snprintf(buf, n, "%s · reply %s · TTFT %s%s", b, r, fmt_ms(t, sizeof t, c->ttft_ms), e);
+    snprintf(buf, n, "%s · reply %s · TTFT %s%s%s", b, r, fmt_ms(t, sizeof t, c->ttft_ms), d, e);
     return 1;
 }

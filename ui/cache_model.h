@@ -21,6 +21,20 @@ typedef struct {
     double mean, max;
 } cm_read;
 
+/* A conversation's drafter (--draft): its cache, from the events whose totals say draft (never the
+ * window's cells), and what its drafts came to, from the verify events (ui/cache_draft.c). */
+typedef struct {
+    int on;     /* an event of it came */
+    int cached; /* ... one of its cache (a model drafter's: lookup keeps none) */
+    int tokens, capacity, shared_blocks, offloaded;
+    double bytes_used, bytes_reserved, host_bytes, bytes_per_token;
+    long rounds, drafted, accepted, tested, made; /* as model/speculate.h counts them */
+    double draft_ms, verify_ms;
+    long turn_rounds, turn_drafted, turn_accepted, turn_made; /* the last turn's */
+    int rejecting; /* a verify event rejected drafts: the model's truncate event that cuts them
+                      comes next, past the window's cells */
+} cm_draft;
+
 typedef struct {
     int id;
     win_turn *turns;
@@ -63,7 +77,14 @@ typedef struct {
     int prepared_tokens;    /* ... and the tokens it recomputed (0 too) */
     int evictions_prepared; /* evictions swapped in prepared (of `evictions`) */
     double stall_ms;        /* replies' time waiting for evictions, all told */
+    cm_draft draft;
 } cm_conv;
+
+/* ev into c's drafter: 1 when it was the drafter's (a verify event, an event of its cache), else
+ * 0 (ui/cache_draft.c) */
+int cm_draft_apply(cm_draft *d, const json_t *ev);
+/* a new turn: the last turn's counts start again */
+void cm_draft_turn(cm_draft *d);
 
 typedef struct {
     cm_conv *convs;

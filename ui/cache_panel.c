@@ -106,11 +106,13 @@ static int column(char *buf, size_t n, int k, int width, const char *text)
 static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, int iw)
 {
     char ago[32];
-    static const char *const head[] = {"conv", "tokens", "bytes", "shrd", "state", "used"};
-    static const int width[] = {4, 6, 9, 4, 8, 5};
+    /* draft: the tokens its drafter's cache holds (--draft) */
+    static const char *const head[] = {"conv", "tokens", "bytes", "shrd", "state", "used", "draft"};
+    static const int width[] = {4, 6, 9, 4, 8, 5, 6};
+    enum { NCOL = sizeof width / sizeof *width };
     int cols = 0; /* as many as fit whole: the marker, then each with the space before it */
-    for (int used = 1 + width[0]; cols < 6 && used <= iw;)
-        used += ++cols < 6 ? (cols == 4 ? 2 : 1) + width[cols] : 0;
+    for (int used = 1 + width[0]; cols < NCOL && used <= iw;)
+        used += ++cols < NCOL ? (cols == 4 ? 2 : 1) + width[cols] : 0;
     char line[128];
     int at = snprintf(line, sizeof line, " ");
     for (int k = 0; k < cols; k++)
@@ -129,13 +131,14 @@ static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, i
                  since < 60     ? since
                  : since < 3600 ? since / 60
                                 : since / 3600);
-        char cell[6][32];
+        char cell[NCOL][32];
         snprintf(cell[0], sizeof cell[0], "%d", c->id);
         snprintf(cell[1], sizeof cell[1], "%d", c->n_cells);
         fmt_bytes(cell[2], sizeof cell[2], c->bytes_reserved);
         snprintf(cell[3], sizeof cell[3], "%d", c->shared_blocks);
         snprintf(cell[4], sizeof cell[4], "%s", c->offloaded ? "offload" : "resident");
         snprintf(cell[5], sizeof cell[5], "%s", ago);
+        snprintf(cell[6], sizeof cell[6], c->draft.cached ? "%d" : "-", c->draft.tokens);
         at = snprintf(line, sizeof line, "%c", c->id == conv ? '>' : ' ');
         for (int k = 0; k < cols; k++)
             at += column(line + at, sizeof line - (size_t)at, k, width[k], cell[k]);
@@ -287,6 +290,44 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
     fields_add(&f, NULL, "offloaded %d", m->offloaded_convs);
     fields_add(&f, NULL, "grows %d", c->grows);
     fields_add(&f, NULL, "evicted %d", c->evictions);
+    return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
+}
+
+/* --draft: the drafter's cache beside the model's (a gauge of its tokens against the window) and
+ * what its drafts came to: acceptance (of drafted, and of tested as llama.cpp counts it), tokens a
+ * model pass, and a pass's drafting and checking. Returns the next free row. */
+static int drafting(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int iw)
+{
+    const cm_draft *d = &c->draft;
+    char a[32], b[32], label[64];
+    int y0 = y;
+    if (!d->on || rows <= 0)
+        return y;
+    ui_fields f = {0};
+    if (!d->cached)
+        goto figures;
+    fields_add(&f, NULL, "draft cache %d tok", d->tokens);
+    fields_add(&f, NULL, "%s / %s", fmt_bytes(a, sizeof a, d->bytes_used),
+               fmt_bytes(b, sizeof b, d->bytes_reserved));
+    if (d->shared_blocks)
+        fields_add(&f, NULL, "shared %d", d->shared_blocks);
+    if (d->offloaded)
+        fields_add(&f, NULL, "offloaded");
+    y += fields_draw(w, y, 1, iw, rows, &f);
+    if (y - y0 < rows && c->window > 0) {
+        snprintf(label, sizeof label, " draft: %.0f%% of the window ",
+                 100.0 * d->tokens / c->window);
+        bar(w, s, y++, 1, iw, (double)d->tokens / c->window, label);
+    }
+figures:
+    if (!d->rounds || y - y0 >= rows)
+        return y;
+    f.n = 0;
+    fields_add(&f, NULL, "accepted %.0f%%", d->drafted ? 100.0 * d->accepted / d->drafted : 0.0);
+    fields_add(&f, NULL, "of tested %.0f%%", d->tested ? 100.0 * d->accepted / d->tested : 0.0);
+    fields_add(&f, NULL, "%.2f tok/pass", (double)d->made / d->rounds);
+    fields_add(&f, NULL, "draft %s", fmt_ms(a, sizeof a, d->draft_ms / d->rounds));
+    fields_add(&f, NULL, "check %s", fmt_ms(b, sizeof b, d->verify_ms / d->rounds));
     return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
 }
 
@@ -533,6 +574,7 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         return;
     }
     y = occupancy(w, s, m, c, y, h - 1 - y, iw);
+    y = drafting(w, s, c, y, h - 1 - y, iw);
     if (s->conv_view) { /* one row per conversation, as htop lists processes */
         y = conv_table(m, conv, w, y, h, iw);
         y = turn_reads(w, c, y, h - 1 - y, iw);

@@ -9,8 +9,10 @@
 
 void chat_pane_free(chat_pane *p)
 {
-    for (int i = 0; i < p->n; i++)
+    for (int i = 0; i < p->n; i++) {
         free(p->msgs[i].text);
+        free(p->msgs[i].drafted);
+    }
     free(p->msgs);
     memset(p, 0, sizeof *p);
 }
@@ -67,8 +69,20 @@ int chat_pane_add_notice(chat_pane *p, const char *text, size_t len)
 /* the messages from `keep` on freed */
 static void cut_to(chat_pane *p, int keep)
 {
-    while (p->n > keep)
+    while (p->n > keep) {
         free(p->msgs[--p->n].text);
+        free(p->msgs[p->n].drafted);
+    }
+}
+
+int chat_pane_mark(chat_pane *p, size_t len, int drafted)
+{
+    chat_msg *m = chat_pane_reply(p);
+    if (!m || err_grow(&m->drafted, &m->cap_marks, m->n_marks + len, 1, "the chat pane's marks"))
+        return -1;
+    memset(m->drafted + m->n_marks, drafted != 0, len);
+    m->n_marks += len;
+    return 0;
 }
 
 void chat_pane_drop_turn(chat_pane *p)
@@ -86,7 +100,7 @@ int chat_pane_restart_reply(chat_pane *p)
     if (!m)
         return -1;
     cut_to(p, (int)(m - p->msgs) + 1);
-    m->len = 0;
+    m->len = m->n_marks = 0;
     if (m->text)
         m->text[0] = 0;
     return 0;
@@ -97,6 +111,28 @@ void chat_pane_scroll(chat_pane *p, int lines)
     p->scroll += lines;
     if (p->scroll < 0)
         p->scroll = 0;
+}
+
+/* a wrapped line of m; with marks, the runs of drafted tokens' bytes underlined */
+static void draw_line(WINDOW *w, int y, int x, const chat_msg *m, const ui_line *l, int width,
+                      int marks)
+{
+    const char *t = m->text + l->start;
+    size_t at = 0;
+    while (at < l->len && width > 0) {
+        size_t i = l->start + at, run = 1;
+        int on = marks && i < m->n_marks && m->drafted[i];
+        while (at + run < l->len && (marks && i + run < m->n_marks && m->drafted[i + run]) == on)
+            run++;
+        if (on)
+            wattron(w, A_UNDERLINE);
+        int cols = ui_draw(w, y, x, t + at, run, width);
+        if (on)
+            wattroff(w, A_UNDERLINE);
+        x += cols;
+        width -= cols;
+        at += run;
+    }
 }
 
 static const char *const LABEL[] = {
@@ -179,7 +215,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
                 wattroff(w, screen_attr(s, mark == 2 ? CP_PIN : CP_DIM));
             }
             wattron(w, screen_attr(s, pair));
-            ui_draw(w, y, W > 10 ? 7 : 0, m->text + lines[k].start, lines[k].len, text_w);
+            draw_line(w, y, W > 10 ? 7 : 0, m, &lines[k], text_w, s->draft_marks);
             wattroff(w, screen_attr(s, pair));
         }
         line++; /* a blank line between messages */
@@ -213,6 +249,7 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
         chat_pane_add(p, ROLE_ASSISTANT, "", 0);
     } else if (ev_kind_of(ev) == EVK_TOKEN && (text = ev_token_text(ev)) && p->n) {
         chat_pane_append(p, text, ev_token_text_len(ev));
+        chat_pane_mark(p, ev_token_text_len(ev), ev_token_drafted(ev));
     } else if (ev_kind_of(ev) == EVK_TURN_END) {
         const char *reply = ev_turn_end_reply(ev);
         if (ev_turn_end_failed(ev) && !ev_turn_end_tokens(ev))

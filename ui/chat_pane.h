@@ -18,6 +18,9 @@ typedef struct {
     int role; /* ROLE_USER, ROLE_ASSISTANT or ROLE_NOTICE */
     char *text;
     size_t len, cap;
+    unsigned char *drafted; /* a reply's: per byte of its tokens' text, 1 where a drafter proposed
+                               the token (--draft) */
+    size_t n_marks, cap_marks;
 } chat_msg;
 
 typedef struct {
@@ -41,11 +44,15 @@ int chat_pane_restart_reply(chat_pane *p);
 /* A notice about the turn in progress goes before its reply while that is still empty, so the reply
  * reads under it, where replies go. */
 int chat_pane_add_notice(chat_pane *p, const char *text, size_t len);
+/* The next len bytes of the last reply's text came from a token a drafter proposed (drafted) or
+ * the model's own: what the pane marks when the screen says so (F7). */
+int chat_pane_mark(chat_pane *p, size_t len, int drafted);
 /* Removes the last user message and all after it: a message that failed before any reply. */
 void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);
 /* Draws the pane; with c (its conversation in the cache model), the messages whose turns are no
- * longer in the window are dimmed and pinned ones marked (a * after the name). */
+ * longer in the window are dimmed and pinned ones marked (a * after the name); with the screen's
+ * draft_marks, the text of drafted tokens underlined. */
 void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner, const cm_conv *c);
 
 /* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev

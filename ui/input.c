@@ -286,12 +286,12 @@ int input_poll(int feed_keys)
         struct {
             const char *s;
             int key;
-        } known[] = {{"[5~", IN_PAGE_UP},     {"[6~", IN_PAGE_DOWN}, {"[1;5D", IN_PREV_CONV},
-                     {"[1;5C", IN_NEXT_CONV}, {"OP", IN_HELP},       {"[11~", IN_HELP},
-                     {"OQ", IN_PANEL},        {"[12~", IN_PANEL},    {"OR", IN_WIDEN},
-                     {"[13~", IN_WIDEN},      {"OS", IN_MOUSE},      {"[14~", IN_MOUSE},
-                     {"[15~", IN_LOG_FILTER}, {"[1;2A", IN_LOG_UP},  {"[1;2B", IN_LOG_DOWN},
-                     {"[17~", IN_CONV_VIEW}};
+        } known[] = {{"[5~", IN_PAGE_UP},     {"[6~", IN_PAGE_DOWN},   {"[1;5D", IN_PREV_CONV},
+                     {"[1;5C", IN_NEXT_CONV}, {"OP", IN_HELP},         {"[11~", IN_HELP},
+                     {"OQ", IN_PANEL},        {"[12~", IN_PANEL},      {"OR", IN_WIDEN},
+                     {"[13~", IN_WIDEN},      {"OS", IN_MOUSE},        {"[14~", IN_MOUSE},
+                     {"[15~", IN_LOG_FILTER}, {"[1;2A", IN_LOG_UP},    {"[1;2B", IN_LOG_DOWN},
+                     {"[17~", IN_CONV_VIEW},  {"[18~", IN_DRAFT_MARKS}};
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             if ((int)strlen(known[k].s) == n && !memcmp(seq, known[k].s, (size_t)n))
                 return known[k].key;

@@ -29,6 +29,7 @@ enum {
     IN_LOG_UP,
     IN_LOG_DOWN,
     IN_CONV_VIEW,
+    IN_DRAFT_MARKS,
     IN_PASTE_CUT /* a paste went past INPUT_MAX_BYTES: the line holds what fitted */
 };
 

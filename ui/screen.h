@@ -33,10 +33,11 @@ typedef struct {
     ui_layout layout;
     panel_mode panel_mode; /* PANEL_NORMAL once opened */
     int color;
-    int mouse;      /* reporting the wheel (on): the terminal's own selection needs it off */
-    int log_filter; /* the panel's event log: a cm_log_filter (F5 cycles it) */
-    int log_scroll; /* lines of it scrolled back (Shift-Up/Down) */
-    int conv_view;  /* the panel lists the conversations (F6) instead of one's map and graph */
+    int mouse;       /* reporting the wheel (on): the terminal's own selection needs it off */
+    int log_filter;  /* the panel's event log: a cm_log_filter (F5 cycles it) */
+    int log_scroll;  /* lines of it scrolled back (Shift-Up/Down) */
+    int conv_view;   /* the panel lists the conversations (F6) instead of one's map and graph */
+    int draft_marks; /* the chat pane underlines the tokens a drafter proposed (F7; --draft) */
 } screen;
 
 /* Takes the terminal (raw, mouse reports, bracketed paste) until screen_close; meanwhile a fatal

@@ -14,7 +14,10 @@ void view_init(view *v)
 
 int view_open(view *v)
 {
-    return screen_open(&v->scr) ? err_set("cannot start the terminal UI") : 0;
+    if (screen_open(&v->scr))
+        return err_set("cannot start the terminal UI");
+    v->scr.draft_marks = 1; /* shown where there are any (--draft) until F7 */
+    return 0;
 }
 
 void view_clear(view *v)

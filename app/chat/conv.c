@@ -117,7 +117,18 @@ int eng_rollback(engine *e, conv *c, int to)
         win_turn *t = &c->turns[c->n_turns - 1];
         t->len = to - t->start < 0 ? 0 : to - t->start;
     }
-    return 0;
+    return c->draft ? draft_settle(c->draft, c->ids, c->n_ids) : 0;
+}
+
+int eng_spec_unwind(engine *e, conv *c)
+{
+    if (!e->spec)
+        return 0;
+    spec_drop(e->spec);
+    int have = kv_len(c->seq);
+    if (have > c->n_ids && eng_truncate(e, c, have, c->n_ids))
+        return -1;
+    return draft_settle(c->draft, c->ids, c->n_ids);
 }
 
 void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes)

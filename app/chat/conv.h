@@ -3,6 +3,7 @@
 #ifndef KVCHAT_CONV_H
 #define KVCHAT_CONV_H
 
+#include "../../model/draft.h"
 #include "../../model/kvcache.h"
 #include "../../model/sampler.h"
 #include "../../model/window.h"
@@ -25,6 +26,7 @@ typedef struct conv {
     int turns_done; /* turn_end records written: ties a KV snapshot to this exact point */
     int settled;    /* the window's length when its last turn ended (or less, after a rollback) */
     struct prep *plan; /* a prepared eviction (eviction.c), or NULL */
+    drafter *draft;    /* --draft: its drafter, whose cache follows the window */
 } conv;
 
 #endif

@@ -12,6 +12,7 @@
 static void free_conv(conv *c)
 {
     evict_discard(c);
+    draft_free(c->draft);
     kv_seq_free(c->seq);
     free(c->ids);
     free(c->turns);
@@ -48,6 +49,15 @@ engine *engine_create(loaded_model *lm, const model_opts *mo, const engine_opts 
         engine_free(e);
         return NULL;
     }
+    /* one drafter model for the chat; each conversation's drafter has its own cache */
+    if (eo->draft.kind != DRAFT_NONE &&
+        (!(e->draft_root = draft_new(&eo->draft, &lm->model, lm->dir, lm->backend, lm->pool, -1)) ||
+         !(e->spec = spec_new(&lm->model, lm->backend, e->draft_root)))) {
+        engine_free(e);
+        return NULL;
+    }
+    if (e->draft_root)
+        e->o.draft = *draft_get_opts(e->draft_root); /* its name lives with the drafter */
     return e;
 }
 
@@ -61,6 +71,8 @@ void engine_free(engine *e)
     for (int i = 0; i < e->n_convs; i++)
         free_conv(e->convs[i]);
     free(e->convs);
+    spec_free(e->spec);
+    draft_free(e->draft_root);
     fid_free(&e->fid);
     rd_free(&e->reading);
     free(e->logits);
@@ -82,7 +94,9 @@ void engine_force_reply(engine *e, const int *ids, int n, engine_logits_fn fn, v
     e->logits_ctx = ctx;
 }
 
-static conv *add_conv(engine *e, kv_seq *seq)
+/* a conversation with cache seq (NULL: a new one) and, with --draft, a drafter whose cache is a
+ * fork of parent's (NULL: empty) */
+static conv *add_conv(engine *e, kv_seq *seq, conv *parent)
 {
     conv *c = err_calloc(1, sizeof *c, "a conversation");
     if (!c)
@@ -90,8 +104,13 @@ static conv *add_conv(engine *e, kv_seq *seq)
     c->id = e->next_id;
     c->seq = seq ? seq : kv_seq_new(e->lm->pool, c->id);
     sampler_init(&c->smp, &e->mo.sp);
-    if (!c->seq || err_grow(&e->convs, &e->cap_convs, (size_t)e->n_convs + 1, sizeof *e->convs,
-                            "the conversations")) {
+    int ok = c->seq &&
+             (!e->draft_root || (c->draft = parent ? draft_clone(parent->draft, c->id, 1)
+                                                   : draft_clone(e->draft_root, c->id, 0))) &&
+             !err_grow(&e->convs, &e->cap_convs, (size_t)e->n_convs + 1, sizeof *e->convs,
+                       "the conversations");
+    if (!ok) {
+        c->seq = seq ? NULL : c->seq; /* a fork's cache is the caller's to free */
         free_conv(c);
         return NULL;
     }
@@ -114,7 +133,7 @@ int engine_new_conv(engine *e)
     eng_prep_halt(e);
     if (eng_refuse_while_running(e) || room_for_one(e))
         return -1;
-    conv *c = add_conv(e, NULL);
+    conv *c = add_conv(e, NULL, NULL);
     if (c)
         ev_emit_new(e->lm->bus, c->id, &(ev_new){EV_OPT(window, e->rule.window)});
     return c ? c->id : -1;
@@ -129,7 +148,7 @@ int engine_fork(engine *e, int id)
     kv_seq *seq = kv_fork(p->seq, e->next_id);
     if (!seq)
         return -1;
-    conv *c = add_conv(e, seq);
+    conv *c = add_conv(e, seq, p);
     if (!c) {
         kv_seq_free(seq);
         return -1;
@@ -166,7 +185,7 @@ int engine_restore(engine *e, int id, const int *ids, int n, const win_turn *tur
                            ids[i]);
     int next = e->next_id;
     e->next_id = id;
-    conv *c = add_conv(e, NULL);
+    conv *c = add_conv(e, NULL, NULL);
     e->next_id = next > id + 1 ? next : id + 1;
     if (!c || eng_push_ids(c, ids, n))
         return -1;
@@ -244,6 +263,11 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
     conv *c = eng_find(e, id);
     *n = c ? c->n_turns : 0;
     return c ? c->turns : NULL;
+}
+
+const spec_stats *engine_spec_stats(const engine *e)
+{
+    return e->spec ? spec_get_stats(e->spec) : NULL;
 }
 
 void engine_stats(engine *e, int id)

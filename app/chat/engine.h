@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "../../model/speculate.h"
 #include "../../model/window.h"
 #include "eviction.h"
 #include "runtime.h"
@@ -31,6 +32,8 @@ typedef struct {
     int attention;       /* attention events every this many reply tokens (and at a reply's end,
                             model/reading.h); 0: off, and nothing is spent on them */
     win_policy policy;   /* --evict least-read: the least-read turns go first (attention is on) */
+    draft_opts draft;    /* --draft: speculative decoding, a drafter per conversation (off: kind
+                            DRAFT_NONE); its rounds need attention off */
 } engine_opts;
 
 /* --attention on: an attention event every this many reply tokens */
@@ -125,5 +128,7 @@ const win_turn *engine_turns(const engine *e, int conv, int *n);
 const float *engine_logits(engine *e);
 /* Writes the conversation's stats event now. */
 void engine_stats(engine *e, int conv);
+/* Speculative decoding's counts over every reply so far (NULL: no --draft). */
+const spec_stats *engine_spec_stats(const engine *e);
 
 #endif

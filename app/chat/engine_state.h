@@ -42,7 +42,9 @@ struct engine {
     int preparing;
     atomic_int prep_stop;
     conv *prep_conv;
-    rd_reading reading; /* where the reply's tokens read (engine_opts.attention) */
+    rd_reading reading;  /* where the reply's tokens read (engine_opts.attention) */
+    drafter *draft_root; /* --draft: the drafter the conversations' own are cloned from */
+    spec *spec;          /* ... and the rounds (one reply runs at a time) */
 };
 
 /* ---- conv.c: a conversation's state and helpers, and the preparation thread (the bottom) ---- */
@@ -60,6 +62,8 @@ int eng_last_turn(const conv *c, int role);
 int eng_rollback(engine *e, conv *c, int to);
 /* c's cache alone from `from` positions back to `to`, and the truncate event that says so */
 int eng_truncate(engine *e, conv *c, int from, int to);
+/* a reply stopping inside a speculative round: the cache and the drafter's back to the window */
+int eng_spec_unwind(engine *e, conv *c);
 /* a notice that `what` had `bytes` bytes that are not UTF-8, read as Latin-1 */
 void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes);
 /* the stats event of c, from the thread its turn runs on */

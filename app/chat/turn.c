@@ -48,10 +48,77 @@ static void offload_idle(engine *e, const conv *active)
     double now = ev_clock();
     for (int i = 0; i < e->n_convs; i++) {
         conv *c = e->convs[i];
-        if (c != active && !kv_is_offloaded(c->seq) && kv_len(c->seq) &&
-            now - c->last_used > e->o.idle_offload)
+        if (c == active || now - c->last_used <= e->o.idle_offload)
+            continue;
+        kv_seq *d = c->draft ? draft_seq(c->draft) : NULL;
+        if (!kv_is_offloaded(c->seq) && kv_len(c->seq))
             kv_offload(c->seq);
+        if (d && !kv_is_offloaded(d) && kv_len(d))
+            kv_offload(d);
     }
+}
+
+/* both caches of c (its own and its drafter's) kept in place while its turn runs */
+static void set_busy(conv *c, int busy)
+{
+    kv_set_busy(c->seq, busy);
+    if (c->draft && draft_seq(c->draft))
+        kv_set_busy(draft_seq(c->draft), busy);
+}
+
+/* evict_make_room, and the drafter's cache cut back to what the window still begins with (it
+ * re-prefills the rest at its next round, as the eviction did) */
+static int make_room(engine *e, conv *c, int need, int reply, int open_last)
+{
+    int before = c->evictions;
+    if (evict_make_room(c, e->lm, &e->rule, need, reply, open_last))
+        return -1;
+    return c->draft && c->evictions != before ? draft_settle(c->draft, c->ids, c->n_ids) : 0;
+}
+
+/* The tokens a speculative round may give after the reply's token `made` (pushed, not yet through
+ * the model): 1 or less, a plain step, where each token needs its own pass (forced tokens, their
+ * logits, attention's probe); else what the reply has left, what the window holds without an
+ * eviction (the drafts go into the cache at once), and what a round can give before the step the
+ * next fidelity check reads the logits of (a plain one: a verify pass's last row may be a rejected
+ * draft's) */
+static int round_room(const engine *e, const conv *c, int made, int n_predict)
+{
+    if (!e->spec || e->n_forced || e->on_logits || e->o.attention > 0)
+        return 1;
+    int room = n_predict - made, fit = e->rule.window - c->n_ids + 1;
+    room = fit < room ? fit : room;
+    if (e->o.fidelity > 0) {
+        int to = (e->o.fidelity - made % e->o.fidelity) % e->o.fidelity;
+        room = to < room ? to : room;
+    }
+    return room;
+}
+
+/* The reply's next token (into e->next) from a speculative round, or from the last round's queue
+ * (its token already in the cache): the verify event, and the truncate event of what the model
+ * rejected (the drafter reports its own) */
+static int spec_step(engine *e, conv *c, int room)
+{
+    spec_stats was = *spec_get_stats(e->spec);
+    int fresh = !spec_queued(e->spec), rejected;
+    if (fresh)
+        spec_use(e->spec, c->draft);
+    if (spec_next(e->spec, c->seq, c->ids, c->n_ids, &c->smp, room, &e->next, &rejected))
+        return -1;
+    if (!fresh)
+        return 0;
+    const spec_stats *now = spec_get_stats(e->spec);
+    kv_seq *d = draft_seq(c->draft);
+    ev_emit_verify(e->lm->bus, c->id,
+                   &(ev_verify){.drafted = (int)(now->drafted - was.drafted),
+                                .accepted = (int)(now->accepted - was.accepted),
+                                EV_OPT(draft_ms, (now->draft_s - was.draft_s) * 1e3),
+                                EV_OPT(ms, (now->verify_s - was.verify_s) * 1e3),
+                                .draft_tokens = d ? kv_len(d) : 0,
+                                .has_draft_tokens = d != NULL});
+    int have = kv_len(c->seq);
+    return rejected ? eng_truncate(e, c, have, have - rejected) : 0;
 }
 
 /* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may
@@ -113,8 +180,7 @@ static int user_turn(engine *e, conv *c, const char *text)
         m += nm - room;
         nm = room;
     }
-    if (evict_make_room(c, e->lm, &e->rule, np + nm, win_reply_room(e->rule.when, e->mo.n_predict),
-                        0))
+    if (make_room(e, c, np + nm, win_reply_room(e->rule.when, e->mo.n_predict), 0))
         goto out;
     double t0 = ev_clock(); /* after the room is made: an eviction's time is in its own event */
     int cached = kv_len(c->seq), turns_before = c->n_turns, ids_before = c->n_ids;
@@ -168,8 +234,8 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
     tok_stream_init(&ts, lm->tok);
     if (eng_push_turn(c, ROLE_ASSISTANT, c->n_ids))
         return -1;
-    int turn = c->n_turns - 1;
-    kv_set_busy(c->seq, 1);
+    int turn = c->n_turns - 1, drafted = 0; /* drafted: e->next came from a drafter */
+    set_busy(c, 1);
     if (e->o.prepare)
         evict_follow_begin(c, &e->rule, n_predict);
     while (made < n_predict && !atomic_load(&e->cancel)) {
@@ -181,19 +247,25 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
                 break;
             e->on_logits(e->logits_ctx, e->logits, lm->model.cfg.vocab_size);
         }
-        int id = made < e->n_forced ? e->forced[made] : e->next;
+        int id = made < e->n_forced ? e->forced[made] : e->next, was_drafted = drafted;
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
-        if ((rc = evict_make_room(c, e->lm, &e->rule, 1, 0, 1)))
+        if ((rc = make_room(e, c, 1, 0, 1)))
             break;
         turn = c->n_turns - 1; /* an eviction may have renumbered the turns */
         if ((rc = eng_push_ids(c, &id, 1)))
             break;
         c->turns[turn].len++;
         made++;
-        if ((rc = read_step(e, c, &id, !end && made < n_predict)))
+        int room = end ? 1 : round_room(e, c, made, n_predict);
+        if (e->spec && (spec_queued(e->spec) || room > 1)) {
+            if ((rc = spec_step(e, c, room)))
+                break;
+            drafted = spec_queued(e->spec) > 0;
+        } else if ((rc = read_step(e, c, &id, !end && made < n_predict))) {
             break;
+        }
         probed += e->o.attention > 0;
         evict_follow(c, lm, &e->rule);
         size_t len = 0;
@@ -202,7 +274,9 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
                       &(ev_token){.id = id,
                                   EV_OPT(ms, (ev_clock() - t0) * 1e3),
                                   EV_OPT(text, len ? piece : ""),
-                                  .text_len = len});
+                                  .text_len = len,
+                                  .drafted = was_drafted,
+                                  .has_drafted = was_drafted});
         if (e->o.attention > 0 && e->reading.steps >= e->o.attention)
             rd_tell(&e->reading, lm->bus, c->id);
         if (end)
@@ -213,13 +287,15 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
             break;
         }
         if (stopped) { /* the window goes back to before the stop text */
-            rc = eng_rollback(e, c, c->n_ids - drop);
+            rc = eng_spec_unwind(e, c) || eng_rollback(e, c, c->n_ids - drop) ? -1 : 0;
             made -= drop;
             break;
         }
         show(e, c, &st, 0);
     }
-    kv_set_busy(c->seq, 0);
+    if (eng_spec_unwind(e, c)) /* drafts kept past where the reply stopped */
+        rc = -1;
+    set_busy(c, 0);
     evict_follow_end(c);
     rd_tell(&e->reading, lm->bus, c->id); /* the reply's last steps */
     if (win_reads(e->rule.policy))        /* the reading the next eviction goes by */
@@ -299,9 +375,9 @@ int eng_run_turn(engine *e, int id, const char *text, char **out)
     turn_room(e, c);
     offload_idle(e, c);
     c->last_used = ev_clock();
-    kv_set_busy(c->seq, 1);
+    set_busy(c, 1);
     int rc = user_turn(e, c, msg);
-    kv_set_busy(c->seq, 0);
+    set_busy(c, 0);
     free(msg);
     char *r = NULL;
     int n_tok = 0;

@@ -40,7 +40,7 @@ static int generate(loaded_model *lm, drafter *d, const sampler_params *sp, int 
         if (made == n)
             break;
         if (s) {
-            if (spec_next(s, c, ids, len, &smp, n - made, &next))
+            if (spec_next(s, c, ids, len, &smp, n - made, &next, NULL))
                 goto out;
         } else {
             pick = sampler_draw(&smp, ids, len);

@@ -87,7 +87,10 @@ const char CHAT_HELP[] =
     "\n"
     "      --no-tui           line mode\n"
     "      --commands         print the chat's commands as a Markdown table and "
-    "exit\n" CHAT_OPTS_HELP "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
+    "exit\n" CHAT_OPTS_HELP DRAFT_OPTS_HELP
+    "                         (in the chat each conversation has its drafter, whose cache the\n"
+    "                         panel shows; it needs --attention off, its default with --draft)\n"
+    "\n" MODEL_OPTS_HELP SAMPLING_OPTS_HELP CACHE_OPTS_HELP;
 
 typedef struct {
     engine_opts eo;
@@ -169,6 +172,7 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
                 return -1;
             a->resume = a->last;
         }
+    } else if ((r = draft_opts_parse(&eo->draft, argc, argv, i)) != 0) {
     } else {
         return 0;
     }
@@ -217,6 +221,7 @@ int cmd_chat(int argc, char **argv)
                           .evict_at = WIN_AT_TURN,
                           .prepare = 1,
                           .attention = -1}};
+    draft_opts_default(&a.eo.draft);
     for (int i = 1; i < argc; i++) {
         int r = chat_opt(&a, argc, argv, &i);
         if (r == 0)
@@ -300,6 +305,13 @@ int cmd_chat(int argc, char **argv)
         mo.n_predict = rec.n_predict;
         snprintf(kv_path, sizeof kv_path, "%s.kv", a.resume);
     }
+    /* a verify pass reads for several tokens at once: attention's probe is one step's */
+    if (a.eo.draft.kind != DRAFT_NONE && (a.eo.attention > 0 || a.eo.policy == WIN_LEAST_READ)) {
+        session_free(&hist);
+        return err_set("--draft: not with %s (attention is probed one decode step at a time)",
+                       a.eo.policy == WIN_LEAST_READ ? "--evict least-read" : "--attention on"),
+               EXIT_USAGE;
+    }
     int tui = !a.no_tui && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     loaded_model lm;
     if (selftest_load(&lm, &mo)) {
@@ -367,6 +379,8 @@ int cmd_chat(int argc, char **argv)
         err_set("--evict least-read goes by where the replies read: it needs --attention on");
         goto out;
     }
+    if (a.eo.attention < 0 && a.eo.draft.kind != DRAFT_NONE)
+        a.eo.attention = 0;
     if (a.eo.attention < 0)
         a.eo.attention =
             (tui || a.events) && !strcmp(lm.backend->name, "cpu") ? ENGINE_ATTENTION_EVERY : 0;

@@ -191,7 +191,7 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
         }
         if (sp) { /* a round gives what the context and -n leave room for */
             int left = a->mo.n_predict - made, room = n_ctx - n;
-            if (spec_next(sp, cache, ids, n, &smp, left < room ? left : room, &next))
+            if (spec_next(sp, cache, ids, n, &smp, left < room ? left : room, &next, NULL))
                 goto out;
             continue;
         }

@@ -29,7 +29,7 @@ json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, cons
 {
     const kv_opts *ko = kv_pool_opts(lm->pool);
     ev_sampling sampling = rec_sampling(&mo->sp, mo->n_predict);
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:s, s:i, s:s}}",
         "weights_dtype", dt_name(lm->model.wtype), "sampling", ev_sampling_json(&sampling), "cache",
         "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type),
@@ -42,6 +42,17 @@ json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, cons
                                        : "exact",
         "evict_at", eo->evict_at == WIN_AT_TURN ? "turn" : "full", "fidelity", eo->fidelity,
         "system", eo->system ? eo->system : "");
+    /* speculative decoding's drafter: only when on, so a session without one reads as before */
+    const draft_opts *d = &eo->draft;
+    json_t *chat = json_object_get(j, "chat");
+    if (j && d->kind != DRAFT_NONE &&
+        (json_object_set_new(chat, "draft", json_string(draft_name(d))) ||
+         json_object_set_new(chat, "draft_max", json_integer(d->max)) ||
+         json_object_set_new(chat, "draft_p_min", json_real(d->min_prob)))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)

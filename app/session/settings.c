@@ -49,6 +49,17 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     /* a session from before --evict-at was recorded evicting when full */
     eo->evict_at = at && !strcmp(at, "turn") ? WIN_AT_TURN : WIN_AT_FULL;
     eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
+    const char *draft = json_string_value(json_object_get(ch, "draft"));
+    draft_opts_default(&eo->draft);
+    if (draft && draft_parse(draft, &eo->draft)) /* the name lives with the session */
+        return err_wrap("the session's draft");
+    if (draft) {
+        eo->draft.max = (int)json_integer_value(json_object_get(ch, "draft_max"));
+        eo->draft.min_prob = (float)json_number_value(json_object_get(ch, "draft_p_min"));
+        if (eo->draft.max < 1 || eo->draft.max > DRAFT_MAX_TOKENS || !(eo->draft.min_prob >= 0) ||
+            eo->draft.min_prob > 1)
+            return err_set("the session's draft settings are out of range");
+    }
     /* the sampling settings and the window were checked by the reader (session_parse) */
     if (mo->kv.block_tokens < 1 || mo->kv.block_tokens > KV_MAX_BLOCK_TOKENS || eo->evict_min < 0 ||
         eo->keep < -1 || mo->kv.window < 1 || eo->fidelity < 0)
@@ -109,6 +120,11 @@ int session_settings_diff(const model_opts *r, const engine_opts *re, const mode
         {re->evict != e->evict || re->policy != e->policy, "--evict"},
         {re->evict_at != e->evict_at, "--evict-at"},
         {re->fidelity != e->fidelity, "--fidelity"},
+        {re->draft.kind != e->draft.kind ||
+             (re->draft.kind == DRAFT_MODEL && strcmp(re->draft.dir, e->draft.dir)),
+         "--draft"},
+        {re->draft.kind != DRAFT_NONE && re->draft.max != e->draft.max, "--draft-max"},
+        {re->draft.kind != DRAFT_NONE && re->draft.min_prob != e->draft.min_prob, "--draft-p-min"},
         {!re->system != !e->system || (re->system && strcmp(re->system, e->system)), "--system"},
     };
     int k = 0;

@@ -17,12 +17,12 @@ const char *check_current;
 extern const unit_test dtype_tests[], safetensors_tests[], tokenizer_tests[], kernel_tests[],
     sampler_tests[], options_tests[], forward_tests[], kvcache_tests[], engine_tests[], ui_tests[],
     cuda_tests[], selftest_tests[], session_tests[], pickle_tests[], stop_text_tests[],
-    events_tests[], block_tests[], reading_tests[], speculate_tests[];
+    events_tests[], block_tests[], reading_tests[], speculate_tests[], engine_draft_tests[];
 static const unit_test *const TABLES[] = {
-    dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests,   sampler_tests,
-    options_tests, forward_tests,     kvcache_tests,   engine_tests,   ui_tests,
-    cuda_tests,    selftest_tests,    session_tests,   pickle_tests,   stop_text_tests,
-    events_tests,  block_tests,       reading_tests,   speculate_tests};
+    dtype_tests,   safetensors_tests, tokenizer_tests, kernel_tests,    sampler_tests,
+    options_tests, forward_tests,     kvcache_tests,   engine_tests,    ui_tests,
+    cuda_tests,    selftest_tests,    session_tests,   pickle_tests,    stop_text_tests,
+    events_tests,  block_tests,       reading_tests,   speculate_tests, engine_draft_tests};
 
 const char *asset(const char *name)
 {

@@ -254,6 +254,6 @@ static void offloaded_with_its_conversation(void)
     teardown(&r);
 }
 
-TEST_TABLE(engine_draft_tests, {"engine/draft_greedy_same_as_plain", greedy_same_as_plain},
-           {"engine/draft_sampling_keeps_cache_exact", sampling_keeps_cache_exact},
-           {"engine/draft_offloaded_with_its_conversation", offloaded_with_its_conversation});
+TEST_TABLE(engine_draft_tests, {"draft/chat_greedy_same_as_plain", greedy_same_as_plain},
+           {"draft/chat_sampling_keeps_cache_exact", sampling_keeps_cache_exact},
+           {"draft/chat_offloaded_with_its_conversation", offloaded_with_its_conversation});

@@ -19,10 +19,11 @@ struct drafter {
     kv_seq *seq;
     int *held; /* the ids its cache holds, then the drafts of the round */
     size_t cap_held;
-    float *logits; /* its last logits, host memory */
-    void *scratch; /* the sampling rule's */
-    uint32_t *w;   /* the rule's integer weights */
-    int window;    /* the positions its cache may hold */
+    float *logits;  /* its last logits, host memory */
+    void *scratch;  /* the sampling rule's */
+    uint32_t *w;    /* the rule's integer weights */
+    int window;     /* the positions its cache may hold */
+    char dir[4096]; /* the checkpoint its model came from */
 };
 
 static gpt2_model *model_of(drafter *d) { return d->root ? &d->root->model : &d->model; }
@@ -69,6 +70,7 @@ drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_d
     if (o->kind == DRAFT_LOOKUP)
         return d;
     const char *dir = o->kind == DRAFT_SELF_Q8 ? model_dir : o->dir;
+    snprintf(d->dir, sizeof d->dir, "%s", dir);
     dtype wt = o->kind == DRAFT_SELF_Q8 ? DT_Q8 : m->wtype;
     if (gpt2_load(&d->model, dir, wt, NULL)) {
         err_wrap("draft model %s", dir);
@@ -119,6 +121,7 @@ drafter *draft_clone(drafter *d, int conv, int with_cache)
     c->b = root->b;
     c->pool = root->pool;
     c->window = root->window;
+    memcpy(c->dir, root->dir, sizeof c->dir);
     c->conv = conv;
     if (c->o.kind != DRAFT_LOOKUP && buffers(c, with_cache ? d : NULL)) {
         draft_free(c);
@@ -148,6 +151,19 @@ const gpt2_model *draft_model(const drafter *d)
     return d->o.kind == DRAFT_LOOKUP ? NULL : model_of((drafter *)d);
 }
 const draft_opts *draft_get_opts(const drafter *d) { return &d->o; }
+const char *draft_dir(const drafter *d) { return d->o.kind == DRAFT_LOOKUP ? NULL : d->dir; }
+
+int draft_import(drafter *d, const int *ids, int n, const void *rows)
+{
+    if (!d->seq || kv_len(d->seq) || n > d->window)
+        return err_set("the drafter's cache cannot take %d positions here", n);
+    if (err_grow(&d->held, &d->cap_held, (size_t)n + 1, sizeof *d->held, "the drafter's context") ||
+        kv_import(d->seq, rows, n))
+        return -1;
+    if (n)
+        memcpy(d->held, ids, sizeof *ids * (size_t)n);
+    return 0;
+}
 
 /* the tokens after the latest earlier occurrence of the context's last n-gram that has max of
  * them (in a repeating stretch the latest is one period back, with fewer), else after the

@@ -253,3 +253,33 @@ expect_error "${TAG}chat/--draft with --attention on is refused" 2 "^kvchat chat
     "$KV" chat --no-tui -m "$CM" --draft lookup --attention on
 expect_error "${TAG}chat/--draft of a missing checkpoint is refused" 1 "^kvchat chat: draft model $TMP/none: .*config.json" \
     "$KV" chat --no-tui -m "$CM" --draft "$TMP/none"
+# --save-cache keeps the drafters' caches too (FILE.kv.draft): a resume reads them instead of
+# re-prefilling; what the drafter then proposes is what it proposes after a re-prefill
+rm -f "$TMP/dsc.jsonl"*
+printf 'Hello there\nHow are you today?\n' | chat --temp 0 --draft self-q8 --session "$TMP/dsc.jsonl" --save-cache >/dev/null 2>&1
+check "${TAG}chat/--save-cache --draft writes the drafters' snapshot" test -s "$TMP/dsc.jsonl.kv.draft"
+cp "$TMP/dsc.jsonl" "$TMP/dsc2.jsonl"
+cp "$TMP/dsc.jsonl.kv" "$TMP/dsc2.jsonl.kv"
+echo "And then?" | "$KV" chat --no-tui --resume "$TMP/dsc.jsonl" -n 8 --save-cache >/dev/null 2>"$TMP/dsc.err"
+echo "And then?" | "$KV" chat --no-tui --resume "$TMP/dsc2.jsonl" -n 8 >/dev/null 2>&1
+check "${TAG}chat/a resume reads the drafters' snapshot, and drafts as after a re-prefill" \
+    "$PYTHON" - "$TMP/dsc.jsonl" "$TMP/dsc2.jsonl" "$TMP/dsc.err" <<'PY'
+import json, sys
+def after_resume(path):
+    ev = [json.loads(l) for l in open(path)]
+    return ev[max(i for i, e in enumerate(ev) if e.get("ev") == "resume"):]
+a, b = after_resume(sys.argv[1]), after_resume(sys.argv[2])
+def imported(ev):  # a drafter's cache filled before the message's prefill
+    first = next(i for i, e in enumerate(ev) if e.get("ev") == "prefill")
+    return any(e.get("cache", {}).get("draft") and e["ev"] == "grow" for e in ev[:first])
+assert imported(a) and not imported(b), (imported(a), imported(b))
+va = [(e["drafted"], e["accepted"]) for e in a if e["ev"] == "verify"]
+vb = [(e["drafted"], e["accepted"]) for e in b if e["ev"] == "verify"]
+assert va and va == vb, (va, vb)
+assert "not used" not in open(sys.argv[3]).read()
+PY
+printf 'X' | dd of="$TMP/dsc.jsonl.kv.draft" bs=1 seek=100 conv=notrunc 2>/dev/null
+echo "Once more" | "$KV" chat --no-tui --resume "$TMP/dsc.jsonl" -n 8 --save-cache >/dev/null 2>"$TMP/dsc.err"
+check "${TAG}chat/a damaged drafters' snapshot is said and left, and the chat goes on" \
+    grep -q "draft KV snapshot not used (.*checksum mismatch" "$TMP/dsc.err"
+check "${TAG}chat/... and the session verifies" "$KV" replay "$TMP/dsc.jsonl" --verify

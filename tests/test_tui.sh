@@ -511,3 +511,24 @@ expect_screen "${TAG}tui//new past 64 conversations is refused" \
     "/new: no more conversations: this chat holds 64"
 expect_screen "${TAG}tui/and makes none: 64 of 64" "conv 64/64"
 stop_tmux
+
+# --draft: the drafter's cache and its acceptance on the panel, a draft column in F6's table,
+# drafted tokens underlined until F7
+stop_tmux
+$TM new-session -d -s tui -x 140 -y 44 \
+    "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 24 --temp 0 --draft self-q8 --no-save; sleep 3600"
+wait_for "conv 1/1" 20
+$TM send-keys -t tui "Hello there" Enter
+expect_screen "${TAG}tui/--draft: the panel shows the drafter's cache" "draft cache [0-9]+ tok" 30
+expect_screen "${TAG}tui/--draft: and its acceptance and tokens a pass" \
+    "accepted [0-9]+%.*of tested [0-9]+%.*[0-9.]+ tok/pass" 30
+expect_screen "${TAG}tui/--draft: the reply's line says its drafts" "drafts [0-9]+ of [0-9]+ kept" 30
+underlined() { $TM capture-pane -t tui -p -e | grep -c $'\e\\[4m'; }
+wait_for "Ctrl-C twice: quit" 60
+same "${TAG}tui/--draft: drafted tokens are underlined" 1 "$([ "$(underlined)" -gt 0 ] && echo 1)"
+$TM send-keys -t tui F7
+expect_screen "${TAG}tui/--draft: F7 turns the marks off" "drafted tokens not marked"
+same "${TAG}tui/--draft: ... and none is underlined" 0 "$(underlined)"
+$TM send-keys -t tui F6
+expect_screen "${TAG}tui/--draft: F6's table has the draft column" "conv +tokens.*used +draft"
+stop_tmux

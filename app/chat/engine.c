@@ -265,6 +265,14 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
     return c ? c->turns : NULL;
 }
 
+drafter *engine_drafter(engine *e, int id)
+{
+    for (int i = 0; i < e->n_convs; i++)
+        if (e->convs[i]->id == id)
+            return e->convs[i]->draft;
+    return NULL;
+}
+
 const spec_stats *engine_spec_stats(const engine *e)
 {
     return e->spec ? spec_get_stats(e->spec) : NULL;

@@ -128,6 +128,8 @@ const win_turn *engine_turns(const engine *e, int conv, int *n);
 const float *engine_logits(engine *e);
 /* Writes the conversation's stats event now. */
 void engine_stats(engine *e, int conv);
+/* Conversation id's drafter (NULL: none, or no such conversation). */
+drafter *engine_drafter(engine *e, int id);
 /* Speculative decoding's counts over every reply so far (NULL: no --draft). */
 const spec_stats *engine_spec_stats(const engine *e);
 

@@ -59,7 +59,8 @@
     "                         ~/.local/share/kvchat/sessions/ by default); a session already in\n" \
     "                         FILE is continued, any other file is left alone (see --force)\n"     \
     "      --no-save          do not save the session\n"                                           \
-    "      --save-cache       also keep the KV cache beside it (FILE.kv), so resuming is a read\n" \
+    "      --save-cache       also keep the KV cache beside it (FILE.kv; with --draft, the\n"      \
+    "                         drafters' in FILE.kv.draft), so resuming is a read\n"                \
     "      --resume FILE      continue a saved session (with its settings) and append to it;\n"    \
     "                         last: the newest one (kvchat sessions lists them)\n"                 \
     "      --force            resume even with a different model (its history is re-prefilled);\n" \
@@ -204,6 +205,12 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
             fprintf(stderr, "kvchat: KV snapshot not used (%s); re-prefilling the history\n",
                     err_msg());
     }
+    /* the drafters' caches: kept apart, and never worth failing a resume for */
+    if (!rc && !force && snapshot_load_drafts(kv_path, e, lm, fp) < 0)
+        fprintf(stderr,
+                "kvchat: draft KV snapshot not used (%s); the drafter re-prefills at its "
+                "first pass\n",
+                err_msg());
     for (int k = 0; k < n && !rc; k++)
         if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
             rc = engine_prefill_window(e, order[k], progress, &order[k]);

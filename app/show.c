@@ -61,17 +61,22 @@ static void reading(act_host *h, char *buf, size_t n)
     json_decref((json_t *)ev);
 }
 
-/* the drafter and what it did so far, as a "\n"-ended line ("" with --draft off) */
+/* the drafter and what it did so far (its counts once the reply being generated ends), as a
+ * "\n"-ended line ("" with --draft off) */
 static void drafting(act_host *h, char *buf, size_t n)
 {
     const draft_opts *d = &h->eo->draft;
     const spec_stats *st = engine_spec_stats(h->e);
     buf[0] = 0;
-    if (d->kind == DRAFT_NONE || !st)
+    if (d->kind == DRAFT_NONE)
         return;
     int at = snprintf(buf, n, "draft: %s, at most %d tokens a pass", draft_name(d), d->max);
     if (d->kind != DRAFT_LOOKUP)
         at += snprintf(buf + at, n - (size_t)at, ", stopping under p %.2g", d->min_prob);
+    if (!st) {
+        snprintf(buf + at, n - (size_t)at, ".\n");
+        return;
+    }
     snprintf(buf + at, n - (size_t)at,
              "; %ld drafted, %ld accepted (%.0f%%; %.0f%% of %ld tested), %.2f tokens a pass over "
              "%ld passes.\n",

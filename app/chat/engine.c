@@ -275,7 +275,7 @@ drafter *engine_drafter(engine *e, int id)
 
 const spec_stats *engine_spec_stats(const engine *e)
 {
-    return e->spec ? spec_get_stats(e->spec) : NULL;
+    return e->spec && !e->running ? spec_get_stats(e->spec) : NULL; /* the worker writes them */
 }
 
 void engine_stats(engine *e, int id)

@@ -130,7 +130,8 @@ const float *engine_logits(engine *e);
 void engine_stats(engine *e, int conv);
 /* Conversation id's drafter (NULL: none, or no such conversation). */
 drafter *engine_drafter(engine *e, int id);
-/* Speculative decoding's counts over every reply so far (NULL: no --draft). */
+/* Speculative decoding's counts over every reply so far (NULL: no --draft, or a reply is being
+ * generated). */
 const spec_stats *engine_spec_stats(const engine *e);
 
 #endif

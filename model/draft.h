@@ -65,7 +65,8 @@ const gpt2_model *draft_model(const drafter *d);
 const draft_opts *draft_get_opts(const drafter *d);
 /* the checkpoint directory a model drafter was loaded from (self-q8: the model's), else NULL */
 const char *draft_dir(const drafter *d);
-/* A saved cache (kv_export's rows) of ids[0..n) into the drafter's empty cache (a KV snapshot's). */
+/* A saved cache (kv_export's rows) of ids[0..n) into the drafter's empty cache (a KV snapshot's).
+ */
 int draft_import(drafter *d, const int *ids, int n, const void *rows);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,6 @@
 #include "../../kernels/err.h"
 #include "../files.h"
 #include "fingerprint.h"
-#include <limits.h>
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'H', 'A', 'T', 'K', 'V'};
 enum { VERSION = 2 }; /* 2: records carry the completed turns and the window's hash */

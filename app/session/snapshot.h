@@ -2,9 +2,9 @@
  * file read instead of a prefill. Binary: a header (magic, version, model fingerprint, cache
  * shape), one record per conversation (its id, length, completed turns, a hash of its window's
  * token ids, its rows), and a checksum over all of it. Written to a temp file and renamed. A
- * snapshot is only used for the exact point of the session it was taken at. With --draft, PATH.draft
- * beside it holds the drafters' caches the same way, under the draft model's fingerprint (its
- * checkpoint and weights' type), each the prefix of its window that it holds. */
+ * snapshot is only used for the exact point of the session it was taken at. With --draft,
+ * PATH.draft beside it holds the drafters' caches the same way, under the draft model's fingerprint
+ * (its checkpoint and weights' type), each the prefix of its window that it holds. */
 #ifndef KVCHAT_SNAPSHOT_H
 #define KVCHAT_SNAPSHOT_H
 

@@ -198,16 +198,7 @@ static int settle_to(drafter *d, const int *ids, int n, int most)
     int have = kv_len(d->seq), keep = 0;
     while (keep < have && keep < n && keep < most && d->held[keep] == ids[keep])
         keep++;
-    if (keep == have)
-        return 0;
-    if (kv_truncate(d->seq, keep))
-        return -1;
-    ev_emit_truncate(kv_pool_bus(d->pool), d->conv,
-                     &(ev_truncate){EV_OPT(from, have), .to = keep,
-                                    EV_OPT(bytes, (long long)(have - keep) *
-                                                      (long long)kv_bytes_per_token(d->pool)),
-                                    EV_OPT(cache, kv_totals(d->seq))});
-    return 0;
+    return kv_truncate_told(d->seq, keep);
 }
 
 int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(d, ids, n, n) : 0; }

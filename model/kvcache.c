@@ -561,6 +561,20 @@ int kv_truncate(kv_seq *s, int len)
     return 0;
 }
 
+int kv_truncate_told(kv_seq *s, int len)
+{
+    int from = s->len;
+    if (kv_truncate(s, len))
+        return -1;
+    if (len < from && !s->background)
+        ev_emit_truncate(
+            s->p->bus, s->conv,
+            &(ev_truncate){EV_OPT(from, from), .to = len,
+                           EV_OPT(bytes, (long long)(from - len) * (long long)s->p->tok_bytes),
+                           EV_OPT(cache, kv_totals(s))});
+    return 0;
+}
+
 int kv_shift(kv_seq *s, int dst, int src, int n)
 {
     kv_pool *p = s->p;

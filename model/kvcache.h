@@ -4,7 +4,8 @@
  * a factor with a copy (contiguous). When the pool is full, the least recently used inactive
  * sequence moves to host memory and comes back when it is used again. What it does is an event on
  * the bus (grow, cow, fork, offload, restore, share); truncation is the caller's to report, since
- * only the caller knows whether it is a rollback or a step of an eviction. */
+ * only the caller knows whether it is a rollback or a step of an eviction (kv_truncate_told
+ * reports it for a caller whose cut is its own news). */
 #ifndef KVCHAT_KVCACHE_H
 #define KVCHAT_KVCACHE_H
 
@@ -83,6 +84,9 @@ const kb_kv *kv_view(kv_seq *s);
 void kv_advance(kv_seq *s, int n);
 /* Keeps the first len positions (rolling back a reply costs nothing to recompute). */
 int kv_truncate(kv_seq *s, int len);
+/* The same, and the truncate event that says so when it cut anything: for a caller whose cut is
+ * its own news (a rollback, rejected drafts), not a step of something it reports otherwise. */
+int kv_truncate_told(kv_seq *s, int len);
 /* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the
  * approximate "shift" eviction, whose moved keys keep the positions they were computed at. */
 int kv_shift(kv_seq *s, int dst, int src, int n);

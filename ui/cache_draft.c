@@ -16,7 +16,6 @@ int cm_draft_apply(cm_draft *d, const json_t *ev)
     if (k == EVK_VERIFY) {
         long drafted = clamp_int(ev_verify_drafted(ev), 0, 64),
              kept = clamp_int(ev_verify_accepted(ev), 0, (int)drafted);
-        d->on = 1;
         d->rounds++;
         d->drafted += drafted;
         d->accepted += kept;
@@ -38,7 +37,7 @@ int cm_draft_apply(cm_draft *d, const json_t *ev)
     const json_t *t = cache_of(ev);
     if (!t || !ev_cache_draft(t))
         return 0;
-    d->on = d->cached = 1;
+    d->cached = 1;
     d->tokens = clamp_int(ev_cache_tokens(t), 0, INT_MAX);
     d->capacity = clamp_int(ev_cache_capacity(t), 0, INT_MAX);
     d->shared_blocks = clamp_int(ev_cache_shared_blocks(t), 0, INT_MAX);

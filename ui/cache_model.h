@@ -24,8 +24,7 @@ typedef struct {
 /* A conversation's drafter (--draft): its cache, from the events whose totals say draft (never the
  * window's cells), and what its drafts came to, from the verify events (ui/cache_draft.c). */
 typedef struct {
-    int on;     /* an event of it came */
-    int cached; /* ... one of its cache (a model drafter's: lookup keeps none) */
+    int cached; /* an event of its cache came (a model drafter's: lookup keeps none) */
     int tokens, capacity, shared_blocks, offloaded;
     double bytes_used, bytes_reserved, host_bytes, bytes_per_token;
     long rounds, drafted, accepted, tested, made; /* as model/speculate.h counts them */

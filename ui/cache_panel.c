@@ -301,7 +301,7 @@ static int drafting(WINDOW *w, const screen *s, const cm_conv *c, int y, int row
     const cm_draft *d = &c->draft;
     char a[32], b[32], label[64];
     int y0 = y;
-    if (!d->on || rows <= 0)
+    if ((!d->cached && !d->rounds) || rows <= 0)
         return y;
     ui_fields f = {0};
     if (!d->cached)

@@ -86,27 +86,11 @@ int eng_last_turn(const conv *c, int role)
 #include "../../kernels/err.h"
 #include "engine_state.h"
 
-/* c's cache from `from` positions back to `to`, and the truncate event that says so */
-int eng_truncate(engine *e, conv *c, int from, int to)
-{
-    if (kv_truncate(c->seq, to))
-        return -1;
-    if (to != from)
-        ev_emit_truncate(
-            e->lm->bus, c->id,
-            &(ev_truncate){
-                EV_OPT(from, from), .to = to,
-                EV_OPT(bytes, (long long)(from - to) * (long long)kv_bytes_per_token(e->lm->pool)),
-                EV_OPT(cache, kv_totals(c->seq))});
-    return 0;
-}
-
 /* the conversation (and its cache) back to its first `to` tokens: a retry, an edit, a reply that
  * ran into the stop text */
-int eng_rollback(engine *e, conv *c, int to)
+int eng_rollback(conv *c, int to)
 {
-    int from = c->n_ids;
-    if (eng_truncate(e, c, from, to))
+    if (kv_truncate_told(c->seq, to))
         return -1;
     c->n_ids = to;
     c->settled = c->settled < to ? c->settled : to;
@@ -125,8 +109,7 @@ int eng_spec_unwind(engine *e, conv *c)
     if (!e->spec)
         return 0;
     spec_drop(e->spec);
-    int have = kv_len(c->seq);
-    if (have > c->n_ids && eng_truncate(e, c, have, c->n_ids))
+    if (kv_len(c->seq) > c->n_ids && kv_truncate_told(c->seq, c->n_ids))
         return -1;
     return draft_settle(c->draft, c->ids, c->n_ids);
 }

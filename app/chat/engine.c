@@ -267,10 +267,8 @@ const win_turn *engine_turns(const engine *e, int id, int *n)
 
 drafter *engine_drafter(engine *e, int id)
 {
-    for (int i = 0; i < e->n_convs; i++)
-        if (e->convs[i]->id == id)
-            return e->convs[i]->draft;
-    return NULL;
+    conv *c = eng_find(e, id);
+    return c ? c->draft : NULL;
 }
 
 const spec_stats *engine_spec_stats(const engine *e)
@@ -341,7 +339,7 @@ int engine_clear(engine *e, int id)
         return -1;
     ev_emit_clear(e->lm->bus, c->id, &(ev_clear){0});
     int keep_turns = c->n_turns && c->turns[0].role == ROLE_PREAMBLE ? 1 : 0;
-    if (eng_rollback(e, c, keep_turns ? c->turns[0].len : 0))
+    if (eng_rollback(c, keep_turns ? c->turns[0].len : 0))
         return -1;
     c->n_turns = keep_turns;
     return 0;

@@ -59,9 +59,7 @@ int eng_push_turn(conv *c, int role, int start);
 /* the index of c's last turn of `role`, or -1 */
 int eng_last_turn(const conv *c, int role);
 /* c's window and cache back to its first `to` tokens (a truncate event) */
-int eng_rollback(engine *e, conv *c, int to);
-/* c's cache alone from `from` positions back to `to`, and the truncate event that says so */
-int eng_truncate(engine *e, conv *c, int from, int to);
+int eng_rollback(conv *c, int to);
 /* a reply stopping inside a speculative round: the cache and the drafter's back to the window */
 int eng_spec_unwind(engine *e, conv *c);
 /* a notice that `what` had `bytes` bytes that are not UTF-8, read as Latin-1 */

@@ -117,8 +117,7 @@ static int spec_step(engine *e, conv *c, int room)
                                 EV_OPT(ms, (now->verify_s - was.verify_s) * 1e3),
                                 .draft_tokens = d ? kv_len(d) : 0,
                                 .has_draft_tokens = d != NULL});
-    int have = kv_len(c->seq);
-    return rejected ? eng_truncate(e, c, have, have - rejected) : 0;
+    return kv_truncate_told(c->seq, kv_len(c->seq) - rejected);
 }
 
 /* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may
@@ -234,7 +233,7 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
     tok_stream_init(&ts, lm->tok);
     if (eng_push_turn(c, ROLE_ASSISTANT, c->n_ids))
         return -1;
-    int turn = c->n_turns - 1, drafted = 0; /* drafted: e->next came from a drafter */
+    int turn = c->n_turns - 1;
     set_busy(c, 1);
     if (e->o.prepare)
         evict_follow_begin(c, &e->rule, n_predict);
@@ -247,7 +246,9 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
                 break;
             e->on_logits(e->logits_ctx, e->logits, lm->model.cfg.vocab_size);
         }
-        int id = made < e->n_forced ? e->forced[made] : e->next, was_drafted = drafted;
+        /* e->next came from a drafter when its round has more after it */
+        int id = made < e->n_forced ? e->forced[made] : e->next,
+            drafted = e->spec && spec_queued(e->spec) > 0;
         int end = id == eos;
         if (end && !tpl_keeps_eos(e->o.tpl))
             break;
@@ -262,7 +263,6 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         if (e->spec && (spec_queued(e->spec) || room > 1)) {
             if ((rc = spec_step(e, c, room)))
                 break;
-            drafted = spec_queued(e->spec) > 0;
         } else if ((rc = read_step(e, c, &id, !end && made < n_predict))) {
             break;
         }
@@ -275,8 +275,8 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
                                   EV_OPT(ms, (ev_clock() - t0) * 1e3),
                                   EV_OPT(text, len ? piece : ""),
                                   .text_len = len,
-                                  .drafted = was_drafted,
-                                  .has_drafted = was_drafted});
+                                  .drafted = drafted,
+                                  .has_drafted = drafted});
         if (e->o.attention > 0 && e->reading.steps >= e->o.attention)
             rd_tell(&e->reading, lm->bus, c->id);
         if (end)
@@ -287,7 +287,7 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
             break;
         }
         if (stopped) { /* the window goes back to before the stop text */
-            rc = eng_spec_unwind(e, c) || eng_rollback(e, c, c->n_ids - drop) ? -1 : 0;
+            rc = eng_spec_unwind(e, c) || eng_rollback(c, c->n_ids - drop) ? -1 : 0;
             made -= drop;
             break;
         }
@@ -413,11 +413,11 @@ int eng_run_retry(engine *e, int id, char **out)
     int to = c->turns[t].start;
     ev_emit_retry(e->lm->bus, c->id, &(ev_retry){0});
     double t0 = ev_clock();
-    int rc = eng_rollback(e, c, to);
+    int rc = eng_rollback(c, to);
     if (!rc) {
         c->n_turns = t;
         /* the reply is drawn again from the logits of the position before it */
-        rc = eng_truncate(e, c, to, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
+        rc = kv_truncate_told(c->seq, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
     }
     char *r = NULL;
     int n_tok = 0;
@@ -445,7 +445,7 @@ conv *eng_edit_rollback(engine *e, int id)
         return NULL;
     }
     ev_emit_edit(e->lm->bus, c->id, &(ev_edit){0});
-    if (eng_rollback(e, c, c->turns[t].start))
+    if (eng_rollback(c, c->turns[t].start))
         return NULL;
     c->n_turns = t;
     return c;

@@ -376,8 +376,26 @@ expect_error "${TAG}bad/perplexity --stride 0" 2 "--stride: expected" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 0
 expect_error "${TAG}bad/perplexity --stride past the window" 1 "--stride 40: at most the window" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 40
-expect_error "${TAG}bad/perplexity --positions --stride" 2 "no --stride with it" \
-    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --positions --stride 4
+# --repeat and --recall: their windows, their chats
+expect_error "${TAG}bad/perplexity --repeat in too small a window" 1 \
+    "--repeat: a window of 32 positions; a passage, 150 tokens of other text and the passage" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --repeat
+expect_error "${TAG}bad/perplexity --repeat --json" 2 "--repeat: no --positions, --stride" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --repeat --json "$B/r.json"
+expect_error "${TAG}bad/perplexity --recall with a text" 2 "no text or --repeat with it" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --recall "$B/ppl.txt"
+expect_error "${TAG}bad/perplexity --recall of a missing file" 1 "none.jsonl: No such file" \
+    "$KV" perplexity -m "$B/good" --recall "$B/none.jsonl"
+expect_error "${TAG}bad/perplexity --recall of a text" 1 "line 1: not {\"turns\"" \
+    "$KV" perplexity -m "$B/good" --recall "$B/ppl.txt"
+printf '{"turns": ["I am Ann.", "Yes.", "Who am I?"], "answer": "You are Ann.", "fill": "Bo"}\n' \
+    >"$B/nofill.jsonl"
+expect_error "${TAG}bad/perplexity --recall of a chat whose answer lacks its fill" 1 \
+    "chat 1: no \"fill\" inside its answer" "$KV" perplexity -m "$B/good" --recall "$B/nofill.jsonl"
+printf '{"turns": ["%s", "Yes.", "Who am I?"], "answer": "You are Ann.", "fill": "Ann"}\n' \
+    "$(printf 'very long %.0s' {1..40})" >"$B/long.jsonl"
+expect_error "${TAG}bad/perplexity --recall of chats longer than the window" 1 \
+    "no chat fits the window of 32 positions" "$KV" perplexity -m "$B/good" --recall "$B/long.jsonl"
 expect_error "${TAG}bad/perplexity of too short a text" 1 "too few for a window" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 32 --stride 2
 expect_error "${TAG}bad/perplexity --kl-divergence of a file that is no base run" 1 \

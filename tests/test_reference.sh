@@ -147,10 +147,11 @@ else fail "$name" "$out"; fi
 LC_ALL=C tr -cd '\n -~' <README.md | head -c 1500 >"$TMP/ppl.txt"
 ppl_ids=$("$KV" tokenize <"$TMP/ppl.txt" | tr ' ' ',')
 M=$R/l2-h4-e64-f32
-for mode in "--stride 16" "--positions"; do
+for mode in "--stride 16" "--positions" "--positions --stride 12"; do
     name="${TAG}ref/perplexity $mode: losses and PPL = NumPy's"
     stride=${mode#--stride }
     [ "$mode" = --positions ] && stride=48
+    [ "$mode" = "--positions --stride 12" ] && stride=p12
     if ! "$KV" perplexity -m "$M" "$TMP/ppl.txt" --dtype f32 --cache-dtype f32 --ctx 48 $mode \
         --json "$TMP/ppl.json" -q >"$TMP/ppl.out" 2>&1; then
         fail "$name" "$(tail -1 "$TMP/ppl.out")"
@@ -167,6 +168,36 @@ if ! "$KV" perplexity -m "$M" "$TMP/ppl.txt" --dtype f32 --cache-dtype int8 --ct
     fail "$name" "$(tail -1 "$TMP/ppl.out")"
 elif out=$(cd tests/reference && "$PYTHON" ppl_ref.py "$M" "$ppl_ids" 48 48 \
     "$TMP/ppl-kl.json" "$TMP/ppl-base.bin" 2>&1); then
+    pass "$name ($out)"
+else fail "$name" "$out"; fi
+
+# perplexity --repeat and --recall against NumPy: the passages read twice and the losses of both
+# readings; the recall chats as the template writes them (bpe_ref.py encoding), the fill's tokens
+# and the top-1 guesses of each, with the fact and without it.
+CM=$TMP/copy-m
+"$KV" make-tiny-model "$CM" --layers 2 --heads 2 --embd 32 --ctx 400 --seed 11 >/dev/null
+LC_ALL=C tr -cd '\n -~' <README.md | head -c 5000 >"$TMP/repeat.txt"
+name="${TAG}ref/perplexity --repeat: passages and both readings' losses = NumPy's"
+if ! "$KV" perplexity -m "$CM" "$TMP/repeat.txt" --repeat --dtype f32 --cache-dtype f32 \
+    >"$TMP/repeat.out" 2>&1; then
+    fail "$name" "$(tail -1 "$TMP/repeat.out")"
+elif ! ids=$("$KV" tokenize <"$TMP/repeat.txt" | tr ' ' ',') || [ -z "$ids" ]; then
+    fail "$name" "kvchat tokenize gave no ids for the text"
+elif out=$(cd tests/reference && "$PYTHON" copy_ref.py repeat "$CM" "$ids" "$TMP/repeat.out" 2>&1)
+then
+    pass "$name ($out)"
+else fail "$name" "$out"; fi
+cat >"$TMP/recall.jsonl" <<'JSON'
+{"turns": ["My name is Wentworth.", "I understand.", "Is it far?", "Not far at all.", "What is my name?"], "answer": "Your name is Wentworth.", "fill": "Wentworth"}
+{"turns": ["I have a velvet kettle.", "So I see.", "Do you walk?", "Every day, sir.", "And you?", "Seldom.", "What do I have?"], "answer": "You have a velvet kettle.", "fill": "a velvet kettle"}
+{"turns": ["Our house is number 347.", "I shall remember it.", "Good.", "Yes.", "What is the number of our house?"], "answer": "Your house is number 347.", "fill": "347"}
+JSON
+name="${TAG}ref/perplexity --recall: fill tokens and top-1 guesses with and without the fact = NumPy's"
+if ! "$KV" perplexity -m "$CM" --recall "$TMP/recall.jsonl" --dtype f32 --cache-dtype f32 \
+    >"$TMP/recall.out" 2>&1; then
+    fail "$name" "$(tail -1 "$TMP/recall.out")"
+elif out=$(cd tests/reference && "$PYTHON" copy_ref.py recall "$CM" "$TMP/recall.jsonl" \
+    "$TMP/recall.out" 2>&1); then
     pass "$name ($out)"
 else fail "$name" "$out"; fi
 

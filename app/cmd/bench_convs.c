@@ -39,6 +39,7 @@ void bench_convs_free(bench_conv *c, int n)
             free(c[i].replies ? c[i].replies[k] : NULL);
         }
         free(c[i].msgs);
+        free(c[i].fill);
         free(c[i].replies);
     }
     free(c);
@@ -78,6 +79,11 @@ static int parse_conv(const char *text, int recall, bench_conv *c, const char *p
                        recall ? ", \"answer\": ... with the question last" : "");
     }
     c->recall = recall;
+    json_t *fill = json_object_get(o, "fill");
+    if (recall && json_is_string(fill) && !(c->fill = strdup(json_string_value(fill)))) {
+        json_decref(o);
+        return err_set("out of memory for a recall chat");
+    }
     for (size_t i = 0; i + 1 < n + (recall ? 1 : 0) && !rc; i += 2) {
         const char *msg = json_string_value(json_array_get(turns, i));
         const char *reply =

@@ -10,6 +10,7 @@ typedef struct {
     char **replies; /* the reply to each; NULL throughout for a chat whose replies are drawn */
     int n;
     int recall; /* the last reply is the answer to a question about an early turn */
+    char *fill; /* --recall's "fill": the part of the answer only the early turn gives (or NULL) */
 } bench_conv;
 
 /* At most one of messages, chats, recall set (none: the built-in chat). 0, or -1 with an error

@@ -18,6 +18,7 @@
 #include "../options.h"
 #include "../selftest.h"
 #include "commands.h"
+#include "copying.h"
 
 const char PERPLEXITY_HELP[] =
     "usage: kvchat perplexity [-m DIR] FILE [options]\n"
@@ -28,10 +29,22 @@ const char PERPLEXITY_HELP[] =
     "more (llama-perplexity's rule at its default stride, half the window). Also the loss by\n"
     "position in the window and the attention mass on position 0 (the sink).\n"
     "\n"
+    "usage: kvchat perplexity [-m DIR] FILE --repeat [options]\n"
+    "       kvchat perplexity [-m DIR] --recall CHATS [options]\n"
+    "\n"
+    "Whether the model copies from far back: --repeat reads passages of FILE's text again after\n"
+    "the 150-300 tokens that follow them, and gives the drop in loss at the second reading;\n"
+    "--recall answers chats that state a fact first and ask for it later (tests/train/corpus.py's\n"
+    "heldout-recall.jsonl), with the fact and with it never said. Each with its 95% interval and\n"
+    "its gate (assets/models/README.md).\n"
+    "\n"
     "      --stride N             tokens between windows, all of them scored (default: ctx/2)\n"
-    "      --positions            windows side by side, every position scored: the loss by\n"
-    "                             position says whether the model uses its context\n"
-    "      --tokens N             score at most N tokens (default: the whole text)\n"
+    "      --positions            every position of each window scored (windows side by side,\n"
+    "                             or --stride apart): the loss by position says whether the\n"
+    "                             model uses its context; with a --stride of ctx/8 or less each\n"
+    "                             position bucket holds much the same text (content-balanced)\n"
+    "      --tokens N             score at most N tokens (default: the whole text); with\n"
+    "                             --repeat, read at most N tokens of the text\n"
     "      --save-logits FILE     the scored tokens' log-probabilities (f16, the vocabulary's\n"
     "                             each: 100 KB a token for GPT-2) and losses, for\n"
     "                             --kl-divergence\n"
@@ -40,6 +53,9 @@ const char PERPLEXITY_HELP[] =
     "                             (the f16 file sets a floor: a run against its own base\n"
     "                             shows it, about 1e-6 for GPT-2)\n"
     "      --json FILE            the per-token figures (position, id, loss; KL and top-1)\n"
+    "      --repeat               passages read twice: the drop in loss at the second reading\n"
+    "      --recall CHATS         recall chats (JSON lines): the fill's top-1 accuracy with the\n"
+    "                             fact in the window and without it\n"
     "  -q, --quiet                no progress bar\n"
     "\n" MODEL_OPTS_HELP CACHE_OPTS_HELP;
 
@@ -47,8 +63,8 @@ static const char MAGIC[8] = "KVPPLv1";
 
 typedef struct {
     model_opts mo;
-    const char *file, *save, *base, *json;
-    int stride, positions, quiet;
+    const char *file, *save, *base, *json, *recall;
+    int stride, positions, quiet, repeat;
     long max_tokens;
 } ppl_args;
 
@@ -99,6 +115,12 @@ static int parse_args(ppl_args *a, int argc, char **argv)
             if (r < 0)
                 return -1;
             a->json = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--recall", &v)) != 0) {
+            if (r < 0)
+                return -1;
+            a->recall = v;
+        } else if (opt_match(argc, argv, &i, NULL, "--repeat", NULL)) {
+            a->repeat = 1;
         } else if (opt_match(argc, argv, &i, NULL, "--positions", NULL)) {
             a->positions = 1;
         } else if (opt_match(argc, argv, &i, "-q", "--quiet", NULL)) {
@@ -111,10 +133,14 @@ static int parse_args(ppl_args *a, int argc, char **argv)
             a->file = argv[i];
         }
     }
-    if (!a->file)
+    if (a->recall && (a->file || a->repeat))
+        return err_set("--recall measures its chats: no text or --repeat with it");
+    if (!a->file && !a->recall)
         return err_set("no text to measure (kvchat perplexity -m DIR FILE)");
-    if (a->positions && a->stride)
-        return err_set("--positions scores every position: no --stride with it");
+    if ((a->repeat || a->recall) && (a->positions || a->stride || a->save || a->base || a->json))
+        return err_set("%s: no --positions, --stride, --save-logits, --kl-divergence or --json "
+                       "with it",
+                       a->repeat ? "--repeat" : "--recall");
     if (a->save && a->base)
         return err_set("--save-logits writes a base run; --kl-divergence compares with one: not "
                        "both");
@@ -353,7 +379,7 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
 {
     gpt2_model *m = &lm->model;
     int V = m->cfg.vocab_size, ctx = kv_pool_opts(lm->pool)->window;
-    int stride = a->positions ? ctx : a->stride ? a->stride : ctx / 2;
+    int stride = a->stride ? a->stride : a->positions ? ctx : ctx / 2;
     int first = a->positions ? 1 : ctx - stride, rc = -1;
     if (stride > ctx || first < 1)
         return err_set("--stride %d: at most the window less one token (%d)", stride, ctx - 1);
@@ -428,6 +454,14 @@ int cmd_perplexity(int argc, char **argv)
     ppl_args a = {0};
     if (parse_args(&a, argc, argv))
         return EXIT_USAGE;
+    loaded_model lm;
+    if (a.recall) {
+        if (selftest_load(&lm, &a.mo))
+            return EXIT_RUNTIME;
+        int rc = copy_recall(&lm, a.recall, a.quiet || !isatty(STDERR_FILENO));
+        unload_model(&lm);
+        return rc ? EXIT_RUNTIME : 0;
+    }
     size_t len = 0;
     FILE *f = fopen(a.file, "rb");
     char *text = f ? read_all(f, &len, a.file) : NULL;
@@ -437,14 +471,18 @@ int cmd_perplexity(int argc, char **argv)
         fclose(f);
     if (!text)
         return EXIT_RUNTIME;
-    loaded_model lm;
     int *ids = NULL, n = 0, cap = 0, rc = EXIT_RUNTIME;
     if (selftest_load(&lm, &a.mo)) {
         free(text);
         return EXIT_RUNTIME;
     }
-    if (!tok_encode(lm.tok, text, len, 0, &ids, &n, &cap) && !measure(&lm, &a, ids, n))
-        rc = 0;
+    if (!tok_encode(lm.tok, text, len, 0, &ids, &n, &cap)) {
+        if (a.repeat && a.max_tokens >= 0 && n > a.max_tokens) /* the text --repeat reads */
+            n = (int)a.max_tokens;
+        int quiet = a.quiet || !isatty(STDERR_FILENO);
+        if (a.repeat ? !copy_repeat(&lm, ids, n, -1, quiet) : !measure(&lm, &a, ids, n))
+            rc = 0;
+    }
     unload_model(&lm);
     free(text);
     free(ids);

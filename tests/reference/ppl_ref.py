@@ -3,7 +3,7 @@
 
 usage: ppl_ref.py DIR IDS CTX STRIDE RUN.json [BASE.bin]
 IDS: the text's ids, comma-separated. RUN.json: kvchat perplexity --json of that text with --ctx CTX
---stride STRIDE (STRIDE = CTX: --positions), f32 weights and cache. Each scored token's loss must be
+--stride STRIDE (STRIDE = CTX: --positions; pN: --positions --stride N), f32 weights and cache. Each scored token's loss must be
 the float64 NumPy model's (gpt2_ref.py) within 1e-4 nats, and the perplexity within 1e-5 of it
 (relative). With BASE.bin (a --save-logits file of another run of the text: another cache type),
 RUN.json comes from --kl-divergence BASE.bin: its mean KL, 99th percentile and top-1 agreement must
@@ -33,9 +33,10 @@ def read_saved(path):
 
 def main():
     d, run = sys.argv[1], sys.argv[5]
-    ids, ctx, stride = [int(t) for t in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4])
+    ids, ctx, stride = [int(t) for t in sys.argv[2].split(",")], int(sys.argv[3]), sys.argv[4]
     m = gpt2_ref.GPT2(d)
-    first = 1 if stride == ctx else ctx - stride
+    positions, stride = stride.startswith("p"), int(stride.lstrip("p"))
+    first = 1 if positions or stride == ctx else ctx - stride
     want, dists, s0 = [], [], 0
     while s0 + first < len(ids):
         w = ids[s0:s0 + ctx]

@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """The corpus of kvchat's small trained models, from Debian's public-domain English:
 Austen's novels (r-cran-janeaustenr), the King James Bible (bible-kjv), a quarter of fortunes,
-chats made of the novels' dialogue in kvchat's gpt2 template, and synthetic chats that state one to
-three facts and ask for each later. Holds out Persuasion and the Revelation (never trained on).
+chats made of the novels' dialogue in kvchat's gpt2 template, synthetic chats that state one to
+three facts and ask for each later (filled from thousands of names, words, things and numbers, so
+that only copying answers them), and passages read twice with other text between. Holds out
+Persuasion and the Revelation (never trained on).
 
 usage: corpus.py OUT_DIR [--kvchat PATH] [--seed S]
 Writes OUT_DIR/train.u16 (GPT-2 ids, uint16, documents separated by <|endoftext|>),
 OUT_DIR/heldout-austen.txt, OUT_DIR/heldout-kjv.txt, OUT_DIR/corpus.json (shares, versions,
 SHA-256 of each text); prints the same. Installs the packages when missing (apt-get). Also the
-held-out conversations kvchat bench --policy measures eviction on, one JSON object a line:
-heldout-chats.jsonl (Persuasion's runs of dialogue, {"turns": [...]}, User first) and
-heldout-recall.jsonl (a fact stated first and asked for 3 to 6 short exchanges of Persuasion's
-dialogue later, filled from names, places and things the training chats never use; {"turns": [...],
-"answer": "..."}, the last turn the question). They draw on their own generator, so train.u16 is
-the same with or without them."""
+held-out conversations kvchat bench --policy and perplexity --recall measure, one JSON object a
+line: heldout-chats.jsonl (Persuasion's runs of dialogue, {"turns": [...]}, User first) and
+heldout-recall.jsonl (a fact stated in the first message and asked for 3 to 6 short exchanges of
+Persuasion's dialogue later, filled from Persuasion's own names and words and from things and
+numbers no training text holds; {"turns": [...], "answer": "...", "fill": "..."}, the last turn
+the question, fill the part of the answer only the fact gives). They draw on their own generator,
+so train.u16 is the same with or without them."""
 import argparse
 import array
 import hashlib
@@ -125,52 +128,96 @@ def chat(turns):
     return out.rstrip("\n")
 
 
-NAMES = ["Anne", "Eliza", "Marianne", "Edward", "Henry", "Fanny", "Robert", "Harriet", "James",
-         "Lucy", "Charles", "Mary", "Thomas", "Jane", "William", "Catherine", "George", "Sophia"]
-PLACES = ["Bath", "London", "Derby", "Kent", "Brighton", "Devon", "Oxford", "York", "Dover",
-          "Norfolk", "Surrey", "Exeter", "Lyme", "Portsmouth", "Sussex", "Bristol"]
-THINGS = ["a grey horse", "a red shawl", "a silver watch", "a small dog", "an old piano",
-          "a blue carriage", "a garden of roses", "a copy of Cowper", "a white cat"]
-NUMBERS = ["three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve"]
-FACTS = [  # (the statement, the question, the answer), each filled from the lists above
+FACTS = [  # (the statement, the question, the answer): n a name, p a place, t a thing, k a number
     ("My name is {n}.", "What is my name?", "Your name is {n}."),
     ("I live in {p}.", "Where do I live?", "You live in {p}."),
     ("I have {t}.", "What do I have?", "You have {t}."),
     ("I have {k} sisters.", "How many sisters do I have?", "You have {k} sisters."),
     ("My brother lives in {p}.", "Where does my brother live?", "Your brother lives in {p}."),
+    ("My horse is called {n}.", "What is my horse called?", "Your horse is called {n}."),
+    ("I was born in {p}.", "Where was I born?", "You were born in {p}."),
+    ("My friend {n} gave me {t}.", "What did my friend give me?", "Your friend gave you {t}."),
+    ("Our house is number {k}.", "What is the number of our house?", "Your house is number {k}."),
+    ("The secret word is {w}.", "What is the secret word?", "The secret word is {w}."),
+    ("My father's name was {n}.", "What was my father's name?", "Your father's name was {n}."),
+    ("We shall meet at {p}.", "Where shall we meet?", "We shall meet at {p}."),
+    ("I lost {t} yesterday.", "What did I lose yesterday?", "You lost {t} yesterday."),
+    ("The letter came from {p}.", "Where did the letter come from?",
+     "The letter came from {p}."),
+    ("I paid {k} pounds for it.", "How many pounds did I pay?", "You paid {k} pounds."),
+    ("My cousin is called {n}.", "What is my cousin called?", "Your cousin is called {n}."),
 ]
 ACKS = ["I shall remember it.", "Very well, I will remember.", "Indeed, I am glad to know it.",
-        "I understand.", "Thank you for telling me."]
+        "I understand.", "Thank you for telling me.", "I will not forget it.", "So I see."]
+ADJECTIVES = ["grey", "red", "silver", "small", "old", "blue", "white", "green", "brown", "gold",
+              "yellow", "black", "broken", "new", "heavy", "little", "painted", "wooden", "fine",
+              "plain", "curious", "narrow", "velvet", "copper", "tall", "striped", "faded",
+              "crimson", "iron", "golden", "purple", "pale"]
+NOUNS = ["horse", "shawl", "watch", "dog", "piano", "carriage", "cat", "ring", "umbrella", "mare",
+         "bonnet", "lamp", "chair", "box", "clock", "kettle", "basket", "sword", "bell", "coat",
+         "glove", "candle", "mirror", "cup", "pen", "book", "hat", "trunk", "fan", "brooch",
+         "cane", "jug", "saddle", "ribbon", "locket", "spoon"]
 
 
-# the held-out recall chats' fills: none of them in a training chat's role
-HELD_FILLS = dict(
-    n=["Frederick", "Louisa", "Henrietta", "Walter", "Penelope", "Benwick", "Harville", "Clay"],
-    p=["Uppercross", "Kellynch", "Taunton", "Plymouth", "Winthrop", "Chester", "Cardiff", "Leeds"],
-    t=["a gold ring", "a green umbrella", "a brown mare", "a book of sermons", "a yellow bonnet"],
-    k=["two", "eleven", "fifteen", "twenty"])
+def word_counts(texts):
+    words = {}
+    for t in texts:
+        for w in re.findall(r"[A-Za-z]+", t):
+            words[w] = words.get(w, 0) + 1
+    return words
 
 
-FACT_CHATS = 1300  # about a fifth of the tokens: the copying they ask for is what uses context
+def names_and_words(texts):
+    """proper nouns (capitalised where a sentence goes on, never in lower case) and rare words
+    (two to five times in the texts)"""
+    words = word_counts(texts)
+    proper = sorted({m for t in texts for m in re.findall(r"(?<=[a-z,;] )([A-Z][a-z]{3,})\b", t)
+                     if m.lower() not in words and words[m] >= 2})
+    rare = sorted(w for w, c in words.items() if w.islower() and len(w) >= 6 and 2 <= c <= 5)
+    return proper, rare
+
+
+def pools(texts, heldout):
+    """The fills a fact may take, thousands of each kind so that a model cannot guess them from a
+    memorised list and must copy: the training texts' proper nouns and rare words, things (an
+    adjective and a noun) and numbers (10 to 999). The held-out recall chats' fills are the
+    held-out book's own names and words, and a quarter of the things and numbers (by a hash of
+    each): none of them in a training chat (unseen() then keeps those no training text holds)."""
+    proper, rare = names_and_words(texts)
+    held_proper, held_rare = names_and_words([heldout])
+    things = ["%s %s %s" % ("an" if a[0] in "aeiou" else "a", a, n)
+              for a in ADJECTIVES for n in NOUNS]
+    numbers = [str(i) for i in range(10, 1000)]
+    train = dict(n=proper, p=proper, w=rare)
+    held = dict(n=held_proper, p=held_proper, w=held_rare)
+    for key, pool in [("t", things), ("k", numbers)]:
+        half = [int(hashlib.sha256(f.encode()).hexdigest(), 16) % 4 == 0 for f in pool]
+        train[key] = [f for f, h in zip(pool, half) if not h]
+        held[key] = [f for f, h in zip(pool, half) if h]
+    return train, held
+
+
+def fill_facts(rng, facts, fills):
+    return [{key: rng.choice(fills[key]) for key in "nptkw"} for _ in facts]
 
 
 def fact_turns(rng, pairs, fills, least, most):
     """a fact stated first, asked for after several exchanges of the novels' dialogue"""
     st, q, a = rng.choice(FACTS)
-    fill = {key: rng.choice(fills[key]) for key in "nptk"}  # in this order: train.u16's draws
+    fill = fill_facts(rng, [0], fills)[0]
     turns = [st.format(**fill), rng.choice(ACKS)]
     for _ in range(rng.randint(least, most)):
         turns += rng.choice(pairs)
-    return turns + [q.format(**fill)], a.format(**fill)
+    key = re.search(r"\{(\w)\}", a).group(1)
+    return turns + [q.format(**fill)], a.format(**fill), fill[key]
 
 
-def fact_chat(rng, pairs):
+def fact_chat(rng, pairs, fills):
     """one to three facts stated first and each asked for, in any order, after 2 to 8 exchanges of
     the novels' dialogue: answering takes finding the fact in the context and copying it, the
     skill a model must have to use its context at all"""
-    fills = dict(n=NAMES, p=PLACES, t=THINGS, k=NUMBERS)
     facts = rng.sample(FACTS, rng.randint(1, 3))
-    filled = [{key: rng.choice(fills[key]) for key in "nptk"} for _ in facts]
+    filled = fill_facts(rng, facts, fills)
     turns = []
     for (st, _, _), f in zip(facts, filled):
         turns += [st.format(**f), rng.choice(ACKS)]
@@ -183,20 +230,48 @@ def fact_chat(rng, pairs):
     return chat(turns)
 
 
-def write_heldout_chats(out, persuasion, seed):
+FACT_CHATS = 1600  # about a fifth of the tokens: the copying they ask for is what uses context
+REPEATS = 1400  # about a tenth: a passage read again 80-200 words later
+
+
+def words_of(texts, rng, least, most):
+    t = rng.choice(texts).split()
+    n = rng.randint(least, most)
+    at = rng.randrange(max(1, len(t) - n))
+    return " ".join(t[at : at + n])
+
+
+def repeat_doc(rng, texts):
+    """a passage, other text, the passage again: the repeats from which small transformers learn
+    to look back for where the present text was read before and copy what followed it (the
+    induction heads that recall and exact eviction need)"""
+    a = words_of(texts, rng, 30, 70)
+    return "\n\n".join([a, words_of(texts, rng, 80, 200), a])
+
+
+def unseen(held, training):
+    """the held-out fills that no training text holds (a word as a word, a phrase anywhere)"""
+    text = EOT.join(training)
+    words = set(re.findall(r"[A-Za-z0-9]+", text))
+    return {key: [f for f in pool if (f not in words if " " not in f else f not in text)]
+            for key, pool in held.items()}
+
+
+def write_heldout_chats(out, persuasion, seed, fills):
     """Persuasion's dialogue as chats, and recall chats built on it (their own generator)"""
     runs = dialogue_runs(persuasion)
     pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
     rng = random.Random(seed + 1)
     short = [p for p in pairs if len(p[0]) + len(p[1]) < 300]  # the question within 512 tokens
-    recall = [fact_turns(rng, short, HELD_FILLS, 3, 6) for _ in range(100)]
+    recall = [fact_turns(rng, short, fills, 3, 6) for _ in range(200)]
     with open(os.path.join(out, "heldout-chats.jsonl"), "w") as f:
         for r in runs:
             f.write(json.dumps({"turns": r}) + "\n")
     with open(os.path.join(out, "heldout-recall.jsonl"), "w") as f:
-        for turns, answer in recall:
-            f.write(json.dumps({"turns": turns, "answer": answer}) + "\n")
-    return {"chats": len(runs), "recall": len(recall)}
+        for turns, answer, fill in recall:
+            f.write(json.dumps({"turns": turns, "answer": answer, "fill": fill}) + "\n")
+    return {"chats": len(runs), "recall": len(recall),
+            "recall_fills": {key: len(pool) for key, pool in fills.items()}}
 
 
 def tokenize(kvchat, text):
@@ -229,7 +304,10 @@ def main():
     runs = [r for p in novels.values() for r in dialogue_runs(p)]
     parts["austen-chats"] = [chat(r) for r in runs]
     pairs = [r[i : i + 2] for r in runs for i in range(0, len(r) - 1, 2)]
-    parts["fact-chats"] = [fact_chat(rng, pairs) for _ in range(FACT_CHATS)]
+    prose = parts["austen"] + parts["kjv"]
+    fills, held_fills = pools(prose, held["austen"])
+    parts["fact-chats"] = [fact_chat(rng, pairs, fills) for _ in range(FACT_CHATS)]
+    parts["repeats"] = [repeat_doc(rng, prose) for _ in range(REPEATS)]
     os.makedirs(args.out, exist_ok=True)
     report = {"packages": versions, "parts": {}, "heldout": {}}
     ids, counts = [], {}
@@ -252,7 +330,10 @@ def main():
             f.write(text)
         report["heldout"][name] = {"file": os.path.basename(path), "sha256": sha(text),
                                    "tokens": len(tokenize(args.kvchat, text))}
-    report["heldout"]["conversations"] = write_heldout_chats(args.out, persuasion, args.seed)
+    held_fills = unseen(held_fills, [d for _, d in docs])
+    report["fills"] = {key: len(pool) for key, pool in fills.items()}
+    report["heldout"]["conversations"] = write_heldout_chats(args.out, persuasion, args.seed,
+                                                             held_fills)
     a = array.array("H", ids)
     with open(os.path.join(args.out, "train.u16"), "wb") as f:
         a.tofile(f)

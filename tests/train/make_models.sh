@@ -14,7 +14,7 @@ PY=/usr/bin/python3
 OUT=assets/models
 $PY tests/train/corpus.py "$W/corpus" --kvchat "$KV"
 $PY tests/train/train.py "$W/corpus" "$W/demo" --layers 4 --embd 128 --heads 4 --ctx 512 \
-    --tokens 8e6 --about "A small GPT-2 (4 layers, 7M parameters) trained here on Jane Austen and \
+    --tokens 6e6 --about "A small GPT-2 (4 layers, 7M parameters) trained here on Jane Austen and \
 the King James Bible: English words and phrases, not answers."
 $PY tests/train/train.py "$W/corpus" "$W/draft" --layers 1 --embd 64 --heads 2 --ctx 512 \
     --tokens 1.5e6 --lr 3e-3 --about "The demo model's draft for speculative decoding (1 layer, \

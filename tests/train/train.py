@@ -6,7 +6,9 @@ model.safetensors (f16), beside train.log. Resumable (OUT/train.pt), seeded, nic
 usage: train.py CORPUS_DIR OUT_DIR [--layers L --embd D --heads H --ctx T] [--tokens N]
                 [--batch B] [--lr LR] [--seed S] [--threads N] [--about TEXT]
 --about goes into config.json as kvchat_about: the chat shows it above the conversation. With
---finish, only config.json and model.safetensors are written again from the last checkpoint."""
+--finish, only config.json and model.safetensors are written again from the last checkpoint; with
+--snapshot DIR, the last checkpoint of a run still going is written into DIR as a model kvchat
+loads, to measure it early (the run is left as it is)."""
 import argparse
 import json
 import math
@@ -172,6 +174,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--about", default="", help="what the model is, for kvchat's screen")
     ap.add_argument("--finish", action="store_true", help="only write the model files again")
+    ap.add_argument("--snapshot", metavar="DIR", help="the last checkpoint as a model, into DIR")
     a = ap.parse_args()
     os.nice(10)
     torch.set_num_threads(a.threads)
@@ -195,11 +198,16 @@ def main():
         opt.load_state_dict(st["opt"])
         step, rng.bit_generator.state = st["step"], st["rng"]
         print("resumed at step %d of %d" % (step, steps), file=sys.stderr)
+    if step and not a.snapshot:
         with open(os.path.join(a.out, "train.log"), "a") as log:
             print("# resumed at step %d of %d: %s" % (step, steps, " ".join(sys.argv[1:])),
                   file=log)
     if a.finish and step < steps:
         sys.exit("%s: at step %d of %d, not finished" % (ckpt, step, steps))
+    if a.snapshot:
+        write_model(a.snapshot, a, model)
+        print("%s: step %d of %d" % (a.snapshot, step, steps), file=sys.stderr)
+        return
     log = open(os.path.join(a.out, "train.log"), "a")
     if step == 0 or a.finish:
         print("# %s" % " ".join(sys.argv[1:]), file=log)
@@ -230,11 +238,16 @@ def main():
                         "rng": rng.bit_generator.state}, ckpt + ".part")
             os.replace(ckpt + ".part", ckpt)
     print(file=sys.stderr)
-    write_config(os.path.join(a.out, "config.json"), a)
-    write_safetensors(os.path.join(a.out, "model.safetensors"), model.tensors())
+    write_model(a.out, a, model)
+
+
+def write_model(out, a, model):
+    os.makedirs(out, exist_ok=True)
+    write_config(os.path.join(out, "config.json"), a)
+    write_safetensors(os.path.join(out, "model.safetensors"), model.tensors())
     assets = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets")
     for name in ("vocab.json", "merges.txt"):  # GPT-2's tokenizer, as kvchat ships it
-        shutil.copyfile(os.path.join(assets, name), os.path.join(a.out, name))
+        shutil.copyfile(os.path.join(assets, name), os.path.join(out, name))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,14 @@
+/* kvchat perplexity --repeat and --recall: whether a model copies from far back (copying.c). */
+#ifndef KVCHAT_COPYING_H
+#define KVCHAT_COPYING_H
+
+#include "../chat/runtime.h"
+
+/* Passages of ids[0..n) read again after the text that follows them (at most max_passages; -1:
+ * all the text holds): prints the drop in loss with its interval and the gate's verdict. */
+int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int quiet);
+/* The recall chats of path (JSON lines with "turns", "answer" and "fill"): prints the fill's
+ * top-1 accuracy with the fact and without it, their intervals and the gate's verdict. */
+int copy_recall(loaded_model *lm, const char *path, int quiet);
+
+#endif

@@ -203,14 +203,19 @@ static int settle_to(drafter *d, const int *ids, int n, int most)
 
 int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(d, ids, n, n) : 0; }
 
-/* the drafter's choice from its logits, and its own probability of it */
+/* The drafter's choice from its logits, or -1 where it stops drafting (stop_below > 0 and its most
+ * likely token's probability under it): decided from the distribution before a draw, so that
+ * whether a draft exists never depends on its own value (acceptance assumes each draft is drawn
+ * from q as it stands) and a dropped draft spends no draw of the stream. Greedy drafts stop by the
+ * softmax at temperature 1. */
 static int choose(drafter *d, const float *logits, sampler *s, const int *hist, int n_hist,
-                  double *q, double *prob)
+                  double *q, double stop_below)
 {
     int V = model_of(d)->cfg.vocab_size;
-    kb_sample k = sampler_draw(s, hist, n_hist);
+    sampler next = *s; /* the draw is taken only for a draft that is made */
+    kb_sample k = sampler_draw(&next, hist, n_hist);
     int greedy = k.temp <= 0;
-    if (greedy) /* the probability the adaptive length goes by: the softmax at temperature 1 */
+    if (greedy)
         k = (kb_sample){.temp = 1,
                         .top_p = 1,
                         .repeat_penalty = k.repeat_penalty,
@@ -218,16 +223,15 @@ static int choose(drafter *d, const float *logits, sampler *s, const int *hist, 
                         .n_history = n_hist};
     uint64_t total;
     int best = cpu_sample_weights(logits, V, &k, d->scratch, d->w, &total);
-    if (greedy) {
-        *prob = (double)d->w[best] / (double)total;
+    if ((double)d->w[best] / (double)total < stop_below)
+        return -1;
+    *s = next;
+    if (greedy)
         return best;
-    }
     int pick = cpu_sample_walk(d->w, V, total, k.u);
-    pick = pick < 0 ? best : pick;
     for (int i = 0; q && i < V; i++)
         q[i] = (double)d->w[i] / (double)total;
-    *prob = (double)d->w[pick] / (double)total;
-    return pick;
+    return pick < 0 ? best : pick;
 }
 
 int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *out, int *n_out,
@@ -254,9 +258,9 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
         return -1;
     size_t V = (size_t)model_of(d)->cfg.vocab_size;
     for (int k = 0; k < max; k++) {
-        double prob;
-        int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL, &prob);
-        if (k > 0 && prob < d->o.min_prob)
+        int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL,
+                       k > 0 ? d->o.min_prob : 0);
+        if (t < 0)
             break;
         out[k] = d->held[n + k] = t;
         *n_out = k + 1;

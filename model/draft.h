@@ -8,7 +8,8 @@
  *            ones), refused when its vocabulary differs.
  * A model drafter keeps its own cache of the context between rounds (its positions run ahead of
  * the model's by the drafted tokens, and are cut back to what was accepted). Its length adapts:
- * it stops drafting when its own probability of the token it chose falls under min_prob. */
+ * it stops drafting where its most likely token's probability falls under min_prob, decided
+ * before it draws. */
 #ifndef KVCHAT_DRAFT_H
 #define KVCHAT_DRAFT_H
 
@@ -26,7 +27,7 @@ typedef struct {
     draft_kind kind;
     const char *dir; /* DRAFT_MODEL's checkpoint */
     int max;         /* at most this many tokens a round (default 4) */
-    float min_prob;  /* a model drafter stops under this probability of its choice (0.5) */
+    float min_prob;  /* a model drafter stops where its peak is under this (0.5) */
 } draft_opts;
 
 void draft_opts_default(draft_opts *o);

@@ -88,6 +88,10 @@ struct kb_backend {
     int threads;
 
     int device_memory; /* memory from alloc is not host-addressable (copy in and out) */
+    /* a pass of at most this many positions computes each one bit for bit as a one-position pass
+     * (a decode step) does, which a longer pass need not (its products sum in another order);
+     * gpt2_verify splits its passes so. 0: no such promise at any length */
+    int step_rows;
 
     void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
     void (*release)(kb_backend *b, void *p);

@@ -223,7 +223,13 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
 
 int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)
 {
-    return step(m, b, cache, ids, n, NULL, NULL, logits, n);
+    int most = b->step_rows > 0 ? b->step_rows : n, past = kv_len(cache);
+    for (int at = 0; at < n; at += most) {
+        int k = n - at < most ? n - at : most;
+        if (step(m, b, cache, ids + at, k, NULL, NULL, logits + (size_t)m->cfg.vocab_size * at, k))
+            return kv_truncate(cache, past), -1;
+    }
+    return 0;
 }
 
 int gpt2_last_logits(gpt2_model *m, float *out)

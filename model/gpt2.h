@@ -93,8 +93,10 @@ int gpt2_forward_yielding(gpt2_model *m, kb_backend *b, kv_seq *cache, const int
 int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
               const kb_sample *pick, int *next, float *logits);
 /* gpt2_forward with the logits of every one of the n positions: logits gets n rows of vocab_size
- * floats (host memory), row i the logits of the token after ids[i] (a speculative verify pass). The
- * products run as a prefill's; n = 1 is a plain step. Never recorded by the backend. */
+ * floats (host memory), row i the logits of the token after ids[i] (a speculative verify pass). Run
+ * as passes of at most the backend's step_rows positions, so that each row is bit for bit what
+ * decode steps give where the backend promises it; n = 1 is a plain step. Never recorded by the
+ * backend. On failure the cache keeps its previous length. */
 int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
 /* The logits of the last pass that computed them (vocab_size floats), into host memory. */
 int gpt2_last_logits(gpt2_model *m, float *out);

@@ -141,6 +141,7 @@ kb_backend *cpu_backend_create(int threads)
         .name = "cpu",
         .ctx = s,
         .threads = threads,
+        .step_rows = CPU_STREAM_MAX_TOKENS,
         .alloc = cpu_alloc,
         .release = cpu_release,
         .copy = cpu_copy,

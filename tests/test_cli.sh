@@ -138,6 +138,24 @@ for r in rows:
     assert r['same_reply'] and 0 <= r['acceptance_tested'] <= 1 and r['tokens_per_pass'] >= 1, r
     assert 0 <= r['acceptance'] <= r['acceptance_tested'] and r['verify_pass_cost'] > 0, r
 assert d['tokens'] == 16 and d['decode_step_ms'] > 0, d"
+printf '{"turns": ["Hello there.", "Hello to you."]}\n{"turns": ["%s", "Yes."]}\n' \
+    "Again and again and again and again" >"$TMP/spec-chats.jsonl"
+"$KV" bench --speculative -m "$M" --runs 2 -n 12 --draft lookup --chats "$TMP/spec-chats.jsonl" \
+    --json "$TMP/spec-chats.json" >"$TMP/spec.out" 2>&1
+check "${TAG}cli/bench --speculative --chats: a prompt a chat, runs alternating, intervals" \
+    "$PYTHON" -c "
+import json
+d = json.load(open('$TMP/spec-chats.json'))
+r = d['drafters'][0]
+assert d['prompts'] == 2 and d['runs'] == 2 and d['tokens'] == 12, d
+lo, hi = r['acceptance_95']
+assert 0 <= lo <= r['acceptance'] <= hi <= 1 and r['same_reply'], r
+lo, hi = r['speedup_range']
+assert 0 < lo <= r['speedup'] <= hi, r"
+expect_error "${TAG}cli/bench --speculative with a drafter that does not load: at once" 1 \
+    "draft model .*/bogus-draft" "$KV" bench --speculative -m "$M" -n 8 --draft "lookup,$TMP/bogus-draft"
+same "${TAG}cli/bench --speculative with a bad drafter measures nothing first" "" \
+    "$(grep "decode step" "$TMP/out")"
 expect_error "${TAG}cli/bench --draft without --speculative" 2 "only with --speculative" \
     "$KV" bench -m "$M" --draft lookup
 expect_error "${TAG}cli/--draft that does not load" 1 "draft model /nonexistent-draft" \

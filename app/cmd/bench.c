@@ -23,6 +23,7 @@ const char BENCH_HELP[] =
     "[--json FILE]\n"
     "       kvchat bench --policy --text FILE [-m DIR] [--documents N] [--seed S] [--json FILE]\n"
     "       kvchat bench --speculative [-m DIR] [--dtype T] [--draft LIST] [--draft-max K] [-n N]\n"
+    "                    [--chats FILE] [--runs N] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
     "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
@@ -70,12 +71,14 @@ const char BENCH_HELP[] =
     "uses its context at all (else the figures are noise) and its attention on position 0.\n"
     "--speculative measures speculative decoding: for each drafter of --draft LIST (default\n"
     "lookup,self-q8; a GPT-2 directory with the same vocabulary too), -n N tokens (default 128,\n"
-    "greedy unless --temp is given) after a fixed prompt of 64 (fewer in a short window): decode\n"
-    "tok/s against plain decoding in the same run and whether the reply is the same, the\n"
-    "acceptance (accepted / drafted, and accepted / tested as llama.cpp counts it), tokens a\n"
+    "greedy unless --temp is given) after a fixed prompt of 64 (fewer in a short window), or\n"
+    "after each chat of --chats FILE up to its last reply (its last 384 tokens at most), plain\n"
+    "and drafted decoding alternating --runs times: the speed-up's median and range over the\n"
+    "runs, whether the replies are the same, the acceptance (accepted / drafted, with a\n"
+    "bootstrap 95% interval over the chats; accepted / tested as llama.cpp counts it), tokens a\n"
     "model pass gives, a draft step's and a verify pass's cost in decode steps, and the\n"
     "acceptance at which drafting breaks even; first a decode step and verify passes of 2..K+1\n"
-    "positions (--draft-max K, default 4).\n"
+    "positions (--draft-max K, default 4). Every drafter is loaded before anything is timed.\n"
     "\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
@@ -85,8 +88,12 @@ const char BENCH_HELP[] =
     "      --cache-dtype T the KV cache's dtype (default: f32 with f32 weights on the CPU, else "
     "f16;\n"
     "                     bf16 on a GPU)\n"
-    "      --runs N       timed runs per figure\n"
-    "      --chats FILE   --policy's held-out conversations (JSON lines)\n"
+    "      --runs N       timed runs per figure (--speculative: alternating runs, default 5)\n"
+    "      --draft LIST   --speculative's drafters (lookup, self-q8, a GPT-2 directory)\n"
+    "      --draft-max K  --speculative: drafts a round at most (default 4)\n"
+    "      --draft-p-min P --speculative: a model drafter stops where its peak is under P\n"
+    "      --chats FILE   held-out conversations (JSON lines): --policy's, --speculative's\n"
+    "                     prompts\n"
     "      --recall FILE  --policy's recall conversations (JSON lines)\n"
     "      --messages FILE --policy's chat: one user message a line\n"
     "      --text FILE    --policy's text track on FILE's text\n"
@@ -348,7 +355,7 @@ int cmd_bench(int argc, char **argv)
                         : recall ? "--recall"
                         : text   ? "--text"
                                  : NULL;
-    if (track && mode != 3)
+    if (track && mode != 3 && !(mode == 4 && chats && !messages && !recall && !text))
         return err_set("%s: only with --policy", track), EXIT_USAGE;
     if (!!messages + !!chats + !!recall + !!text > 1)
         return err_set("%s and %s: one track at a time", track,
@@ -384,7 +391,7 @@ int cmd_bench(int argc, char **argv)
                dt_name(kv_pool_opts(lm.pool)->type), lm.backend->name, lm.backend->threads);
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
-                 : mode == 4 ? bench_speculative(&lm, &mo, drafters, &dopts, runs, json_path)
+                 : mode == 4 ? bench_speculative(&lm, &mo, drafters, &dopts, chats, runs, json_path)
                  : text      ? bench_text(&lm, text, docs, json_path, mo.sp.seed)
                              : bench_policy(&lm, &mo, messages, chats, recall, json_path);
         rc = rc ? EXIT_RUNTIME : 0;

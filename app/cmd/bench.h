@@ -19,8 +19,9 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
  * bootstrap's */
 int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed);
 
-/* kvchat bench --speculative: each drafter of the comma-separated list against plain decoding */
+/* kvchat bench --speculative: each drafter of the comma-separated list against plain decoding,
+ * on the fixed prompt or on each chat of chats (JSON lines), runs times alternating */
 int bench_speculative(loaded_model *lm, const model_opts *mo, const char *drafters,
-                      const draft_opts *base, int runs, const char *json_path);
+                      const draft_opts *base, const char *chats, int runs, const char *json_path);
 
 #endif

@@ -207,6 +207,11 @@
     F(resume, weights_dtype, STR, 0, 0, OPT, "the weights' type")                                \
     F(resume, cache, OBJ, 0, 0, OPT, "the cache settings")                                       \
     F(resume, chat, OBJ, 0, 0, OPT, "the chat settings")                                         \
+    E(RESTORED, restored, "a resume's caches in place, before its first action")                 \
+    F(restored, prefilled, INTS, 1, EV_BIG, OPT,                                                 \
+      "the conversations whose windows it prefilled again (the rest: --save-cache's snapshot)")  \
+    F(restored, drafts, INTS, 1, EV_BIG, OPT,                                                    \
+      "the conversations whose drafters' caches came from the snapshot (the rest start empty)")  \
     E(SYSTEM, system, "the system preamble of conversations still to start")                     \
     F(system, text, STR, 0, 0, REQ, "the preamble (\"\": the template's own)")
 

@@ -278,6 +278,31 @@ vb = [(e["drafted"], e["accepted"]) for e in b if e["ev"] == "verify"]
 assert va and va == vb, (va, vb)
 assert "not used" not in open(sys.argv[3]).read()
 PY
+# resumed without --save-cache, the windows prefilled again in one pass and the drafters' caches
+# empty: verify rebuilds them as the resumed run did (sampled, q8 weights and self-q8, 14 seeds;
+# verifying straight through the resume failed 2 of 16 with -n 12)
+# (on this model seed 12 failed)
+RM=$TMP/rs-model
+"$KV" make-tiny-model "$RM" --layers 2 --heads 4 --embd 64 --ctx 128 --seed 9 >/dev/null
+bad=""
+for s in $(seq 1 14); do
+    rm -f "$TMP/rs.jsonl"*
+    printf 'hello there\nhow are you\n' | "$KV" chat --no-tui -m "$RM" --dtype q8 --temp 0.9 \
+        --seed "$s" --draft self-q8 -n 10 --session "$TMP/rs.jsonl" >/dev/null 2>&1
+    printf 'and then\nwhat next\n' | "$KV" chat --no-tui -m "$RM" --resume "$TMP/rs.jsonl" \
+        >/dev/null 2>&1
+    "$KV" replay "$TMP/rs.jsonl" --verify >"$TMP/rs.out" 2>&1 || bad="$bad $s"
+done
+same "${TAG}chat/sessions resumed by re-prefilling verify (14 seeds, sampled, self-q8)" "" "$bad"
+check "${TAG}chat/a resume records what it prefilled again and which drafters it loaded" \
+    "$PYTHON" - "$TMP/rs.jsonl" "$TMP/dsc.jsonl" <<'PY'
+import json, sys
+def restored(path):
+    return [e for e in map(json.loads, open(path)) if e.get("ev") == "restored"]
+plain, snap = restored(sys.argv[1]), restored(sys.argv[2])
+assert len(plain) == 1 and plain[0]["prefilled"] == [1] and plain[0]["drafts"] == [], plain
+assert snap and snap[0]["prefilled"] == [] and snap[0]["drafts"] == [1], snap
+PY
 printf 'X' | dd of="$TMP/dsc.jsonl.kv.draft" bs=1 seek=100 conv=notrunc 2>/dev/null
 echo "Once more" | "$KV" chat --no-tui --resume "$TMP/dsc.jsonl" -n 8 --save-cache >/dev/null 2>"$TMP/dsc.err"
 check "${TAG}chat/a damaged drafters' snapshot is said and left, and the chat goes on" \

@@ -211,9 +211,32 @@ static int restore(engine *e, const loaded_model *lm, const session *s, const ch
                 "kvchat: draft KV snapshot not used (%s); the drafter re-prefills at its "
                 "first pass\n",
                 err_msg());
-    for (int k = 0; k < n && !rc; k++)
-        if (!loaded || kv_len(engine_conv_cache(e, order[k])) != engine_window_len(e, order[k]))
-            rc = engine_prefill_window(e, order[k], progress, &order[k]);
+    int *prefilled = calloc((size_t)n + 1, sizeof *prefilled), n_prefilled = 0;
+    int *drafts = calloc((size_t)n + 1, sizeof *drafts), n_drafts = 0;
+    if (!rc && (!prefilled || !drafts))
+        rc = err_set("out of memory for a resume");
+    for (int k = 0; k < n && !rc; k++) {
+        int id = order[k];
+        drafter *d = engine_drafter(e, id);
+        if (d && draft_seq(d) && kv_len(draft_seq(d)) > 0)
+            drafts[n_drafts++] = id;
+        if (loaded && kv_len(engine_conv_cache(e, id)) == engine_window_len(e, id))
+            continue;
+        prefilled[n_prefilled++] = id;
+        rc = engine_prefill_window(e, id, progress, &order[k]);
+    }
+    /* what replay --verify rebuilds to go on as this run does: the bits of a window prefilled in
+     * one pass are not those of the turns' passes that made it */
+    if (!rc)
+        ev_emit_restored(lm->bus, 0,
+                         &(ev_restored){.prefilled = prefilled,
+                                        .n_prefilled = n_prefilled,
+                                        .has_prefilled = 1,
+                                        .drafts = drafts,
+                                        .n_drafts = n_drafts,
+                                        .has_drafts = 1});
+    free(prefilled);
+    free(drafts);
     free(order);
     return rc;
 }

@@ -223,6 +223,35 @@ static int verify_resume(verifier *v, int i)
     return rc ? -1 : 1;
 }
 
+static int listed(const json_t *ids, int id)
+{
+    for (size_t k = 0; k < json_array_size(ids); k++)
+        if (json_integer_value(json_array_get(ids, k)) == id)
+            return 1;
+    return 0;
+}
+
+/* At a restored event: the caches made as the resumed run made them. The conversations it
+ * prefilled again are prefilled again here in the same passes (their bits are not those of the
+ * turns' passes that built them here), and a drafter whose cache it did not load from a snapshot
+ * starts empty. A run resumed with other settings has been rebuilt already (verify_resume). */
+static int verify_restored(verifier *v, const json_t *ev, int rebuilt)
+{
+    const json_t *prefilled = ev_restored_prefilled(ev), *drafts = ev_restored_drafts(ev);
+    int rc = 0;
+    for (int k = 0; k < engine_conv_count(v->e) && !rc && !rebuilt; k++) {
+        int id = engine_conv_id(v->e, k), n;
+        const int *ids = engine_window(v->e, id, &n);
+        drafter *d = engine_drafter(v->e, id);
+        if (listed(prefilled, id))
+            rc = kv_truncate(engine_conv_cache(v->e, id), 0) ||
+                 engine_prefill_window(v->e, id, NULL, NULL);
+        if (!rc && d && !listed(drafts, id))
+            rc = draft_settle(d, ids, 0);
+    }
+    return rc ? -1 : 1;
+}
+
 /* the end of the turn event `at` begins: its conversation's next turn_end in the same run, or NULL
  * for a turn cut by a crash (the run ended first) */
 static const json_t *turn_end_of(const session *s, int at, int conv, const char **text)
@@ -388,10 +417,13 @@ static int verify(const session *s, const char *path, const model_opts *mo, int 
                            part_open(&dump, dump_path)))
         rc = err_wrap("--dump-logits");
     char why[200] = "";
+    int rebuilt = 0; /* by the last resume event */
     for (int i = 0; i < s->n_events && !rc && !bad; i++) {
         json_t *ev = s->events[i];
         ev_kind k = ev_kind_of(ev);
-        int acted = k == EVK_RESUME ? verify_resume(&v, i) : apply_action(v.e, ev, path);
+        int acted = k == EVK_RESUME     ? (rebuilt = verify_resume(&v, i))
+                    : k == EVK_RESTORED ? verify_restored(&v, ev, rebuilt == 1)
+                                        : apply_action(v.e, ev, path);
         if (acted < 0)
             rc = -1;
         if (acted || (k != EVK_USER && k != EVK_RETRY && k != EVK_EDIT))

@@ -64,8 +64,8 @@ int draft_opts_parse(draft_opts *o, int argc, char **argv, int *i);
     "                         the context's end), self-q8 (the model's weights in q8), a GPT-2\n"  \
     "                         directory with the same vocabulary, or off (default)\n"              \
     "      --draft-max K      at most K drafted tokens a pass, 1..15 (default 4)\n"                \
-    "      --draft-p-min P    a draft model stops drafting when its own probability of its\n"      \
-    "                         choice falls under P (default 0.5)\n"
+    "      --draft-p-min P    a draft model stops drafting where its most likely next token's\n"   \
+    "                         probability is under P, before it draws (default 0.5)\n"
 
 /* argv[*i] is FLAG or FLAG=VALUE: sets *value and advances *i; 1 if matched, 0 if not, -1 if the
  * value is missing. Either name may be NULL. */

@@ -7,30 +7,41 @@
 #include "../../kernels/err.h"
 #include "check.h"
 
-const char *fixture_model(const char *dtype_name, int ctx)
+enum { MAX_FIXTURES = 16 };
+
+const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const char *dtype_name)
 {
-    static char dirs[8][4200];
-    static char keys[8][32];
-    char key[32];
-    snprintf(key, sizeof key, "%s-%d", dtype_name, ctx);
+    static char dirs[MAX_FIXTURES][4200];
+    static char keys[MAX_FIXTURES][64];
+    char key[64];
+    snprintf(key, sizeof key, "%s-%d-l%d-s%d-v%d", dtype_name, ctx, layers, seed, vocab);
     int i = 0;
-    for (; i < 8 && keys[i][0]; i++)
+    for (; i < MAX_FIXTURES && keys[i][0]; i++)
         if (!strcmp(keys[i], key))
             return dirs[i];
-    if (i == 8)
+    if (i == MAX_FIXTURES)
         return NULL;
     snprintf(keys[i], sizeof keys[i], "%s", key);
     snprintf(dirs[i], sizeof dirs[i], "%s/m-%s", temp_dir(), key);
-    char ctx_s[16];
+    char ctx_s[16], layers_s[16], seed_s[16], vocab_s[16];
     snprintf(ctx_s, sizeof ctx_s, "%d", ctx);
+    snprintf(layers_s, sizeof layers_s, "%d", layers);
+    snprintf(seed_s, sizeof seed_s, "%d", seed);
+    snprintf(vocab_s, sizeof vocab_s, "%d", vocab);
     char *argv[] = {"make-tiny-model", dirs[i],
-                    "--layers",        "2",
+                    "--layers",        layers_s,
                     "--heads",         "4",
                     "--embd",          "32",
                     "--ctx",           ctx_s,
-                    "--seed",          "3",
-                    "--dtype",         (char *)dtype_name};
-    if (cmd_make_tiny_model(14, argv))
+                    "--seed",          seed_s,
+                    "--dtype",         (char *)dtype_name,
+                    "--vocab",         vocab_s};
+    if (cmd_make_tiny_model(vocab ? 16 : 14, argv))
         printf("make-tiny-model: %s\n", err_msg());
     return dirs[i];
+}
+
+const char *fixture_model(const char *dtype_name, int ctx)
+{
+    return fixture_checkpoint(2, ctx, 3, 0, dtype_name);
 }

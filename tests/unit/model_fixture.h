@@ -2,7 +2,11 @@
 #ifndef KVCHAT_MODEL_FIXTURE_H
 #define KVCHAT_MODEL_FIXTURE_H
 
-/* DIR of a 2-layer, 4-head, 32-wide checkpoint with context `ctx`, weights in `dtype_name`. */
+/* DIR of a 4-head, 32-wide checkpoint of `layers` layers, context ctx and make-tiny-model's seed
+ * (one of fewer layers from the same seed shares the embeddings, so its choices overlap: a
+ * drafter's), its first `vocab` ids (0: GPT-2's 50257), weights in dtype_name. */
+const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const char *dtype_name);
+/* DIR of a 2-layer checkpoint with context `ctx` (seed 3), weights in `dtype_name`. */
 const char *fixture_model(const char *dtype_name, int ctx);
 
 #endif

@@ -13,22 +13,12 @@
 #include "../../kernels/err.h"
 #include "../../ui/cache_model.h"
 #include "check.h"
+#include "model_fixture.h"
 
 /* the target (2 layers) and a drafter of one layer from the same seed: its embeddings are the
  * target's, so its choices overlap */
-static const char *tiny(const char *name, const char *layers)
-{
-    static char dirs[2][4200];
-    char *d = dirs[strcmp(layers, "2") != 0];
-    if (*d)
-        return d;
-    snprintf(d, sizeof dirs[0], "%s/%s", temp_dir(), name);
-    char *argv[] = {"make-tiny-model", d,    "--layers", (char *)layers, "--heads", "4",
-                    "--embd",          "32", "--ctx",    "64",           "--seed",  "7"};
-    if (cmd_make_tiny_model(12, argv))
-        printf("make-tiny-model: %s\n", err_msg());
-    return d;
-}
+#define TARGET fixture_checkpoint(2, 64, 7, 0, "f32")
+#define SHALLOW fixture_checkpoint(1, 64, 7, 0, "f32")
 
 typedef struct {
     loaded_model lm;
@@ -43,7 +33,7 @@ static int setup(rig *r, const char *draft, float temp, double idle)
     memset(r, 0, sizeof *r);
     model_opts mo;
     model_opts_init(&mo);
-    mo.model_dir = tiny("target", "2");
+    mo.model_dir = TARGET;
     mo.wtype = DT_F32;
     mo.device = "cpu";
     mo.threads = 1;
@@ -189,7 +179,7 @@ static void panel_agrees(rig *r, int conv, const char *name)
 
 static void greedy_same_as_plain(void)
 {
-    const char *drafters[] = {"lookup", "self-q8", tiny("shallow", "1")};
+    const char *drafters[] = {"lookup", "self-q8", SHALLOW};
     for (int d = 0; d < 3; d++) {
         rig plain, sp;
         const char *name = d < 2 ? drafters[d] : "a shallower checkpoint";
@@ -241,7 +231,7 @@ static void greedy_same_as_plain(void)
 static void sampling_keeps_cache_exact(void)
 {
     rig r;
-    if (setup(&r, tiny("shallow", "1"), 0.9f, 0))
+    if (setup(&r, SHALLOW, 0.9f, 0))
         return;
     int c = engine_new_conv(r.e), fresh = 1;
     for (int k = 0; k < 8; k++) {

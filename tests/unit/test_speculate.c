@@ -11,28 +11,12 @@
 #include "../../kernels/err.h"
 #include "../../model/speculate.h"
 #include "check.h"
+#include "chi_square.h"
 #include "model_fixture.h"
 
-/* a tiny checkpoint of its own (2 layers; V ids; one with a layer fewer and the same seed shares
- * the embeddings, so its choices overlap the full one's), made once a run */
-static const char *tiny(const char *name, const char *layers, const char *seed)
-{
-    static char dirs[4][4200];
-    static int n;
-    for (int i = 0; i < n; i++)
-        if (strstr(dirs[i], name))
-            return dirs[i];
-    char *d = dirs[n++];
-    snprintf(d, sizeof dirs[0], "%s/%s", temp_dir(), name);
-    char *argv[] = {"make-tiny-model", d,    "--layers", (char *)layers, "--heads", "4",
-                    "--embd",          "32", "--ctx",    "96",           "--seed",  (char *)seed,
-                    "--vocab",         "300"};
-    if (cmd_make_tiny_model(14, argv))
-        printf("make-tiny-model: %s\n", err_msg());
-    return d;
-}
-#define TARGET tiny("target", "2", "3")
-#define SHALLOW tiny("shallow", "1", "3")
+/* the target and a drafter of a layer fewer from its seed (their choices overlap), 300 ids */
+#define TARGET fixture_checkpoint(2, 96, 3, 300, "f32")
+#define SHALLOW fixture_checkpoint(1, 96, 3, 300, "f32")
 
 typedef struct {
     gpt2_model m;
@@ -107,7 +91,7 @@ static void verify_rows(void)
 static int decode(rig *r, drafter *d, const sampler_params *sp, const int *prompt, int n,
                   int n_predict, int *out, spec_stats *stats)
 {
-    int ids[96], next, made = 0, queue[DRAFT_MAX_TOKENS + 1], queued = 0, taken = 0, rc = -1;
+    int ids[96], next, made = 0, rc = -1;
     memcpy(ids, prompt, sizeof *ids * (size_t)n);
     kv_seq *cache = kv_seq_new(r->pool, 0);
     spec *s = d ? spec_new(&r->m, r->b, d) : NULL;
@@ -117,18 +101,12 @@ static int decode(rig *r, drafter *d, const sampler_params *sp, const int *promp
     if (!cache || (d && !s) || gpt2_step(&r->m, r->b, cache, ids, n, &pick, &next, NULL))
         goto out;
     while (made < n_predict) {
-        int kept = taken < queued, id = kept ? queue[taken++] : next;
-        ids[n++] = out[made++] = id;
-        if (kept || made == n_predict)
-            continue;
+        ids[n++] = out[made++] = next;
+        if (made == n_predict)
+            break;
         if (s) {
-            int got, rejected, left = n_predict - made;
-            if (spec_round(s, cache, ids, n, &smp, left, queue, &got, &rejected) ||
-                kv_len(cache) != n + got - 1 + rejected || kv_truncate(cache, n + got - 1))
+            if (spec_next(s, cache, ids, n, &smp, n_predict - made, &next, NULL))
                 goto out;
-            next = queue[got - 1];
-            queued = got - 1;
-            taken = 0;
         } else {
             pick = sampler_draw(&smp, ids, n);
             if (gpt2_step(&r->m, r->b, cache, ids + n - 1, 1, &pick, &next, NULL))
@@ -186,47 +164,6 @@ static void greedy_same_reply(void)
             }
         rig_close(&r);
     }
-}
-
-/* the regularised upper incomplete gamma Q(a, x): the chi-square's p-value is Q(df / 2, x / 2) */
-static double gamma_q(double a, double x)
-{
-    if (x <= 0)
-        return 1;
-    double lg = lgamma(a);
-    if (x < a + 1) { /* the series of P */
-        double term = 1 / a, sum = term;
-        for (int n = 1; n < 500; n++) {
-            term *= x / (a + n);
-            sum += term;
-        }
-        return 1 - sum * exp(-x + a * log(x) - lg);
-    }
-    double b = x + 1 - a, c = 1e300, d = 1 / b, h = d; /* Lentz's continued fraction of Q */
-    for (int i = 1; i < 500; i++) {
-        double an = -i * (i - a);
-        b += 2;
-        d = an * d + b;
-        d = fabs(d) < 1e-300 ? 1e-300 : d;
-        c = b + an / c;
-        c = fabs(c) < 1e-300 ? 1e-300 : c;
-        d = 1 / d;
-        h *= d * c;
-    }
-    return exp(-x + a * log(x) - lg) * h;
-}
-
-/* the p-value of two samples' counts over V ids coming from one distribution */
-static double chi_square_p(const int *a, const int *b, int V)
-{
-    double x = 0;
-    int cells = 0;
-    for (int i = 0; i < V; i++)
-        if (a[i] + b[i]) {
-            x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
-            cells++;
-        }
-    return cells < 2 ? 1 : gamma_q((cells - 1) / 2.0, x / 2);
 }
 
 /* 20,000 draws a side; under AddressSanitizer, which checks the same code for memory faults and
@@ -412,7 +349,7 @@ static void drafter_errors(void)
     draft_opts_default(&o);
     draft_parse(TARGET, &o);
     CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "vocabulary of 300") &&
-              strstr(err_msg(), "/target") && strstr(err_msg(), "50257") && strstr(err_msg(), dir),
+              strstr(err_msg(), TARGET) && strstr(err_msg(), "50257") && strstr(err_msg(), dir),
           "another vocabulary: %s", err_msg());
     draft_parse("/nonexistent-draft", &o);
     CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), "/nonexistent-draft"),

@@ -18,8 +18,9 @@ int act_redo_new(engine *e, const json_t *ev) { return recreated(ev, engine_new_
 
 int act_redo_fork(engine *e, const json_t *ev)
 {
-    /* the cache manager's fork event; /fork's names the conversation forked */
-    return ev_fork_has_parent(ev) ? recreated(ev, engine_fork(e, ev_fork_parent(ev))) : 0;
+    /* the cache manager's fork event, or a drafter's cache forked with its conversation; /fork's
+     * names the conversation forked */
+    return ev_fork_made_conv(ev) ? recreated(ev, engine_fork(e, ev_fork_parent(ev))) : 0;
 }
 
 int act_redo_set(engine *e, const json_t *ev)

@@ -344,6 +344,13 @@ static inline const char *ev_type(const json_t *ev)
 }
 static inline int ev_conv(const json_t *ev) { return EV_GET_INT(json_object_get(ev, "conv")); }
 static inline double ev_t(const json_t *ev) { return EV_GET_NUM(json_object_get(ev, "t")); }
+/* a fork that made a conversation (/fork's, naming its parent), not a drafter's cache forked with
+ * it (the same event, its cache block marked draft) */
+static inline int ev_fork_made_conv(const json_t *ev)
+{
+    return ev_kind_of(ev) == EVK_FORK && ev_fork_has_parent(ev) &&
+           !json_is_true(json_object_get(json_object_get(ev, "cache"), "draft"));
+}
 
 /* NULL when ev is an event as declared (a known type, "conv", "t", each field's type and range,
  * and what ties its fields together), in a session of window W and vocabulary V; else why not,

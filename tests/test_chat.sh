@@ -278,6 +278,17 @@ vb = [(e["drafted"], e["accepted"]) for e in b if e["ev"] == "verify"]
 assert va and va == vb, (va, vb)
 assert "not used" not in open(sys.argv[3]).read()
 PY
+# a fork under a model drafter records two fork events (the conversation's, its drafter's cache's):
+# verify makes the conversation once, the transcript says it once, a resume restores it
+rm -f "$TMP/dfork.jsonl"
+printf 'hello there\n/fork\nhi in the fork\n' | chat --draft self-q8 --session "$TMP/dfork.jsonl" \
+    >/dev/null 2>&1
+check "${TAG}chat/a session forked under --draft self-q8 verifies" \
+    "$KV" replay "$TMP/dfork.jsonl" --verify
+same "${TAG}chat/... and its transcript says the fork once" 1 \
+    "$("$KV" replay "$TMP/dfork.jsonl" --no-tui | grep -c 'forked from conv 1')"
+echo "and again" | "$KV" chat --no-tui --resume "$TMP/dfork.jsonl" -n 4 >/dev/null 2>&1
+check "${TAG}chat/... and it resumes and verifies again" "$KV" replay "$TMP/dfork.jsonl" --verify
 # resumed without --save-cache, the windows prefilled again in one pass and the drafters' caches
 # empty: verify rebuilds them as the resumed run did (sampled, q8 weights and self-q8, 14 seeds;
 # verifying straight through the resume failed 2 of 16 with -n 12)

@@ -49,7 +49,7 @@ static const char *mark(const json_t *ev, char *buf, size_t n)
         case EVK_EDIT: return "(edit: the last message and its reply, replaced)";
         case EVK_CLEAR: return "(clear: every turn dropped)";
         case EVK_FORK:
-            if (!ev_fork_has_parent(ev))
+            if (!ev_fork_made_conv(ev))
                 return NULL;
             snprintf(buf, n, "(forked from conv %d)", ev_fork_parent(ev));
             return buf;

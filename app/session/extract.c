@@ -10,7 +10,7 @@
 static int made_by_fork(json_t *const *evs, int before, int id)
 {
     for (int i = before - 1; i >= 0; i--)
-        if (ev_kind_of(evs[i]) == EVK_FORK && ev_fork_has_parent(evs[i]) && ev_conv(evs[i]) == id)
+        if (ev_fork_made_conv(evs[i]) && ev_conv(evs[i]) == id)
             return i;
     return -1;
 }

@@ -10,7 +10,7 @@
  * names no parent) */
 static int makes_conv(const json_t *ev)
 {
-    return ev_kind_of(ev) == EVK_NEW || (ev_kind_of(ev) == EVK_FORK && ev_fork_has_parent(ev));
+    return ev_kind_of(ev) == EVK_NEW || ev_fork_made_conv(ev);
 }
 
 /* The turn_end holding conversation id's window before event `at`: its own last one, else, for a
@@ -25,7 +25,7 @@ static const json_t *window_before(const session *s, int id, int at)
         switch (ev_kind_of(ev)) {
             case EVK_TURN_END: return ev;
             case EVK_NEW: return NULL;
-            case EVK_FORK: id = ev_fork_has_parent(ev) ? ev_fork_parent(ev) : id; break;
+            case EVK_FORK: id = ev_fork_made_conv(ev) ? ev_fork_parent(ev) : id; break;
             default: break;
         }
     }

@@ -228,14 +228,14 @@ check "${TAG}bad/a session whose first turn failed resumes" bash -c "printf 'aga
 # reach the terminal as visible text, in listings and in error messages alike
 mkdir -p "$B/xdg/kvchat/sessions"
 printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --session "$B/plain.jsonl" >/dev/null 2>&1
-"$PYTHON" - "$B/plain.jsonl" "$B/xdg/kvchat/sessions/evil.jsonl" <<'PY'
+"$PYTHON" - "$B/plain.jsonl" "$B/xdg/kvchat/sessions/evil.jsonl" "$B/missing" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 h = json.loads(lines[0])
 osc = "\u001b]52;c;SGVsbG8=\u0007"
 h["created"] = osc + "\u001b[2J"
 h["model"]["name"] = "m" + osc
-h["model"]["dir"] = "/nonexistent/" + osc + "\u009b31m"
+h["model"]["dir"] = sys.argv[3] + "/" + osc + "\u009b31m"
 open(sys.argv[2], "w").write("\n".join([json.dumps(h)] + lines[1:]) + "\n")
 PY
 raw_bytes() { # the escape, bell and CSI bytes in FILE
@@ -249,7 +249,7 @@ XDG_DATA_HOME=$B/xdg "$KV" replay >"$B/list2.out" 2>&1
 same "${TAG}bad/a bare kvchat replay escapes them" 0 "$(raw_bytes "$B/list2.out")"
 "$KV" chat --no-tui --resume "$B/xdg/kvchat/sessions/evil.jsonl" </dev/null >/dev/null 2>"$B/dir.err"
 same "${TAG}bad/an error quoting a recorded model.dir escapes it" 0 "$(raw_bytes "$B/dir.err")"
-check "${TAG}bad/... and names it" grep -qF '/nonexistent/^[]52;c;SGVsbG8=^G<U+009B>31m' "$B/dir.err"
+check "${TAG}bad/... and names it" grep -qF "$B/missing/^[]52;c;SGVsbG8=^G<U+009B>31m" "$B/dir.err"
 
 # a file written whole (a dump, a /save) never replaces a device, a FIFO or another kvchat's live
 # session: a FIFO is written into, a locked file refused
@@ -376,6 +376,53 @@ expect_error "${TAG}bad/perplexity --stride 0" 2 "--stride: expected" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 0
 expect_error "${TAG}bad/perplexity --stride past the window" 1 "--stride 40: at most the window" \
     "$KV" perplexity -m "$B/good" "$B/ppl.txt" --stride 40
+# perplexity's outputs: never over an input, nor over a file that is no earlier output of theirs
+# (unless --force), checked before anything is measured; a window of 1; a damaged base run
+cp "$B/ppl.txt" "$B/ppl-keep.txt"
+expect_error "${TAG}bad/perplexity --save-logits over the text it reads" 1 \
+    "--save-logits $B/ppl.txt: a file this run reads" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --save-logits "$B/ppl.txt"
+same "${TAG}bad/... and the text is as it was" "" "$(cmp "$B/ppl.txt" "$B/ppl-keep.txt" 2>&1)"
+expect_error "${TAG}bad/perplexity --json over the model's weights" 1 \
+    "model.safetensors: a file this run reads" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --json "$B/good/model.safetensors" --force
+echo "my notes" >"$B/notes.txt"
+expect_error "${TAG}bad/perplexity --json over a file that is not its output" 1 \
+    "notes.txt exists and is not an earlier --json output: remove it, choose another name or give" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --json "$B/notes.txt"
+same "${TAG}bad/... and the file is as it was" "my notes" "$(cat "$B/notes.txt")"
+expect_error "${TAG}bad/perplexity --save-logits over a session" 1 \
+    "is not an earlier --save-logits output" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --save-logits "$B/habits.jsonl"
+for args in "--ctx 1" "--ctx 1 --positions"; do
+    expect_error "${TAG}bad/perplexity $args: a window of 1, at once" 1 \
+        "a window of 1 position: perplexity needs 2 or more" \
+        timeout 60 "$KV" perplexity -m "$B/good" "$B/ppl.txt" $args
+done
+"$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --save-logits "$B/ppl.good" -q >/dev/null
+"$PYTHON" -c 'import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+inf, neg = bytearray(d), bytearray(d)
+struct.pack_into("<H", inf, 16 + 12 + 10, 0x7C00)  # a log-probability of row 0: +inf
+struct.pack_into("<i", neg, 12, -3)  # the count
+open(sys.argv[2], "wb").write(inf); open(sys.argv[3], "wb").write(neg)' \
+    "$B/ppl.good" "$B/ppl.inf" "$B/ppl.neg"
+expect_error "${TAG}bad/perplexity --kl-divergence of a base with a number that is not finite" 1 \
+    "ppl.inf: token 0 \(id [0-9]+\) holds a number that is not finite" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --kl-divergence "$B/ppl.inf"
+expect_error "${TAG}bad/perplexity --kl-divergence of a base with a negative count" 1 \
+    "ppl.neg: a base run of -3 tokens" \
+    "$KV" perplexity -m "$B/good" "$B/ppl.txt" --ctx 8 --kl-divergence "$B/ppl.neg"
+# SIGTERM (and SIGHUP) leave no FILE.part behind --save-logits
+head -c 20000 README.md >"$B/long.txt"
+"$KV" perplexity -m "$B/good" "$B/long.txt" --ctx 32 --save-logits "$B/term.bin" -q \
+    >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -e "$B/term.bin.part" ] || ! kill -0 $pid 2>/dev/null && break; sleep 0.05; done
+kill -TERM $pid 2>/dev/null
+wait $pid
+same "${TAG}bad/perplexity --save-logits stopped by SIGTERM leaves no part file" "" \
+    "$(ls "$B" | grep '^term.bin')"
 # --repeat and --recall: their windows, their chats
 expect_error "${TAG}bad/perplexity --repeat in too small a window" 1 \
     "--repeat: a window of 32 positions; a passage, 150 tokens of other text and the passage" \

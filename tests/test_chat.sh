@@ -50,7 +50,8 @@ expect_error "${TAG}chat/--cache-layout bad" 2 "--cache-layout: expected paged o
 expect_error "${TAG}chat/--cache-mem bad" 2 "--cache-mem: expected a size" "$KV" chat --no-tui -m "$CM" --cache-mem 12Q
 expect_error "${TAG}chat/--cache-dtype bad" 2 "--cache-dtype: expected" "$KV" chat --no-tui -m "$CM" --cache-dtype q4
 expect_error "${TAG}chat/--ctx above the model" 1 "--ctx 100 is not in 1..64" "$KV" chat --no-tui -m "$CM" --ctx 100
-expect_error "${TAG}chat/--events unwritable" 1 "--events /nonexistent/ev.jsonl" "$KV" chat --no-tui -m "$CM" --events /nonexistent/ev.jsonl
+expect_error "${TAG}chat/--events unwritable" 1 "--events $TMP/missing/ev.jsonl" \
+    "$KV" chat --no-tui -m "$CM" --events "$TMP/missing/ev.jsonl"
 expect_error "${TAG}chat/--cache-mem too small" 1 "smaller than one block" "$KV" chat --no-tui -m "$CM" --cache-mem 1K
 expect_error "${TAG}chat/--ctx smaller than the preamble" 1 "cannot hold the gpt2 template's preamble" \
     bash -c "echo hi | '$KV' chat --no-tui -m '$CM' --ctx 8"

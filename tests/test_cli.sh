@@ -158,8 +158,8 @@ same "${TAG}cli/bench --speculative with a bad drafter measures nothing first" "
     "$(grep "decode step" "$TMP/out")"
 expect_error "${TAG}cli/bench --draft without --speculative" 2 "only with --speculative" \
     "$KV" bench -m "$M" --draft lookup
-expect_error "${TAG}cli/--draft that does not load" 1 "draft model /nonexistent-draft" \
-    "$KV" generate -m "$M" -p hi --draft /nonexistent-draft
+expect_error "${TAG}cli/--draft that does not load" 1 "draft model $TMP/missing-draft" \
+    "$KV" generate -m "$M" -p hi --draft "$TMP/missing-draft"
 expect_error "${TAG}cli/--draft-max out of range" 2 "--draft-max" \
     "$KV" generate -m "$M" -p hi --draft lookup --draft-max 16
 expect_error "${TAG}cli/--draft with --force-ids" 2 "--draft: not with --force-ids" \

@@ -16,9 +16,11 @@
 #include "../../kernels/err.h"
 #include "../files.h"
 #include "../options.h"
+#include "../safe_text.h"
 #include "../selftest.h"
 #include "commands.h"
 #include "copying.h"
+#include "logits_file.h"
 
 const char PERPLEXITY_HELP[] =
     "usage: kvchat perplexity [-m DIR] FILE [options]\n"
@@ -53,18 +55,18 @@ const char PERPLEXITY_HELP[] =
     "                             (the f16 file sets a floor: a run against its own base\n"
     "                             shows it, about 1e-6 for GPT-2)\n"
     "      --json FILE            the per-token figures (position, id, loss; KL and top-1)\n"
+    "      --force                write --save-logits and --json over an existing file that\n"
+    "                             is no earlier output of theirs (never over an input)\n"
     "      --repeat               passages read twice: the drop in loss at the second reading\n"
     "      --recall CHATS         recall chats (JSON lines): the fill's top-1 accuracy with the\n"
     "                             fact in the window and without it\n"
     "  -q, --quiet                no progress bar\n"
     "\n" MODEL_OPTS_HELP CACHE_OPTS_HELP;
 
-static const char MAGIC[8] = "KVPPLv1";
-
 typedef struct {
     model_opts mo;
     const char *file, *save, *base, *json, *recall;
-    int stride, positions, quiet, repeat;
+    int stride, positions, quiet, repeat, force;
     long max_tokens;
 } ppl_args;
 
@@ -119,6 +121,8 @@ static int parse_args(ppl_args *a, int argc, char **argv)
             if (r < 0)
                 return -1;
             a->recall = v;
+        } else if (opt_match(argc, argv, &i, NULL, "--force", NULL)) {
+            a->force = 1;
         } else if (opt_match(argc, argv, &i, NULL, "--repeat", NULL)) {
             a->repeat = 1;
         } else if (opt_match(argc, argv, &i, NULL, "--positions", NULL)) {
@@ -163,75 +167,11 @@ static int log_softmax(const float *logits, int V, float *lp)
     return top;
 }
 
-/* the base run's file: MAGIC, vocab and count (int32 each), then per token its id and its top id
- * (int32: top-1 agreement exactly), its loss (float32: the base's PPL exactly) and the V
- * log-probabilities (f16) */
-typedef struct {
-    FILE *f;
-    int V;
-    long count, read;
-    uint16_t *row;
-} base_run;
-
-static int base_open(base_run *b, const char *path, int V)
+/* a number for JSON: JSON has no NaN or infinity, so those are null */
+static const char *num(char buf[32], double v)
 {
-    char magic[8];
-    int32_t head[2];
-    memset(b, 0, sizeof *b);
-    if (!(b->f = fopen(path, "rb")))
-        return err_set("%s: %s", path, strerror(errno));
-    if (fread(magic, 1, 8, b->f) != 8 || memcmp(magic, MAGIC, 8) || fread(head, 4, 2, b->f) != 2)
-        return err_set("%s: not a kvchat perplexity --save-logits file", path);
-    long long want = 16 + (long long)head[1] * (12 + 2ll * head[0]);
-    if (head[0] != V || head[1] < 0 || fseek(b->f, 0, SEEK_END) || ftell(b->f) != want ||
-        fseek(b->f, 16, SEEK_SET))
-        return err_set("%s: a base run of another vocabulary (%d, this model's %d) or cut short",
-                       path, head[0], V);
-    b->V = V;
-    b->count = head[1];
-    if (!(b->row = err_malloc(sizeof *b->row * (size_t)V, "a base run's row")))
-        return -1;
-    return 0;
-}
-
-/* the base's next row into lp, checked to score the same token; *lse: what makes the row a
- * distribution again (f16's rounding leaves its probabilities summing to 1 only within about 1e-3,
- * an error KL would take in whole), subtracted in double where it is used */
-static int base_next(base_run *b, int id, float *lp, double *lse, int32_t *top, float *nll,
-                     const char *path)
-{
-    int32_t got;
-    if (b->read >= b->count || fread(&got, 4, 1, b->f) != 1 || fread(top, 4, 1, b->f) != 1 ||
-        fread(nll, 4, 1, b->f) != 1 || fread(b->row, 2, (size_t)b->V, b->f) != (size_t)b->V)
-        return err_set("%s: the base run scored %ld tokens, this one more (another text, --ctx, "
-                       "--stride or --tokens?)",
-                       path, b->count);
-    if (got != id)
-        return err_set("%s: token %ld differs (base %d, this run %d): another text, --ctx or "
-                       "--stride?",
-                       path, b->read, got, id);
-    b->read++;
-    double mx = -INFINITY, sum = 0;
-    for (int v = 0; v < b->V; v++) {
-        lp[v] = dt_f16_to_f32(b->row[v]);
-        mx = lp[v] > mx ? lp[v] : mx;
-    }
-    for (int v = 0; v < b->V; v++)
-        sum += exp(lp[v] - mx);
-    *lse = mx + log(sum);
-    return 0;
-}
-
-static int save_row(FILE *f, int id, int top, const float *lp, int V, uint16_t *row)
-{
-    int32_t i[2] = {id, top};
-    float nll = -lp[id];
-    for (int v = 0; v < V; v++)
-        row[v] = dt_f32_to_f16(lp[v] < -65000 ? -65000 : lp[v]);
-    return fwrite(i, 4, 2, f) == 2 && fwrite(&nll, 4, 1, f) == 1 &&
-                   fwrite(row, 2, (size_t)V, f) == (size_t)V
-               ? 0
-               : -1;
+    snprintf(buf, 32, isfinite(v) ? "%.10g" : "null", v);
+    return buf;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -294,10 +234,11 @@ static int window(loaded_model *lm, const int *w, int len, int first, long offse
             break;
         }
         if (json) {
-            fprintf(json, "%s\n  {\"at\": %ld, \"pos\": %d, \"id\": %d, \"nll\": %.6f",
-                    s->scored ? "," : "", offset + j, j, id, nll);
+            char x[32], y[32];
+            fprintf(json, "%s\n  {\"at\": %ld, \"pos\": %d, \"id\": %d, \"nll\": %s",
+                    s->scored ? "," : "", offset + j, j, id, num(x, nll));
             if (base)
-                fprintf(json, ", \"kl\": %.6g, \"top1\": %s", kl, same ? "true" : "false");
+                fprintf(json, ", \"kl\": %s, \"top1\": %s", num(y, kl), same ? "true" : "false");
             fputc('}', json);
         }
         s->scored++;
@@ -356,21 +297,23 @@ static void report(const ppl_sums *s, const ppl_args *a, int ctx, FILE *json)
         qsort(s->kls, (size_t)s->scored, sizeof *s->kls, cmp_float);
         kl_p99 = s->kls[(long)(0.99 * (s->scored - 1))];
         base_ppl = exp(s->base_nll / s->scored);
+        char name[4200];
         printf("against %s: mean KL %.3g  99th percentile %.3g  top-1 agreement %.2f%%  "
                "PPL %.3f -> %.3f (%+.3f)\n",
-               a->base, s->kl / s->scored, kl_p99, 100.0 * s->top1 / s->scored, base_ppl, ppl,
-               ppl - base_ppl);
+               safe_copy(name, sizeof name, a->base), s->kl / s->scored, kl_p99,
+               100.0 * s->top1 / s->scored, base_ppl, ppl, ppl - base_ppl);
     }
     if (json) {
-        fprintf(json, "\n ],\n \"scored\": %ld, \"perplexity\": %.6f, \"mean_nll\": %.6f",
-                s->scored, ppl, s->nll / s->scored);
+        char x[4][32];
+        fprintf(json, "\n ],\n \"scored\": %ld, \"perplexity\": %s, \"mean_nll\": %s", s->scored,
+                num(x[0], ppl), num(x[1], s->nll / s->scored));
         if (s->sink_steps)
-            fprintf(json, ", \"sink\": %.6f", s->sink / s->sink_steps);
+            fprintf(json, ", \"sink\": %s", num(x[0], s->sink / s->sink_steps));
         if (a->base)
             fprintf(json,
-                    ", \"kl_mean\": %.10g, \"kl_p99\": %.10g, \"top1\": %.8f, "
-                    "\"base_perplexity\": %.6f",
-                    s->kl / s->scored, kl_p99, (double)s->top1 / s->scored, base_ppl);
+                    ", \"kl_mean\": %s, \"kl_p99\": %s, \"top1\": %.8f, \"base_perplexity\": %s",
+                    num(x[0], s->kl / s->scored), num(x[1], kl_p99), (double)s->top1 / s->scored,
+                    num(x[2], base_ppl));
         fprintf(json, "\n}\n");
     }
 }
@@ -379,6 +322,9 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
 {
     gpt2_model *m = &lm->model;
     int V = m->cfg.vocab_size, ctx = kv_pool_opts(lm->pool)->window;
+    if (ctx < 2)
+        return err_set("a window of %d position%s: perplexity needs 2 or more (--ctx)", ctx,
+                       ctx == 1 ? "" : "s");
     int stride = a->stride ? a->stride : a->positions ? ctx : ctx / 2;
     int first = a->positions ? 1 : ctx - stride, rc = -1;
     if (stride > ctx || first < 1)
@@ -410,15 +356,15 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
         goto out;
     }
     if (a->save) {
-        int32_t head[2] = {V, (int32_t)total};
-        if (part_open(&save, a->save) || fwrite(MAGIC, 1, 8, save.f) != 8 ||
-            fwrite(head, 4, 2, save.f) != 2)
+        if (part_open(&save, a->save) || save_head(save.f, V, total))
             goto out;
     }
-    if (a->json && (part_open(&json, a->json) || fprintf(json.f, "{\n \"tokens\": [") < 0))
+    if (a->json && (part_open(&json, a->json) || fprintf(json.f, "%s", JSON_HEAD) < 0))
         goto out;
     int bar = !a->quiet && isatty(STDERR_FILENO);
-    signal(SIGINT, on_sigint);
+    signal(SIGINT, on_sigint); /* a stop leaves no part file behind */
+    signal(SIGTERM, on_sigint);
+    signal(SIGHUP, on_sigint);
     rc = 0;
     for (long s0 = 0; !rc && s0 + first < n && s.scored < total && !interrupted; s0 += stride) {
         int len = s0 + ctx < n ? ctx : (int)(n - s0);
@@ -428,6 +374,8 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
             progress(s.scored, total, &s);
     }
     signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     if (bar)
         fputc('\n', stderr);
     if (!rc && interrupted)
@@ -439,9 +387,7 @@ out:
         rc = -1;
     if (json.f && part_commit(&json, !rc))
         rc = -1;
-    if (base.f)
-        fclose(base.f);
-    free(base.row);
+    base_close(&base);
     free(buf);
     free(s.pos_nll);
     free(s.pos_n);
@@ -449,11 +395,35 @@ out:
     return rc;
 }
 
+/* The outputs' paths, before anything is loaded or measured: never an input (the text, the base
+ * run, the model's files), and an existing file only when it is an earlier output of its kind */
+static int claim_outputs(const ppl_args *a)
+{
+    char dir[4096], files[5][4200];
+    const char *names[5] = {"config.json", "model.safetensors", "pytorch_model.bin", "vocab.json",
+                            "merges.txt"};
+    const char *inputs[8] = {a->file ? a->file : "", a->base ? a->base : ""};
+    const char *d = resolve_model_dir(&a->mo, dir, sizeof dir);
+    for (int i = 0; i < 5; i++) {
+        snprintf(files[i], sizeof files[i], "%s/%s", d ? d : ".", names[i]);
+        inputs[2 + i] = files[i];
+    }
+    if (a->save && output_claim(a->save, "--save-logits", LOGITS_HEAD, inputs, a->force))
+        return -1;
+    if (a->json && output_claim(a->json, "--json", JSON_HEAD, inputs, a->force))
+        return -1;
+    if (a->save && a->json && same_file(a->save, a->json))
+        return err_set("--save-logits and --json: one file for both");
+    return 0;
+}
+
 int cmd_perplexity(int argc, char **argv)
 {
     ppl_args a = {0};
     if (parse_args(&a, argc, argv))
         return EXIT_USAGE;
+    if (claim_outputs(&a))
+        return EXIT_RUNTIME;
     loaded_model lm;
     if (a.recall) {
         if (selftest_load(&lm, &a.mo))

@@ -250,6 +250,16 @@ same "${TAG}bad/a bare kvchat replay escapes them" 0 "$(raw_bytes "$B/list2.out"
 "$KV" chat --no-tui --resume "$B/xdg/kvchat/sessions/evil.jsonl" </dev/null >/dev/null 2>"$B/dir.err"
 same "${TAG}bad/an error quoting a recorded model.dir escapes it" 0 "$(raw_bytes "$B/dir.err")"
 check "${TAG}bad/... and names it" grep -qF "$B/missing/^[]52;c;SGVsbG8=^G<U+009B>31m" "$B/dir.err"
+# a drafter's directory named with escape sequences: generate --draft's summary and bench
+# --speculative's table show it made safe
+evil_draft="$B/draft$(printf '\033]52;c;SGVsbG8=\007')"
+cp -r "$B/good" "$evil_draft"
+"$KV" generate -m "$B/good" --prompt-ids 1,2,3 -n 4 --temp 0 --draft "$evil_draft" \
+    >/dev/null 2>"$B/gen-draft.err"
+same "${TAG}bad/generate --draft names an escaping drafter's folder made safe" "0|1" \
+    "$(raw_bytes "$B/gen-draft.err")|$(grep -c '^\[draft .*draft^\[\]52' "$B/gen-draft.err")"
+"$KV" bench --speculative -m "$B/good" -n 4 --runs 1 --draft "$evil_draft" >"$B/spec.out" 2>&1
+same "${TAG}bad/bench --speculative's table makes it safe too" 0 "$(raw_bytes "$B/spec.out")"
 
 # a file written whole (a dump, a /save) never replaces a device, a FIFO or another kvchat's live
 # session: a FIFO is written into, a locked file refused

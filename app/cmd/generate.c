@@ -220,10 +220,11 @@ static int generate(loaded_model *lm, const gen_args *a, int *ids, int n_prompt,
                 made > 0 ? made / t_decode : 0.0, a->no_cache ? ", no cache" : "");
     if (!a->quiet && sp) {
         const spec_stats *st = spec_get_stats(sp);
+        char name[4200]; /* a directory's name may hold escape sequences */
         fprintf(stderr,
                 "[draft %s: %ld drafted, %ld accepted (%.0f%%; %.0f%% of %ld tested), %.2f tokens "
                 "a model pass over %ld passes]\n",
-                draft_name(&a->draft), st->drafted, st->accepted,
+                safe_copy(name, sizeof name, draft_name(&a->draft)), st->drafted, st->accepted,
                 st->drafted ? 100.0 * st->accepted / st->drafted : 0.0,
                 st->tested ? 100.0 * st->accepted / st->tested : 0.0, st->tested,
                 st->rounds ? (double)st->made / st->rounds : 0.0, st->rounds);

@@ -24,6 +24,7 @@
 #include "bench.h"
 #include "bench_convs.h"
 #include "bench_stats.h"
+#include "copying.h"
 
 enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
 static const char *const RULE[N_RULES] = {"exact",        "shift", "window",
@@ -53,8 +54,8 @@ typedef struct {
     double *lp_full, *lp, *acc_full; /* acc_full: attention each position received so far */
     float *logits, *mass;
     int *spans, *kept;
-    double early, late, sink, sink_uniform; /* the gates' sums, from the full runs */
-    long n_early, n_late, sink_steps;
+    double sink, sink_uniform; /* the sink's sums, from the full runs */
+    long sink_steps;
 } text_bench;
 
 static double mean_mass(const text_bench *tb, int span, int n_spans)
@@ -158,7 +159,7 @@ static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
     return rc;
 }
 
-/* the full run's step at t: its distribution, the gates' sums and the attention received */
+/* the full run's step at t: its distribution, the sink's sums and the attention received */
 static int full_step(text_bench *tb, kv_seq *full, int t, int *top)
 {
     if (step(tb, full, tb->ids[t], 0, 1, tb->logits))
@@ -171,12 +172,6 @@ static int full_step(text_bench *tb, kv_seq *full, int t, int *top)
         tb->sink_steps++;
     }
     *top = bs_log_softmax(tb->logits, tb->V, tb->lp_full);
-    double nll = -tb->lp_full[tb->ids[t + 1]];
-    int p = t + 1, P = tb->P; /* the predicted token's position; 0-31 and 200-255 of 512 */
-    if (p < P / 16)
-        tb->early += nll, tb->n_early++;
-    else if (p >= P * 25 / 64 && p < P / 2)
-        tb->late += nll, tb->n_late++;
     return 0;
 }
 
@@ -254,26 +249,35 @@ static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
     return 0;
 }
 
-static int gates(text_bench *tb, json_t *doc)
+/* Before any comparison: whether the model copies from far back (perplexity --repeat on the same
+ * text: passages read again after the text that follows them), and its attention on position 0.
+ * A model that does not copy reads nothing an exact eviction could lose. */
+static int gates(text_bench *tb, const int *ids, int n, json_t *doc)
 {
-    double early = tb->early / tb->n_early, late = tb->late / tb->n_late;
     double sink = tb->sink / tb->sink_steps, uniform = tb->sink_uniform / tb->sink_steps;
-    int uses = early - late >= 0.3;
-    printf("gate: the model uses its context: loss at positions %d-%d %.3f, at 0-%d %.3f: "
-           "%.3f nats lower (0.3 needed): %s\n",
-           tb->P * 25 / 64, tb->P / 2 - 1, late, tb->P / 16 - 1, early, early - late,
-           uses ? "holds" : "FAILS");
+    copy_figures copy = {0};
+    int measured = tb->P >= 350;
+    printf("gate: whether the model copies from far back (kvchat perplexity --repeat):\n");
+    if (!measured)
+        printf("repeat: not measured (a passage, 150 tokens and the passage again need 350 "
+               "positions; the model has %d)\n",
+               tb->P);
+    else if (copy_repeat(tb->lm, ids, n, 100, 1, &copy))
+        return -1;
     printf("the sink: position 0 gets %.1f%% of the attention (mean over layers, heads and "
            "steps; a uniform reading %.1f%%)\n",
            100 * sink, 100 * uniform);
-    if (!uses)
-        printf("The model does not use its context: what follows says nothing about the rules "
-               "(noise).\n");
-    json_object_set_new(doc, "gates",
-                        json_pack("{s:f, s:f, s:b, s:f, s:f}", "loss_early", early, "loss_late",
-                                  late, "uses_context", uses, "sink", sink, "sink_uniform",
-                                  uniform));
-    return uses;
+    if (!copy.holds)
+        printf("The model does not copy from far back: what follows says nothing about which "
+               "rule keeps it faithful (no difference can be measured).\n");
+    json_t *g =
+        json_pack("{s:b, s:f, s:f}", "copies", copy.holds, "sink", sink, "sink_uniform", uniform);
+    if (measured)
+        json_object_set_new(g, "repeat",
+                            json_pack("{s:f, s:[f,f], s:i}", "drop", copy.drop, "drop_95",
+                                      copy.ci[0], copy.ci[1], "passages", copy.passages));
+    json_object_set_new(doc, "gates", g);
+    return 0;
 }
 
 int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed)
@@ -366,7 +370,8 @@ int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json,
     json_object_set_new(doc, "text_sha256", json_string(hex));
     json_object_set_new(doc, "positions", json_integer(tb.P));
     json_object_set_new(doc, "starts", json_incref(starts));
-    gates(&tb, doc);
+    if (gates(&tb, ids, n, doc))
+        goto out;
     for (int b = 0; b < 3; b++)
         if (print_budget(&tb, budgets[b], seed, rows))
             goto out;

@@ -82,7 +82,8 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int quiet)
+int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int quiet,
+                copy_figures *out)
 {
     int ctx = kv_pool_opts(lm->pool)->window, V = lm->model.cfg.vocab_size;
     int most = 2 * PASSAGE + GAP_MAX, rc = -1, count = 0;
@@ -135,8 +136,11 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
     printf("repeat: loss %.3f at the first reading, %.3f at the second (tokens 3-%d): a drop of "
            "%.3f nats [95%% %.3f, %.3f]\n",
            first, second, PASSAGE, drop, ci_drop[0], ci_drop[1]);
+    int holds = drop >= 1.0 && ci_drop[0] > 0.5;
     printf("repeat gate (a drop of at least 1.0 nat, its interval above 0.5): %s\n",
-           drop >= 1.0 && ci_drop[0] > 0.5 ? "holds" : "fails");
+           holds ? "holds" : "fails");
+    if (out)
+        *out = (copy_figures){drop, {ci_drop[0], ci_drop[1]}, count, holds};
 out:
     free(units);
     free(rows);

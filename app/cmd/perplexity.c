@@ -450,7 +450,7 @@ int cmd_perplexity(int argc, char **argv)
         if (a.repeat && a.max_tokens >= 0 && n > a.max_tokens) /* the text --repeat reads */
             n = (int)a.max_tokens;
         int quiet = a.quiet || !isatty(STDERR_FILENO);
-        if (a.repeat ? !copy_repeat(&lm, ids, n, -1, quiet) : !measure(&lm, &a, ids, n))
+        if (a.repeat ? !copy_repeat(&lm, ids, n, -1, quiet, NULL) : !measure(&lm, &a, ids, n))
             rc = 0;
     }
     unload_model(&lm);

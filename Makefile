@@ -1,7 +1,7 @@
 # kvchat: the only build entry. `make run` and `make test` install missing Debian packages first.
 #   make            build build/kvchat (CUDA backend too when nvcc is found: CUDA=auto|0|1)
 #   make run        download GPT-2 124M if needed, then open the chat
-#   make demo       the chat on a random-weight 124M-shaped model (no download)
+#   make demo       the chat on the small English model kvchat ships (assets/models/demo, offline)
 #   make test       unit, reference (NumPy), CLI and sanitizer tests; ends with "N passed, N failed"
 #   make emu        the CUDA backend on the emulated device: build/emu/kvchat and build/emu/unit_tests
 #   make bundle     the GPU check's bundle for an H200: build/gpu-bundle (tests/gpu/bundle.sh)
@@ -186,7 +186,7 @@ run: deps
 	if [ ! -s "$$dir/model.safetensors" ] && [ ! -s "$$dir/pytorch_model.bin" ]; then \
 	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
 	  $(BUILD)/kvchat get-model gpt2 $(if $(MODEL),--dir "$(MODEL)") >/dev/null || { \
-	    echo "Offline? 'make demo' opens the chat on a random-weight GPT-2 (its text is noise; the cache is real)."; exit 1; }; \
+	    echo "Offline? 'make demo' opens the chat on the small English model kvchat ships."; exit 1; }; \
 	fi; \
 	$(BUILD)/kvchat -m "$$dir" 
 
@@ -202,8 +202,8 @@ $(BUILD)/m124/model.safetensors: | $(BUILD)/kvchat
 
 demo: deps
 	$(BUILDING)
-	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors
-	$(BUILD)/kvchat -m $(BUILD)/m124
+	@$(MAKE) -s --no-print-directory all
+	$(BUILD)/kvchat -m assets/models/demo
 
 bench-tui: deps
 	@$(MAKE) -s --no-print-directory all $(BUILD)/m124/model.safetensors

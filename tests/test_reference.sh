@@ -201,6 +201,24 @@ elif out=$(cd tests/reference && "$PYTHON" copy_ref.py recall "$CM" "$TMP/recall
     pass "$name ($out)"
 else fail "$name" "$out"; fi
 
+# The models kvchat ships (assets/models, made by tests/train/make_models.sh; CI never trains):
+# their files are the ones their checksums name, and kvchat's logits on them are NumPy's.
+name="${TAG}ref/the shipped models' files match assets/models/SHA256SUMS"
+if out=$(cd assets/models && sha256sum --quiet -c SHA256SUMS 2>&1); then pass "$name"
+else fail "$name" "$out"; fi
+for m in demo draft; do
+    logits_case "${TAG}ref/logits of the shipped $m model (f16 file) = NumPy's" "assets/models/$m" \
+        f32
+done
+name="${TAG}ref/perplexity --recall on the shipped demo model = NumPy's"
+if ! "$KV" perplexity -m assets/models/demo --recall "$TMP/recall.jsonl" --dtype f32 \
+    --cache-dtype f32 >"$TMP/recall.out" 2>&1; then
+    fail "$name" "$(tail -1 "$TMP/recall.out")"
+elif out=$(cd tests/reference && "$PYTHON" copy_ref.py recall ../../assets/models/demo \
+    "$TMP/recall.jsonl" "$TMP/recall.out" 2>&1); then
+    pass "$name ($out)"
+else fail "$name" "$out"; fi
+
 # The trainer of the models kvchat ships (tests/train/train.py, Debian's python3-torch): its chunked
 # LM head equals autograd on the plain expression, and a model it writes (a few steps on this
 # README) is the one it trained, read by NumPy, and loads in kvchat with NumPy's logits.

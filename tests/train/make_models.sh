@@ -2,8 +2,8 @@
 # The recipe of the models kvchat ships (assets/models): the corpus from Debian's packages
 # (corpus.py), the two models trained on it (train.py), their files copied into assets/models with
 # their checksums, then the bar they must clear (trigram.py) and kvchat perplexity's gates. About
-# two and a half hours on two idle cores (the demo model's 8M tokens at ~1,000 tokens/s, then the
-# draft's); a stopped run goes on where it stopped. CI never runs it: it checks the shipped files'
+# two hours on two cores (the demo model's 6M tokens at ~850 tokens/s, then the draft's 1.5M at
+# ~2,250); a stopped run goes on where it stopped. CI never runs it: it checks the shipped files'
 # checksums and kvchat's logits on them (tests/test_reference.sh).
 # usage: tests/train/make_models.sh [WORK_DIR]      (default build/train; build/kvchat first)
 set -eu

@@ -55,8 +55,10 @@ static int figure(const unit *units, int n, int which, double *fig, double ci[2]
     return bs_interval(pooled_mean, &p, n, RESAMPLES, 0x5eed + (uint64_t)which, ci);
 }
 
-/* the losses of seq[1..len) from a fresh cache, in passes of CHUNK rows */
-static int losses(loaded_model *lm, const int *seq, int len, float *rows, double *lp, double *out)
+/* the losses of seq's first and last `ends` tokens (the two readings; the rows between only fill
+ * the cache) from a fresh cache, in passes of CHUNK rows */
+static int losses(loaded_model *lm, const int *seq, int len, int ends, float *rows, double *lp,
+                  double *out)
 {
     int V = lm->model.cfg.vocab_size, rc = 0;
     kv_seq *cache = kv_seq_new(lm->pool, 0);
@@ -65,9 +67,11 @@ static int losses(loaded_model *lm, const int *seq, int len, float *rows, double
     for (int at = 0; at < len - 1 && !rc; at += CHUNK) {
         int k = len - 1 - at < CHUNK ? len - 1 - at : CHUNK;
         rc = gpt2_verify(&lm->model, lm->backend, cache, seq + at, k, rows);
-        for (int r = 0; r < k && !rc; r++) {
+        for (int r = 0, p = at + 1; r < k && !rc; r++, p++) {
+            if (p >= ends && p < len - ends)
+                continue;
             bs_log_softmax(rows + (size_t)r * V, V, lp);
-            out[at + r + 1] = -lp[seq[at + r + 1]];
+            out[p] = -lp[seq[p]];
         }
     }
     kv_seq_free(cache);
@@ -107,7 +111,7 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
             break;
         memcpy(seq, ids + s, sizeof *seq * (size_t)(PASSAGE + gap));
         memcpy(seq + PASSAGE + gap, ids + s, sizeof *seq * PASSAGE);
-        rc = losses(lm, seq, 2 * PASSAGE + gap, rows, lp, loss);
+        rc = losses(lm, seq, 2 * PASSAGE + gap, PASSAGE, rows, lp, loss);
         unit *u = &units[count];
         *u = (unit){0, 0, PASSAGE - SKIP};
         for (int j = SKIP; j < PASSAGE; j++)

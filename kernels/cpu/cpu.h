@@ -105,6 +105,15 @@ int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *
  * rows) */
 int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
                    const float *bias, kb_act act);
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+/* y[n, N] for 2..CPU_STREAM_MAX_TOKENS tokens, already quantised (xq [n][K], their block scales
+ * dx [n][K / 32]), each token's output bit for bit a one-token product's, each weight row read once
+ * (kernels/cpu/q8_tokens.c); room: CPU_Q8_TOKENS_ROOM(n, K) floats */
+#define CPU_Q8_TOKENS 1
+#define CPU_Q8_TOKENS_ROOM(n, K) (((size_t)(n) * (K) + 3) / 4 + 16)
+void cpu_q8_tokens(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
+                   const kb_mat *w, const float *bias, kb_act act, float *room);
+#endif
 int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
                   int n, const kb_probe *probe);
 

@@ -3,8 +3,8 @@
  * integer dot product is exact (VNNI's dpbusd where the CPU has it, else pairs of 16-bit products,
  * else plain C), and the blocks' products are scaled and summed in f32. Every output is one
  * thread's dot product in a fixed order, so results do not depend on the thread count. Up to
- * CPU_STREAM_MAX_TOKENS tokens (decode, the LM head) one loop streams the weight rows; more tokens
- * take a GEMM (below). */
+ * CPU_STREAM_MAX_TOKENS tokens (decode, the LM head) one loop streams the weight rows (2 or more
+ * tokens with AVX-512 VNNI: q8_tokens.c, each token's sums decode's); more tokens take a GEMM. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -376,7 +376,7 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
     if (K % DT_Q8_BLOCK || K > 256 * DT_Q8_BLOCK)
         return err_set("a q8 product over %d values (the kernel takes multiples of %d up to 8,192)",
                        K, DT_Q8_BLOCK);
-#if defined(__AVX2__) && defined(__FMA__)
+#if !defined(CPU_Q8_TOKENS) && defined(__AVX2__) && defined(__FMA__)
     /* two tokens as two decode steps: their products are the tile's bit for bit, in 80% of the
      * tile's time (a drafter's catch-up of 2 positions each round, a verify pass of 2) */
     if (n == 2)
@@ -386,11 +386,15 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
                    : 0;
 #endif
     int blocks = K / DT_Q8_BLOCK, gemm = n > CPU_STREAM_MAX_TOKENS;
-    /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels */
+    /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels
+     * (for a few tokens, the room cpu_q8_tokens takes) */
     size_t iq = ((size_t)n * K + 3) / 4 * (n == 1 ? 3 : 1), nx = gemm ? (size_t)n * K : 0;
-    float *scratch =
-        cpu_scratch(b, iq + (size_t)n * blocks + nx +
-                           (gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0));
+    size_t more = gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0;
+#ifdef CPU_Q8_TOKENS
+    if (n > 1 && !gemm)
+        more = CPU_Q8_TOKENS_ROOM(n, K);
+#endif
+    float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + more);
     if (!scratch)
         return -1;
     int8_t *xq = (int8_t *)scratch;
@@ -415,6 +419,12 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
 #endif
         return rc ? rc : act == KB_GELU ? cpu_gelu(b, y, (size_t)n * N) : 0;
     }
+#ifdef CPU_Q8_TOKENS
+    if (n > 1) {
+        cpu_q8_tokens(b, y, xq, dx, n, K, N, w, bias, act, xf);
+        return 0;
+    }
+#endif
 #if defined(__AVX2__) && defined(__FMA__)
     if (n == 1) { /* xq's room holds |x| after x, then x's sign bits */
         decode_q8(y, xq, xq + K, (uint64_t *)(xq + 2 * K), dx, K, N, w, bias, act, b->threads);

@@ -406,13 +406,16 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
           "q8 matmul failed");
     CHECK(!memcmp(y, y1, sizeof(float) * n * N),
           "q8 matmul n=%d K=%d N=%d: one thread's differs from two threads'", n, K, N);
-    if (n == 1) { /* decode's own loop against the few-token tiles' sums, bit for bit */
-        float *x2 = malloc(sizeof(float) * 2 * K), *y2 = malloc(sizeof(float) * 2 * N);
-        memcpy(x2, x, sizeof(float) * K);
-        memcpy(x2 + K, x, sizeof(float) * K);
-        CHECK(be()->matmul(be(), y2, x2, 2, &m, with_bias ? bias : NULL, act) == 0 &&
-                  !memcmp(y, y2, sizeof(float) * N),
-              "q8 decode K=%d N=%d differs from the same token among two", K, N);
+    /* decode's own loop against the few-token products' sums, bit for bit: the token last among
+     * 2..8 others (a verify pass's rows are decode steps) */
+    for (int many = 2; many <= 8 && n == 1; many++) {
+        float *x2 = malloc(sizeof(float) * many * K), *y2 = malloc(sizeof(float) * many * N);
+        for (int i = 0; i < (many - 1) * K; i++)
+            x2[i] = (float)((i * 7919) % 201 - 100) / 37.0f;
+        memcpy(x2 + (size_t)(many - 1) * K, x, sizeof(float) * K);
+        CHECK(be()->matmul(be(), y2, x2, many, &m, with_bias ? bias : NULL, act) == 0 &&
+                  !memcmp(y, y2 + (size_t)(many - 1) * N, sizeof(float) * N),
+              "q8 decode K=%d N=%d differs from the same token among %d", K, N, many);
         free(x2);
         free(y2);
     }

@@ -90,7 +90,8 @@ struct kb_backend {
     int device_memory; /* memory from alloc is not host-addressable (copy in and out) */
     /* a pass of at most this many positions computes each one bit for bit as a one-position pass
      * (a decode step) does, which a longer pass need not (its products sum in another order);
-     * gpt2_verify splits its passes so. 0: no such promise at any length */
+     * gpt2_verify splits its passes so, and a backend with fused products (linear) runs such
+     * passes through them. 0: no such promise at any length */
     int step_rows;
 
     void *(*alloc)(kb_backend *b, size_t bytes, const char *what);
@@ -129,15 +130,16 @@ struct kb_backend {
      */
     int (*add_layernorm)(kb_backend *b, float *y, float *x, const float *r, const float *g,
                          const float *beta, int n, int C, float eps);
-    /* The one-token products of a decode step with what surrounds them fused in (NULL where the
-     * backend has no such kernels: the forward pass then calls layernorm, matmul and add_layernorm
-     * instead). linear: y[w.cols] = act(norm(x)[w.rows] @ w + bias), or with residual (act
-     * KB_LINEAR) y += norm(x)
-     * @ w + bias; linear_t: y[w.rows] = norm(x)[w.cols] @ w^T, the LM head. norm and bias may be
-     * NULL; y and x do not overlap. */
-    int (*linear)(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
-                  const kb_norm *norm, kb_act act, int residual);
-    int (*linear_t)(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+    /* The products of a decode step with what surrounds them fused in (NULL where the backend
+     * has no such kernels: the forward pass then calls layernorm, matmul and add_layernorm
+     * instead), for n tokens up to step_rows, each token's row bit for bit what the call with it
+     * alone gives. linear: y[n, w.cols] = act(norm(x)[n, w.rows] @ w + bias), or with residual
+     * (act KB_LINEAR) y += norm(x) @ w + bias; linear_t: y[n, w.rows] = norm(x)[n, w.cols] @ w^T,
+     * the LM head. norm (each row's own) and bias may be NULL; y and x do not overlap. */
+    int (*linear)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                  const float *bias, const kb_norm *norm, kb_act act, int residual);
+    int (*linear_t)(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                    const kb_norm *norm);
     /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out
      * is valid once step_end returns. */
     int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);

@@ -64,24 +64,25 @@ static int ensure_logit_rows(gpt2_model *m, kb_backend *b, int rows)
     return 0;
 }
 
-/* A decode step through the backend's fused one-token products: five launches a layer, each norm
- * folded into the product that reads it and each residual add into the product that feeds it. */
-static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int past, int head)
+/* A decode step, or a pass of up to step_rows tokens (a verify pass), through the backend's fused
+ * products: five launches a layer, each norm folded into the product that reads it and each
+ * residual add into the product that feeds it, each token's row computed as a decode step's. */
+static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int n, int past, int head)
 {
     const gpt2_config *c = &m->cfg;
     float *x = m->x;
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         kb_norm ln1 = {L->ln1_g, L->ln1_b, c->ln_eps}, ln2 = {L->ln2_g, L->ln2_b, c->ln_eps};
-        if (b->linear(b, m->qkv, x, &L->attn_w, L->attn_b, &ln1, KB_LINEAR, 0) ||
-            b->attention(b, m->att, m->qkv, kv, l, past, 1, m->probe) ||
-            b->linear(b, x, m->att, &L->proj_w, L->proj_b, NULL, KB_LINEAR, 1) ||
-            b->linear(b, m->fc, x, &L->fc_w, L->fc_b, &ln2, KB_GELU, 0) ||
-            b->linear(b, x, m->fc, &L->fcproj_w, L->fcproj_b, NULL, KB_LINEAR, 1))
+        if (b->linear(b, m->qkv, x, n, &L->attn_w, L->attn_b, &ln1, KB_LINEAR, 0) ||
+            b->attention(b, m->att, m->qkv, kv, l, past, n, n == 1 ? m->probe : NULL) ||
+            b->linear(b, x, m->att, n, &L->proj_w, L->proj_b, NULL, KB_LINEAR, 1) ||
+            b->linear(b, m->fc, x, n, &L->fc_w, L->fc_b, &ln2, KB_GELU, 0) ||
+            b->linear(b, x, m->fc, n, &L->fcproj_w, L->fcproj_b, NULL, KB_LINEAR, 1))
             return err_wrap("layer %d", l);
     }
     kb_norm lnf = {m->lnf_g, m->lnf_b, c->ln_eps};
-    if (head && b->linear_t(b, m->logits, x, &m->wte, &lnf))
+    if (head && b->linear_t(b, m->logits, x + (size_t)(n - head) * c->n_embd, head, &m->wte, &lnf))
         return err_wrap("LM head");
     return 0;
 }
@@ -95,8 +96,8 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
     float *x = m->x, *h = m->h;
     if (b->embed(b, x, ids, n, pos0, &m->wte, &m->wpe))
         return -1;
-    if (n == 1 && b->linear && b->linear_t)
-        return run_fused(m, b, kv, past, head);
+    if (b->linear && b->linear_t && (n == 1 || n <= b->step_rows))
+        return run_fused(m, b, kv, n, past, head);
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         if (m->yield && atomic_load(m->yield))

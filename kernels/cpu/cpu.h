@@ -70,12 +70,13 @@ int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u);
  * it are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the
  * same. */
 uint32_t cpu_sample_floor(const uint32_t *q, uint32_t *sel, int vocab, int top_k, float top_p);
-/* The fused one-token products' contracts (backend.h) as the reference kernels in sequence: the
- * twin of kernels/cuda/matvec.cu. The CPU backend itself leaves linear NULL (the same kernels run
+/* The fused products' contracts (backend.h) as the reference kernels in sequence: the twin of
+ * kernels/cuda/matvec.cu. The CPU backend itself leaves linear NULL (the same kernels run
  * either way); the tests install these to run the forward pass's fused route on the CPU. */
-int cpu_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+int cpu_linear(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                const kb_norm *norm, kb_act act, int residual);
-int cpu_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+int cpu_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                 const kb_norm *norm);
 /* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };

@@ -6,7 +6,10 @@
  * memory; decode (one query): the context split into chunks, one block per (head, chunk) with its
  * own max, sum and weighted values, reduced per head by the last of its blocks; the grid is sized
  * by the most positions the cache can hold, so one recorded launch serves every length (chunks past
- * the end only report that they are empty). The fast kernel set decodes in the flash-decoding
+ * the end only report that they are empty). A pass of a few queries (a verify pass, up to
+ * CU_TOKENS, fast set) runs the decode kernel once per query in the grid's third dimension, after
+ * one launch has stored their keys and values: each query's output is the decode step's bit for
+ * bit (empty chunks add nothing and take nothing from the max). The fast kernel set decodes in the flash-decoding
  * layout (attend_flash_k); the basic set keeps the previous release's kernel (attend_decode_k). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -287,12 +290,14 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
     __shared__ float s[CHUNK];
     __shared__ float red[32];
     __shared__ int last;
+    int t = blockIdx.z, head = t * gridDim.x + blockIdx.x;
     int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim,
-        len = st->past + 1;
+        len = st->past + t + 1;
     int from = chunk * CHUNK, to = min(len, from + CHUNK);
-    float *out = part + ((size_t)h * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    float *out = part + ((size_t)head * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    qkv += (size_t)t * 3 * C;
     if (from < len) {
-        if (to == len) {
+        if (to == len && gridDim.z == 1) {
             const float *src = qkv + (size_t)h * hd;
             store(kv, layer, 0, h, st->past, src + C, &red[0]);
             store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
@@ -307,8 +312,8 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             out[2 + c] = o;
         }
     }
-    const float *p =
-        chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    const float *p = chunk_done(out, mx, sum, &done[head], chunks, &last,
+                                part + (size_t)head * chunks * (hd + 2));
     if (!p)
         return;
     float m = -INFINITY;
@@ -325,7 +330,7 @@ __global__ static void attend_decode_k(float *y, cu_rounded y16, float *part, un
             total += ks * w;
             o += __ldcg(pk + 2 + c) * w;
         }
-        cu_put(y, y16, (size_t)h * hd + c, o / total);
+        cu_put(y, y16, (size_t)t * C + (size_t)h * hd + c, o / total);
     }
     probe_sum(pr, p, hd, chunks, CHUNK, m, h, len, red);
 }
@@ -355,14 +360,16 @@ __global__ static void __launch_bounds__(FD_THREADS)
         opart[FD_WARPS][FD_MAX_HD];
     __shared__ float wts[FD_MAX_CHUNKS];
     __shared__ int last;
+    int t = blockIdx.z, head = t * gridDim.x + blockIdx.x;
     int h = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y, hd = kv.head_dim,
-        len = st->past + 1;
+        len = st->past + t + 1;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int L = hd / E, G = 32 / L, piece = lane % L, group = lane / L;
     int from = chunk * FD_CHUNK, rows = max(0, min(len, from + FD_CHUNK) - from);
-    float *out = part + ((size_t)h * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    float *out = part + ((size_t)head * chunks + chunk) * (hd + 2), mx = -INFINITY, sum = 0;
+    qkv += (size_t)t * 3 * C;
     if (rows > 0) {
-        if (from + rows == len) {
+        if (from + rows == len && gridDim.z == 1) {
             const float *src = qkv + (size_t)h * hd;
             store(kv, layer, 0, h, st->past, src + C, &red[0]);
             store(kv, layer, 1, h, st->past, src + 2 * C, &red[0]);
@@ -427,8 +434,8 @@ __global__ static void __launch_bounds__(FD_THREADS)
             out[2 + c] = t;
         }
     }
-    const float *p =
-        chunk_done(out, mx, sum, &done[h], chunks, &last, part + (size_t)h * chunks * (hd + 2));
+    const float *p = chunk_done(out, mx, sum, &done[head], chunks, &last,
+                                part + (size_t)head * chunks * (hd + 2));
     if (!p)
         return;
     float m = -INFINITY;
@@ -447,7 +454,7 @@ __global__ static void __launch_bounds__(FD_THREADS)
         for (int k = 0; k < chunks; k++)
             if (wts[k] != 0)
                 acc += __ldcg(p + (size_t)k * (hd + 2) + 2 + c) * wts[k];
-        cu_put(y, y16, (size_t)h * hd + c, acc / total);
+        cu_put(y, y16, (size_t)t * C + (size_t)h * hd + c, acc / total);
     }
     probe_sum(pr, p, hd, chunks, FD_CHUNK, m, h, len, red);
 }
@@ -480,7 +487,8 @@ static int decode_buffers(kb_backend *b, int heads, size_t part_bytes, unsigned 
 {
     cuda_state *st = cuda_of(b);
     if (heads > MAX_HEADS)
-        return err_set("%d attention heads; the decode kernel counts at most %d", heads, MAX_HEADS);
+        return err_set("%d attention heads (times queries); the decode kernel counts at most %d",
+                       heads, MAX_HEADS);
     size_t bytes = sizeof(unsigned) * MAX_HEADS + part_bytes;
     if (bytes > st->partial_bytes) {
         if (cuda_grow(b, (void **)&st->partials, &st->partial_bytes, bytes))
@@ -545,7 +553,7 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
         return err_set("the cache's block table is not in GPU memory (sending it failed)");
     kb_kv dkv = *kv; /* the kernels read the device copy the cache manager keeps current */
     dkv.table = kv->dev_table;
-    if (n == 1) {
+    if (n == 1 || (n <= CU_TOKENS && st->kernels == KB_KERNELS_FAST)) {
         int most = kv->max_tokens > T ? kv->max_tokens : T,
             fast_chunks = (most + FD_CHUNK - 1) / FD_CHUNK;
         auto flash = st->kernels == KB_KERNELS_FAST ? flash_for(kv, fast_chunks) : NULL;
@@ -553,16 +561,22 @@ int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, i
         unsigned *done = NULL;
         float *part = NULL;
         cu_probe pr;
-        if (decode_buffers(b, kv->n_head, sizeof(float) * (size_t)kv->n_head * chunks * (hd + 2),
-                           &done, &part) ||
+        if (decode_buffers(b, kv->n_head * n,
+                           sizeof(float) * (size_t)n * kv->n_head * chunks * (hd + 2), &done,
+                           &part) ||
             probe_args(b, probe, kv, layer, chunks * chunk, &pr))
             return -1;
+        if (n > 1) { /* the decode kernel stores its one new row itself */
+            store_k<<<dim3(n, kv->n_head), 64, 0, stream>>>(dkv, qkv, layer, step, C);
+            CK_LAUNCH();
+        }
+        dim3 grid(kv->n_head, chunks, n);
         if (flash)
-            flash<<<dim3(kv->n_head, chunks), FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv,
-                                                                       layer, step, C, scale, pr);
+            flash<<<grid, FD_THREADS, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step, C,
+                                                   scale, pr);
         else
-            attend_decode_k<<<dim3(kv->n_head, chunks), CHUNK, 0, stream>>>(
-                y, y16, part, done, qkv, dkv, layer, step, C, scale, pr);
+            attend_decode_k<<<grid, CHUNK, 0, stream>>>(y, y16, part, done, qkv, dkv, layer, step,
+                                                        C, scale, pr);
         CK_LAUNCH();
         return probe_done(b, probe, kv, layer);
     }

@@ -198,8 +198,8 @@ static int cu_describe(kb_backend *b, char *buf, size_t n)
 }
 
 /* Recorded steps hold the kernels of the set they were recorded with: a switch records anew. The
- * fused products exist in the fast set only; without them the forward pass calls the basic kernels.
- */
+ * fused products exist in the fast set only; without them the forward pass calls the basic kernels,
+ * whose passes of several tokens go through cuBLAS (not a decode step's sums: no step_rows). */
 static int cu_use_kernels(kb_backend *b, kb_kernels k)
 {
     cuda_state *s = cuda_of(b);
@@ -207,6 +207,7 @@ static int cu_use_kernels(kb_backend *b, kb_kernels k)
     s->generation++;
     b->linear = k == KB_KERNELS_FAST ? cuda_linear : NULL;
     b->linear_t = k == KB_KERNELS_FAST ? cuda_linear_t : NULL;
+    b->step_rows = k == KB_KERNELS_FAST ? CU_TOKENS : 0;
     return 0;
 }
 

@@ -166,9 +166,12 @@ int cuda_layernorm(kb_backend *b, float *y, const float *x, const float *g, cons
 int cuda_add_layernorm(kb_backend *b, float *y, float *x, const float *r, const float *g,
                        const float *beta, int n, int C, float eps);
 int cuda_gelu(kb_backend *b, float *x, size_t n);
-int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+/* the most tokens one fused launch takes (kernels/cuda/matvec.cu); the backend's step_rows */
+enum { CU_TOKENS = 8 };
+int cuda_linear(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                 const kb_norm *norm, kb_act act, int residual);
-int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm);
+int cuda_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                  const kb_norm *norm);
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
                    int n, const kb_probe *probe);
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);

@@ -1,6 +1,7 @@
-/* The fused one-token products of a decode step (backend.h's linear and linear_t), in place of
- * cuBLASLt's one-row GEMMs and the small kernels around them. Each weight is read once with 16-byte
- * loads; the layernorm is applied on the way in (every block recomputes the row's mean and
+/* The fused products of a decode step and of a verify pass (backend.h's linear and linear_t: one
+ * token, or up to CU_TOKENS, each computed bit for bit as it would be alone, with the same
+ * reduction order and the same slices), in place of cuBLASLt's small GEMMs and the kernels around
+ * them. Each weight is read once with 16-byte loads, for all the tokens of a launch; the layernorm is applied on the way in (every block recomputes the row's mean and
  * variance: a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32 in
  * shared memory (rounded to bf16 there against bf16 weights, as the CPU twin defines that product),
  * so no 16-bit copy of it is made in device memory. The CPU twin is kernels/cpu/linear.c.
@@ -44,12 +45,12 @@ __device__ static void row_stats(const float *x, int K, float eps, float *red, f
 }
 
 typedef struct {
-    float *y;
-    const float *x, *bias, *g, *beta; /* g NULL: no layernorm */
+    float *y;                         /* [tokens, N] */
+    const float *x, *bias, *g, *beta; /* x [tokens, K]; g NULL: no layernorm */
     const void *w;
     float eps;
     int K, N, slice_rows, act, residual, vec;
-    float *part;     /* [slices, N] partial sums */
+    float *part;     /* [tokens, slices, N] partial sums */
     unsigned *count; /* per tile: blocks arrived (the last resets it) */
 } mv_args;
 
@@ -61,27 +62,30 @@ enum {
     MV_COUNTERS = 4096
 };
 
-__device__ static void finish(const mv_args &a, int j, float v)
+/* token t's output j */
+__device__ static void finish(const mv_args &a, int t, int j, float v)
 {
+    float *y = a.y + (size_t)t * a.N;
     if (a.bias)
         v += a.bias[j];
     if (a.act == KB_GELU)
         v = cu_gelu(v);
-    a.y[j] = a.residual ? a.y[j] + v : v;
+    y[j] = a.residual ? y[j] + v : v;
 }
 
-/* xs[0..k1 - k0) = the inputs k0..k1, normalised when the product has a norm (its statistics over
- * all K), and rounded to bf16 against bf16 weights (the CPU twin's definition of that product:
+/* xs[0..k1 - k0) = token t's inputs k0..k1, normalised when the product has a norm (its statistics
+ * over all K), and rounded to bf16 against bf16 weights (the CPU twin's definition of that product:
  * kernels/cpu/matmul_bf16.c); red: 32 floats of shared memory. Every thread calls it; xs is ready
  * when it returns. */
 template <dtype T>
-__device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, float *red)
+__device__ static void load_input(const mv_args &a, int t, float *xs, int k0, int k1, float *red)
 {
+    const float *x = a.x + (size_t)t * a.K;
     float mean = 0, rstd = 1;
     if (a.g)
-        row_stats(a.x, a.K, a.eps, red, &mean, &rstd);
+        row_stats(x, a.K, a.eps, red, &mean, &rstd);
     for (int k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        float v = a.g ? (a.x[k] - mean) * rstd * a.g[k] + a.beta[k] : a.x[k];
+        float v = a.g ? (x[k] - mean) * rstd * a.g[k] + a.beta[k] : x[k];
         xs[k - k0] = T == DT_BF16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
     }
     __syncthreads();
@@ -89,9 +93,16 @@ __device__ static void load_input(const mv_args &a, float *xs, int k0, int k1, f
 
 enum { MT_THREADS = 256, MT_WARPS = MT_THREADS / 32, MT_ROWS = 8 };
 
-/* each lane's partial sums of a warp's MT_ROWS outputs from v0, summed over the warp and finished
- */
-__device__ static void rows_out(const mv_args &a, const float *acc, int v0, int V)
+/* whether token t of a launch of n exists (NT = 1: always, the decode step's code unchanged) */
+template <int NT>
+__device__ __forceinline__ int has(int t, int n)
+{
+    return NT == 1 || t < n;
+}
+
+/* each lane's partial sums of a warp's MT_ROWS outputs from v0 for token t, summed over the warp
+ * and finished */
+__device__ static void rows_out(const mv_args &a, int t, const float *acc, int v0, int V)
 {
 #pragma unroll
     for (int q = 0; q < MT_ROWS; q++) {
@@ -99,26 +110,30 @@ __device__ static void rows_out(const mv_args &a, const float *acc, int v0, int 
         for (int o = 16; o > 0; o >>= 1)
             s += __shfl_xor_sync(0xffffffffu, s, o);
         if (threadIdx.x % 32 == 0 && v0 + q < V)
-            finish(a, v0 + q, s);
+            finish(a, t, v0 + q, s);
     }
 }
 
-/* grid (tiles of MV_LANES * E columns, slices of slice_rows rows) */
-template <dtype T>
-__global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
+/* grid (tiles of MV_LANES * E columns, slices of slice_rows rows), n <= NT tokens */
+template <dtype T, int NT>
+__global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a, int n)
 {
     enum { E = cu_vec<T>::E, TN = MV_LANES * E };
-    extern __shared__ float xs[]; /* the slice's input rows, normalised */
+    extern __shared__ float xs[]; /* each token's slice of input rows, normalised */
     __shared__ float sums[MV_ROWS * TN], red[32];
     __shared__ int last;
     int tid = threadIdx.x, lane = tid % MV_LANES, r = tid / MV_LANES, slices = gridDim.y;
     int k0 = blockIdx.y * a.slice_rows, k1 = min(a.K, k0 + a.slice_rows),
-        col = blockIdx.x * TN + lane * E;
-    load_input<T>(a, xs, k0, k1, red);
-    float acc[E];
+        col = blockIdx.x * TN + lane * E, rows = a.slice_rows;
+    for (int t = 0; t < NT; t++)
+        if (has<NT>(t, n))
+            load_input<T>(a, t, xs + t * rows, k0, k1, red);
+    float acc[NT][E];
 #pragma unroll
-    for (int e = 0; e < E; e++)
-        acc[e] = 0;
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            acc[t][e] = 0;
     if (col < a.N) {
         int valid = min(E, a.N - col), k = k0 + r;
         /* four loads in flight before their products */
@@ -128,61 +143,87 @@ __global__ static void __launch_bounds__(MV_THREADS) linear_k(mv_args a)
             for (int u = 0; u < 4; u++)
                 load_w<T>(a.w, (size_t)(k + u * MV_ROWS) * a.N + col, a.vec, valid, w[u]);
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                float xv = xs[k + u * MV_ROWS - k0];
+            for (int u = 0; u < 4; u++)
 #pragma unroll
-                for (int e = 0; e < E; e++)
-                    acc[e] += xv * w[u][e];
-            }
+                for (int t = 0; t < NT; t++) {
+                    if (!has<NT>(t, n))
+                        continue;
+                    float xv = xs[t * rows + k + u * MV_ROWS - k0];
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        acc[t][e] += xv * w[u][e];
+                }
         }
         for (; k < k1; k += MV_ROWS) {
             float w[E];
             load_w<T>(a.w, (size_t)k * a.N + col, a.vec, valid, w);
-            float xv = xs[k - k0];
 #pragma unroll
-            for (int e = 0; e < E; e++)
-                acc[e] += xv * w[e];
+            for (int t = 0; t < NT; t++) {
+                if (!has<NT>(t, n))
+                    continue;
+                float xv = xs[t * rows + k - k0];
+#pragma unroll
+                for (int e = 0; e < E; e++)
+                    acc[t][e] += xv * w[e];
+            }
         }
     }
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        sums[r * TN + lane * E + e] = acc[e];
-    __syncthreads();
     int j = blockIdx.x * TN + tid;
-    float s = 0;
-    if (tid < TN)
-        for (int q = 0; q < MV_ROWS; q++)
-            s += sums[q * TN + tid];
+    float s[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) { /* the tokens' sums over the block's rows, one at a time */
+        s[t] = 0;
+        if (!has<NT>(t, n))
+            continue;
+        if (t > 0)
+            __syncthreads(); /* the previous token's sums are read */
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            sums[r * TN + lane * E + e] = acc[t][e];
+        __syncthreads();
+        if (tid < TN)
+            for (int q = 0; q < MV_ROWS; q++)
+                s[t] += sums[q * TN + tid];
+    }
     if (slices == 1) {
-        if (tid < TN && j < a.N)
-            finish(a, j, s);
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            if (has<NT>(t, n) && tid < TN && j < a.N)
+                finish(a, t, j, s[t]);
         return;
     }
-    if (tid < TN && j < a.N)
-        a.part[(size_t)blockIdx.y * a.N + j] = s;
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+        if (has<NT>(t, n) && tid < TN && j < a.N)
+            a.part[((size_t)t * slices + blockIdx.y) * a.N + j] = s[t];
     if (!cu_last_block(&a.count[blockIdx.x], (unsigned)slices, &last))
         return;
-    if (tid < TN && j < a.N) {
-        float total = 0;
-        for (int q = 0; q < slices; q++)
-            total += __ldcg(a.part + (size_t)q * a.N + j);
-        finish(a, j, total);
-    }
+    for (int t = 0; t < n; t++)
+        if (tid < TN && j < a.N) {
+            float total = 0;
+            for (int q = 0; q < slices; q++)
+                total += __ldcg(a.part + ((size_t)t * slices + q) * a.N + j);
+            finish(a, t, j, total);
+        }
 }
 
-/* grid (rows / (MT_WARPS * MT_ROWS)): y[v] = norm(x) . W[v, :] */
-template <dtype T>
-__global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V)
+/* grid (rows / (MT_WARPS * MT_ROWS)): y[t][v] = norm(x[t]) . W[v, :] for n <= NT tokens */
+template <dtype T, int NT>
+__global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V, int n)
 {
     enum { E = cu_vec<T>::E };
-    extern __shared__ float xs[]; /* all K inputs, normalised */
+    extern __shared__ float xs[]; /* each token's K inputs, normalised */
     __shared__ float red[32];
     int lane = threadIdx.x % 32, v0 = (blockIdx.x * MT_WARPS + threadIdx.x / 32) * MT_ROWS;
-    load_input<T>(a, xs, 0, a.K, red);
-    float acc[MT_ROWS];
+    for (int t = 0; t < NT; t++)
+        if (has<NT>(t, n))
+            load_input<T>(a, t, xs + (size_t)t * a.K, 0, a.K, red);
+    float acc[NT][MT_ROWS];
 #pragma unroll
-    for (int q = 0; q < MT_ROWS; q++)
-        acc[q] = 0;
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int q = 0; q < MT_ROWS; q++)
+            acc[t][q] = 0;
     for (int k = lane * E; k < a.K; k += 32 * E) {
         int valid = min(E, a.K - k);
 #pragma unroll
@@ -191,12 +232,21 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
             if (v0 + q < V) {
                 load_w<T>(a.w, (size_t)(v0 + q) * a.K + k, a.vec, valid, w);
 #pragma unroll
-                for (int e = 0; e < E; e++)
-                    acc[q] += xs[k + e < a.K ? k + e : 0] * w[e]; /* w[e] is 0 past the end */
+                for (int t = 0; t < NT; t++) {
+                    if (!has<NT>(t, n))
+                        continue;
+                    const float *xt = xs + (size_t)t * a.K;
+#pragma unroll
+                    for (int e = 0; e < E; e++) /* w[e] is 0 past the end */
+                        acc[t][q] += xt[k + e < a.K ? k + e : 0] * w[e];
+                }
             }
         }
     }
-    rows_out(a, acc, v0, V); /* the LM head: no bias, act or residual */
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+        if (has<NT>(t, n))
+            rows_out(a, t, acc[t], v0, V); /* the LM head: no bias, act or residual */
 }
 
 /* q8 weights (stored along the reduction: each output's K values are one row) through the same rows
@@ -204,60 +254,103 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
  * / 127, q = round(x / d), the same float operations), a lane takes 16 bytes of a row (half a
  * block), dp4a makes the integer dot exact, and each half's is scaled by both blocks' scales. The
  * epilogue of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
+template <int NT>
 __global__ static void __launch_bounds__(MT_THREADS)
-    rows_q8_k(mv_args a, const uint16_t *scales, int V)
+    rows_q8_k(mv_args a, const uint16_t *scales, int V, int n)
 {
-    extern __shared__ float xs[]; /* K inputs, normalised; then K int8 and K / 32 scales */
+    /* K inputs of one token, normalised; then each token's K int8 and K / 32 scales */
+    extern __shared__ float xs[];
     __shared__ float red[32];
     int K = a.K, blocks = K / DT_Q8_BLOCK, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int v0 = (blockIdx.x * MT_WARPS + warp) * MT_ROWS;
     signed char *xq = (signed char *)(xs + K);
-    float *xd = xs + K + K / 4;
-    load_input<DT_Q8>(a, xs, 0, K, red);
-    for (int b = warp; b < blocks; b += MT_WARPS) { /* a warp a block: lane i holds element i */
-        float v = xs[b * DT_Q8_BLOCK + lane], amax = fabsf(v);
-        for (int o = 16; o > 0; o >>= 1)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
-        xq[b * DT_Q8_BLOCK + lane] = (signed char)roundf(v * inv);
-        if (lane == 0)
-            xd[b] = d;
+    float *xd = xs + K + (size_t)n * K / 4;
+    for (int t = 0; t < NT; t++) {
+        if (!has<NT>(t, n))
+            continue;
+        load_input<DT_Q8>(a, t, xs, 0, K, red);
+        for (int b = warp; b < blocks; b += MT_WARPS) { /* a warp a block: lane i holds element i */
+            float v = xs[b * DT_Q8_BLOCK + lane], amax = fabsf(v);
+            for (int o = 16; o > 0; o >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
+            xq[(size_t)t * K + b * DT_Q8_BLOCK + lane] = (signed char)roundf(v * inv);
+            if (lane == 0)
+                xd[t * blocks + b] = d;
+        }
+        __syncthreads(); /* and xs is free for the next token */
     }
-    __syncthreads();
-    float acc[MT_ROWS];
+    float acc[NT][MT_ROWS];
 #pragma unroll
-    for (int q = 0; q < MT_ROWS; q++)
-        acc[q] = 0;
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int q = 0; q < MT_ROWS; q++)
+            acc[t][q] = 0;
     for (int k = lane * 16; k < K; k += 32 * 16) {
-        const int *xw = (const int *)(xq + k);
         int b = k / DT_Q8_BLOCK;
 #pragma unroll
         for (int q = 0; q < MT_ROWS; q++) {
             if (v0 + q >= V)
                 continue;
             uint4 w = __ldg((const uint4 *)((const signed char *)a.w + (size_t)(v0 + q) * K + k));
-            int dot = __dp4a((int)w.x, xw[0], 0);
-            dot = __dp4a((int)w.y, xw[1], dot);
-            dot = __dp4a((int)w.z, xw[2], dot);
-            dot = __dp4a((int)w.w, xw[3], dot);
             float dw = __half2float(__ushort_as_half(scales[(size_t)(v0 + q) * blocks + b]));
-            acc[q] += dw * xd[b] * (float)dot;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (!has<NT>(t, n))
+                    continue;
+                const int *xw = (const int *)(xq + (size_t)t * K + k);
+                int dot = __dp4a((int)w.x, xw[0], 0);
+                dot = __dp4a((int)w.y, xw[1], dot);
+                dot = __dp4a((int)w.z, xw[2], dot);
+                dot = __dp4a((int)w.w, xw[3], dot);
+                acc[t][q] += dw * xd[t * blocks + b] * (float)dot;
+            }
         }
     }
-    rows_out(a, acc, v0, V);
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+        if (has<NT>(t, n))
+            rows_out(a, t, acc[t], v0, V);
 }
 
-static int launch_rows_q8(kb_backend *b, mv_args a, const uint16_t *scales, int V)
+/* The tokens of a product in launches of at most CU_TOKENS, as many as the shared memory holds
+ * beside `fixed` bytes at `each` bytes a token: launch(a, n) runs with a.x and a.y at a launch's
+ * first token. Each token's result is the same in any grouping. */
+template <typename F>
+static int in_groups(mv_args a, int n, size_t fixed, size_t each, const char *what, F launch)
 {
-    size_t shared =
-        sizeof(float) * (size_t)a.K + (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
-    if (a.K % DT_Q8_BLOCK || shared > 48 * 1024)
-        return err_set("a q8 product over %d values: the kernel takes multiples of %d up to 8,192",
-                       a.K, DT_Q8_BLOCK);
-    unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
-    rows_q8_k<<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(a, scales, V);
-    CK_LAUNCH();
+    if (fixed + each > 48 * 1024)
+        return err_set("%s needs %zu bytes of shared memory; the kernel has 48 KB", what,
+                       fixed + each);
+    size_t most = (48 * 1024 - fixed) / each; /* each > 0: every token has its inputs */
+    int group = most < (size_t)CU_TOKENS ? (int)most : (int)CU_TOKENS;
+    for (int t0 = 0; t0 < n; t0 += group) {
+        mv_args g = a;
+        g.x = a.x + (size_t)t0 * a.K;
+        g.y = a.y + (size_t)t0 * a.N;
+        if (launch(g, n - t0 < group ? n - t0 : group))
+            return -1;
+    }
     return 0;
+}
+
+static int launch_rows_q8(kb_backend *b, mv_args a, int n, const uint16_t *scales, int V)
+{
+    if (a.K % DT_Q8_BLOCK)
+        return err_set("a q8 product over %d values: the kernel takes multiples of %d", a.K,
+                       DT_Q8_BLOCK);
+    unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
+    size_t fixed = sizeof(float) * (size_t)a.K,
+           each = (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
+    return in_groups(a, n, fixed, each, "a q8 product", [&](mv_args g, int k) {
+        size_t shared = fixed + each * (size_t)k;
+        if (k == 1)
+            rows_q8_k<1><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, 1);
+        else
+            rows_q8_k<CU_TOKENS><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, k);
+        CK_LAUNCH();
+        return 0;
+    });
 }
 
 /* the arguments of a product over K inputs to N outputs of w; 16-byte loads where its rows allow */
@@ -299,7 +392,7 @@ static int mv_buffers(kb_backend *b, size_t part_floats, unsigned **count, float
 }
 
 template <dtype T>
-static int launch_linear(kb_backend *b, mv_args a)
+static int launch_linear(kb_backend *b, mv_args a, int n)
 {
     cuda_state *s = cuda_of(b);
     int TN = MV_LANES * cu_vec<T>::E, tiles = (a.N + TN - 1) / TN;
@@ -316,52 +409,59 @@ static int launch_linear(kb_backend *b, mv_args a)
         return err_set("a one-token product of %d columns; the kernel counts at most %d tiles", a.N,
                        MV_COUNTERS);
     a.slice_rows = rows;
-    if (slices > 1 && mv_buffers(b, (size_t)slices * a.N, &a.count, &a.part))
+    int group = n < CU_TOKENS ? n : CU_TOKENS;
+    if (slices > 1 && mv_buffers(b, (size_t)group * slices * a.N, &a.count, &a.part))
         return -1;
-    linear_k<T><<<dim3(tiles, slices), MV_THREADS, sizeof(float) * rows, s->stream>>>(a);
-    CK_LAUNCH();
-    return 0;
+    return in_groups(a, n, 0, sizeof(float) * rows, "a fused product", [&](mv_args g, int k) {
+        dim3 grid(tiles, slices);
+        if (k == 1)
+            linear_k<T, 1><<<grid, MV_THREADS, sizeof(float) * rows, s->stream>>>(g, 1);
+        else
+            linear_k<T, CU_TOKENS><<<grid, MV_THREADS, sizeof(float) * rows * k, s->stream>>>(g, k);
+        CK_LAUNCH();
+        return 0;
+    });
 }
 
-int cuda_linear(kb_backend *b, float *y, const float *x, const kb_mat *w, const float *bias,
+int cuda_linear(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                 const kb_norm *norm, kb_act act, int residual)
 {
     mv_args a = args_for(y, x, w, bias, norm, act, residual, w->rows, w->cols);
     cuda_rounded_forget(b, y);
     switch (w->type) {
-        case DT_Q8: return launch_rows_q8(b, a, w->scales, w->cols);
-        case DT_F32: return launch_linear<DT_F32>(b, a);
-        case DT_BF16: return launch_linear<DT_BF16>(b, a);
-        case DT_F16: return launch_linear<DT_F16>(b, a);
-        default: return err_set("one-token product: weights of type %s", dt_name(w->type));
+        case DT_Q8: return launch_rows_q8(b, a, n, w->scales, w->cols);
+        case DT_F32: return launch_linear<DT_F32>(b, a, n);
+        case DT_BF16: return launch_linear<DT_BF16>(b, a, n);
+        case DT_F16: return launch_linear<DT_F16>(b, a, n);
+        default: return err_set("fused product: weights of type %s", dt_name(w->type));
     }
 }
 
-int cuda_linear_t(kb_backend *b, float *y, const float *x, const kb_mat *w, const kb_norm *norm)
+template <dtype T>
+static int launch_linear_t(kb_backend *b, mv_args a, int n, int V)
 {
-    cuda_state *s = cuda_of(b);
+    unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
+    return in_groups(a, n, 0, sizeof(float) * (size_t)a.K, "the LM head", [&](mv_args g, int k) {
+        size_t shared = sizeof(float) * (size_t)a.K * k;
+        if (k == 1)
+            linear_t_k<T, 1><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, V, 1);
+        else
+            linear_t_k<T, CU_TOKENS><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, V, k);
+        CK_LAUNCH();
+        return 0;
+    });
+}
+
+int cuda_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
+                  const kb_norm *norm)
+{
     mv_args a = args_for(y, x, w, NULL, norm, KB_LINEAR, 0, w->cols, w->rows);
     cuda_rounded_forget(b, y);
-    if (w->type == DT_Q8)
-        return launch_rows_q8(b, a, w->scales, w->rows);
-    size_t shared = sizeof(float) * (size_t)w->cols;
-    if (shared > 48 * 1024)
-        return err_set(
-            "the LM head over %d features needs %zu bytes of shared memory; the kernel has 48 KB",
-            w->cols, shared);
-    unsigned blocks = (unsigned)((w->rows + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
     switch (w->type) {
-        case DT_F32:
-            linear_t_k<DT_F32><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
-            break;
-        case DT_BF16:
-            linear_t_k<DT_BF16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
-            break;
-        case DT_F16:
-            linear_t_k<DT_F16><<<blocks, MT_THREADS, shared, s->stream>>>(a, w->rows);
-            break;
+        case DT_Q8: return launch_rows_q8(b, a, n, w->scales, w->rows);
+        case DT_F32: return launch_linear_t<DT_F32>(b, a, n, w->rows);
+        case DT_BF16: return launch_linear_t<DT_BF16>(b, a, n, w->rows);
+        case DT_F16: return launch_linear_t<DT_F16>(b, a, n, w->rows);
         default: return err_set("LM head: weights of type %s", dt_name(w->type));
     }
-    CK_LAUNCH();
-    return 0;
 }

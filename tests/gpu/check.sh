@@ -9,7 +9,7 @@
 #                                   and again with a fault planted in one kernel (CUDA_EMU_FAULT),
 #                                   where it must fail
 #   --only LIST    some of the sections, in this order: smoke,correct,twins,speed,shapes,chat,
-#                  sanitizer
+#                  speculative,sanitizer
 #   --budget S     seconds for the whole check (default 240 on a GPU, 900 emulated); a run stopped
 #                  by its own limit or by the budget is "incomplete"
 #
@@ -28,7 +28,7 @@ usage() { # usage [STATUS]: the options (on stdout for --help)
 } >&"$([ "${1:-2}" = 0 ] && echo 1 || echo 2)"
 die() { echo "check: $*" >&2; exit 2; }
 
-ALL=smoke,correct,twins,speed,shapes,chat,sanitizer
+ALL=smoke,correct,twins,speed,shapes,chat,speculative,sanitizer
 EMULATED=0 BUNDLE= ONLY=$ALL BUDGET=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -186,6 +186,7 @@ if [ $EMULATED = 1 ]; then
     CHAT_OPTS=("--cache-layout contiguous --cache-dtype int8" "--ctx 32 --evict-min 8")
     CHAT_TOKENS=3 CHAT_SET=basic
     SANITIZER_RUNS=("memcheck 60 cuda/q8" "racecheck 60 cuda/kernels")
+    SPEC_MODEL="2 4 64 128" SPEC_TOKENS=8
 else
     # the 124M shape, every step of a teacher-forced decode past 256 positions of context (several
     # attention chunks, step replay): each cache dtype on both kernel sets, the contiguous layout,
@@ -206,6 +207,7 @@ else
     CHAT_TOKENS=12 CHAT_SET=fast
     # small filters and the quick sizes (KVCHAT_TEST_QUICK): the tools slow kernels tenfold or more
     SANITIZER_RUNS=("memcheck 45 cuda/" "racecheck 35 cuda/attention cuda/sample cuda/fused")
+    SPEC_MODEL="12 12 768 1024" SPEC_TOKENS=64
 fi
 
 what="bundle $BUNDLE"
@@ -255,8 +257,9 @@ fi
 if section twins "every kernel against its CPU twin ($UT cuda/)"; then
     run $([ $EMULATED = 1 ] && echo 240 || echo 60) "$UT" cuda/
     out=$T/stdout
-    names="kernels_match_cpu_twins fused_matches_cpu_twin q8_matches_cpu_twin
-        attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu driver_messages"
+    names="kernels_match_cpu_twins fused_matches_cpu_twin fused_tokens_are_steps
+        q8_matches_cpu_twin attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu
+        speculative_matches_cpu speculative_exact_on_device driver_messages"
     # and any other cuda/ test that failed
     others=$(grep -oE '^FAIL cuda/[a-z0-9_]+' "$out" | cut -d/ -f2 |
         grep -vxF "$(echo $names | tr ' ' '\n')")
@@ -428,6 +431,42 @@ find_sanitizer() {
     done
     return 1
 }
+
+# speculative decoding's promise on the device: greedy with a drafter is plain greedy decoding's
+# reply token for token, for each weight type (verify passes take the decode step's kernels)
+if section speculative "speculative decoding on the device: greedy = plain greedy, each dtype"; then
+    read -r L H E C <<<"$SPEC_MODEL"
+    tiny "$T/m-spec" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --seed 5
+    for dt in f32 bf16 q8; do
+        [ -d "$T/m-spec" ] || break
+        spec=(generate -m "$T/m-spec" --device cuda --dtype $dt --temp 0 --repeat-penalty 1.1
+            -n $SPEC_TOKENS --output ids -q -p "Prompt number 7: the quick brown fox 259 jumps")
+        run 60 "$KV" "${spec[@]}"
+        failed "speculative: $dt, plain" && continue
+        plain=$(cat "$T/stdout")
+        for d in self-q8 lookup; do
+            run 60 "$KV" "${spec[@]}" --draft $d --draft-max 8
+            failed "speculative: $dt, $d" && continue
+            got=$(cat "$T/stdout")
+            if [ -n "$plain" ] && [ "$got" = "$plain" ]; then
+                row ok "speculative: $dt weights, $d drafting" "the plain greedy reply"
+            else
+                first=$(paste -d' ' <(tr ', ' '\n\n' <<<"$plain") <(tr ', ' '\n\n' <<<"$got") |
+                    awk '$1 != $2 { print NR; exit }')
+                row FAIL "speculative: $dt weights, $d drafting" \
+                    "parts from plain greedy at token ${first:-?} of $SPEC_TOKENS"
+            fi
+        done
+    done
+    if [ $EMULATED = 0 ] && [ -d "$T/m-spec" ]; then # what a verify pass costs (not a target)
+        run 60 "$KV" bench --speculative -m "$T/m-spec" --device cuda --dtype bf16 \
+            --draft lookup,self-q8 -n 64 --runs 3
+        failed "speculative: bench" ||
+            row info "speculative: bench, bf16" "$(grep -m1 'a decode step' "$T/stdout")"
+        sed 's/^/  /' "$T/stdout" >>"$OUT/check.txt"
+    fi
+    rm -rf "$T/m-spec"
+fi
 
 if section sanitizer "NVIDIA's compute-sanitizer on the unit tests (quick sizes)"; then
     if ! SANITIZER=$(find_sanitizer); then

@@ -1,6 +1,7 @@
 #include "model_fixture.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../app/cmd/commands.h"
@@ -44,4 +45,42 @@ const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const c
 const char *fixture_model(const char *dtype_name, int ctx)
 {
     return fixture_checkpoint(2, ctx, 3, 0, dtype_name);
+}
+
+int fixture_decode(gpt2_model *m, kb_backend *b, kv_pool *pool, drafter *d,
+                   const sampler_params *sp, const int *prompt, int n, int n_predict, int *out,
+                   spec_stats *stats)
+{
+    int *ids = malloc(sizeof *ids * (size_t)(n + n_predict)), next, made = 0, rc = -1;
+    kv_seq *cache = kv_seq_new(pool, 0);
+    spec *s = d ? spec_new(m, b, d) : NULL;
+    sampler smp;
+    sampler_init(&smp, sp);
+    if (!ids || !cache || (d && !s))
+        goto out;
+    memcpy(ids, prompt, sizeof *ids * (size_t)n);
+    kb_sample pick = sampler_draw(&smp, ids, n);
+    if (gpt2_step(m, b, cache, ids, n, &pick, &next, NULL))
+        goto out;
+    while (made < n_predict) {
+        ids[n++] = out[made++] = next;
+        if (made == n_predict)
+            break;
+        if (s) {
+            if (spec_next(s, cache, ids, n, &smp, n_predict - made, &next, NULL))
+                goto out;
+        } else {
+            pick = sampler_draw(&smp, ids, n);
+            if (gpt2_step(m, b, cache, ids + n - 1, 1, &pick, &next, NULL))
+                goto out;
+        }
+    }
+    if (stats)
+        *stats = *spec_get_stats(s);
+    rc = 0;
+out:
+    spec_free(s);
+    kv_seq_free(cache);
+    free(ids);
+    return rc;
 }

@@ -285,8 +285,9 @@ static void fused_twins(void)
                 g->copy(g, dy, y0, sizeof(float) * N);
                 if (!residual)
                     poison(g, dy, sizeof(float) * N);
-                cpu_linear(c, y1, x, &hw, v == 3 ? NULL : bias, v < 2 ? &hn : NULL, act, residual);
-                GPU_OK(g->linear(g, dy, dx, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act,
+                cpu_linear(c, y1, x, 1, &hw, v == 3 ? NULL : bias, v < 2 ? &hn : NULL, act,
+                           residual);
+                GPU_OK(g->linear(g, dy, dx, 1, &dw, v == 3 ? NULL : db, v < 2 ? &dn : NULL, act,
                                  residual));
                 g->copy(g, y2, dy, sizeof(float) * N);
                 double e = rel_err(y2, y1, N);
@@ -303,9 +304,9 @@ static void fused_twins(void)
             float *dxt = up(g, xt, sizeof(float) * N), *dtg = up(g, y0, sizeof(float) * N),
                   *dtb = up(g, bias, sizeof(float) * N);
             kb_norm dtn = {dtg, dtb, 1e-5f};
-            cpu_linear_t(c, yt1, xt, &ht, &htn);
+            cpu_linear_t(c, yt1, xt, 1, &ht, &htn);
             poison(g, dy, sizeof(float) * K);
-            GPU_OK(g->linear_t(g, dy, dxt, &dt, &dtn));
+            GPU_OK(g->linear_t(g, dy, dxt, 1, &dt, &dtn));
             g->copy(g, yt2, dy, sizeof(float) * K);
             double e = rel_err(yt2, yt1, K);
             CHECK(e < 1e-5, "linear_t %dx%d %s: rel err %.3g", K, N, dt_name(types[t]), e);
@@ -332,6 +333,124 @@ static void fused_twins(void)
         free(y2);
         free(w16);
     }
+    c->destroy(c);
+}
+
+/* The fused products over several tokens (a verify pass), in f32, bf16 and q8: each token's row is
+ * the one-token call's bit for bit (the decode step's), and near the CPU twin's. The shapes take
+ * one slice of rows and several, and 3,072 inputs a token make the LM head's 5 tokens two
+ * launches (its shared memory holds 4). */
+static void fused_tokens(void)
+{
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
+        return;
+    g->use_kernels(g, KB_KERNELS_FAST);
+    enum { T = 5 };
+    static const int shapes[2][2] = {{96, 160}, {3072, 768}};
+    dtype types[3] = {DT_F32, DT_BF16, DT_Q8};
+    uint64_t s = 29;
+    for (int sh = 0; sh < 2; sh++)
+        for (int ty = 0; ty < 3; ty++) {
+            int K = shapes[sh][0], N = shapes[sh][1], big = K > N ? K : N;
+            size_t blocks = (size_t)K * N / DT_Q8_BLOCK;
+            float *x = malloc(sizeof(float) * T * big), *wf = malloc(sizeof(float) * K * N),
+                  *bias = malloc(sizeof(float) * N), *gam = malloc(sizeof(float) * big),
+                  *bet = malloc(sizeof(float) * big), *one = malloc(sizeof(float) * T * big),
+                  *many = malloc(sizeof(float) * T * big), *ref = malloc(sizeof(float) * T * big),
+                  *base = malloc(sizeof(float) * T * big);
+            void *w = malloc(sizeof(float) * K * N);
+            uint16_t *sc = malloc(2 * blocks);
+            for (int i = 0; i < T * big; i++)
+                x[i] = rnd(&s) * 3 + 0.5f;
+            for (int i = 0; i < big; i++)
+                gam[i] = 1 + rnd(&s) * 0.3f, bet[i] = rnd(&s) * 0.2f;
+            for (int i = 0; i < K * N; i++)
+                wf[i] = rnd(&s) * 0.1f;
+            for (int i = 0; i < N; i++)
+                bias[i] = rnd(&s);
+            /* q8 is stored along the reduction: wf's rows of K are the outputs' rows */
+            if (types[ty] == DT_Q8)
+                for (int j = 0; j < N; j++)
+                    dt_q8_quantize((int8_t *)w + (size_t)j * K, sc + (size_t)j * (K / 32), NULL,
+                                   wf + (size_t)j * K, (size_t)K);
+            else
+                dt_from_f32(w, wf, types[ty], (size_t)K * N);
+            size_t wbytes = types[ty] == DT_Q8 ? (size_t)K * N : dt_size(types[ty]) * K * N;
+            void *dwd = up(g, w, wbytes);
+            uint16_t *dsc = types[ty] == DT_Q8 ? up(g, sc, 2 * blocks) : NULL;
+            float *dx = up(g, x, sizeof(float) * T * big), *db = up(g, bias, sizeof(float) * N),
+                  *dg = up(g, gam, sizeof(float) * big), *dbe = up(g, bet, sizeof(float) * big),
+                  *dy = g->alloc(g, sizeof(float) * T * big, "y");
+            kb_norm hn = {gam, bet, 1e-5f}, dn = {dg, dbe, 1e-5f};
+            for (int v = 0; v < 3; v++) { /* linear with norm and GELU, with residual; the head */
+                kb_mat hw = {w, types[ty], K, N, sc, 0}, dw = {dwd, types[ty], K, N, dsc, 0};
+                int out = v == 2 ? K : N, in = v == 2 ? N : K;
+                if (v == 2) { /* the same weights as the LM head's [V = K, N] rows (q8: [N, K]) */
+                    hw.rows = dw.rows = types[ty] == DT_Q8 ? N : K;
+                    hw.cols = dw.cols = types[ty] == DT_Q8 ? K : N;
+                    out = hw.rows;
+                    in = hw.cols;
+                }
+                for (int i = 0; i < T * out; i++) /* what the residual adds to */
+                    base[i] = rnd(&s);
+                g->copy(g, dy, base, sizeof(float) * T * out);
+                for (int t = 0; t < T; t++) {
+                    float *yt = dy + (size_t)t * out;
+                    const float *xt = dx + (size_t)t * in;
+                    GPU_OK(v == 2 ? g->linear_t(g, yt, xt, 1, &dw, &dn)
+                                  : g->linear(g, yt, xt, 1, &dw, db, v ? NULL : &dn,
+                                              v ? KB_LINEAR : KB_GELU, v));
+                }
+                g->copy(g, one, dy, sizeof(float) * T * out);
+                g->copy(g, dy, base, sizeof(float) * T * out);
+                if (v != 1)
+                    poison(g, dy, sizeof(float) * T * out);
+                GPU_OK(v == 2 ? g->linear_t(g, dy, dx, T, &dw, &dn)
+                              : g->linear(g, dy, dx, T, &dw, db, v ? NULL : &dn,
+                                          v ? KB_LINEAR : KB_GELU, v));
+                g->copy(g, many, dy, sizeof(float) * T * out);
+                int same = 0;
+                while (same < T && !memcmp(one + (size_t)same * out, many + (size_t)same * out,
+                                           sizeof(float) * out))
+                    same++;
+                CHECK(same == T,
+                      "%s %dx%d variant %d: token %d of %d differs from its one-token "
+                      "call (rel err %.3g)",
+                      dt_name(types[ty]), K, N, v, same, T,
+                      same < T ? rel_err(many + (size_t)same * out, one + (size_t)same * out, out)
+                               : 0);
+                memcpy(ref, base, sizeof(float) * T * out);
+                if (v == 2)
+                    CHECK(cpu_linear_t(c, ref, x, T, &hw, &hn) == 0, "cpu: %s", err_msg());
+                else
+                    CHECK(cpu_linear(c, ref, x, T, &hw, bias, v ? NULL : &hn,
+                                     v ? KB_LINEAR : KB_GELU, v) == 0,
+                          "cpu: %s", err_msg());
+                double e = rel_err(many, ref, (size_t)T * out);
+                CHECK(e < 1e-5, "%s %dx%d variant %d: rel err %.3g against the CPU twin",
+                      dt_name(types[ty]), K, N, v, e);
+            }
+            g->release(g, dwd);
+            if (dsc)
+                g->release(g, dsc);
+            g->release(g, dx);
+            g->release(g, db);
+            g->release(g, dg);
+            g->release(g, dbe);
+            g->release(g, dy);
+            free(x);
+            free(wf);
+            free(bias);
+            free(gam);
+            free(bet);
+            free(one);
+            free(many);
+            free(ref);
+            free(base);
+            free(w);
+            free(sc);
+        }
     c->destroy(c);
 }
 
@@ -366,16 +485,17 @@ static void q8_twins(void)
     for (int v = 0; v < 3; v++) { /* GELU, residual, none */
         memcpy(y1, y0, sizeof y0);
         g->copy(g, dy, y0, sizeof y0);
-        cpu_linear(c, y1, x, &hw, v == 2 ? NULL : bias, NULL, v == 0 ? KB_GELU : KB_LINEAR, v == 1);
-        GPU_OK(g->linear(g, dy, dx, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR,
+        cpu_linear(c, y1, x, 1, &hw, v == 2 ? NULL : bias, NULL, v == 0 ? KB_GELU : KB_LINEAR,
+                   v == 1);
+        GPU_OK(g->linear(g, dy, dx, 1, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR,
                          v == 1));
         g->copy(g, y2, dy, sizeof y0);
         CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v,
               rel_err(y2, y1, N));
     }
     kb_mat ht = {q, DT_Q8, N, K, sc, 0}, dt = {dw.data, DT_Q8, N, K, dw.scales, 0};
-    cpu_linear_t(c, y1, x, &ht, NULL);
-    GPU_OK(g->linear_t(g, dy, dx, &dt, NULL));
+    cpu_linear_t(c, y1, x, 1, &ht, NULL);
+    GPU_OK(g->linear_t(g, dy, dx, 1, &dt, NULL));
     g->copy(g, y2, dy, sizeof(float) * N);
     CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear_t: rel err %.3g", rel_err(y2, y1, N));
     c->matmul(c, y1, x, n, &hw, bias, KB_LINEAR);
@@ -781,12 +901,81 @@ static void speculative_twins(void)
     c->destroy(c);
 }
 
+/* Speculative decoding on the device is exact there (fast set): for f32, bf16 and q8 weights, a
+ * verify pass's rows are the device's decode steps bit for bit, and greedy replies with a q8 self
+ * draft and with lookup are plain greedy decoding's on the device, token for token. */
+static void speculative_exact(void)
+{
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
+        return;
+    g->use_kernels(g, KB_KERNELS_FAST);
+    const char *dir = fixture_checkpoint(2, 96, 3, 300, "f32"); /* few ids: the emulator is slow */
+    dtype types[3] = {DT_F32, DT_BF16, DT_Q8};
+    enum { ROWS = DRAFT_MAX_TOKENS + 1, N = 24 };
+    for (int t = 0; t < 3; t++) {
+        gpt2_model m;
+        if (gpt2_load(&m, dir, types[t], NULL) || gpt2_place(&m, g, NULL)) {
+            CHECK(0, "load: %s", err_msg());
+            continue;
+        }
+        kv_opts o;
+        kv_opts_default(&o, &m.cfg);
+        kv_pool *pool = kv_pool_create(g, &m.cfg, &o, NULL);
+        kv_seq *a = pool ? kv_seq_new(pool, 0) : NULL, *v = pool ? kv_seq_new(pool, 1) : NULL;
+        int V = m.cfg.vocab_size, ids[19 + ROWS], row = 0;
+        float *la = malloc(sizeof(float) * V * ROWS), *lv = malloc(sizeof(float) * V * ROWS);
+        for (int i = 0; i < 19 + ROWS; i++)
+            ids[i] = (i * 7919 + 13) % V;
+        int ok = a && v && !gpt2_forward(&m, g, a, ids, 19, NULL) &&
+                 !gpt2_forward(&m, g, v, ids, 19, NULL);
+        for (int i = 0; ok && i < ROWS; i++)
+            ok = !gpt2_forward(&m, g, a, ids + 19 + i, 1, la + (size_t)V * i);
+        ok = ok && !gpt2_verify(&m, g, v, ids + 19, ROWS, lv);
+        CHECK(ok, "%s: %s", dt_name(types[t]), err_msg());
+        while (ok && row < ROWS && !memcmp(lv + (size_t)V * row, la + (size_t)V * row, 4 * V))
+            row++;
+        CHECK(!ok || row == ROWS, "%s: verify row %d differs from its decode step (rel err %.3g)",
+              dt_name(types[t]), row,
+              row < ROWS ? rel_err(lv + (size_t)V * row, la + (size_t)V * row, V) : 0);
+        sampler_params sp = sampler_defaults();
+        sp.temp = 0;
+        sp.repeat_penalty = 1.1f;
+        const char *drafters[2] = {"self-q8", "lookup"};
+        for (int k = 0; k < 2 && ok; k++) {
+            draft_opts d_o;
+            draft_opts_default(&d_o);
+            draft_parse(drafters[k], &d_o);
+            d_o.max = DRAFT_MAX_TOKENS;
+            drafter *d = draft_new(&d_o, &m, dir, g, pool, 2);
+            int want[N], got[N], i = 0;
+            CHECK(d && !fixture_decode(&m, g, pool, NULL, &sp, ids, 12, N, want, NULL) &&
+                      !fixture_decode(&m, g, pool, d, &sp, ids, 12, N, got, NULL),
+                  "%s: %s", drafters[k], err_msg());
+            while (i < N && want[i] == got[i])
+                i++;
+            CHECK(i == N, "%s weights, %s drafting on the device: token %d is %d, plain %d",
+                  dt_name(types[t]), drafters[k], i, got[i % N], want[i % N]);
+            draft_free(d);
+        }
+        free(la);
+        free(lv);
+        kv_seq_free(a);
+        kv_seq_free(v);
+        kv_pool_free(pool);
+        gpt2_free(&m);
+    }
+    c->destroy(c);
+}
+
 TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins},
-           {"cuda/fused_matches_cpu_twin", fused_twins}, {"cuda/q8_matches_cpu_twin", q8_twins},
+           {"cuda/fused_matches_cpu_twin", fused_twins},
+           {"cuda/fused_tokens_are_steps", fused_tokens}, {"cuda/q8_matches_cpu_twin", q8_twins},
            {"cuda/model_steps_match_cpu", model_steps},
            {"cuda/attention_matches_cpu_twin", attention_twins},
            {"cuda/sample_matches_cpu_twin", sample_twins},
            {"cuda/speculative_matches_cpu", speculative_twins},
+           {"cuda/speculative_exact_on_device", speculative_exact},
            {"cuda/driver_messages", driver_messages});
 #else
 static void no_cuda(void) { SKIP("this build has no CUDA backend (nvcc was not found)"); }

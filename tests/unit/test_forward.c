@@ -243,8 +243,8 @@ static void fused_products(void)
         float ref[K];
         if (v < 2) {
             memcpy(y, y0, sizeof y);
-            CHECK(cpu_linear(b, y, x, &m, bias, v == 0 ? &ln : NULL, v == 0 ? KB_GELU : KB_LINEAR,
-                             v == 1) == 0,
+            CHECK(cpu_linear(b, y, x, 1, &m, bias, v == 0 ? &ln : NULL,
+                             v == 0 ? KB_GELU : KB_LINEAR, v == 1) == 0,
                   "%s", err_msg());
             for (int j = 0; j < N; j++) {
                 double a = bias[j];
@@ -260,7 +260,7 @@ static void fused_products(void)
         } else {
             kb_mat t = {w, DT_F32, N, K, NULL, 0}; /* [N, K]: y[N] = norm(x)[K] . rows */
             float yt[N];
-            CHECK(cpu_linear_t(b, yt, x, &t, &ln) == 0, "%s", err_msg());
+            CHECK(cpu_linear_t(b, yt, x, 1, &t, &ln) == 0, "%s", err_msg());
             for (int j = 0; j < N; j++) {
                 double a = 0;
                 for (int k = 0; k < K; k++)

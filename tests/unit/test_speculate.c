@@ -86,40 +86,11 @@ static void verify_rows(void)
     }
 }
 
-/* n_predict tokens after prompt[0..n), as kvchat generate makes them: plain steps (d NULL) or
- * speculative rounds; the ids into out. stats: the rounds' (NULL: plain) */
+/* fixture_decode on the rig */
 static int decode(rig *r, drafter *d, const sampler_params *sp, const int *prompt, int n,
                   int n_predict, int *out, spec_stats *stats)
 {
-    int ids[96], next, made = 0, rc = -1;
-    memcpy(ids, prompt, sizeof *ids * (size_t)n);
-    kv_seq *cache = kv_seq_new(r->pool, 0);
-    spec *s = d ? spec_new(&r->m, r->b, d) : NULL;
-    sampler smp;
-    sampler_init(&smp, sp);
-    kb_sample pick = sampler_draw(&smp, ids, n);
-    if (!cache || (d && !s) || gpt2_step(&r->m, r->b, cache, ids, n, &pick, &next, NULL))
-        goto out;
-    while (made < n_predict) {
-        ids[n++] = out[made++] = next;
-        if (made == n_predict)
-            break;
-        if (s) {
-            if (spec_next(s, cache, ids, n, &smp, n_predict - made, &next, NULL))
-                goto out;
-        } else {
-            pick = sampler_draw(&smp, ids, n);
-            if (gpt2_step(&r->m, r->b, cache, ids + n - 1, 1, &pick, &next, NULL))
-                goto out;
-        }
-    }
-    if (stats)
-        *stats = *spec_get_stats(s);
-    rc = 0;
-out:
-    spec_free(s);
-    kv_seq_free(cache);
-    return rc;
+    return fixture_decode(&r->m, r->b, r->pool, d, sp, prompt, n, n_predict, out, stats);
 }
 
 /* Greedy: the reply is token for token plain decoding's, for each drafter and weight dtype, with

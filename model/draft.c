@@ -98,6 +98,7 @@ drafter *draft_new(const draft_opts *o, const gpt2_model *m, const char *model_d
         ko.window = d->window;
         if (!(d->own_pool = kv_pool_create(b, dc, &ko, kv_pool_bus(pool))))
             goto fail;
+        kv_pool_set_draft(d->own_pool);
         pool = d->own_pool;
     }
     d->pool = pool;

@@ -49,7 +49,8 @@
     F(e, pool_used, I64, 0, 0, REQ, "the pool's bytes in use")                 \
     F(e, blocks_used, INT, 0, EV_BIG, REQ, "paged: the pool's blocks in use")  \
     F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory") \
-    F(e, draft, BOOL, 0, 0, OPT, "a drafter's cache (--draft)")
+    F(e, draft, BOOL, 0, 0, OPT, "a drafter's cache (--draft)")                \
+    F(e, own_pool, BOOL, 0, 0, OPT, "a drafter's own pool: the pool figures are its")
 
 #define EV_SCHEMA(E, F)                                                                          \
     E(MODEL, model, "the model a run loaded (first in a session)")                               \

@@ -26,6 +26,7 @@ struct kv_pool {
     int n_seqs;
     size_t cap_seqs;
     unsigned long tick;
+    int draft; /* a drafter's own pool (kv_pool_set_draft) */
 };
 
 struct kv_seq {
@@ -379,10 +380,14 @@ ev_cache kv_totals(kv_seq *s)
                       .blocks_used = ps.blocks_used,
                       .offloaded_convs = ps.offloaded,
                       .draft = s->draft,
-                      .has_draft = s->draft};
+                      .has_draft = s->draft,
+                      .own_pool = s->p->draft,
+                      .has_own_pool = s->p->draft};
 }
 
 void kv_set_draft(kv_seq *s) { s->draft = 1; }
+
+void kv_pool_set_draft(kv_pool *p) { p->draft = 1; }
 
 ev_bus *kv_pool_bus(const kv_pool *p) { return p->bus; }
 

@@ -61,6 +61,9 @@ kv_seq *kv_seq_new(kv_pool *p, int conv);
 /* Marks s as a drafter's cache (speculative decoding): the totals of its events (and its forks')
  * carry draft, so that readers tell it from its conversation's own cache. */
 void kv_set_draft(kv_seq *s);
+/* Marks p as a drafter's pool of its own (a draft model of another shape): its sequences' totals
+ * carry own_pool, so that readers keep the conversations' pool figures apart from its. */
+void kv_pool_set_draft(kv_pool *p);
 /* the bus the pool's events go to (NULL: none) */
 ev_bus *kv_pool_bus(const kv_pool *p);
 void kv_seq_free(kv_seq *s);

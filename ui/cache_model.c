@@ -147,6 +147,17 @@ static void remove_span(cm_conv *c, int s, int len)
 /* a position or a count of cells, clamped so that sums of two cannot overflow */
 static int cells(long long v) { return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS); }
 
+/* the pool-wide totals of an event's "cache" block: a drafter's too, unless it has a pool of its
+ * own (a draft model of another shape), whose figures are not the conversations' pool's */
+static void apply_pool_totals(cache_model *m, const json_t *t)
+{
+    if (!t || ev_cache_own_pool(t))
+        return;
+    m->pool_used = ev_cache_pool_used(t);
+    m->blocks_used = ev_cache_blocks_used(t);
+    m->offloaded_convs = ev_cache_offloaded_convs(t);
+}
+
 /* The totals an event that changed the cache carries (its "cache" block): the figures agree with
  * the cache manager's own at every such event, not only at a turn's stats. */
 static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
@@ -161,9 +172,7 @@ static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
     c->bytes_reserved = ev_cache_bytes_reserved(t);
     c->shared_blocks = ev_cache_shared_blocks(t);
     c->host_bytes = ev_cache_host_bytes(t);
-    m->pool_used = ev_cache_pool_used(t);
-    m->blocks_used = ev_cache_blocks_used(t);
-    m->offloaded_convs = ev_cache_offloaded_convs(t);
+    apply_pool_totals(m, t);
 }
 
 /* the bytes in use after the window changed by tokens (a prefill, a token), which no event's
@@ -574,6 +583,9 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (!c)
         return;
     c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
+    const json_t *t = json_object_get(ev, "cache");
+    if (ev_cache_draft(t)) /* the drafter's own figures are its panel line's */
+        apply_pool_totals(m, t);
     if (cm_draft_apply(&c->draft, ev))
         return;
     if (ON[k])

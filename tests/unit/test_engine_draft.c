@@ -158,14 +158,29 @@ static void rejections_reported(rig *r, const char *name)
           "%s: %ld drafted token events for %ld drafts accepted", name, drafted_tokens, accepted);
 }
 
-/* the panel's model from the events alone: the conversation's cells are the engine's window */
+/* the panel's model from the events alone: the conversation's cells are the engine's window, and
+ * the pool's bytes in use those of the last event of the pool (a drafter's in the same pool too;
+ * not one in a pool of its own) */
 static void panel_agrees(rig *r, int conv, const char *name)
 {
     cache_model m;
     cm_init(&m);
     size_t i;
     json_t *v;
-    json_array_foreach(r->events, i, v) cm_apply(&m, v);
+    int pool_wrong = 0, draft_events = 0;
+    long long pool = 0;
+    json_array_foreach(r->events, i, v)
+    {
+        cm_apply(&m, v);
+        const json_t *t = json_object_get(v, "cache");
+        if (t && !ev_cache_own_pool(t))
+            pool = ev_cache_pool_used(t);
+        draft_events += ev_cache_draft(t);
+        pool_wrong += t && (long long)m.pool_used != pool;
+    }
+    CHECK(!pool_wrong,
+          "%s: the panel's pool bytes differ from the events' %d times (%d drafter events)", name,
+          pool_wrong, draft_events);
     int n;
     engine_window(r->e, conv, &n);
     cm_conv *mc = cm_conv_get(&m, conv);

@@ -121,8 +121,9 @@ static void cut(cm_conv *c, int to)
     }
 }
 
-/* removes [s, s + len) and renumbers the turns after it */
-static void remove_span(cm_conv *c, int s, int len)
+/* removes [s, s + len) and renumbers the turns after it: a turn emptied goes, as the engine's do
+ * (app/chat/eviction.c), but for the reply still growing (open_last), which its next tokens join */
+static void remove_span(cm_conv *c, int s, int len, int open_last)
 {
     if (s < 0 || len <= 0 || s >= c->n_cells)
         return;
@@ -135,7 +136,7 @@ static void remove_span(cm_conv *c, int s, int len)
         if (ov1 > ov0)
             t.len -= ov1 - ov0;
         t.start = a >= s + len ? a - len : a > s ? s : a;
-        if (t.len > 0 || i == c->n_turns - 1) {
+        if (t.len > 0 || (open_last && i == c->n_turns - 1)) {
             c->reads[nt] = c->reads[i];
             c->turns[nt++] = t;
         }
@@ -320,7 +321,7 @@ static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
     for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* earlier starts stay */
         const json_t *r = json_array_get(ranges, (size_t)i);
         remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
-                    cells(json_integer_value(json_array_get(r, 1))));
+                    cells(json_integer_value(json_array_get(r, 1))), c->replying);
     }
     apply_totals(m, c, ev_evict_cache(ev));
     if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
@@ -444,10 +445,58 @@ static void on_fork(cache_model *m, cm_conv *c, const json_t *ev)
          ev_fork_shared_blocks(ev));
 }
 
+/* The engine's turns as a turn's end records them ([start, length, role, pinned] each), in place
+ * of the panel's where they differ: one numbering everywhere (the map's digits are /pin's), even
+ * where the events alone leave it open (a reply of no tokens, which opens no turn here). Each turn
+ * keeps the reading of the panel's turn that held its start. */
+static void adopt_turns(cm_conv *c, const json_t *turns, int n_window)
+{
+    int n = (int)json_array_size(turns), same = n == c->n_turns, at = 0;
+    for (int t = 0; same && t < n; t++) {
+        const json_t *x = json_array_get(turns, (size_t)t);
+        same = json_integer_value(json_array_get(x, 0)) == c->turns[t].start &&
+               json_integer_value(json_array_get(x, 1)) == c->turns[t].len;
+    }
+    if (same || n < 1 || n_window > CM_MAX_CELLS)
+        return;
+    win_turn *old = malloc(sizeof *old * ((size_t)c->n_turns + 1));
+    cm_read *old_reads = malloc(sizeof *old_reads * ((size_t)c->n_turns + 1));
+    int n_old = c->n_turns;
+    if (!old || !old_reads)
+        goto out;
+    memcpy(old, c->turns, sizeof *old * (size_t)n_old);
+    memcpy(old_reads, c->reads, sizeof *old_reads * (size_t)n_old);
+    c->n_turns = 0;
+    c->n_cells = n_window;
+    for (int t = 0; t < n; t++) {
+        const json_t *x = json_array_get(turns, (size_t)t);
+        int start = clamp_int(cells(json_integer_value(json_array_get(x, 0))), at, n_window);
+        int len = clamp_int(cells(json_integer_value(json_array_get(x, 1))), 0, n_window - start);
+        int role =
+            clamp_int(cells(json_integer_value(json_array_get(x, 2))), ROLE_PREAMBLE, ROLE_NOTICE);
+        if (add_turn(c, role))
+            break;
+        win_turn *w = &c->turns[c->n_turns - 1];
+        w->start = start;
+        w->len = len;
+        w->pinned = json_is_true(json_array_get(x, 3));
+        for (int o = 0; o < n_old; o++)
+            if (start >= old[o].start && start < old[o].start + old[o].len) {
+                w->read = old[o].read;
+                c->reads[c->n_turns - 1] = old_reads[o];
+            }
+        at = start + len;
+    }
+out:
+    free(old);
+    free(old_reads);
+}
+
 static void on_turn_end(cache_model *m, cm_conv *c, const json_t *ev)
 {
     (void)m;
     c->replying = 0;
+    adopt_turns(c, ev_turn_end_turns(ev), (int)json_array_size(ev_turn_end_window(ev)));
     /* the reading least-read evicts by, for the forecast: each recorded turn's onto the
      * panel's turn that holds its start */
     const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);

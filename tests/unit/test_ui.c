@@ -920,7 +920,43 @@ static void panel_never_cuts(void)
     term_close(&ft);
 }
 
+/* The panel numbers turns as the engine does (/pin's numbers, the map's digits): an eviction at a
+ * turn's start takes an emptied reply turn with it (one inside a reply keeps the reply's), and a
+ * reply of no tokens is a turn, as the turn's end records */
+static void turns_numbered_as_the_engine(void)
+{
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
+              "\"preamble\":4,\"ms\":1}");
+    for (int i = 0; i < 5; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
+    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":5,\"window\":"
+              "[1,2,3,4,5,6,7,9,9,9,9,9],\"turns\":[[0,4,0,false],[4,3,1,false],[7,5,2,false]],"
+              "\"keep\":4,\"rng\":\"0\",\"sampling\":{}}");
+    cm_conv *c = cm_conv_get(&m, 1);
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":5,\"recomputed\":0,"
+              "\"ms\":1,\"mode\":\"exact\",\"ranges\":[[7,5]]}");
+    CHECK(c && c->n_turns == 2 && c->n_cells == 7,
+          "an eviction at a turn's start that empties the reply: %d turns (want 2), %d cells",
+          c ? c->n_turns : -1, c ? c->n_cells : -1);
+    /* a reply of no tokens: the turn's end says it is a turn; the next message is turn 3 */
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":7,\"ms\":1}");
+    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"\",\"tokens\":0,\"window\":"
+              "[1,2,3,4,5,6,7,8,8],\"turns\":[[0,4,0,false],[4,3,1,false],[7,2,1,false],"
+              "[9,0,2,false]],\"keep\":4,\"rng\":\"0\",\"sampling\":{}}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[6,6,6],\"cached\":9,\"ms\":1}");
+    apply(&m, "{\"ev\":\"pin\",\"conv\":1,\"turn\":4,\"pinned\":true}");
+    CHECK(c && c->n_turns == 5 && c->turns[4].start == 9 && c->turns[4].len == 3 &&
+              c->turns[4].pinned && c->turns[3].len == 0,
+          "after a reply of no tokens: %d turns (want 5), turn 4 at %d of %d tokens, pinned %d",
+          c ? c->n_turns : -1, c && c->n_turns > 4 ? c->turns[4].start : -1,
+          c && c->n_turns > 4 ? c->turns[4].len : -1, c && c->n_turns > 4 && c->turns[4].pinned);
+    cm_free(&m);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
+           {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

@@ -331,7 +331,7 @@ static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
     c->evictions++;
     c->turn_dropped += clamp_int(ev_evict_dropped(ev), 0, CM_MAX_CELLS);
     c->turn_recomputed += clamp_int(ev_evict_recomputed(ev), 0, CM_MAX_CELLS);
-    if (c->decode_tokens)
+    if (c->replying) /* inside a reply; else before the turn's prefill, which takes it up */
         c->evict_ms += ev_evict_ms(ev);
     else
         c->pending_evict_ms += ev_evict_ms(ev);

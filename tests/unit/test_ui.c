@@ -955,8 +955,42 @@ static void turns_numbered_as_the_engine(void)
     cm_free(&m);
 }
 
+/* An eviction made at a turn's start (not prepared) counts in that turn's time to first token and
+ * its reply line (after a previous reply, whose tokens once made it count nowhere) */
+static void eviction_time_counted(void)
+{
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
+              "\"preamble\":4,\"ms\":1}");
+    for (int i = 0; i < 3; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
+    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":3,\"window\":"
+              "[1,2,3,4,5,6,7,9,9,9],\"turns\":[[0,4,0,false],[4,3,1,false],[7,3,2,false]],"
+              "\"keep\":4,\"rng\":\"0\",\"sampling\":{}}");
+    apply(&m, "{\"ev\":\"user\",\"conv\":1,\"text\":\"hi\"}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":6,\"recomputed\":0,"
+              "\"ms\":50,\"mode\":\"exact\",\"ranges\":[[4,6]]}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":4,\"ms\":10}");
+    apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":5}");
+    json_t *end = json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1,"
+                             "\"window\":[1,2,3,4,8,8,9],\"turns\":[[0,4,0,false],[4,2,1,false],"
+                             "[6,1,2,false]],\"keep\":4,\"rng\":\"0\",\"sampling\":{}}",
+                             0, NULL);
+    cm_apply(&m, end);
+    cm_conv *c = cm_conv_get(&m, 1);
+    char line[512] = "";
+    cm_turn_summary(&m, end, line, sizeof line);
+    json_decref(end);
+    CHECK(c && c->evict_ms == 50 && c->ttft_ms == 65 && strstr(line, "re-prefilled in 50"),
+          "the eviction's 50 ms: counted %g, TTFT %g (want 65); \"%s\"", c ? c->evict_ms : -1,
+          c ? c->ttft_ms : -1, line);
+    cm_free(&m);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
+           {"ui/eviction_time_counted", eviction_time_counted},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

@@ -116,9 +116,8 @@ static act_result save(act_host *h, const char *name, char *arg)
 {
     char path[4096];
     const char *live = h->persist->session_path;
-    if (*arg)
-        snprintf(path, sizeof path, "%s", arg);
-    else if (session_default_path(path, sizeof path))
+    if (*arg ? user_path(path, sizeof path, arg)
+             : session_default_path(path, sizeof path) || make_parent_dirs(path))
         return failed(h, "save");
     /* renaming over the live file would leave every later turn in an unlinked file */
     if (live && same_file(path, live)) {
@@ -137,7 +136,7 @@ static act_result save(act_host *h, const char *name, char *arg)
                                         : session_header(h->lm, engine_model_opts(h->e), h->eo);
     int k;
     json_t **evs = conv_events(h, &k);
-    if (!header || !evs || make_parent_dirs(path) || session_write_file(path, header, evs, k))
+    if (!header || !evs || session_write_file(path, header, evs, k))
         failed(h, "save");
     else
         say(h, "saved conversation %d to %s", h->conv, path);

@@ -51,6 +51,27 @@ int make_parent_dirs(const char *file)
     return make_dirs(dir);
 }
 
+int user_path(char *buf, size_t n, const char *path)
+{
+    const char *home = getenv("HOME");
+    int w, tilde = path[0] == '~' && (path[1] == '/' || !path[1]);
+    if (tilde && !(home && *home))
+        return err_set("%s: HOME is not set, so ~ names no folder", path);
+    w = tilde ? snprintf(buf, n, "%s%s", home, path + 1) : snprintf(buf, n, "%s", path);
+    if (w < 0 || (size_t)w >= n)
+        return err_set("%.64s...: path too long", path);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", buf);
+    char *slash = strrchr(dir, '/');
+    struct stat sb;
+    if (slash && slash != dir) {
+        *slash = 0;
+        if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
+            return err_set("%s: the folder %s does not exist", path, dir);
+    }
+    return 0;
+}
+
 int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel,
              const char *instead)
 {

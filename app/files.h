@@ -12,6 +12,9 @@ int make_parent_dirs(const char *file);
  * the home directory); -1 when neither is set, with an error naming both and then `instead`. */
 int xdg_path(char *buf, size_t n, const char *env, const char *fallback, const char *rel,
              const char *instead);
+/* A file name as a user typed it into a command (/save): a leading ~ is the home folder, as in a
+ * shell; its folder must exist (a typo in it is an error, not a new folder). -1 with an error. */
+int user_path(char *buf, size_t n, const char *path);
 /* Whether both paths name one existing file (links and different spellings included). */
 int same_file(const char *a, const char *b);
 /* The size of the file at PATH, or -1 when there is none. */

@@ -320,3 +320,14 @@ echo "Once more" | "$KV" chat --no-tui --resume "$TMP/dsc.jsonl" -n 8 --save-cac
 check "${TAG}chat/a damaged drafters' snapshot is said and left, and the chat goes on" \
     grep -q "draft KV snapshot not used (.*checksum mismatch" "$TMP/dsc.err"
 check "${TAG}chat/... and the session verifies" "$KV" replay "$TMP/dsc.jsonl" --verify
+
+# /save FILE: ~ is the home folder, as in a shell (no folder named ~ made here); a folder that does
+# not exist is an error that names it, and nothing is made
+mkdir -p "$TMP/save-home" "$TMP/save-cwd"
+kv=$(readlink -f "$KV")
+out=$(cd "$TMP/save-cwd" && printf 'hello\n/save ~/saved.jsonl\n/save %s\n' \
+    "$TMP/no-such/dir/x.jsonl" | HOME=$TMP/save-home "$kv" chat --no-tui -m "$CM" -n 4 2>&1)
+same "${TAG}chat//save ~/FILE writes in the home folder, not a folder named ~" "yes no" \
+    "$([ -s "$TMP/save-home/saved.jsonl" ] && echo yes || echo no) $([ -e "$TMP/save-cwd/~" ] && echo yes || echo no)"
+same "${TAG}chat//save into a missing folder: an error naming it, no folders made" "1 no" \
+    "$(grep -c "the folder $TMP/no-such/dir does not exist" <<<"$out") $([ -e "$TMP/no-such" ] && echo yes || echo no)"

@@ -1,6 +1,7 @@
 #include "events.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +23,26 @@ struct ev_bus {
     int check; /* KVCHAT_CHECK_EVENTS: each event emitted is held to the schema (the tests set it) */
 };
 
-double ev_clock(void)
+/* nanoseconds the process spent stopped (Ctrl-Z, SIGTSTP), and when the current stop began: set
+ * from a signal handler, so lock-free atomics */
+static atomic_llong stopped_ns, stop_began_ns;
+
+static long long mono_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+double ev_clock(void) { return (double)(mono_ns() - atomic_load(&stopped_ns)) * 1e-9; }
+
+void ev_clock_stop(void) { atomic_store(&stop_began_ns, mono_ns()); }
+
+void ev_clock_continue(void)
+{
+    long long began = atomic_exchange(&stop_began_ns, 0);
+    if (began)
+        atomic_fetch_add(&stopped_ns, mono_ns() - began);
 }
 
 ev_bus *ev_bus_create(void)

@@ -30,5 +30,9 @@ json_t *ev_sampling_json(const ev_sampling *s);
 json_t *ev_cache_json(const ev_cache *c);
 double ev_now(const ev_bus *b); /* seconds since the bus was created */
 double ev_clock(void);          /* monotonic seconds, for measuring durations */
+/* The process stops (SIGTSTP) and continues: ev_clock leaves the time between out, so no duration
+ * measured across a Ctrl-Z (a token's, a reply's tok/s) counts it. Async-signal-safe. */
+void ev_clock_stop(void);
+void ev_clock_continue(void);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../model/events.h"
 #include "text.h"
 
 static const struct {
@@ -90,7 +91,9 @@ static void on_tstp(int sig)
     ssize_t w = write(STDOUT_FILENO, MODES_OFF, sizeof MODES_OFF - 1);
     endwin(); /* as ncurses' own SIGTSTP handler does */
     /* SIGSTOP, not SIGTSTP again: an orphaned process group (no shell above) would discard it */
+    ev_clock_stop();
     raise(SIGSTOP);
+    ev_clock_continue();
     w = mouse_on ? write(STDOUT_FILENO, MODES_ON, sizeof MODES_ON - 1)
                  : write(STDOUT_FILENO, PASTE_ON, sizeof PASTE_ON - 1);
     (void)w;

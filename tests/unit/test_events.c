@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../model/events.h"
@@ -215,6 +216,23 @@ static void typed_emitters(void)
     ev_bus_free(b);
 }
 
+/* A stop (Ctrl-Z) leaves ev_clock: a duration measured across it does not count the time stopped
+ * (a token's ms, a reply's tok/s), and the clock never runs back */
+static void clock_leaves_stops_out(void)
+{
+    double t0 = ev_clock();
+    ev_clock_stop();
+    struct timespec nap = {0, 300 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    ev_clock_continue();
+    double t1 = ev_clock();
+    ev_clock_continue(); /* a continue without a stop changes nothing */
+    double t2 = ev_clock();
+    CHECK(t1 >= t0 && t1 - t0 < 0.15 && t2 >= t1 && t2 - t1 < 0.15,
+          "across a stop of 0.3 s the clock moved %.3f s, then %.3f s", t1 - t0, t2 - t1);
+}
+
 TEST_TABLE(events_tests, {"events/schema_checks", checks}, {"events/typed_accessors", accessors},
            {"events/emitted_events_checked", emit_checked},
-           {"events/typed_emitters_write_the_schema", typed_emitters});
+           {"events/typed_emitters_write_the_schema", typed_emitters},
+           {"events/clock_leaves_stops_out", clock_leaves_stops_out});

@@ -27,7 +27,8 @@ int cfg_load(gpt2_config *c, const char *path)
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return err_set("%s: %s (line %d)", path, je.text, je.line);
+        return je.line < 0 ? err_set("%s", je.text) /* it names the file: cannot open it */
+                           : err_set("%s: %s (line %d)", path, je.text, je.line);
     int rc = -1;
     memset(c, 0, sizeof *c);
     c->ln_eps = 1e-5f;

@@ -1,6 +1,7 @@
 /* The drafter's options (draft.h): apart from the drafter, so that what reads a session's settings
  * needs no model. */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../kernels/err.h"
 #include "draft.h"
@@ -22,6 +23,11 @@ int draft_parse(const char *spec, draft_opts *o)
     else if (!strcmp(spec, "self-q8"))
         o->kind = DRAFT_SELF_Q8;
     else {
+        struct stat sb;
+        if (stat(spec, &sb) || !S_ISDIR(sb.st_mode)) /* a typo of a name, most likely */
+            return err_set("--draft %s: expected lookup, self-q8, off or a GPT-2 checkpoint "
+                           "directory, and there is no directory %s",
+                           spec, spec);
         o->kind = DRAFT_MODEL;
         o->dir = spec;
     }

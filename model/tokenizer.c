@@ -137,7 +137,8 @@ static int load_vocab(tokenizer *t, const char *path, json_t **vocab_out)
     json_error_t je;
     json_t *v = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!v)
-        return err_set("%s: %s (line %d)", path, je.text, je.line);
+        return je.line < 0 ? err_set("%s", je.text) /* it names the file: cannot open it */
+                           : err_set("%s: %s (line %d)", path, je.text, je.line);
     if (!json_is_object(v) || !json_object_size(v)) {
         json_decref(v);
         return err_set("%s: expected a non-empty JSON object of token -> id", path);

@@ -493,3 +493,16 @@ if [ "$TAG" != asan: ]; then
         "works" "${bad:-${worked:+works}}"
     check "${TAG}bad/under ulimit -v the limit OpenBLAS's buffers miss is said" test "$named" -gt 0
 fi
+
+# a mistyped --draft names the values it takes, before any work; a folder without a checkpoint
+# names the file it lacks, with no "(line -1)"
+expect_error "${TAG}bad/--draft typo lists the values" 2 \
+    "^kvchat generate: --draft selfq8: expected lookup, self-q8, off or a GPT-2 checkpoint directory" \
+    "$KV" generate -m "$B/good" --prompt-ids 1,2 -n 2 --draft selfq8
+mkdir -p "$B/not-a-model"
+expect_error "${TAG}bad/--draft folder without a checkpoint" 1 \
+    "draft model .*not-a-model: unable to open .*not-a-model/config.json: No such file or directory$" \
+    "$KV" generate -m "$B/good" --prompt-ids 1,2 -n 2 --draft "$B/not-a-model"
+"$KV" bench --speculative -m "$B/good" -n 4 --runs 1 --draft lookup,bogus >/dev/null 2>"$B/spec-typo.err"
+same "${TAG}bad/bench --speculative --draft typo fails before measuring" "1" \
+    "$(grep -c -- '--draft bogus: expected lookup, self-q8, off' "$B/spec-typo.err")"

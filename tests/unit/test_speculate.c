@@ -324,7 +324,11 @@ static void drafter_errors(void)
           "another vocabulary: %s", err_msg());
     char missing[4200]; /* a path of the run's own that nothing made */
     snprintf(missing, sizeof missing, "%s/missing-draft", temp_dir());
-    draft_parse(missing, &o);
+    CHECK(draft_parse(missing, &o) == -1 && strstr(err_msg(), missing) &&
+              strstr(err_msg(), "lookup, self-q8, off"),
+          "a missing draft's name: %s", err_msg());
+    o.kind = DRAFT_MODEL; /* gone between the options and the load */
+    o.dir = missing;
     CHECK(!draft_new(&o, &r.m, dir, r.b, r.pool, 1) && strstr(err_msg(), missing),
           "a missing draft: %s", err_msg());
     draft_parse("lookup", &o);

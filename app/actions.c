@@ -357,7 +357,7 @@ static const act_def table[] = {
     {"quit",
      {"q", "exit", "bye"},
      "",
-     "end the chat (the session is saved as it went)",
+     "end the chat (a session being saved holds every turn already: /show says where)",
      NULL,
      quit,
      EVK_NONE,

@@ -331,3 +331,7 @@ same "${TAG}chat//save ~/FILE writes in the home folder, not a folder named ~" "
     "$([ -s "$TMP/save-home/saved.jsonl" ] && echo yes || echo no) $([ -e "$TMP/save-cwd/~" ] && echo yes || echo no)"
 same "${TAG}chat//save into a missing folder: an error naming it, no folders made" "1 no" \
     "$(grep -c "the folder $TMP/no-such/dir does not exist" <<<"$out") $([ -e "$TMP/no-such" ] && echo yes || echo no)"
+
+# line mode's /help says nothing of a session it does not save (/show says "not saved")
+same "${TAG}chat/line mode's /help claims no saved session" "0" \
+    "$(printf '/help\n' | chat 2>&1 | grep -c 'saved as it went')"

@@ -1,7 +1,9 @@
 /* The chat's slash commands and their table (actions.h). */
 #include "actions.h"
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,11 +61,23 @@ static int turn_index(act_host *h, const char *arg, int pinned_default)
                 return i;
         return -1;
     }
-    int want = atoi(arg), k = 0;
-    for (int i = 0; i < n; i++)
+    char *end;
+    long want = strtol(arg, &end, 10);
+    int k = 0;
+    for (int i = 0; i < n && !*end; i++)
         if (turns[i].role != ROLE_PREAMBLE && ++k == want)
             return i;
     return -1;
+}
+
+/* the turns /pin can name: the window's, but for the preamble */
+static int pinnable(act_host *h)
+{
+    int n, k = 0;
+    const win_turn *turns = engine_turns(h->e, h->conv, &n);
+    for (int i = 0; i < n; i++)
+        k += turns[i].role != ROLE_PREAMBLE;
+    return k;
 }
 
 static act_result quit(act_host *h, const char *name, char *args)
@@ -161,13 +175,15 @@ static act_result new_conv(act_host *h, const char *name, char *args)
 static act_result conv(act_host *h, const char *name, char *args)
 {
     (void)name;
-    int id = atoi(args);
+    char *end;
+    long id = strtol(args, &end, 10);
+    int n = engine_conv_count(h->e);
     if (!*args)
-        say(h, "/conv needs a number (1..%d)", engine_conv_count(h->e));
-    else if (!exists(h, id))
-        say(h, "no conversation %d", id);
+        say(h, "/conv needs a number (1..%d)", n);
+    else if (*end || id < 1 || id > INT_MAX || !exists(h, (int)id))
+        say(h, "/conv %s: no such conversation (they are 1..%d)", args, n);
     else
-        move_to(h, id);
+        move_to(h, (int)id);
     return ACT_DONE;
 }
 
@@ -243,9 +259,15 @@ static act_result pin(act_host *h, const char *name, char *args)
     if (idx == -2 || (idx >= 0 && engine_pin(h->e, h->conv, idx, on)))
         return failed(h, name);
     const char *which = *args ? "turn " : on ? "your last message" : "your last pinned message";
-    if (idx < 0)
-        say(h, "/%s: no such turn%s", name,
-            *args ? "" : " (give its number, 1 = oldest in the window)");
+    int k = pinnable(h);
+    char range[64] = "the window holds no turn yet";
+    if (k)
+        snprintf(range, sizeof range, "the window's turns are 1..%d, 1 the oldest", k);
+    if (idx < 0 && *args)
+        say(h, "/%s %s: no such turn (%s)", name, args, range);
+    else if (idx < 0)
+        say(h, "/%s: %s (/%s N: %s)", name,
+            on ? "no message of yours in the window" : "no pinned message", name, range);
     else
         say(h, "%s%s %s", which, args, on ? "pinned: eviction skips it" : "unpinned");
     return ACT_DONE;

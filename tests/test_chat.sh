@@ -211,7 +211,8 @@ assert pre == [1, 2], pre
 assert any(e["ev"] == "fork" and e.get("parent") == 1 for e in evs)
 assert [e["conv"] for e in evs if e["ev"] == "new"] == [1, 3], "/new made conversation 3"
 PY
-check "${TAG}chat/line /conv 9 says there is none" grep -q "^no conversation 9" "$LC/err"
+check "${TAG}chat/line /conv 9 says there is none, and which there are" \
+    grep -q "^/conv 9: no such conversation (they are 1..3)" "$LC/err"
 printf 'Hello there\n/save %s\n' "$LC/saved.jsonl" | g >/dev/null 2>"$LC/err"
 check "${TAG}chat/line /save writes a session that verifies" "$KV" replay "$LC/saved.jsonl" --verify
 printf '/save %s\n' "$LC/saved.jsonl" | g >/dev/null 2>"$LC/err"
@@ -335,3 +336,10 @@ same "${TAG}chat//save into a missing folder: an error naming it, no folders mad
 # line mode's /help says nothing of a session it does not save (/show says "not saved")
 same "${TAG}chat/line mode's /help claims no saved session" "0" \
     "$(printf '/help\n' | chat 2>&1 | grep -c 'saved as it went')"
+
+# /conv, /pin and /unpin name the range they take when given what is not in it
+out=$(printf 'hello\n/conv x\n/pin 7\n/unpin\n' | chat 2>&1)
+same "${TAG}chat//conv x, /pin 7 and /unpin say the range" "1 1 1" \
+    "$(grep -c '^/conv x: no such conversation (they are 1..1)' <<<"$out") $(grep -c \
+    "^/pin 7: no such turn (the window's turns are 1..2, 1 the oldest)" <<<"$out") $(grep -c \
+    "^/unpin: no pinned message (/unpin N: the window's turns are 1..2" <<<"$out")"

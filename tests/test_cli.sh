@@ -221,3 +221,26 @@ same "${TAG}cli/... and tokenizes with it" "15496 995" \
 make -s --no-print-directory uninstall PREFIX="$P" >/dev/null 2>&1
 check "${TAG}cli/make uninstall removes them" \
     bash -c "[ -z \"\$(find '$P' -type f)\" ] && [ ! -d '$P/share/kvchat' ]"
+
+# each subcommand's usage line offers the weight dtypes its --dtype option lists (q8 too)
+for c in generate chat info selftest perplexity bench replay convert; do
+    h=$("$KV" $c --help 2>&1)
+    u=$(sed -n '1,3p' <<<"$h" | grep -o -- '--dtype [a-z0-9|]*' | head -1)
+    if [ -n "$u" ] && grep -q -- '--dtype T  *weights in f32 | bf16 | f16 | q8' <<<"$h"; then
+        same "${TAG}cli/$c --help: the usage line's dtypes are the option's" "--dtype f32|bf16|f16|q8" "$u"
+    fi
+done
+# bench --help: every option its prose names is in its list of options
+check "${TAG}cli/bench --help lists every option its text names" "$PYTHON" - "$KV" <<'PY'
+import re, subprocess, sys
+h = subprocess.run([sys.argv[1], "bench", "--help"], capture_output=True, text=True).stdout
+lines = h.splitlines()
+first = next(i for i, l in enumerate(lines) if re.match(r"^      --turns ", l))  # the list
+text = re.sub(r"On a random 124M-shaped model.*?kvchat bench -m \S+", "", "\n".join(lines[:first]),
+              flags=re.S)  # make-tiny-model's options, in the example
+text = text.replace("perplexity --repeat", "")  # another command's
+prose = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+listed = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", "\n".join(lines[first:])))
+missing = sorted(prose - listed)
+assert not missing, missing
+PY

@@ -81,6 +81,10 @@ const char BENCH_HELP[] =
     "acceptance at which drafting breaks even; first a decode step and verify passes of 2..K+1\n"
     "positions (--draft-max K, default 4). Every drafter is loaded before anything is timed.\n"
     "\n"
+    "      --turns        the persistent cache's gains (above)\n"
+    "      --attention    what the attention events cost a decode step (above)\n"
+    "      --policy       the eviction rules against a window that never evicts (above)\n"
+    "      --speculative  drafted decoding against plain decoding (above)\n"
     "  -m, --model DIR    the model (default as for generate)\n"
     "      --dtype LIST   comma-separated weight dtypes\n"
     "      --prefill LIST prompt lengths to time (default 128,512)\n"
@@ -100,6 +104,13 @@ const char BENCH_HELP[] =
     "      --text FILE    --policy's text track on FILE's text\n"
     "      --documents N  the text track's documents (default 24)\n"
     "      --json FILE    also write the figures as JSON\n"
+    "      --ctx N        --policy's window (default a quarter and a half of the model's);\n"
+    "                     --turns' window\n"
+    "  -n N               --speculative's tokens (default 128), --policy's drawn replies\n"
+    "      --seed S       --policy's draws and bootstrap intervals, the sampled tokens' seed\n"
+    "      --temp T, --top-k K, --top-p P, --repeat-penalty R: sampling, as for generate\n"
+    "                     (--speculative is greedy unless --temp is given)\n"
+    "      --cache-layout, --block-tokens, --cache-mem, ...: the cache, as for chat (--turns)\n"
     "  -t, --threads N    CPU threads (default: the cores this process may run on)\n";
 
 #define MAX_POINTS 8

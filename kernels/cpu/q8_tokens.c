@@ -48,7 +48,8 @@ INLINE void row_tokens(float *out, const int8_t *w, const uint16_t *dw, const ui
         for (int t = 0; t < nt; t++) {
             __m512i dot = _mm512_dpbusd_epi32(
                 fix, _mm512_loadu_si512(u + (size_t)t * K + DT_Q8_BLOCK * b), wv);
-            __m128 dx2 = _mm_castpd_ps(_mm_load_sd((const double *)(dx + (size_t)t * blocks + b)));
+            __m128 dx2 = /* unaligned where the tokens' block count is odd */
+                _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx + (size_t)t * blocks + b)));
             __m512 sc = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_mul_ps(dw2, dx2)));
             acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(dot), acc[t]);
         }

@@ -253,6 +253,7 @@ PY
 check "${TAG}chat/the resumed session verifies" "$KV" replay "$TMP/draft-lookup.jsonl" --verify
 expect_error "${TAG}chat/--draft with --attention on is refused" 2 "^kvchat chat: --draft: not with --attention on" \
     "$KV" chat --no-tui -m "$CM" --draft lookup --attention on
+mkdir -p "$TMP/none" # a folder without a checkpoint
 expect_error "${TAG}chat/--draft of a missing checkpoint is refused" 1 "^kvchat chat: draft model $TMP/none: .*config.json" \
     "$KV" chat --no-tui -m "$CM" --draft "$TMP/none"
 # --save-cache keeps the drafters' caches too (FILE.kv.draft): a resume reads them instead of

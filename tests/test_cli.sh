@@ -152,6 +152,8 @@ lo, hi = r['acceptance_95']
 assert 0 <= lo <= r['acceptance'] <= hi <= 1 and r['same_reply'], r
 lo, hi = r['speedup_range']
 assert 0 < lo <= r['speedup'] <= hi, r"
+mkdir -p "$TMP/bogus-draft" "$TMP/missing-draft" # folders without a checkpoint (a name that is no
+# folder is refused as a typo: test_bad_input.sh)
 expect_error "${TAG}cli/bench --speculative with a drafter that does not load: at once" 1 \
     "draft model .*/bogus-draft" "$KV" bench --speculative -m "$M" -n 8 --draft "lookup,$TMP/bogus-draft"
 same "${TAG}cli/bench --speculative with a bad drafter measures nothing first" "" \

@@ -344,3 +344,7 @@ same "${TAG}chat//conv x, /pin 7 and /unpin say the range" "1 1 1" \
     "$(grep -c '^/conv x: no such conversation (they are 1..1)' <<<"$out") $(grep -c \
     "^/pin 7: no such turn (the window's turns are 1..2, 1 the oldest)" <<<"$out") $(grep -c \
     "^/unpin: no pinned message (/unpin N: the window's turns are 1..2" <<<"$out")"
+
+# /edit of a pinned message says the pin went with the old text
+same "${TAG}chat//edit of a pinned message says the new one is not pinned" "1" \
+    "$(printf 'hello\n/pin\n/edit bye\n' | chat 2>&1 | grep -c '^/edit: the old message was pinned')"

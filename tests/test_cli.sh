@@ -246,3 +246,23 @@ listed = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", "\n".join(lines[first:])
 missing = sorted(prose - listed)
 assert not missing, missing
 PY
+
+# perplexity's progress line on a 50-column terminal (script(1) keeps every draw): drawn first at 0
+# tokens, before any window is scored; each draw clears the line and fits in 49 columns, so none
+# wraps (a wrapped one left its first part behind at every redraw)
+if command -v script >/dev/null; then
+    "$PYTHON" -c "
+import random; random.seed(1); w='the of and to a in is was he for it with as his on be at by'.split()
+print(' '.join(random.choice(w) for _ in range(700)))" >"$TMP/ppl-text.txt"
+    kv=$(readlink -f "$KV")
+    script -qec "stty cols 50; '$kv' perplexity -m '$M' --ctx 48 '$TMP/ppl-text.txt'" /dev/null \
+        >"$TMP/ppl.raw" 2>&1
+    check "${TAG}cli/perplexity's progress: first at 0 tokens, each draw one cleared line of <= 49 columns" \
+        "$PYTHON" - "$TMP/ppl.raw" <<'PY'
+import sys
+raw = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+draws = [d.split("\n")[0].rstrip("\r") for d in raw.split("\r\x1b[K") if d.startswith("perplexity [")]
+assert len(draws) >= 2 and "] 0/" in draws[0], draws[:2]
+assert max(len(d) for d in draws) <= 49, max(draws, key=len)
+PY
+fi

@@ -532,3 +532,4 @@ same "${TAG}tui/--draft: ... and none is underlined" 0 "$(underlined)"
 $TM send-keys -t tui F6
 expect_screen "${TAG}tui/--draft: F6's table has the draft column" "conv +tokens.*used +draft"
 stop_tmux
+

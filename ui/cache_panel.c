@@ -408,7 +408,13 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
         char brief[48];
         if (!c->replying && !left) /* the window is full, or a turn makes its room as it starts */
             fields_add(&f, "evicts at the next message", "next eviction at the next message");
-        else
+        else if (!c->replying && c->reply_room) { /* win_turn_need's guess at the next message */
+            snprintf(brief, sizeof brief, "next eviction in %d tok", left);
+            fields_add(&f, brief,
+                       "next eviction in %d tok (for a message as long as the longest "
+                       "here)",
+                       left);
+        } else
             fields_add(&f, NULL, "next eviction in %d tok", left);
         snprintf(brief, sizeof brief, "(%d for a reply)", kept);
         if (kept) /* fields copy their text: brief is free again after */

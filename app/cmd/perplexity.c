@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "../../kernels/dtype.h"
 #include "../../kernels/err.h"
+#include "../../model/events.h"
 #include "../files.h"
 #include "../options.h"
 #include "../safe_text.h"
@@ -180,12 +182,33 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void progress(long done, long total, const ppl_sums *s)
+/* The progress line (a terminal's stderr, not --quiet): drawn before the first window is done
+ * (that took half a minute on a loaded machine), then at most ten times a second as tokens are
+ * scored; cut to the terminal's width and cleared to its end, so it never wraps into lines that
+ * stay behind. */
+static struct {
+    int on;
+    long total;
+    double last;
+} bar;
+
+static void progress(const ppl_sums *s, int now_anyway)
 {
-    int width = 30, fill = total ? (int)(width * done / total) : width;
-    fprintf(stderr, "\rperplexity [%.*s%*s] %ld/%ld tok  PPL %.2f ", fill,
-            "##############################", width - fill, "", done, total,
-            s->scored ? exp(s->nll / s->scored) : 0.0);
+    double t = ev_clock();
+    if (!bar.on || (!now_anyway && t - bar.last < 0.1))
+        return;
+    bar.last = t;
+    struct winsize ws;
+    int cols = !ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 1 ? ws.ws_col : 80;
+    int width = 30, fill = bar.total ? (int)(width * s->scored / bar.total) : width;
+    char line[256], ppl[32] = "-";
+    if (s->scored)
+        snprintf(ppl, sizeof ppl, "%.2f", exp(s->nll / s->scored));
+    snprintf(line, sizeof line, "perplexity [%.*s%*s] %ld/%ld tok  PPL %s", fill,
+             "##############################", width - fill, "", s->scored, bar.total, ppl);
+    if (cols - 1 < (int)sizeof line)
+        line[cols - 1] = 0;
+    fprintf(stderr, "\r\033[K%s", line);
 }
 
 /* One window: its first `first` tokens in one pass, then a token a step, each scored from the
@@ -242,6 +265,7 @@ static int window(loaded_model *lm, const int *w, int len, int first, long offse
             fputc('}', json);
         }
         s->scored++;
+        progress(s, 0);
         if (j + 1 == len)
             break;
         m->probe = &probe;
@@ -361,7 +385,9 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
     }
     if (a->json && (part_open(&json, a->json) || fprintf(json.f, "%s", JSON_HEAD) < 0))
         goto out;
-    int bar = !a->quiet && isatty(STDERR_FILENO);
+    bar.on = !a->quiet && isatty(STDERR_FILENO);
+    bar.total = total;
+    progress(&s, 1);
     signal(SIGINT, on_sigint); /* a stop leaves no part file behind */
     signal(SIGTERM, on_sigint);
     signal(SIGHUP, on_sigint);
@@ -370,13 +396,12 @@ static int measure(loaded_model *lm, const ppl_args *a, const int *ids, int n)
         int len = s0 + ctx < n ? ctx : (int)(n - s0);
         rc = window(lm, ids + s0, len, first, s0, &s, a, a->base ? &base : NULL, save.f, json.f,
                     buf);
-        if (bar)
-            progress(s.scored, total, &s);
+        progress(&s, 1);
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
-    if (bar)
+    if (bar.on)
         fputc('\n', stderr);
     if (!rc && interrupted)
         rc = err_set("interrupted after %ld of %ld tokens: nothing written", s.scored, total);

@@ -988,9 +988,42 @@ static void eviction_time_counted(void)
     cm_free(&m);
 }
 
+/* At a turn's start with room kept for a reply (--evict-at turn), the forecast counts for a next
+ * message as long as the longest in the window, and says so where there is room */
+static void forecast_says_its_guess(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
+              "\"preamble\":4,\"ms\":1}");
+    for (int i = 0; i < 5; i++)
+        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":40,\"capacity\":16,\"keep\":4,"
+              "\"evict_min\":5,\"reply_room\":2,\"bytes_used\":1,\"cache_dtype\":\"f32\","
+              "\"layout\":\"paged\"}");
+    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":5}");
+    screen scr = {0};
+    WINDOW *w = newwin(60, 100, 0, 0);
+    cache_panel_draw(&m, 1, &scr, w);
+    wchar_t line[128];
+    int said = 0;
+    for (int y = 0; y < 60; y++) {
+        row(w, y, line, 127);
+        said |= wcsstr(line, L"next eviction in") && wcsstr(line, L"as long as the longest");
+    }
+    CHECK(said, "the forecast says it counts for a message as long as the longest");
+    delwin(w);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
            {"ui/eviction_time_counted", eviction_time_counted},
+           {"ui/forecast_says_its_guess", forecast_says_its_guess},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

@@ -66,8 +66,30 @@ ifneq ($(CUDA_SRC),)
   # Blackwells 100 and 120 where this toolkit knows them), and PTX of the newest for what comes later
   NVCC_CODES := $(shell $(NVCC) --list-gpu-code 2>/dev/null)
   CUDA_SMS := $(foreach a,80 86 89 90 100 120,$(if $(filter sm_$(a),$(NVCC_CODES)),$(a)))
-  CUDA_ARCH ?= $(foreach a,$(CUDA_SMS),-gencode arch=compute_$(a),code=sm_$(a)) \
-               -gencode arch=compute_$(lastword $(CUDA_SMS)),code=compute_$(lastword $(CUDA_SMS))
+  # Every one of them where the build travels or stays (CUDA_ALL=1: the bundle, make install, CI);
+  # else the GPUs present, where the toolkit knows them (a first build in a minute, not seven
+  # architectures' worth), or with none present the oldest's PTX alone, which the driver compiles
+  # for any newer GPU at its first use
+  CUDA_HERE := $(foreach a,$(sort $(shell nvidia-smi --query-gpu=compute_cap \
+                 --format=csv,noheader 2>/dev/null | tr -d .)),$(if $(filter sm_$(a),$(NVCC_CODES)),$(a)))
+  ifeq ($(CI),true)
+    CUDA_ALL ?= 1
+  endif
+  ifneq ($(filter install,$(MAKECMDGOALS)),)
+    CUDA_ALL ?= 1
+  endif
+  ifeq ($(CUDA_ALL),1)
+    CUDA_BUILT := $(CUDA_SMS)
+  else
+    CUDA_BUILT := $(CUDA_HERE)
+  endif
+  CUDA_PTX := $(if $(CUDA_BUILT),$(lastword $(CUDA_BUILT)),$(firstword $(CUDA_SMS)))
+  CUDA_ARCH ?= $(foreach a,$(CUDA_BUILT),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
+  # the objects are made again when the architectures change (a make install after a make)
+  CUDA_STAMP := $(BUILD)/obj/kernels/cuda/architectures
+  $(shell mkdir -p $(dir $(CUDA_STAMP)); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ARCH)" ] \
+      || echo "$(CUDA_ARCH)" > $(CUDA_STAMP))
   CFLAGS  += -DKVCHAT_CUDA
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lstdc++
   CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -94,10 +116,12 @@ $(BUILD)/matvec_bw: $(BUILD)/obj/tests/peer/matvec_bw.o $(OBJ)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(if $(PROGRESS),@echo "  compiling $<")
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
+	$(if $(PROGRESS),@echo "  compiling $< for $(or $(CUDA_BUILT),PTX) $(if $(CUDA_BUILT),+ PTX)")
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -MMD -MP -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the binary and the unit tests.
@@ -181,7 +205,7 @@ deps:
 BUILDING = @[ -x $(BUILD)/kvchat ] || echo "building $(BUILD)/kvchat (a first build takes a minute or two)"
 run: deps
 	$(BUILDING)
-	@$(MAKE) -s --no-print-directory all
+	@$(MAKE) -s --no-print-directory all PROGRESS=1
 	@dir="$(MODEL)"; [ -n "$$dir" ] || dir="$${KVCHAT_MODEL:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvchat/models/gpt2}"; \
 	if [ ! -s "$$dir/model.safetensors" ] && [ ! -s "$$dir/pytorch_model.bin" ]; then \
 	  echo "No GPT-2 weights in $$dir: downloading GPT-2 124M from Hugging Face (~550 MB)."; \
@@ -202,7 +226,7 @@ $(BUILD)/m124/model.safetensors: | $(BUILD)/kvchat
 
 demo: deps
 	$(BUILDING)
-	@$(MAKE) -s --no-print-directory all
+	@$(MAKE) -s --no-print-directory all PROGRESS=1
 	$(BUILD)/kvchat -m assets/models/demo
 
 bench-tui: deps

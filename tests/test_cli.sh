@@ -266,3 +266,23 @@ assert len(draws) >= 2 and "] 0/" in draws[0], draws[:2]
 assert max(len(d) for d in draws) <= 49, max(draws, key=len)
 PY
 fi
+
+# make builds CUDA for the GPUs present (with none, the oldest architecture's PTX alone: one
+# compile, not seven), and for every architecture where the build travels or stays (CUDA_ALL=1:
+# make install, CI)
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    codes() {
+        make -n -s CUDA=1 CI= BUILD="$TMP/mk" "$@" 2>/dev/null | grep -o 'code=[a-z_0-9]*' |
+            sort -u | tr '\n' ' '
+    }
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+    here=$(codes "$TMP/mk/obj/kernels/cuda/matvec.o")
+    if [ -n "$cc" ]; then
+        same "${TAG}cli/make: CUDA for the GPU present" 1 "$(grep -c "code=sm_$cc " <<<"$here")"
+    else
+        same "${TAG}cli/make: no GPU here: one architecture's PTX" "code=compute_80 " "$here"
+    fi
+    all=$(codes install)
+    same "${TAG}cli/make install: CUDA for every architecture" "yes" \
+        "$(grep -q 'code=sm_80 .*code=sm_86 .*code=sm_89 .*code=sm_90 ' <<<"$all" && echo yes)"
+fi

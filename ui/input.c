@@ -303,6 +303,16 @@ int input_poll(int feed_keys)
          * none of them and would type the sequence's last byte, a '~' */
         if (n >= 3 && seq[0] == '[' && seq[n - 1] == '~' && atoi((const char *)seq + 1) >= 11)
             return IN_NONE;
+        /* a key with a modifier the chat gives no meaning (Shift-Left, Shift-F1: "[1;2D",
+         * "[1;2P"): readline would type its last byte; an arrow moves as the plain one does */
+        if (n >= 4 && seq[0] == '[' && memchr(seq, ';', (size_t)n)) {
+            if (!strchr("ABCDHF", seq[n - 1]))
+                return IN_NONE;
+            feed(27);
+            feed('[');
+            feed(seq[n - 1]);
+            return IN_NONE;
+        }
         feed(27);
         for (int i = 0; i < n; i++)
             feed(seq[i]);

@@ -536,7 +536,7 @@ stop_tmux
 
 # keys with a modifier the chat gives no meaning type nothing (Shift-Left/Right moved the cursor's
 # way and typed D or C; Shift-F1 typed P); Shift-Left moves as Left does
-$TM new-session -d -s tui -x 100 -y 30 "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 4; sleep 3600"
+$TM new-session -d -s tui -x 100 -y 30 "XDG_STATE_HOME=$TMP/state '$KV' -m '$TUIM' --dtype f32 -n 4 --no-save; sleep 3600"
 wait_for "conv 1/1" 20
 $TM send-keys -t tui "abc" S-Left S-F1 S-Right S-Left "Z"
 expect_screen "${TAG}tui/Shift-arrows move, Shift-F1 types nothing" "abZc"

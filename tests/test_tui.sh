@@ -376,6 +376,21 @@ if ! await "a key to close replay's help" '! screen_text | grep -q "Replay keys"
 $TM send-keys -t tui q
 await "replay.rc" '[ -s "$TMP/replay.rc" ]'
 same "${TAG}tui/replay q exits 0" 0 "$(cat "$TMP/replay.rc" 2>/dev/null)"
+# a pause of 1000 s between two messages, at 1x: --idle-limit plays it (and every other) as 1 s,
+# and the end says so
+"$PYTHON" - "$TMP/tui.session" "$TMP/idle.session" <<'PY'
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+users = [i for i, e in enumerate(evs) if e.get("ev") == "user"]
+for e in evs[users[1]:]:
+    if "t" in e:
+        e["t"] += 1000
+open(sys.argv[2], "w").write("".join(json.dumps(e) + "\n" for e in evs))
+PY
+$TM kill-session -t tui 2>/dev/null
+$TM new-session -d -s tui -x 120 -y 40 "'$KV' replay '$TMP/idle.session' --idle-limit 1; sleep 3600"
+expect_screen "${TAG}tui/replay --idle-limit plays a 1000 s pause as 1 s, and says where it ends" \
+    "END OF SESSION" 120
 stop_tmux
 # a fatal signal gives the terminal back (alternate screen and mouse reporting off), in replay as in
 # the chat: term_gives_back NAME WAIT_PATTERN COMMAND

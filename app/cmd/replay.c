@@ -21,7 +21,7 @@
 #include "../selftest.h"
 
 const char REPLAY_HELP[] =
-    "usage: kvchat replay FILE|last            play the session back with the cache panel\n"
+    "usage: kvchat replay FILE|last [--idle-limit S]  play the session back with the cache panel\n"
     "       kvchat replay                      list the saved sessions (kvchat sessions)\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
     "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
@@ -29,7 +29,9 @@ const char REPLAY_HELP[] =
     "\n"
     "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
     "recorded cache events. Keys: space pause, + / - speed (0.25x to 64x, then max), . one token,\n"
-    "] / [ next / previous turn, 1-9 show that conversation, F1 help, q quit.\n"
+    "] / [ next / previous turn, 1-9 show that conversation, F1 help, q quit. --idle-limit S\n"
+    "(default 3) plays a pause longer than S seconds (between messages, say) as S, as\n"
+    "asciinema's -i does; 0 plays every pause as recorded.\n"
     "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
     "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token "
     "and\n"
@@ -456,7 +458,8 @@ int cmd_replay(int argc, char **argv)
     model_opts_init(&mo);
     const char *path = NULL;
     int no_tui = 0, check = 0, force = 0;
-    const char *dump = NULL;
+    float idle = 3;
+    const char *dump = NULL, *idle_s = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
         if (opt_match(argc, argv, &i, NULL, "--events-table", NULL)) {
@@ -470,6 +473,9 @@ int cmd_replay(int argc, char **argv)
             force = 1;
         else if ((r = opt_match(argc, argv, &i, NULL, "--dump-logits", &dump)) != 0) {
             if (r < 0)
+                return EXIT_USAGE;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--idle-limit", &idle_s)) != 0) {
+            if (r < 0 || opt_float("--idle-limit", idle_s, 0, 86400, &idle))
                 return EXIT_USAGE;
         } else if ((r = model_opts_parse(&mo, argc, argv, &i)) != 0) {
             if (r < 0)
@@ -505,7 +511,7 @@ int cmd_replay(int argc, char **argv)
     else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         rc = transcript(&s, path);
     else
-        rc = replay_play(&s, path);
+        rc = replay_play(&s, path, idle);
     session_free(&s);
     return rc;
 }

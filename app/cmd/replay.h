@@ -6,6 +6,7 @@
 #include "../session/session.h"
 
 /* plays s (read from path) back full-screen until q; the exit status */
-int replay_play(const session *s, const char *path);
+/* idle: the longest pause played, in seconds (0: every pause as recorded) */
+int replay_play(const session *s, const char *path, double idle);
 
 #endif

@@ -17,6 +17,8 @@ typedef struct {
     view v;
     int conv, next;      /* the conversation on screen; the next event to apply */
     double speed, clock; /* session time shown */
+    double base;         /* the recorded time plus base is the clock's: resumes, cut pauses */
+    double idle;         /* the longest pause played (0: as recorded) */
     int paused, quit, help;
 } player;
 
@@ -35,7 +37,7 @@ static void forward_to(player *p, int upto)
 {
     while (p->next < upto)
         apply(p, p->s->events[p->next++]);
-    p->clock = p->next ? event_time(p, p->next - 1) : 0;
+    p->clock = (p->next ? event_time(p, p->next - 1) : 0) + p->base;
 }
 
 /* everything rebuilt from the start up to event `upto`: going back */
@@ -61,14 +63,23 @@ static void draw(player *p, const char *path)
         snprintf(sp, sizeof sp, "max");
     else
         snprintf(sp, sizeof sp, "%gx", p->speed);
-    /* the recorded time of what is on screen, not the playback clock (which races ahead at max) */
+    /* the recorded time of what is on screen, running through a pause (not the playback clock,
+     * which races ahead at max) */
     double recorded = p->next ? event_time(p, p->next - 1) : 0;
+    if (!p->paused && p->next < p->s->n_events && p->clock - p->base > recorded)
+        recorded = p->clock - p->base < event_time(p, p->next) ? p->clock - p->base
+                                                               : event_time(p, p->next);
+    int end = p->next >= p->s->n_events;
     /* the keys before the file's name, which can be long: what is cut is the least needed */
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(status, sizeof status,
              "replay %s%s  event %d/%d  t %.1f s%s  space pause  +/- speed  . step  ] [ turn  F1 "
              "help  q quit  %s",
-             sp, p->paused ? " PAUSED" : "", p->next, p->s->n_events, recorded,
+             sp,
+             end         ? " END OF SESSION"
+             : p->paused ? " PAUSED"
+                         : "",
+             p->next, p->s->n_events, recorded,
              p->s->truncated ? "  (file cut: the rest is lost)" : "", name);
     view_draw(&p->v, p->conv, NULL, status);
     if (p->help) {
@@ -114,7 +125,7 @@ static void key(player *p, int c)
         p->conv = c - '0';
 }
 
-int replay_play(const session *s, const char *path)
+int replay_play(const session *s, const char *path, double idle)
 {
     player *p = calloc(1, sizeof *p);
     if (!p)
@@ -122,6 +133,7 @@ int replay_play(const session *s, const char *path)
     p->s = s;
     p->speed = 1;
     p->conv = 1;
+    p->idle = idle;
     view_init(&p->v);
     setlocale(LC_ALL, "");
     if (view_open(&p->v)) {
@@ -129,7 +141,7 @@ int replay_play(const session *s, const char *path)
         free(p);
         return EXIT_RUNTIME;
     }
-    double last = ev_clock(), base = 0;
+    double last = ev_clock();
     while (!p->quit) {
         int c = view_key(&p->v);
         if ((c >= 0 || c == VIEW_F1) && p->help) /* any key closes the help */
@@ -144,9 +156,13 @@ int replay_play(const session *s, const char *path)
             p->clock += dt * (p->speed > 1000 ? 1e9 : p->speed);
             while (p->next < s->n_events) {
                 const json_t *ev = s->events[p->next];
+                double at = event_time(p, p->next) + p->base,
+                       prev = p->next ? event_time(p, p->next - 1) + p->base : 0;
                 if (ev_kind_of(ev) == EVK_RESUME) /* a resumed session restarts its clock */
-                    base = p->clock - ev_t(ev);
-                else if (event_time(p, p->next) + base > p->clock)
+                    p->base = p->clock - ev_t(ev);
+                else if (p->idle > 0 && at - prev > p->idle) /* a long pause: played as idle */
+                    p->base -= at - prev - p->idle;
+                else if (at > p->clock)
                     break;
                 apply(p, s->events[p->next++]);
             }

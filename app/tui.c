@@ -169,6 +169,7 @@ static void draw(tui *t)
                 break;
         }
     }
+    cm_tick(&t->v.cm, ev_now(t->lm->bus));
     view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
     if (t->help)
         tui_help_draw(t->v.scr.layout.status.w);
@@ -502,6 +503,8 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
             t->status[0] = 0;
             t->dirty = 1;
         }
+        if (t->v.scr.conv_view && ev_clock() - last_draw >= 1) /* F6's "used" ages */
+            t->dirty = 1;
         if (t->dirty && ev_clock() - last_draw >= 0.045) {
             draw(t);
             last_draw = ev_clock();

@@ -624,14 +624,20 @@ void cm_apply(cache_model *m, const json_t *ev)
     if (k == EVK_NONE || k == EVK_MODEL)
         return;
     double when = ev_t(ev);
-    if (when > m->now && when < 1e12)
+    if (k == EVK_RESUME && when >= 0 && when < 1e12) { /* a resumed session's clock starts again */
+        for (int i = 0; i < m->n_convs; i++)
+            m->convs[i].last_t += when - m->now;
         m->now = when;
+    }
+    cm_tick(m, when);
     if (ev_conv(ev) < 1) /* a setting of the chat's (set, system, resume): no conversation's */
         return;
     cm_conv *c = conv_for(m, ev_conv(ev));
     if (!c)
         return;
-    c->last_t = when > 0 && when < 1e12 ? when : c->last_t;
+    /* used: by its own turns, not by another's fork of it or an idle offload */
+    if (k != EVK_SHARE && k != EVK_OFFLOAD && when > 0 && when < 1e12)
+        c->last_t = when;
     const json_t *t = json_object_get(ev, "cache");
     if (ev_cache_draft(t)) /* the drafter's own figures are its panel line's */
         apply_pool_totals(m, t);
@@ -639,6 +645,12 @@ void cm_apply(cache_model *m, const json_t *ev)
         return;
     if (ON[k])
         ON[k](m, c, ev);
+}
+
+void cm_tick(cache_model *m, double now)
+{
+    if (now > m->now && now < 1e12)
+        m->now = now;
 }
 
 int cm_tokens(const cm_conv *c) { return c->refilling ? c->refilled : c->n_cells; }

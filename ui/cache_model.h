@@ -90,7 +90,7 @@ typedef struct {
     int n_convs;
     size_t cap_convs;
     double pool_bytes, pool_used;
-    double now; /* the newest event's time (s) */
+    double now; /* the session's time (s): the newest event's, or the clock's (cm_tick) */
     int blocks_used, blocks_total, offloaded_convs;
 
     char log[CM_LOG_LINES][96];
@@ -109,6 +109,8 @@ void cm_init(cache_model *m);
 void cm_free(cache_model *m);
 void cm_apply(cache_model *m, const json_t *ev);
 cm_conv *cm_conv_get(cache_model *m, int id); /* NULL if unknown */
+/* The session's clock reads `now` (seconds, as the events' t): "used" ages while nothing happens */
+void cm_tick(cache_model *m, double now);
 /* The tokens conversation c's cache holds now: its window's cells, or fewer while an eviction
  * re-prefills (never more than its capacity) */
 int cm_tokens(const cm_conv *c);

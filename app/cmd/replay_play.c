@@ -70,6 +70,7 @@ static void draw(player *p, const char *path)
         recorded = p->clock - p->base < event_time(p, p->next) ? p->clock - p->base
                                                                : event_time(p, p->next);
     int end = p->next >= p->s->n_events;
+    cm_tick(&p->v.cm, recorded); /* F6's "used" ages through a pause */
     /* the keys before the file's name, which can be long: what is cut is the least needed */
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(status, sizeof status,

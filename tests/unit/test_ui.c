@@ -580,11 +580,11 @@ static void conversations_view(void)
     int one = 0, two = 0;
     for (int y = 1; y < 29; y++) {
         row(w, y, line, 127);
-        one |= wcsstr(line, L"    1      3   2.0 KiB    1  offload     1m") != NULL;
+        one |= wcsstr(line, L"    1      3   2.0 KiB    1  offload     3m") != NULL;
         two |= wcsstr(line, L">   2      5   4.0 KiB    0  resident   now") != NULL;
     }
-    CHECK(one && two, "a row per conversation: conv 1 offloaded, used 89 s before; conv 2 current, "
-                      "resident, now");
+    CHECK(one && two, "a row per conversation: conv 1 offloaded, used 182 s before (its idle "
+                      "offload is no use); conv 2 current, resident, now");
 
     delwin(w);
     cm_free(&m);
@@ -1020,10 +1020,33 @@ static void forecast_says_its_guess(void)
     term_close(&ft);
 }
 
+/* F6's "used": a conversation's own turns refresh it, another's fork of it (share) and an idle
+ * offload do not; it ages with the clock while nothing happens; a resume starts the clock again
+ * and keeps what each conversation's "used" said */
+static void used_ages(void)
+{
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2],\"cached\":0,\"ms\":1,\"t\":1}");
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":2,\"ids\":[1,2],\"cached\":0,\"ms\":1,\"t\":2}");
+    apply(&m, "{\"ev\":\"share\",\"conv\":1,\"blocks\":1,\"t\":30}");
+    apply(&m, "{\"ev\":\"offload\",\"conv\":2,\"bytes\":1,\"ms\":1,\"t\":40}");
+    cm_tick(&m, 100);
+    cm_conv *a = cm_conv_get(&m, 1), *b = cm_conv_get(&m, 2);
+    CHECK(a && b && m.now == 100 && a->last_t == 1 && b->last_t == 2,
+          "used: now %g, conv 1 at %g (want 1), conv 2 at %g (want 2)", m.now, a ? a->last_t : -1,
+          b ? b->last_t : -1);
+    apply(&m, "{\"ev\":\"resume\",\"conv\":0,\"t\":0.5}");
+    CHECK(a && m.now == 0.5 && fabs((m.now - a->last_t) - 99) < 1e-9,
+          "after a resume at 0.5 s: now %g, conv 1 used %g s ago (want 99)", m.now,
+          a ? m.now - a->last_t : -1);
+    cm_free(&m);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
            {"ui/eviction_time_counted", eviction_time_counted},
-           {"ui/forecast_says_its_guess", forecast_says_its_guess},
+           {"ui/forecast_says_its_guess", forecast_says_its_guess}, {"ui/used_ages", used_ages},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

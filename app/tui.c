@@ -127,8 +127,17 @@ static void drain(tui *t)
 static void draw(tui *t)
 {
     const model_opts *mo = engine_model_opts(t->e);
-    char banner[320] = "";
-    if (t->lm->model.cfg.random_weights)
+    char banner[1024] = "";
+    if (t->block.open) { /* a message typed over lines: its lines so far, the last six */
+        const char *text = t->block.buf ? t->block.buf : "", *from = text + t->block.len;
+        for (int k = 0; k < 6 && from > text;)
+            k += *--from == '\n';
+        from += from > text; /* past the newline that ends the line before */
+        snprintf(banner, sizeof banner,
+                 "a message over %d line%s so far (\"\"\" ends it and sends it, Ctrl-C drops it):"
+                 "\n%s%s",
+                 t->block.lines, t->block.lines == 1 ? "" : "s", from > text ? "...\n" : "", from);
+    } else if (t->lm->model.cfg.random_weights)
         snprintf(banner, sizeof banner,
                  "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
     else if (t->lm->model.cfg.about[0]) /* the file's words, drawn as text (the pane's ui_draw) */
@@ -411,6 +420,11 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                     engine_cancel(e);
                     say(t, "stopped: the reply so far stays in the conversation");
                 } else if (input_clear()) { /* as in bash: the typed line goes, nothing else */
+                } else if (t->block.open) { /* as bash and python drop a continuation */
+                    say(t, "dropped the unfinished message of %d line%s", t->block.lines,
+                        t->block.lines == 1 ? "" : "s");
+                    block_free(&t->block);
+                    input_set_prompt("> ");
                 } else if (ev_clock() - t->reply_ended < REPLY_GRACE_S) {
                     /* meant for the reply that had just ended: it neither quits nor arms */
                     say(t, "the reply had already ended (Ctrl-C twice quits)");

@@ -452,6 +452,15 @@ wait_for "Ctrl-C twice: quit" 60
 $TM send-keys -t tui '"""' Enter
 expect_screen "${TAG}tui/\"\"\" opens a message over several lines" 'end it with """'
 $TM send-keys -t tui "line one" Enter
+expect_screen "${TAG}tui/... and shows its lines as they are typed" 'a message over 1 line so far'
+expect_screen "${TAG}tui/... line by line" '^line one'
+# Ctrl-C drops an unfinished block, saying so (as bash and python drop a continuation); a second
+# Ctrl-C then only arms the quit
+$TM send-keys -t tui C-c
+expect_screen "${TAG}tui/Ctrl-C drops an unfinished message over lines, saying so" \
+    'dropped the unfinished message of 1 line'
+$TM send-keys -t tui '"""' Enter
+$TM send-keys -t tui "line one" Enter
 $TM send-keys -t tui 'line two"""' Enter
 await "the multi-line message's reply" \
     '[ "$(grep -c "\"ev\":\"turn_end\"" "$TMP/paste.session")" -ge 2 ]'

@@ -127,17 +127,20 @@ static void drain(tui *t)
 static void draw(tui *t)
 {
     const model_opts *mo = engine_model_opts(t->e);
-    char banner[1024] = "";
-    if (t->block.open) { /* a message typed over lines: its lines so far, the last six */
-        const char *text = t->block.buf ? t->block.buf : "", *from = text + t->block.len;
-        for (int k = 0; k < 6 && from > text;)
-            k += *--from == '\n';
-        from += from > text; /* past the newline that ends the line before */
-        snprintf(banner, sizeof banner,
-                 "a message over %d line%s so far (\"\"\" ends it and sends it, Ctrl-C drops it):"
-                 "\n%s%s",
-                 t->block.lines, t->block.lines == 1 ? "" : "s", from > text ? "...\n" : "", from);
-    } else if (t->lm->model.cfg.random_weights)
+    char banner[320] = "", footer[1024] = "";
+    if (t->block.open) { /* a message typed over lines: its last lines so far, after the chat */
+        const char *text = t->block.buf ? t->block.buf : "", *from = text;
+        if (t->block.len > 640) { /* from a line's start */
+            from = text + t->block.len - 640;
+            from = strchr(from, '\n') ? strchr(from, '\n') + 1 : from;
+        }
+        snprintf(footer, sizeof footer,
+                 "%s%s%s(%d line%s: \"\"\" at a line's end sends it, "
+                 "Ctrl-C drops it)",
+                 from > text ? "...\n" : "", from, t->block.lines ? "\n" : "", t->block.lines,
+                 t->block.lines == 1 ? "" : "s");
+    }
+    if (t->lm->model.cfg.random_weights)
         snprintf(banner, sizeof banner,
                  "RANDOM WEIGHTS (demo): the text is noise; the cache, speeds and sizes are real");
     else if (t->lm->model.cfg.about[0]) /* the file's words, drawn as text (the pane's ui_draw) */
@@ -179,7 +182,7 @@ static void draw(tui *t)
         }
     }
     cm_tick(&t->v.cm, ev_now(t->lm->bus));
-    view_draw(&t->v, t->conv, banner[0] ? banner : NULL, status);
+    view_draw(&t->v, t->conv, banner[0] ? banner : NULL, footer[0] ? footer : NULL, status);
     if (t->help)
         tui_help_draw(t->v.scr.layout.status.w);
     input_redraw();
@@ -409,10 +412,14 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     draw(t);
     double last_draw = ev_clock();
     while (!t->quit) {
-        int k = input_poll(!t->help);
-        if (k == IN_KEY) { /* any key closes the help */
+        int k = input_poll(1);
+        if (t->help && k != IN_NONE && k != IN_RESIZE) {
+            /* any key closes the help and then does what it does (a letter typed is not lost);
+             * F1 only closes it */
             t->help = 0;
             t->dirty = 1;
+            if (k == IN_HELP)
+                k = IN_NONE;
         }
         switch (k) {
             case IN_INTERRUPT:
@@ -478,11 +485,16 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                 input_set_window(t->v.scr.input);
                 t->dirty = 1;
                 break;
-            case IN_LOG_FILTER: /* F5: all, evictions only, this conversation's */
+            case IN_LOG_FILTER: { /* F5: all, evictions only, this conversation's */
+                static const char *const what[] = {"every event", "evictions only",
+                                                   "this conversation's"};
                 t->v.scr.log_filter = (t->v.scr.log_filter + 1) % 3;
                 t->v.scr.log_scroll = 0;
+                say(t, "panel log: %s%s", what[t->v.scr.log_filter],
+                    t->v.log_rows > 0 ? " (F5: the next)" : " (no room for it here: F3 widens)");
                 t->dirty = 1;
                 break;
+            }
             case IN_LOG_UP: /* Shift-Up / Shift-Down: the log scrolled back and forward */
             case IN_LOG_DOWN:
                 t->v.scr.log_scroll += k == IN_LOG_UP ? 1 : -1;

@@ -8,7 +8,7 @@
 void tui_help_draw(int cols)
 {
     static const char *const keys[] = {
-        "Keys",
+        "Keys                                                any key closes this help",
         "  Enter        send          Ctrl-C  stop the reply, or empty the line;",
         "                                     idle: twice to quit",
         "  PgUp/PgDn    scroll        Ctrl-D  quit (on an empty line)",
@@ -16,7 +16,7 @@ void tui_help_draw(int cols)
         "  Ctrl-R       search history         Ctrl-Z  suspend (fg: back)   F1  help",
         "  F2  hide/show the panel    F3  widen it    F4  mouse off/on (select text)",
         "  F5  log: all/evictions/this conversation   Shift-Up/Down  scroll the log",
-        "  F6  the conversations, a row each (tokens, bytes, shared, last used, draft)",
+        "  F6  the conversations: tokens, bytes, shared, last used, draft",
         "  F7  underline the tokens a drafter proposed and the model kept (--draft)",
         "  \"\"\"  a message over several lines, until a line that ends with \"\"\"",
         "Commands"};
@@ -25,9 +25,7 @@ void tui_help_draw(int cols)
         "           reverse video: what the next eviction drops  . free",
         "           attention read: dim <2%  plain <10%  bold <25%  underlined more",
         "Colours:   cyan you  blue kept  magenta pinned  red evictions  yellow notes",
-        "           green the cache's size  dim what the model no longer sees",
-        "",
-        "any key closes this help"};
+        "           green the cache's size  dim what the model no longer sees"};
     enum { NK = sizeof keys / sizeof *keys, NM = sizeof map / sizeof *map, NC = 12 };
     char cmds[NC][128] = {{0}};
     const char *lines[NK + NC + NM];

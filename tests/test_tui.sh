@@ -62,7 +62,16 @@ expect_screen "${TAG}tui/80x24: the map keeps a legend" "cell=[0-9]+tok u:you|re
 $TM send-keys -t tui F1
 expect_screen "${TAG}tui/80x24: F1 shows every command" "/save \[FILE\]  /help  /quit"
 expect_screen "${TAG}tui/80x24: F1 says what each colour means, whole" "red evictions  yellow notes  │"
+expect_screen "${TAG}tui/80x24: F1 says how it closes" "any key closes this help"
+expect_screen "${TAG}tui/80x24: F1 leaves the input and status lines in view" \
+    "F1 help  Ctrl-C twice: quit *$"
 $TM send-keys -t tui x
+expect_screen "${TAG}tui/80x24: the key that closes F1 is typed, not lost" "^> x *$"
+$TM send-keys -t tui C-c
+$TM send-keys -t tui F5
+expect_screen "${TAG}tui/80x24: F5 says what it did, and where the log is" \
+    "panel log: evictions only \(no room for it here"
+$TM send-keys -t tui F5 F5
 $TM resize-window -t tui -x 120 -y 40
 expect_screen "${TAG}tui/resized back" "KV cache"
 expect_screen "${TAG}tui/120 columns: the status line has htop's bar of F-keys" \
@@ -174,7 +183,8 @@ $TM send-keys -t tui F1
 expect_screen "${TAG}tui/F1 shows help" "Commands"
 expect_screen "${TAG}tui/F1 help shows its widest line whole" "F4  mouse off/on \(select text\)"
 expect_screen "${TAG}tui/F1 help lists the commands of the table" "/save \[FILE\]  /help  /quit"
-$TM send-keys -t tui q
+$TM send-keys -t tui Escape # Esc closes the help and types nothing (a letter would be typed)
+if ! await "Esc to close the help" '! screen_text | grep -q "Commands"'; then fail "${TAG}tui/Esc closes the help" "still open"; else pass "${TAG}tui/Esc closes the help"; fi
 $TM send-keys -t tui "/quit" Enter
 await "the chat's exit status" '[ -s "$TMP/tui.rc" ]'
 same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
@@ -452,8 +462,8 @@ wait_for "Ctrl-C twice: quit" 60
 $TM send-keys -t tui '"""' Enter
 expect_screen "${TAG}tui/\"\"\" opens a message over several lines" 'end it with """'
 $TM send-keys -t tui "line one" Enter
-expect_screen "${TAG}tui/... and shows its lines as they are typed" 'a message over 1 line so far'
-expect_screen "${TAG}tui/... line by line" '^line one'
+expect_screen "${TAG}tui/... and shows its lines as they are typed" '^typing +line one'
+expect_screen "${TAG}tui/... and how it ends" '\(1 line: """ at a line.s end sends it'
 # Ctrl-C drops an unfinished block, saying so (as bash and python drop a continuation); a second
 # Ctrl-C then only arms the quit
 $TM send-keys -t tui C-c
@@ -555,6 +565,11 @@ expect_screen "${TAG}tui/--draft: F7 turns the marks off" "drafted tokens not ma
 same "${TAG}tui/--draft: ... and none is underlined" 0 "$(underlined)"
 $TM send-keys -t tui F6
 expect_screen "${TAG}tui/--draft: F6's table has the draft column" "conv +tokens.*used +draft"
+$TM send-keys -t tui F6
+$TM resize-window -t tui -x 80 -y 24
+expect_screen "${TAG}tui/--draft at 80x24: the drafter takes a row, the map keeps its legend" \
+    "cell=[0-9]+tok u:you"
+expect_screen "${TAG}tui/--draft at 80x24: ... and its forecast" "next eviction|no eviction ahead"
 stop_tmux
 
 

@@ -295,8 +295,10 @@ static int occupancy(WINDOW *w, const screen *s, const cache_model *m, const cm_
 
 /* --draft: the drafter's cache beside the model's (a gauge of its tokens against the window) and
  * what its drafts came to: acceptance (of drafted, and of tested as llama.cpp counts it), tokens a
- * model pass, and a pass's drafting and checking. Returns the next free row. */
-static int drafting(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int iw)
+ * model pass, and a pass's drafting and checking; on a short panel (compact) one row of the three
+ * that matter most, so that the map keeps its rows. Returns the next free row. */
+static int drafting(WINDOW *w, const screen *s, const cm_conv *c, int y, int rows, int iw,
+                    int compact)
 {
     const cm_draft *d = &c->draft;
     char a[32], b[32], label[64];
@@ -304,6 +306,16 @@ static int drafting(WINDOW *w, const screen *s, const cm_conv *c, int y, int row
     if ((!d->cached && !d->rounds) || rows <= 0)
         return y;
     ui_fields f = {0};
+    if (compact) {
+        if (d->cached)
+            fields_add(&f, NULL, "draft cache %d tok", d->tokens);
+        if (d->rounds) {
+            fields_add(&f, NULL, "accepted %.0f%%",
+                       d->drafted ? 100.0 * d->accepted / d->drafted : 0.0);
+            fields_add(&f, NULL, "%.2f tok/pass", (double)d->made / d->rounds);
+        }
+        return y + fields_draw(w, y, 1, iw, 1, &f);
+    }
     if (!d->cached)
         goto figures;
     fields_add(&f, NULL, "draft cache %d tok", d->tokens);
@@ -373,7 +385,7 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
     /* as many rows as one token a cell needs, up to a share of what is left: a small window's map
      * leaves its rows to the graph and the log */
     int need = (c->window + iw - 1) / (iw > 0 ? iw : 1), y0 = y;
-    int most = rest >= 30 ? rest / 3 : rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 5 ? 1 : 0;
+    int most = rest >= 30 ? rest / 3 : rest >= 16 ? 6 : rest >= 10 ? 3 : rest >= 4 ? 1 : 0;
     int map_rows = need < most ? need : most;
     if (map_rows < 1)
         return y;
@@ -385,7 +397,7 @@ static int map_and_forecast(WINDOW *w, const screen *s, const cm_conv *c, int y,
     y += map_rows;
     int cells = map_rows * iw, per = (c->window + cells - 1) / cells;
     ui_fields f = {0};
-    y += map_legend(w, s, c, y, rest >= 12 ? 3 : rest >= 10 ? 2 : rest >= 5 ? 1 : 0, iw, per);
+    y += map_legend(w, s, c, y, rest >= 12 ? 3 : rest >= 10 ? 2 : rest >= 4 ? 1 : 0, iw, per);
     char which[64] = "";
     if (n > 0)
         dropped_turns(c, drop, which, sizeof which);
@@ -530,8 +542,9 @@ static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, i
 
 /* the event log, newest at the bottom, filtered and scrolled back as the view asks; a line too long
  * for the panel goes on to the next row, so nothing in it is cut */
-static void event_log(WINDOW *w, const screen *s, const cache_model *m, int conv, int y, int h,
-                      int iw)
+/* returns its rows */
+static int event_log(WINDOW *w, const screen *s, const cache_model *m, int conv, int y, int h,
+                     int iw)
 {
     int rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
     cm_log_filter f = (cm_log_filter)s->log_filter;
@@ -561,12 +574,13 @@ static void event_log(WINDOW *w, const screen *s, const cache_model *m, int conv
         wattroff(w, screen_attr(s, CP_DIM));
         bottom -= need;
     }
+    return rows > 0 ? rows : 0;
 }
 
-void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
+int cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
 {
     if (!w)
-        return;
+        return 0;
     int h, W;
     getmaxyx(w, h, W);
     werase(w);
@@ -577,10 +591,11 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     if (!c || !c->window) { /* a session of an older kvchat, before its first stats */
         ui_drawf(w, y, 1, iw, "empty: send a message to fill it");
         wnoutrefresh(w);
-        return;
+        return 0;
     }
     y = occupancy(w, s, m, c, y, h - 1 - y, iw);
-    y = drafting(w, s, c, y, h - 1 - y, iw);
+    /* at 80x24 the panel has about 12 rows: the drafter's take one, the map the rest */
+    y = drafting(w, s, c, y, h - 1 - y, iw, h < 20);
     if (s->conv_view) { /* one row per conversation, as htop lists processes */
         y = conv_table(m, conv, w, y, h, iw);
         y = turn_reads(w, c, y, h - 1 - y, iw);
@@ -589,6 +604,7 @@ void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
         y = history_graph(w, s, c, y, h - y - 1, iw);
         y = speed_and_memory(w, m, c, y, h - 1 - y, iw);
     }
-    event_log(w, s, m, conv, y, h, iw);
+    int log_rows = event_log(w, s, m, conv, y, h, iw);
     wnoutrefresh(w);
+    return log_rows;
 }

@@ -7,6 +7,7 @@
 #include "cache_model.h"
 #include "screen.h"
 
-void cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w);
+/* returns the rows the event log got (0: none, the panel too short for it) */
+int cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w);
 
 #endif

@@ -167,7 +167,8 @@ static void window_marks(const chat_pane *p, const cm_conv *c, unsigned char *in
     }
 }
 
-void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner, const cm_conv *c)
+void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner,
+                    const char *footer, const cm_conv *c)
 {
     int h, W;
     getmaxyx(w, h, W);
@@ -176,7 +177,10 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     ui_line blines[8];
     int nb = banner ? ui_wrap(banner, strlen(banner), W, blines, 8) : 0;
     nb = nb > 8 ? 8 : nb;
-    int total = nb;
+    ui_line flines[64];
+    int nf = footer ? ui_wrap(footer, strlen(footer), text_w, flines, 64) : 0;
+    nf = nf > 64 ? 64 : nf;
+    int total = nb + nf;
     for (int i = 0; i < p->n; i++)
         total += msg_lines(&p->msgs[i], text_w) + 1;
     int max_scroll = total > h ? total - h : 0;
@@ -221,6 +225,15 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
         line++; /* a blank line between messages */
     }
     free(in);
+    wattron(w, screen_attr(s, CP_DIM));
+    for (int k = 0; k < nf; k++, line++)
+        if (line >= first && line - first < h) {
+            if (k == 0 && W > 10)
+                mvwaddstr(w, line - first, 0, "typing");
+            ui_draw(w, line - first, W > 10 ? 7 : 0, footer + flines[k].start, flines[k].len,
+                    text_w);
+        }
+    wattroff(w, screen_attr(s, CP_DIM));
     if (p->scroll > 0 && h > 0) {
         wattron(w, screen_attr(s, CP_DIM));
         ui_drawf(w, h - 1, W > 24 ? W - 24 : 0, 24, "-- %d lines below --", p->scroll);

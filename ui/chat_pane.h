@@ -50,10 +50,12 @@ int chat_pane_mark(chat_pane *p, size_t len, int drafted);
 /* Removes the last user message and all after it: a message that failed before any reply. */
 void chat_pane_drop_turn(chat_pane *p);
 void chat_pane_scroll(chat_pane *p, int lines);
-/* Draws the pane; with c (its conversation in the cache model), the messages whose turns are no
- * longer in the window are dimmed and pinned ones marked (a * after the name); with the screen's
- * draft_marks, the text of drafted tokens underlined. */
-void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner, const cm_conv *c);
+/* Draws the pane: banner (or NULL) above the messages, footer (or NULL: a message being typed over
+ * lines) dimmed after them; with c (its conversation in the cache model), the messages whose turns
+ * are no longer in the window are dimmed and pinned ones marked (a * after the name); with the
+ * screen's draft_marks, the text of drafted tokens underlined. */
+void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner,
+                    const char *footer, const cm_conv *c);
 
 /* A turn's statistics (cm_turn_summary) under its reply, when ev ends one: m has applied ev
  * already. */

@@ -311,8 +311,10 @@ int input_poll(int feed_keys)
             feed(27);
             feed('[');
             feed(seq[n - 1]);
-            return IN_NONE;
+            return IN_TYPED;
         }
+        if (n == 0) /* Esc alone: readline would hold it as the next key's Meta */
+            return IN_KEY;
         feed(27);
         for (int i = 0; i < n; i++)
             feed(seq[i]);
@@ -327,7 +329,7 @@ int input_poll(int feed_keys)
         got_line = 0;
         return IN_LINE;
     }
-    return IN_NONE;
+    return IN_TYPED;
 }
 
 int input_clear(void)

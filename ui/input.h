@@ -30,7 +30,8 @@ enum {
     IN_LOG_DOWN,
     IN_CONV_VIEW,
     IN_DRAFT_MARKS,
-    IN_PASTE_CUT /* a paste went past INPUT_MAX_BYTES: the line holds what fitted */
+    IN_PASTE_CUT, /* a paste went past INPUT_MAX_BYTES: the line holds what fitted */
+    IN_TYPED      /* a key readline took (a letter typed, the cursor moved): nothing to do */
 };
 
 /* The most a line (a message) can hold. */
@@ -42,8 +43,9 @@ void input_close(void);
 void input_set_window(WINDOW *w);
 /* the prompt of the lines to come ("> ", or "... " inside a multi-line message) */
 void input_set_prompt(const char *prompt);
-/* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line).
- * With feed 0 (an overlay is open) keys are not given to readline: any key returns IN_KEY. A
+/* Waits up to the window's timeout for a key; IN_LINE means a line was entered (input_take_line),
+ * IN_TYPED that readline took the key, IN_NONE that none came.
+ * With feed 0 keys are not given to readline: any key returns IN_KEY. A
  * bracketed paste is inserted in one piece, its line breaks as spaces and other control bytes
  * dropped, so nothing in it acts as a key. */
 int input_poll(int feed);

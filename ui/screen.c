@@ -155,14 +155,24 @@ void screen_help(const char *const *lines, int n)
         int w = ui_width(lines[i], strlen(lines[i]));
         widest = w > widest ? w : widest;
     }
-    int hw = widest + 4 < COLS ? widest + 4 : COLS, hh = n + 2 < LINES ? n + 2 : LINES;
-    WINDOW *hwin = newwin(hh, hw, (LINES - hh) / 2, (COLS - hw) / 2);
-    if (!hwin)
+    /* above the input and status lines, which stay in view; where the lines do not all fit, the
+     * last row says how many are cut, and how to close the help */
+    int rows = LINES - 2 > 3 ? LINES - 2 : LINES, inner = n < rows - 2 ? n : rows - 2;
+    int hw = widest + 4 < COLS ? widest + 4 : COLS, hh = inner + 2;
+    WINDOW *hwin = newwin(hh, hw, (rows - hh) / 2, (COLS - hw) / 2);
+    if (!hwin || inner < 1) {
+        if (hwin)
+            delwin(hwin);
         return;
+    }
     werase(hwin);
     box(hwin, 0, 0);
-    for (int i = 0; i < n && i + 1 < hh - 1; i++)
+    int cut = inner < n;
+    for (int i = 0; i < inner - cut; i++)
         ui_drawf(hwin, i + 1, 2, hw - 4, "%s", lines[i]);
+    if (cut)
+        ui_drawf(hwin, inner, 2, hw - 4,
+                 "(%d more lines on a taller terminal; any key closes this help)", n - inner + 1);
     wnoutrefresh(hwin);
     delwin(hwin);
 }

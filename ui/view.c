@@ -48,10 +48,11 @@ void view_apply(view *v, const json_t *ev)
     chat_pane_apply(view_pane(v, ev_conv(ev)), ev, &v->cm);
 }
 
-void view_draw(view *v, int conv, const char *banner, const char *status)
+void view_draw(view *v, int conv, const char *banner, const char *footer, const char *status)
 {
-    chat_pane_draw(view_pane(v, conv), &v->scr, v->scr.chat, banner, cm_conv_get(&v->cm, conv));
-    cache_panel_draw(&v->cm, conv, &v->scr, v->scr.panel);
+    chat_pane_draw(view_pane(v, conv), &v->scr, v->scr.chat, banner, footer,
+                   cm_conv_get(&v->cm, conv));
+    v->log_rows = cache_panel_draw(&v->cm, conv, &v->scr, v->scr.panel);
     WINDOW *st = v->scr.status;
     werase(st);
     wbkgd(st, (chtype)screen_attr(&v->scr, CP_STATUS));

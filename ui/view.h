@@ -12,6 +12,7 @@ typedef struct {
     screen scr;
     cache_model cm;
     chat_pane panes[CHAT_PANES + 1]; /* [0]: every conversation past CHAT_PANES */
+    int log_rows;                    /* the panel's event log at the last draw (0: no room) */
 } view;
 
 /* empty panes and model; then the terminal taken (screen_open: 0, or -1 with the error) until
@@ -25,9 +26,9 @@ void view_clear(view *v);
 chat_pane *view_pane(view *v, int conv);
 /* an event into the cache model and the pane of its conversation */
 void view_apply(view *v, const json_t *ev);
-/* conv's chat pane (under a banner line, or none), the panel and the status line, drawn but not
- * yet on the terminal */
-void view_draw(view *v, int conv, const char *banner, const char *status);
+/* conv's chat pane (under a banner line, or none; a footer after its messages, or none), the panel
+ * and the status line, drawn but not yet on the terminal */
+void view_draw(view *v, int conv, const char *banner, const char *footer, const char *status);
 /* what is drawn onto the terminal, the input line left empty (replay has none) */
 void view_update(view *v);
 

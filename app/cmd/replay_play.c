@@ -82,7 +82,7 @@ static void draw(player *p, const char *path)
                          : "",
              p->next, p->s->n_events, recorded,
              p->s->truncated ? "  (file cut: the rest is lost)" : "", name);
-    view_draw(&p->v, p->conv, NULL, status);
+    view_draw(&p->v, p->conv, NULL, NULL, status);
     if (p->help) {
         static const char *const lines[] = {
             "Replay keys",

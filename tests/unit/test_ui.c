@@ -804,7 +804,7 @@ static void pane_shows_the_window(void)
         screen scr = {.color = color};
         const char *how = color ? "colour" : "monochrome";
         WINDOW *w = newwin(12, 40, 0, 0);
-        chat_pane_draw(&p, &scr, w, NULL, cm_conv_get(&m, 1));
+        chat_pane_draw(&p, &scr, w, NULL, NULL, cm_conv_get(&m, 1));
         wchar_t line[64];
         int rows[4] = {-1, -1, -1, -1};
         const wchar_t *texts[] = {L"one", L"r1", L"two", L"r2"};

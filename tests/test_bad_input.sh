@@ -506,3 +506,19 @@ expect_error "${TAG}bad/--draft folder without a checkpoint" 1 \
 "$KV" bench --speculative -m "$B/good" -n 4 --runs 1 --draft lookup,bogus >/dev/null 2>"$B/spec-typo.err"
 same "${TAG}bad/bench --speculative --draft typo fails before measuring" "1" \
     "$(grep -c -- '--draft bogus: expected lookup, self-q8, off' "$B/spec-typo.err")"
+
+# a session's draft_max past what an int holds is refused, not read as its low bits (4294967300
+# read as 4)
+printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --draft lookup --session "$B/draft.jsonl" \
+    >/dev/null 2>&1
+"$PYTHON" - "$B/draft.jsonl" "$B/draft-big.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+h = json.loads(lines[0])
+h["chat"]["draft_max"] = 4294967300
+lines[0] = json.dumps(h)
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+PY
+expect_error "${TAG}bad/a session's draft_max of 2^32 + 4 is out of range" 1 \
+    "draft-big.jsonl: the session's draft settings are out of range" \
+    "$KV" replay "$B/draft-big.jsonl" --verify

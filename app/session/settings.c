@@ -1,11 +1,20 @@
 /* The settings a session's results depend on, as its header and later events set them, and how
  * two sets of them differ: what resume and verify run with. */
+#include <limits.h>
 #include <string.h>
 
 #include "../../kernels/err.h"
 #include "../../model/events.h"
 #include "../chat/records.h"
 #include "session.h"
+
+/* an int field of o, clamped into what an int holds before any check (4294967300 read as 4 was a
+ * cast before the range check): out of range, it reads as INT_MIN, which every check refuses */
+static int int_field(const json_t *o, const char *key)
+{
+    json_int_t v = json_integer_value(json_object_get(o, key));
+    return v < INT_MIN + 1 || v > INT_MAX ? INT_MIN : (int)v;
+}
 
 /* the weights, cache and chat settings of a header or a resume event */
 static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
@@ -21,8 +30,8 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     if (dt && dt_parse(dt, &mo->kv.type))
         return err_set("the session's cache dtype '%.16s' is unknown", dt);
     mo->kv_type_set |= dt != NULL;
-    mo->kv.block_tokens = (int)json_integer_value(json_object_get(ca, "block_tokens"));
-    mo->kv.window = (int)json_integer_value(json_object_get(ca, "window"));
+    mo->kv.block_tokens = int_field(ca, "block_tokens");
+    mo->kv.window = int_field(ca, "window");
     mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));
     mo->kv.prealloc = json_is_true(json_object_get(ca, "prealloc"));
     /* a pool that full failed a turn, so the recorded size is part of the result */
@@ -38,8 +47,8 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     eo->tpl_why = "as the session was recorded";
     const char *system = json_string_value(json_object_get(ch, "system"));
     eo->system = system && *system ? system : NULL; /* lives with the session */
-    eo->keep = (int)json_integer_value(json_object_get(ch, "keep"));
-    eo->evict_min = (int)json_integer_value(json_object_get(ch, "evict_min"));
+    eo->keep = int_field(ch, "keep");
+    eo->evict_min = int_field(ch, "evict_min");
     if (ev && strcmp(ev, "exact") && strcmp(ev, "shift") && strcmp(ev, "least-read"))
         return err_set("the session's evict '%.16s' is none of exact, shift and least-read", ev);
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
@@ -48,13 +57,13 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
         return err_set("the session's evict_at '%.16s' is neither turn nor full", at);
     /* a session from before --evict-at was recorded evicting when full */
     eo->evict_at = at && !strcmp(at, "turn") ? WIN_AT_TURN : WIN_AT_FULL;
-    eo->fidelity = (int)json_integer_value(json_object_get(ch, "fidelity"));
+    eo->fidelity = int_field(ch, "fidelity");
     const char *draft = json_string_value(json_object_get(ch, "draft"));
     draft_opts_default(&eo->draft);
     if (draft && draft_parse(draft, &eo->draft)) /* the name lives with the session */
         return err_wrap("the session's draft");
     if (draft) {
-        eo->draft.max = (int)json_integer_value(json_object_get(ch, "draft_max"));
+        eo->draft.max = int_field(ch, "draft_max");
         eo->draft.min_prob = (float)json_number_value(json_object_get(ch, "draft_p_min"));
         if (eo->draft.max < 1 || eo->draft.max > DRAFT_MAX_TOKENS || !(eo->draft.min_prob >= 0) ||
             eo->draft.min_prob > 1)

@@ -522,3 +522,9 @@ PY
 expect_error "${TAG}bad/a session's draft_max of 2^32 + 4 is out of range" 1 \
     "draft-big.jsonl: the session's draft settings are out of range" \
     "$KV" replay "$B/draft-big.jsonl" --verify
+
+# make-tiny-model --vocab V writes the tokenizer of GPT-2's first V ids, so the checkpoint loads
+"$KV" make-tiny-model "$B/v300" --vocab 300 >/dev/null
+same "${TAG}bad/make-tiny-model --vocab 300 makes a checkpoint kvchat loads, of 300 ids" "0 300" \
+    "$("$KV" generate -m "$B/v300" -p "the cat" -n 3 --output ids -q >/dev/null 2>&1; echo $?) $(
+    "$PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$B/v300/vocab.json")"

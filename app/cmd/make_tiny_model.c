@@ -1,5 +1,7 @@
 /* kvchat make-tiny-model: a deterministic random-weight GPT-2 in the exact Hugging Face layout,
  * with the real tokenizer files, for tests, benchmarks and the offline demo. */
+#include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -89,6 +91,55 @@ static int fill(int i, void *buf, void *ctx)
         dt_from_f32((char *)buf + c * dt_size(t->type), tmp, t->type, m);
     }
     return 0;
+}
+
+/* vocab.json and merges.txt of GPT-2's first V ids (its ids 256 on are its merges' results, in
+ * order): the shipped files for all of them, else ids 0..V-2 with the merges that make them and
+ * <|endoftext|> as id V-1, so that the checkpoint loads as config.json says */
+static int write_tokenizer(const char *dir, int V)
+{
+    char src[PATH_MAX], dst[PATH_MAX];
+    if (V == 50257) {
+        for (int i = 0; i < 2; i++) {
+            const char *name = i ? "merges.txt" : "vocab.json";
+            snprintf(dst, sizeof dst, "%s/%s", dir, name);
+            if (copy_asset(name, dst))
+                return -1;
+        }
+        return 0;
+    }
+    snprintf(src, sizeof src, "%s/vocab.json", assets_dir());
+    json_error_t je;
+    json_t *all = json_load_file(src, 0, &je), *some = json_object();
+    const char *tok;
+    json_t *id;
+    int rc = !all || !some ? err_set("%s: %s", src, all ? "out of memory" : je.text) : 0;
+    json_object_foreach(all, tok, id)
+    {
+        if (!rc && json_integer_value(id) < V - 1 && json_object_set(some, tok, id))
+            rc = err_set("out of memory");
+    }
+    if (!rc && json_object_set_new(some, "<|endoftext|>", json_integer(V - 1)))
+        rc = err_set("out of memory");
+    snprintf(dst, sizeof dst, "%s/vocab.json", dir);
+    if (!rc && json_dump_file(some, dst, JSON_COMPACT))
+        rc = err_set("%s: cannot write it", dst);
+    json_decref(all);
+    json_decref(some);
+    snprintf(src, sizeof src, "%s/merges.txt", assets_dir());
+    snprintf(dst, sizeof dst, "%s/merges.txt", dir);
+    FILE *in = rc ? NULL : fopen(src, "r"), *out = in ? fopen(dst, "w") : NULL;
+    char line[512];
+    /* the version line, then one merge for each id from 256 up to V - 2 */
+    for (int n = 0; out && n < V - 256 && fgets(line, sizeof line, in);)
+        n += fputs(line, out) >= 0;
+    if (!rc && (!in || !out || ferror(in)))
+        rc = err_set("%s: %s", !in ? src : dst, strerror(errno));
+    if (out && fclose(out) && !rc)
+        rc = err_set("%s: cannot write it", dst);
+    if (in)
+        fclose(in);
+    return rc;
 }
 
 static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64_t seed, int prefix,
@@ -224,13 +275,9 @@ int cmd_make_tiny_model(int argc, char **argv)
         return EXIT_USAGE;
     if (make_dirs(dir))
         return EXIT_RUNTIME;
-    char path[PATH_MAX], dst[PATH_MAX];
-    for (int i = 0; i < 2; i++) {
-        const char *name = i ? "merges.txt" : "vocab.json";
-        snprintf(dst, sizeof dst, "%s/%s", dir, name);
-        if (copy_asset(name, dst))
-            return EXIT_RUNTIME;
-    }
+    char path[PATH_MAX];
+    if (write_tokenizer(dir, c.vocab_size))
+        return EXIT_RUNTIME;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (cfg_save(&c, path) || write_model(dir, &c, type, seed, prefix, mask))
         return EXIT_RUNTIME;

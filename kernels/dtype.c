@@ -110,6 +110,31 @@ static void f32_to_bf16(void *dst, const void *src, size_t n)
         ((uint16_t *)dst)[i] = dt_f32_to_bf16(((const float *)src)[i]);
 }
 
+size_t dt_first_nonfinite(const void *p, dtype t, size_t n)
+{
+    /* a run of RUN exponents tested without a branch, then looked into where one is not finite */
+    size_t es = dt_elem(t);
+    uint32_t mask = t == DT_F32 ? 0x7f800000u : t == DT_F16 ? 0x7c00u : 0x7f80u;
+    const unsigned char *b = p;
+    for (size_t i0 = 0; i0 < n; i0 += RUN) {
+        size_t k = n - i0 < RUN ? n - i0 : RUN;
+        int any = 0;
+#pragma omp simd reduction(| : any)
+        for (size_t i = 0; i < k; i++) {
+            uint32_t v = 0;
+            memcpy(&v, b + (i0 + i) * es, es); /* little-endian: the value's low bytes */
+            any |= (v & mask) == mask;
+        }
+        for (size_t i = 0; any && i < k; i++) {
+            uint32_t v = 0;
+            memcpy(&v, b + (i0 + i) * es, es);
+            if ((v & mask) == mask)
+                return i0 + i;
+        }
+    }
+    return n;
+}
+
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
 {
     switch (t) {

@@ -34,6 +34,9 @@ void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
  * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);
+/* The index of the first inf or NaN among n values of type t (f32, f16, bf16; unaligned allowed),
+ * or n when all are finite: the exponent bits alone, so it runs at the memory's pace. */
+size_t dt_first_nonfinite(const void *p, dtype t, size_t n);
 void dt_from_f32(void *dst, const float *src, dtype t, size_t n);
 
 static inline float dt_bf16_to_f32(uint16_t h)

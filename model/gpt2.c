@@ -68,6 +68,17 @@ static const st_tensor *find(gpt2_model *m, const char *name, int rows, int cols
     return t;
 }
 
+/* -1 (naming the tensor and the place) where t holds an inf or a NaN: a damaged checkpoint, which
+ * would turn every later activation into NaN */
+static int finite(const st_tensor *t, dtype have, size_t n)
+{
+    size_t at = dt_first_nonfinite(t->data, have, n);
+    return at < n ? err_set("tensor '%s' holds a non-finite value (inf or NaN) at element %zu of "
+                            "%zu: the checkpoint is damaged",
+                            t->name, at, n)
+                  : 0;
+}
+
 /* Returns the tensor's data as `want`, in place when the file already holds it aligned. */
 static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
 {
@@ -75,6 +86,8 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     if (file_dtype(t, &have))
         return NULL;
     size_t n = (t->end - t->begin) / dt_size(have);
+    if (finite(t, have, n))
+        return NULL;
     if (have == want && (uintptr_t)t->data % dt_size(want) == 0)
         return t->data;
     void *dst = err_alloc_big(n * dt_size(want) + 128, "a converted tensor");
@@ -118,6 +131,8 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
     if (K % DT_Q8_BLOCK)
         return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d",
                        t->name, DT_Q8_BLOCK, K);
+    if (finite(t, have, (size_t)rows * cols))
+        return -1;
     int8_t *q = err_alloc_big((size_t)V * K, "quantised weights");
     uint16_t *s =
         q && !own(m, q) ? err_alloc_big((size_t)V * K / DT_Q8_BLOCK * 2, "their scales") : NULL;

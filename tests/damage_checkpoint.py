@@ -63,6 +63,11 @@ elif kind == "overlap":
     b, e = header[names[1][1]]["data_offsets"]
     header[names[1][1]]["data_offsets"] = [b - 4, e - 4]
     write_header(header)
+elif kind == "inf-weight":
+    # element 5 of a product's weight (F32 in the file) becomes +inf
+    b = header["h.0.mlp.c_fc.weight"]["data_offsets"][0] + 5 * 4
+    data = data[:b] + struct.pack("<f", float("inf")) + data[b + 4:]
+    write_header(header)
 elif kind == "config-embd":
     cfg["n_embd"] = 32
     json.dump(cfg, open(cfg_path, "w"))

@@ -120,7 +120,13 @@ config-missing-key|config.json: missing 'n_layer'
 config-heads|config.json: n_embd 16 is not a positive multiple of n_head 3
 no-vocab|vocab.json: No such file
 bad-merges|merges.txt: line 2 merges tokens not in the vocabulary
+inf-weight|tensor 'h.0.mlp.c_fc.weight' holds a non-finite value \(inf or NaN\) at element 5 of 1024: the checkpoint is damaged
 CASES
+"$KV" make-tiny-model "$B/inf-q8" --layers 1 --heads 2 --embd 32 --ctx 32 >/dev/null &&
+    "$PYTHON" tests/damage_checkpoint.py "$B/inf-q8" inf-weight
+expect_error "${TAG}bad/inf-weight, quantised to q8" 1 \
+    "tensor 'h.0.mlp.c_fc.weight' holds a non-finite value \(inf or NaN\) at element 5 of 4096" \
+    "$KV" generate -m "$B/inf-q8" -p hi -n 1 --dtype q8
 
 # hostile pytorch_model.bin files (tests/reference/torch_ckpt.py): refused by name before anything
 # runs, one line, exit 1, no crash, no hang, clean under the sanitizers

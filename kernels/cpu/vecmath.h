@@ -20,7 +20,8 @@ static inline float vm_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* NaN stays NaN (p is NaN); its cast to int would be undefined, so it takes 0 */
+    uint32_t bits = (uint32_t)((n == n ? (int32_t)n : 0) + 127) << 23;
     float scale;
     memcpy(&scale, &bits, 4);
     return p * scale;

@@ -6,6 +6,7 @@
 
 #include "../../kernels/backend.h"
 #include "../../kernels/cpu/cpu.h"
+#include "../../kernels/cpu/vecmath.h"
 #include "../../kernels/cpu/simd.h"
 #include "../../kernels/err.h"
 #include "../../kernels/kvlayout.h"
@@ -541,8 +542,43 @@ static void alloc_big(void)
     CHECK(!p && strstr(err_msg(), "a test buffer"), "an injected failure: %p, %s", p, err_msg());
 }
 
+/* The vectorised exp and the non-finite scan at their edges: NaN stays NaN (its cast to int was
+ * undefined: UBSan aborted a drafter whose weights held +inf), the clamped ends stay finite, and
+ * the scan finds the first inf or NaN of each type, unaligned, past a run's end */
+static void nonfinite_edges(void)
+{
+    volatile float nan_ = NAN, inf = INFINITY;
+    CHECK(isnan(vm_expf(nan_)) && vm_expf(-inf) >= 0 && vm_expf(-inf) < 1e-37f &&
+              isfinite(vm_expf(inf)) && fabsf(vm_expf(1.0f) - 2.7182818f) < 1e-6f,
+          "vm_expf: NaN %g, -inf %g, inf %g, 1 %g", vm_expf(nan_), vm_expf(-inf), vm_expf(inf),
+          vm_expf(1.0f));
+    enum { N = 5000 };
+    static float f[N + 1];
+    static uint16_t h[N + 1], bh[N + 1];
+    for (int i = 0; i <= N; i++) {
+        f[i] = (float)i - 2500.5f;
+        h[i] = dt_f32_to_f16(f[i] / 1000);
+        bh[i] = dt_f32_to_bf16(f[i]);
+    }
+    CHECK(dt_first_nonfinite(f, DT_F32, N) == N && dt_first_nonfinite(h, DT_F16, N) == N &&
+              dt_first_nonfinite(bh, DT_BF16, N) == N,
+          "finite values reported as not");
+    f[4321] = INFINITY;
+    h[4097] = 0x7e00; /* f16 NaN */
+    bh[12] = dt_f32_to_bf16(-INFINITY);
+    char *un = malloc(sizeof f + 1); /* one byte off: unaligned */
+    memcpy(un + 1, f, sizeof f);
+    CHECK(dt_first_nonfinite(f, DT_F32, N) == 4321 &&
+              dt_first_nonfinite(un + 1, DT_F32, N) == 4321 &&
+              dt_first_nonfinite(f, DT_F32, 4321) == 4321 &&
+              dt_first_nonfinite(h, DT_F16, N) == 4097 && dt_first_nonfinite(bh, DT_BF16, N) == 12,
+          "the first non-finite: f32 %zu, f16 %zu, bf16 %zu", dt_first_nonfinite(f, DT_F32, N),
+          dt_first_nonfinite(h, DT_F16, N), dt_first_nonfinite(bh, DT_BF16, N));
+    free(un);
+}
+
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
            {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed},
-           {"kernels/alloc_big", alloc_big});
+           {"kernels/alloc_big", alloc_big}, {"kernels/nonfinite_edges", nonfinite_edges});

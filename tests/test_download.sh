@@ -62,6 +62,18 @@ if cmp -s "$HUB/d3/model.safetensors" "$HUB/src/model.safetensors" && [ ! -e "$H
     pass "${TAG}download/resumed file = the original"
 else fail "${TAG}download/resumed file = the original" "$(cat "$HUB/err")"; fi
 
+# a link planted at PATH.part (to a file bigger than the weights) is refused before anything sizes,
+# truncates or writes what it points to
+mkdir -p "$HUB/d3l"
+cp "$HUB/src"/{config.json,vocab.json,merges.txt} "$HUB/d3l/"
+head -c 20000000 /dev/urandom >"$HUB/victim"
+victim_sum=$(sha256sum <"$HUB/victim")
+ln -s "$HUB/victim" "$HUB/d3l/model.safetensors.part"
+expect_error "${TAG}download/a link at PATH.part is refused" 1 \
+    "model.safetensors.part: a symbolic link, not followed \(remove it\)" \
+    "$KV" get-model owner/st-model --dir "$HUB/d3l"
+same "${TAG}download/... and what it points to is untouched" "$victim_sum" "$(sha256sum <"$HUB/victim")"
+
 # a server that ignores the range sends the whole file: the part starts over rather than doubling
 start_hub --ignore-range
 mkdir -p "$HUB/d4"

@@ -444,6 +444,31 @@ static int room_for(const char *dst, int64_t need)
     return err_set("%s: not enough free space: it needs %s more, and %s are free there", dst, a, b);
 }
 
+/* The bytes a part holds (-1: none yet), never through a link: a link planted at PATH.part is
+ * refused before anything reads, sizes or truncates what it points to (-2, with the error) */
+static long long part_size(const char *part)
+{
+    struct stat sb;
+    if (lstat(part, &sb))
+        return errno == ENOENT ? -1 : (err_set("%s: %s", part, strerror(errno)), -2);
+    if (!S_ISREG(sb.st_mode))
+        return err_set("%s: %s", part,
+                       S_ISLNK(sb.st_mode) ? "a symbolic link, not followed (remove it)"
+                                           : "not a regular file (remove it)"),
+               -2;
+    return (long long)sb.st_size;
+}
+
+/* the part emptied through a descriptor that refuses a link */
+static int part_empty(const char *part)
+{
+    int fd = open(part, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 || ftruncate(fd, 0) ? err_set("%s: %s", part, strerror(errno)) : 0;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *label, int *missing)
 {
     char part[PATH_MAX + 8];
@@ -458,23 +483,29 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
                                      : 0};
     if (missing)
         *missing = 0;
-    if (want >= 0 && room_for(dst, want - (file_size(part) > 0 ? file_size(part) : 0)))
+    long long held = part_size(part);
+    if (held < -1 || (want >= 0 && room_for(dst, want - (held > 0 ? held : 0))))
         return -1;
     for (int attempt = 0;; attempt++) {
-        long long have = file_size(part);
+        long long have = part_size(part);
+        if (have < -1)
+            return -1;
+        int exists = have >= 0;
         have = have < 0 ? 0 : have;
         if (want >= 0 && have > want) { /* longer than the file: not a part of it */
-            if (truncate(part, 0))
-                return err_set("%s: %s", part, strerror(errno));
+            if (part_empty(part))
+                return -1;
             have = 0;
         }
-        if (want >= 0 && have == want && file_size(part) >= 0)
+        if (want >= 0 && have == want && exists)
             break;
         t.offset = have, t.start = now(), t.drawn = -1;
         int r = get_once(url, part, &t, missing);
         if (r < 0)
             return -1;
-        long long got = file_size(part);
+        long long got = part_size(part);
+        if (got < -1)
+            return -1;
         if (!r && (want < 0 || got == want))
             break;
         if (!r) /* curl saw the whole reply, shorter or longer than the hub's size */
@@ -492,7 +523,7 @@ int dl_fetch(const char *url, const char *dst, const dl_info *info, const char *
             fprintf(stderr, "\r\033[K%s broke off (%s); resuming\n", label, err_msg());
         sleep((unsigned)attempt + 1);
     }
-    draw(&t, file_size(part), want >= 0 ? want : file_size(part), "fetching ", 1);
+    draw(&t, part_size(part), want >= 0 ? want : part_size(part), "fetching ", 1);
     if (info && info->sha256[0]) {
         char got[65];
         if (sha256_file(part, &t, want, got))

@@ -534,3 +534,11 @@ expect_error "${TAG}bad/a session's draft_max of 2^32 + 4 is out of range" 1 \
 same "${TAG}bad/make-tiny-model --vocab 300 makes a checkpoint kvchat loads, of 300 ids" "0 300" \
     "$("$KV" generate -m "$B/v300" -p "the cat" -n 3 --output ids -q >/dev/null 2>&1; echo $?) $(
     "$PYTHON" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$B/v300/vocab.json")"
+
+# --system with a byte that is not UTF-8, in a saved session: read as Latin-1 and said, as a
+# message's is (the session's header failed to be written: "unknown error", exit 1)
+printf 'hi\n' | "$KV" chat --no-tui -m "$B/good" -n 2 --system "$(printf 'caf\351')" \
+    --session "$B/latin1.jsonl" >/dev/null 2>"$B/latin1.err"
+same "${TAG}bad/--system with a Latin-1 byte: saved, said, and the session verifies" "0 1 0" \
+    "$?$(grep -c 'system had 1 byte that is not UTF-8: read as Latin-1' "$B/latin1.err" | sed 's/^/ /') $(
+    "$KV" replay "$B/latin1.jsonl" --verify >/dev/null 2>&1; echo $?)"

@@ -16,6 +16,7 @@
 #include "../files.h"
 #include "../session/fingerprint.h"
 #include "../options.h"
+#include "../safe_text.h"
 #include "../session/session.h"
 #include "../session/snapshot.h"
 #include "../tui.h"
@@ -118,7 +119,17 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
     if (FLAG("--force"))
         return a->force = 1;
     if (MATCH("--system")) {
-        eo->system = v;
+        /* as a message's: bytes that are not UTF-8 read as Latin-1 (the session is JSON, and a
+         * string that is not UTF-8 failed its header's writing), and said */
+        int fixed = 0;
+        char *u = r > 0 ? utf8_from_latin1(v, &fixed) : NULL; /* lives for the run */
+        if (r > 0 && !u)
+            return -1;
+        if (fixed)
+            fprintf(stderr, "kvchat: --system had %d byte%s that %s not UTF-8: read as Latin-1 "
+                            "(0xE9: é)\n",
+                    fixed, fixed == 1 ? "" : "s", fixed == 1 ? "is" : "are");
+        eo->system = u;
     } else if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
             return -1;

@@ -348,3 +348,25 @@ same "${TAG}chat//conv x, /pin 7 and /unpin say the range" "1 1 1" \
 # /edit of a pinned message says the pin went with the old text
 same "${TAG}chat//edit of a pinned message says the new one is not pinned" "1" \
     "$(printf 'hello\n/pin\n/edit bye\n' | chat 2>&1 | grep -c '^/edit: the old message was pinned')"
+
+# a drafter named by a relative folder is recorded by its absolute one, so the session verifies
+# from anywhere; moved, verify says how to name it, and --draft DIR (or off, greedy) verifies it
+RD=$TMP/reldraft
+mkdir -p "$RD"
+"$KV" make-tiny-model "$RD/m" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 3 >/dev/null
+"$KV" make-tiny-model "$RD/d" --layers 1 --heads 2 --embd 32 --ctx 64 --seed 3 >/dev/null
+kv=$(readlink -f "$KV")
+(cd "$RD" && printf 'hello there\nagain\n' |
+    "$kv" chat --no-tui -m m -n 6 --temp 0 --draft d --session s.jsonl >/dev/null 2>&1)
+same "${TAG}chat/a relative --draft is recorded by its absolute folder" "$RD/d" \
+    "$("$PYTHON" -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["chat"]["draft"])' "$RD/s.jsonl")"
+check "${TAG}chat/... and the session verifies from another folder" "$KV" replay "$RD/s.jsonl" --verify
+mv "$RD/d" "$RD/d2"
+expect_error "${TAG}chat/a moved drafter: verify says how to name it" 1 \
+    "draft model $RD/d: .*\(--draft DIR: where the drafter is now; --draft off: none" \
+    "$KV" replay "$RD/s.jsonl" --verify
+check "${TAG}chat/replay --verify --draft DIR: the moved drafter" "$KV" replay "$RD/s.jsonl" --verify --draft "$RD/d2"
+check "${TAG}chat/replay --verify --draft off: a greedy session without its drafter" \
+    "$KV" replay "$RD/s.jsonl" --verify --draft off
+expect_error "${TAG}chat/replay --draft without --verify" 2 "--draft goes with --verify" \
+    "$KV" replay "$RD/s.jsonl" --draft off

@@ -25,6 +25,7 @@ const char REPLAY_HELP[] =
     "       kvchat replay                      list the saved sessions (kvchat sessions)\n"
     "       kvchat replay FILE --no-tui        print the transcript\n"
     "       kvchat replay FILE --verify [-m DIR] [--device D] [--force] [--dump-logits OUT]\n"
+    "                                 [--draft D]\n"
     "       kvchat replay --events-table       print the events a session holds, as a table\n"
     "\n"
     "Replay needs no model: the tokens stream with their recorded timing and the panel shows the\n"
@@ -35,7 +36,9 @@ const char REPLAY_HELP[] =
     "--verify re-runs the model on the recorded inputs and settings and reports, turn by turn,\n"
     "whether the same tokens come out; exit 0 when all do, 1 at the first divergence (its token "
     "and\n"
-    "position). The model is the one the session names, or -m DIR (--force: another model).\n"
+    "position). The model is the one the session names, or -m DIR (--force: another model);\n"
+    "the drafter the one it names, or --draft D (a moved folder; off: none, which changes no\n"
+    "greedy reply).\n"
     "--dump-logits OUT is teacher forcing: every reply is fed its recorded tokens, and OUT gets "
     "the\n"
     "logits each was taken from (vocab little-endian float32s a token), evictions and offloads\n"
@@ -153,7 +156,8 @@ typedef struct {
     const char *path;
     int force, argc;
     char **argv;
-    model_opts base; /* the command line's */
+    model_opts base;   /* the command line's */
+    const char *draft; /* --draft: the drafter verify runs with instead of the recorded one */
     model_opts mo;
     engine_opts eo;
     loaded_model lm;
@@ -170,7 +174,7 @@ static int verify_settings(const verifier *v, int upto, model_opts *mo, engine_o
         return err_wrap("%s", v->path);
     for (int i = 1; i < v->argc; i++)
         model_opts_parse(mo, v->argc, v->argv, &i);
-    return 0;
+    return v->draft && draft_parse(v->draft, &eo->draft) ? -1 : 0;
 }
 
 static int verify_open(verifier *v)
@@ -183,8 +187,16 @@ static int verify_open(verifier *v)
     if (!v->force && (!want || strcmp(want, fp)))
         return err_set("%s was recorded with another model than %s (--force to verify anyway)",
                        v->path, v->lm.dir);
-    if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo)))
+    if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo))) {
+        if (v->eo.draft.kind == DRAFT_MODEL && !v->draft) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", err_msg());
+            err_set("%s (--draft DIR: where the drafter is now; --draft off: none, which changes "
+                    "no greedy reply)",
+                    why);
+        }
         return -1;
+    }
     return ev_subscribe(v->lm.bus, collect, &v->got);
 }
 
@@ -384,9 +396,15 @@ static int verify_turn(verifier *v, int *i, int turn, int *want_ids, FILE *dump,
 }
 
 static int verify(const session *s, const char *path, const model_opts *mo, int force,
-                  const char *dump_path, int argc, char **argv)
+                  const char *dump_path, const char *draft, int argc, char **argv)
 {
-    verifier v = {.s = s, .path = path, .force = force, .argc = argc, .argv = argv, .base = *mo};
+    verifier v = {.s = s,
+                  .path = path,
+                  .force = force,
+                  .argc = argc,
+                  .argv = argv,
+                  .base = *mo,
+                  .draft = draft};
     const char *recorded =
         json_string_value(json_object_get(json_object_get(s->header, "model"), "dir"));
     if (!v.base.model_dir && !getenv("KVCHAT_MODEL") && recorded)
@@ -459,7 +477,7 @@ int cmd_replay(int argc, char **argv)
     const char *path = NULL;
     int no_tui = 0, check = 0, force = 0;
     float idle = 3;
-    const char *dump = NULL, *idle_s = NULL;
+    const char *dump = NULL, *idle_s = NULL, *draft = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
         if (opt_match(argc, argv, &i, NULL, "--events-table", NULL)) {
@@ -472,6 +490,9 @@ int cmd_replay(int argc, char **argv)
         else if (opt_match(argc, argv, &i, NULL, "--force", NULL))
             force = 1;
         else if ((r = opt_match(argc, argv, &i, NULL, "--dump-logits", &dump)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--draft", &draft)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--idle-limit", &idle_s)) != 0) {
@@ -502,12 +523,16 @@ int cmd_replay(int argc, char **argv)
     if (dump && !check)
         return err_set("--dump-logits goes with --verify (it records the verifying run)"),
                EXIT_USAGE;
+    draft_opts parsed;
+    if (draft && (!check || draft_parse(draft, &parsed)))
+        return (check ? 0 : err_set("--draft goes with --verify (the drafter it runs with)")),
+               EXIT_USAGE;
     session s;
     if (session_read(&s, path))
         return EXIT_RUNTIME;
     int rc;
     if (check)
-        rc = verify(&s, path, &mo, force, dump, argc, argv);
+        rc = verify(&s, path, &mo, force, dump, draft, argc, argv);
     else if (no_tui || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         rc = transcript(&s, path);
     else

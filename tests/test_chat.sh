@@ -370,3 +370,21 @@ check "${TAG}chat/replay --verify --draft off: a greedy session without its draf
     "$KV" replay "$RD/s.jsonl" --verify --draft off
 expect_error "${TAG}chat/replay --draft without --verify" 2 "--draft goes with --verify" \
     "$KV" replay "$RD/s.jsonl" --draft off
+
+# a draft model's fingerprint is recorded: another checkpoint at its folder is told apart from a
+# divergence, by verify and by resume (--force goes on)
+FD=$TMP/fpdraft
+"$KV" make-tiny-model "$FD/m" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 3 >/dev/null
+"$KV" make-tiny-model "$FD/d" --layers 1 --heads 2 --embd 32 --ctx 64 --seed 3 >/dev/null
+printf 'hello there\n' | "$KV" chat --no-tui -m "$FD/m" -n 6 --temp 0 --draft "$FD/d" \
+    --session "$FD/s.jsonl" >/dev/null 2>&1
+rm -rf "$FD/d"
+"$KV" make-tiny-model "$FD/d" --layers 1 --heads 2 --embd 32 --ctx 64 --seed 4 >/dev/null
+expect_error "${TAG}chat/verify: another drafter at the recorded folder is named, not a divergence" 1 \
+    "s.jsonl: the session was recorded with another drafter than $FD/d \(its fingerprint was [0-9a-f]{16}, this one's is [0-9a-f]{16}\) \(--force" \
+    "$KV" replay "$FD/s.jsonl" --verify
+expect_error "${TAG}chat/resume: another drafter is refused without --force" 1 \
+    "the session was recorded with another drafter than $FD/d .*--force goes on with this one" \
+    "$KV" chat --no-tui --resume "$FD/s.jsonl"
+check "${TAG}chat/... verify --force runs with it (greedy: the same replies)" \
+    "$KV" replay "$FD/s.jsonl" --verify --force

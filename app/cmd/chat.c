@@ -126,8 +126,9 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
         if (r > 0 && !u)
             return -1;
         if (fixed)
-            fprintf(stderr, "kvchat: --system had %d byte%s that %s not UTF-8: read as Latin-1 "
-                            "(0xE9: é)\n",
+            fprintf(stderr,
+                    "kvchat: --system had %d byte%s that %s not UTF-8: read as Latin-1 "
+                    "(0xE9: é)\n",
                     fixed, fixed == 1 ? "" : "s", fixed == 1 ? "is" : "are");
         eo->system = u;
     } else if (MATCH("--template")) {
@@ -381,6 +382,12 @@ int cmd_chat(int argc, char **argv)
             err_set("%s was recorded with another model or tokenizer than %s; --force re-prefills "
                     "it with this one",
                     a.resume, lm.dir);
+            goto out;
+        }
+        if (!a.force && session_draft_same(&hist, &a.eo)) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", err_msg());
+            err_set("%s: %s (--force goes on with this one)", a.resume, why);
             goto out;
         }
     }

@@ -187,6 +187,13 @@ static int verify_open(verifier *v)
     if (!v->force && (!want || strcmp(want, fp)))
         return err_set("%s was recorded with another model than %s (--force to verify anyway)",
                        v->path, v->lm.dir);
+    if (!v->force && !v->draft && session_draft_same(v->s, &v->eo)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err_msg());
+        return err_set("%s: %s (--force to verify anyway; --draft off: a greedy session without "
+                       "it)",
+                       v->path, why);
+    }
     if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo))) {
         if (v->eo.draft.kind == DRAFT_MODEL && !v->draft) {
             char why[1024];

@@ -45,10 +45,15 @@ json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, cons
     /* speculative decoding's drafter: only when on, so a session without one reads as before */
     const draft_opts *d = &eo->draft;
     json_t *chat = json_object_get(j, "chat");
+    char fp[17] = "";
     if (j && d->kind != DRAFT_NONE &&
         (json_object_set_new(chat, "draft", json_string(draft_name(d))) ||
          json_object_set_new(chat, "draft_max", json_integer(d->max)) ||
-         json_object_set_new(chat, "draft_p_min", json_real(d->min_prob)))) {
+         json_object_set_new(chat, "draft_p_min", json_real(d->min_prob)) ||
+         /* a draft model's own fingerprint: a changed drafter is told from a divergence */
+         (d->kind == DRAFT_MODEL &&
+          (fp_model(d->dir, fp) ||
+           json_object_set_new(chat, "draft_fingerprint", json_string(fp)))))) {
         json_decref(j);
         return NULL;
     }

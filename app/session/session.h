@@ -83,6 +83,10 @@ void session_free(session *s);
  * resume event's, set event's sampling and /system text (resume and verify run as the session did).
  */
 int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts *eo);
+/* -1 (the error naming both) when the session recorded a draft model whose fingerprint the drafter
+ * eo names now does not have (another checkpoint at that folder, or another folder's); 0 when it is
+ * the same, or nothing was recorded to compare */
+int session_draft_same(const session *s, const engine_opts *eo);
 
 /* How many of the settings differ between r/re and m/e, and their option names ("--ctx, -n") */
 int session_settings_diff(const model_opts *r, const engine_opts *re, const model_opts *m,

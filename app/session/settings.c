@@ -6,6 +6,7 @@
 #include "../../kernels/err.h"
 #include "../../model/events.h"
 #include "../chat/records.h"
+#include "fingerprint.h"
 #include "session.h"
 
 /* an int field of o, clamped into what an int holds before any check (4294967300 read as 4 was a
@@ -84,6 +85,19 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     if (mo->kv.grow_factor < 1.01f || mo->kv.grow_factor > 16)
         mo->kv.grow_factor = 2.0f;
     return 0;
+}
+
+int session_draft_same(const session *s, const engine_opts *eo)
+{
+    const char *want =
+        json_string_value(json_object_get(json_object_get(s->header, "chat"), "draft_fingerprint"));
+    char fp[17];
+    if (!want || eo->draft.kind != DRAFT_MODEL || fp_model(eo->draft.dir, fp))
+        return want && eo->draft.kind == DRAFT_MODEL ? -1 : 0; /* fp_model's error */
+    return strcmp(want, fp) ? err_set("the session was recorded with another drafter than %s "
+                                      "(its fingerprint was %s, this one's is %s)",
+                                      eo->draft.dir, want, fp)
+                            : 0;
 }
 
 int session_settings_at(const session *s, int upto, model_opts *mo, engine_opts *eo)

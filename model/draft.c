@@ -235,6 +235,17 @@ static int choose(drafter *d, const float *logits, sampler *s, const int *hist, 
     return pick < 0 ? best : pick;
 }
 
+/* A pass of the drafter failed: for the pool's lack of room (its cache takes only free memory), it
+ * gives its memory back and this round drafts nothing (0: the round goes on as a plain step);
+ * anything else is an error (-1) */
+static int gave_way(drafter *d, unsigned long refusals, int *n_out)
+{
+    if (kv_pool_refusals(d->pool) == refusals)
+        return -1;
+    *n_out = 0;
+    return kv_drop_all(d->seq);
+}
+
 int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *out, int *n_out,
                   double *q)
 {
@@ -254,9 +265,10 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
         settle_to(d, ids, n, n - 1)) /* its last position is run again, for its logits */
         return -1;
     int have = kv_len(d->seq);
+    unsigned long refusals = kv_pool_refusals(d->pool);
     memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
     if (gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, d->logits))
-        return -1;
+        return gave_way(d, refusals, n_out);
     size_t V = (size_t)model_of(d)->cfg.vocab_size;
     for (int k = 0; k < max; k++) {
         int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL,
@@ -266,7 +278,7 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
         out[k] = d->held[n + k] = t;
         *n_out = k + 1;
         if (k + 1 < max && gpt2_forward(model_of(d), d->b, d->seq, &t, 1, d->logits))
-            return -1;
+            return gave_way(d, refusals, n_out);
     }
     return 0;
 }

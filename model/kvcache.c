@@ -26,7 +26,8 @@ struct kv_pool {
     int n_seqs;
     size_t cap_seqs;
     unsigned long tick;
-    int draft; /* a drafter's own pool (kv_pool_set_draft) */
+    int draft;            /* a drafter's own pool (kv_pool_set_draft) */
+    unsigned long short_; /* requests refused for lack of room (kv_pool_refusals) */
 };
 
 struct kv_seq {
@@ -389,6 +390,28 @@ void kv_set_draft(kv_seq *s) { s->draft = 1; }
 
 void kv_pool_set_draft(kv_pool *p) { p->draft = 1; }
 
+unsigned long kv_pool_refusals(const kv_pool *p) { return p->short_; }
+
+int kv_drop_all(kv_seq *s)
+{
+    int from = s->len;
+    if (s->offloaded) { /* its rows are in host memory: they go, the pool's is not touched */
+        s->p->b->host_release(s->p->b, s->host);
+        s->host = NULL;
+        s->host_tokens = 0;
+        s->offloaded = 0;
+    }
+    release_all(s);
+    s->len = 0;
+    tell_peers(s->p, s);
+    if (from && !s->background)
+        ev_emit_truncate(s->p->bus, s->conv,
+                         &(ev_truncate){EV_OPT(from, from), .to = 0,
+                                        EV_OPT(bytes, (long long)from * (long long)s->p->tok_bytes),
+                                        EV_OPT(cache, kv_totals(s))});
+    return 0;
+}
+
 ev_bus *kv_pool_bus(const kv_pool *p) { return p->bus; }
 
 static size_t free_bytes(const kv_pool *p)
@@ -397,12 +420,29 @@ static size_t free_bytes(const kv_pool *p)
 }
 
 /* Offloads least recently used idle sequences until `bytes` are free. */
+/* A drafter's cache is an optimisation: it is the first to give its memory back when anything
+ * else needs it (kv_drop_all; the drafter builds it again when there is room, or drafts nothing),
+ * before an idle conversation moves to host memory. */
 static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
 {
     while (free_bytes(p) < bytes) {
-        if (requester->background)
+        if (requester->background) {
+            p->short_++;
             return err_set("the KV pool cannot spare %zu more bytes for work in the background",
                            bytes - free_bytes(p));
+        }
+        kv_seq *gives = NULL;
+        for (int i = 0; i < p->n_seqs && !gives; i++) {
+            kv_seq *c = p->seqs[i];
+            if (c != requester && c->draft && !c->background && !c->offloaded &&
+                (c->n_table || c->buf))
+                gives = c;
+        }
+        if (gives) {
+            if (kv_drop_all(gives))
+                return -1;
+            continue;
+        }
         kv_seq *victim = NULL;
         for (int i = 0; i < p->n_seqs; i++) {
             kv_seq *c = p->seqs[i];
@@ -412,7 +452,7 @@ static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
             if (!victim || c->last_used < victim->last_used)
                 victim = c;
         }
-        if (!victim)
+        if (!victim && ++p->short_)
             return err_set("the KV pool (%zu bytes) is full: %zu more bytes are needed and no idle "
                            "conversation "
                            "is left to move to host memory; raise --cache-mem or shorten --ctx",

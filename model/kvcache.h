@@ -64,6 +64,12 @@ void kv_set_draft(kv_seq *s);
 /* Marks p as a drafter's pool of its own (a draft model of another shape): its sequences' totals
  * carry own_pool, so that readers keep the conversations' pool figures apart from its. */
 void kv_pool_set_draft(kv_pool *p);
+/* How many requests p refused for lack of room so far: a drafter tells from it that its pass
+ * failed for memory, and gives way (kv_drop_all) rather than fail the reply. */
+unsigned long kv_pool_refusals(const kv_pool *p);
+/* Empties s and gives all its memory back (its pool's, or host memory where it was offloaded),
+ * with a truncate event: a drafter's cache giving way to a conversation's. */
+int kv_drop_all(kv_seq *s);
 /* the bus the pool's events go to (NULL: none) */
 ev_bus *kv_pool_bus(const kv_pool *p);
 void kv_seq_free(kv_seq *s);

@@ -388,3 +388,15 @@ expect_error "${TAG}chat/resume: another drafter is refused without --force" 1 \
     "$KV" chat --no-tui --resume "$FD/s.jsonl"
 check "${TAG}chat/... verify --force runs with it (greedy: the same replies)" \
     "$KV" replay "$FD/s.jsonl" --verify --force
+
+# a drafter gives way when memory is short: its cache is the first to go, and a pass it cannot make
+# drafts nothing, so a tight pool replies as plain decoding does (3 of 4 turns failed "the KV pool
+# is full" with a self-q8 drafter holding the pool)
+GW=$TMP/giveway
+"$KV" make-tiny-model "$GW" --layers 2 --heads 2 --embd 64 --ctx 128 --seed 3 >/dev/null
+gw_msgs=$'hello there friend\nhow are you today my friend\ntell me more about it\nand then what happened'
+gw() { printf '%s\n' "$gw_msgs" | "$KV" chat --no-tui -m "$GW" -n 16 --temp 0 --cache-mem 64K "$@" 2>&1; }
+plain=$(gw)
+same "${TAG}chat/a tight pool: the plain replies come (4)" 4 "$(grep -vc 'KV pool' <<<"$plain")"
+same "${TAG}chat/... and with --draft self-q8 the same replies, no turn failed" "$plain" \
+    "$(gw --draft self-q8)"

@@ -243,6 +243,7 @@ const char *cublasGetStatusString(cublasStatus_t s)
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
     *h = new cuemu_blas{nullptr, CUBLAS_DEFAULT_MATH};
+    cuemu::keep(*h);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -250,6 +251,7 @@ cublasStatus_t cublasDestroy(cublasHandle_t h)
 {
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
+    cuemu::forget(h);
     delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -341,11 +343,13 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
 {
     *h = new cuemu_lt{0};
+    cuemu::keep(*h);
     return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
 {
+    cuemu::forget(h);
     delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -355,11 +359,13 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
 {
     *d = new cuemu_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT,
                            nullptr};
+    cuemu::keep(*d);
     return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
 {
+    cuemu::forget(d);
     delete d;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -404,11 +410,13 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
     if (ld < (int64_t)(rows > 1 ? rows : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     *l = new cuemu_lt_layout{t, rows, cols, ld};
+    cuemu::keep(*l);
     return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
 {
+    cuemu::forget(l);
     delete l;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -416,11 +424,13 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
 {
     *p = new cuemu_lt_pref{0};
+    cuemu::keep(*p);
     return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
 {
+    cuemu::forget(p);
     delete p;
     return CUBLAS_STATUS_SUCCESS;
 }

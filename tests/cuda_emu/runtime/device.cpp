@@ -314,6 +314,21 @@ void device_fault(cudaError_t e, const std::string &why)
     fprintf(stderr, "cuda-emu: %s\n", why.c_str());
 }
 
+static std::mutex &objects_mu = *new std::mutex;
+static std::set<const void *> &objects = *new std::set<const void *>;
+
+void keep(const void *object)
+{
+    std::lock_guard<std::mutex> g(objects_mu);
+    objects.insert(object);
+}
+
+void forget(const void *object)
+{
+    std::lock_guard<std::mutex> g(objects_mu);
+    objects.erase(object);
+}
+
 bool in_device_memory(const void *p, size_t bytes)
 {
     uintptr_t base;
@@ -387,6 +402,20 @@ static bool host_pointer(uint64_t v)
     return false;
 }
 
+/* A kernel given a pointer a GPU would fault on: the launch fails, and, as the fault would, the
+ * device's error stays (an illegal address) for every later call and synchronisation, so that code
+ * which checks only its synchronisations sees it too */
+__attribute__((format(printf, 1, 2))) static void pointer_fault(const char *fmt, ...)
+{
+    char why[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fail(cudaErrorIllegalAddress, "%s", why);
+    device_fault(cudaErrorIllegalAddress, why);
+}
+
 void launch_kernel(const char *callee, const char *file, int line, const config &c, const void *fn,
                    std::function<void()> body, const arg_list &args, output_arg out)
 {
@@ -420,9 +449,9 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
         uintptr_t base;
         const void *p = args.pointers[i];
         if (p && !find(p, &base) && !find((const char *)p - 1, &base)) {
-            fail(cudaErrorInvalidValue,
-                 "%s at %s:%d: pointer argument %d (%p) is neither device nor pinned memory",
-                 callee, file, line, i + 1, p);
+            pointer_fault("%s at %s:%d: pointer argument %d (%p) is neither device nor pinned "
+                          "memory",
+                          callee, file, line, i + 1, p);
             return;
         }
     }
@@ -433,10 +462,9 @@ void launch_kernel(const char *callee, const char *file, int line, const config 
             uint64_t v;
             memcpy(&v, (const char *)args.structs[i].p + at, 8);
             if (host_pointer(v)) {
-                fail(cudaErrorInvalidValue,
-                     "%s at %s:%d: argument %d, a struct, holds at byte %zu a pointer (%p) into "
-                     "host memory that is neither device nor pinned memory",
-                     callee, file, line, args.structs[i].index, at, (void *)v);
+                pointer_fault("%s at %s:%d: argument %d, a struct, holds at byte %zu a pointer "
+                              "(%p) into host memory that is neither device nor pinned memory",
+                              callee, file, line, args.structs[i].index, at, (void *)v);
                 return;
             }
         }

@@ -87,6 +87,12 @@ const cudaDeviceProp &device_prop(void);
  */
 void device_fault(cudaError_t e, const std::string &why);
 
+/* A CUDA object handed to the program (an event, a graph and its instance, a library handle):
+ * kept reachable until the program destroys it, as a driver keeps them until exit, so that
+ * LeakSanitizer does not call a correct program's undestroyed objects leaks */
+void keep(const void *object);
+void forget(const void *object);
+
 /* [p, p + bytes) lies in one device allocation (for the libraries' checks of what they read and
  * write) */
 bool in_device_memory(const void *p, size_t bytes);

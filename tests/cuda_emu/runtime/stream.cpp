@@ -89,6 +89,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
     s->invalidated = false;
     s->mode = mode;
     s->graph = new cuemu_graph;
+    keep(s->graph);
     return cudaSuccess;
 }
 
@@ -100,6 +101,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
         return api_fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
     s->capturing = false;
     if (s->invalidated) {
+        forget(s->graph);
         delete s->graph;
         s->graph = nullptr;
         return api_fail(cudaErrorStreamCaptureInvalidated,
@@ -122,6 +124,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     *e = new cuemu_event{flags, std::make_shared<event_state>()};
+    keep(*e);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e)
@@ -131,6 +134,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e)
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
+    forget(e);
     delete e; /* work that records it keeps its state */
     return cudaSuccess;
 }
@@ -199,6 +203,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
     if (!g)
         return api_fail(cudaErrorInvalidValue, "cudaGraphInstantiate: no graph");
     *exec = new cuemu_graph_exec{std::make_shared<std::vector<std::shared_ptr<work>>>(g->nodes)};
+    keep(*exec);
     return cudaSuccess;
 }
 
@@ -219,12 +224,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
 
 cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
+    forget(g);
     delete g;
     return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
+    forget(exec);
     delete exec;
     return cudaSuccess;
 }

@@ -173,7 +173,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     int h, W;
     getmaxyx(w, h, W);
     werase(w);
-    int text_w = W - 7 > 8 ? W - 7 : W;
+    int text_w = W - 8 > 8 ? W - 8 : W; /* a column apart from whatever is to its right */
     ui_line blines[8];
     int nb = banner ? ui_wrap(banner, strlen(banner), W, blines, 8) : 0;
     nb = nb > 8 ? 8 : nb;
@@ -183,14 +183,17 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     int total = nb + nf;
     for (int i = 0; i < p->n; i++)
         total += msg_lines(&p->msgs[i], text_w) + 1;
-    int max_scroll = total > h ? total - h : 0;
+    /* scrolled back, the last row says how far: the text takes the rows above it (the line was
+     * drawn over the text) */
+    int max_scroll = total > h ? total - h + 1 : 0;
     if (p->scroll > max_scroll)
         p->scroll = max_scroll;
-    int first = total - h - p->scroll; /* the line index shown at the top */
+    int rows = p->scroll > 0 && h > 1 ? h - 1 : h;
+    int first = total - rows - p->scroll; /* the line index shown at the top */
     first = first < 0 ? 0 : first;
     int line = 0;
     for (int k = 0; k < nb; k++, line++)
-        if (line >= first && line - first < h) {
+        if (line >= first && line - first < rows) {
             wattron(w, screen_attr(s, CP_WARN));
             ui_draw(w, line - first, 0, banner + blines[k].start, blines[k].len, W);
             wattroff(w, screen_attr(s, CP_WARN));
@@ -199,7 +202,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     unsigned char *in = p->n ? malloc((size_t)p->n) : NULL;
     if (in)
         window_marks(p, c, in);
-    for (int i = 0; i < p->n && line - first < h; i++) {
+    for (int i = 0; i < p->n && line - first < rows; i++) {
         const chat_msg *m = &p->msgs[i];
         int n = ui_wrap(m->text ? m->text : "", m->len, text_w, lines, 512);
         int pair = m->role == ROLE_USER        ? CP_USER
@@ -208,7 +211,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
         int mark = in ? in[i] : 1;
         pair = mark ? pair : CP_DIM; /* evicted: no longer what the model sees */
         for (int k = 0; k < n; k++, line++) {
-            if (line < first || line - first >= h || k >= 512)
+            if (line < first || line - first >= rows || k >= 512)
                 continue;
             int y = line - first;
             if (k == 0 && W > 10) {
@@ -227,7 +230,7 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
     free(in);
     wattron(w, screen_attr(s, CP_DIM));
     for (int k = 0; k < nf; k++, line++)
-        if (line >= first && line - first < h) {
+        if (line >= first && line - first < rows) {
             if (k == 0 && W > 10)
                 mvwaddstr(w, line - first, 0, "typing");
             ui_draw(w, line - first, W > 10 ? 7 : 0, footer + flines[k].start, flines[k].len,

@@ -1043,10 +1043,41 @@ static void used_ages(void)
     cm_free(&m);
 }
 
+/* Scrolled back, the chat pane's last row says how far, and the text takes the rows above it (the
+ * line was drawn over a message); scrolled to the top, the first line shows */
+static void pane_scroll_line_apart(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    chat_pane p = {0};
+    char text[32];
+    for (int i = 0; i < 12; i++) {
+        snprintf(text, sizeof text, "message %d", i);
+        chat_pane_add(&p, ROLE_USER, text, strlen(text));
+    }
+    screen scr = {0};
+    WINDOW *w = newwin(8, 60, 0, 0);
+    wchar_t line[64];
+    chat_pane_scroll(&p, 3);
+    chat_pane_draw(&p, &scr, w, NULL, NULL, NULL);
+    row(w, 7, line, 63);
+    CHECK(wcsstr(line, L"-- 3 lines below --") && !wcsstr(line, L"message"),
+          "the last row holds the scroll line alone: %ls", line);
+    chat_pane_scroll(&p, 100);
+    chat_pane_draw(&p, &scr, w, NULL, NULL, NULL);
+    row(w, 0, line, 63);
+    CHECK(wcsstr(line, L"message 0"), "scrolled to the top, the first message shows: %ls", line);
+    delwin(w);
+    chat_pane_free(&p);
+    term_close(&ft);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
            {"ui/eviction_time_counted", eviction_time_counted},
            {"ui/forecast_says_its_guess", forecast_says_its_guess}, {"ui/used_ages", used_ages},
+           {"ui/pane_scroll_line_apart", pane_scroll_line_apart},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

@@ -248,9 +248,9 @@ static int report(const draft_opts *o, const drafter_run *dr, const prompts *p, 
     snprintf(even_s, sizeof even_s, isinf(even) ? "never" : "%.2f", even);
     snprintf(acc_s, sizeof acc_s, "%.0f%% [%.0f,%.0f]", 100 * acc, 100 * ci[0], 100 * ci[1]);
     snprintf(speed_s, sizeof speed_s, "%.2fx [%.2f,%.2f]", speed, ratio[0], ratio[runs - 1]);
-    printf("%-10.10s %6.1f %-18s %-14s %5.0f%% %6.2f %6.2f %6.2f %4s %6s\n", name,
-           tokens / spec_secs, speed_s, acc_s, tested * 100, per_pass, draft_step / step,
-           verify_pass / step, greedy ? (dr->same ? "yes" : "NO") : "-", even_s);
+    printf("%-7.7s %5.0f %-17s %-14s %4.0f%% %5.2f %5.2f %5.2f %3s %5s\n", name, tokens / spec_secs,
+           speed_s, acc_s, tested * 100, per_pass, draft_step / step, verify_pass / step,
+           greedy ? (dr->same ? "yes" : "NO") : "-", even_s);
     json_t *row =
         json_pack("{s:s, s:f, s:f, s:[f,f], s:f, s:[f,f], s:f, s:f, s:f, s:f}", "drafter",
                   draft_name(o), "tok_s", tokens / spec_secs, "speedup", speed, "speedup_range",
@@ -320,8 +320,9 @@ int bench_speculative(loaded_model *lm, const model_opts *mo, const char *list,
         printf("%d %s, %d tokens each (%s), %d runs alternating plain and drafted decoding\n\n",
                p.count, chats ? "chats" : "prompt", n, mo->sp.temp > 0 ? "sampled" : "greedy",
                runs);
-        printf("%-10s %6s %-18s %-14s %6s %6s %6s %6s %4s %6s\n", "drafter", "tok/s",
-               "speedup [min,max]", "accepted [95%]", "tested", "tok/ps", "draft", "verify", "same",
+        /* 80 columns: a terminal's width (it was 102) */
+        printf("%-7s %5s %-17s %-14s %5s %5s %5s %5s %3s %5s\n", "drafter", "tok/s",
+               "speedup [min,max]", "accepted [95%]", "acc/t", "tok/p", "draft", "check", "=",
                "break");
     }
     for (int i = 0; i < n_ds && !rc; i++) {
@@ -338,8 +339,9 @@ int bench_speculative(loaded_model *lm, const model_opts *mo, const char *list,
         free(dr.per);
     }
     if (!rc)
-        printf("\n(tok/ps: tokens a model pass; draft, verify: a draft step's and a verify "
-               "pass's cost in decode steps;\nbreak: the acceptance at which drafting breaks "
+        printf("\n(acc/t: accepted of those tested, as llama.cpp counts; tok/p: tokens a model "
+               "pass;\ndraft, check: a draft step's and a verify pass's cost in decode steps; =: "
+               "the reply\nis plain decoding's; break: the acceptance at which drafting breaks "
                "even)\n");
     if (!rc && json_path) {
         json_t *doc = json_pack("{s:i, s:i, s:i, s:f, s:O}", "tokens", n, "prompts", p.count,

@@ -225,11 +225,11 @@ static act_result edit(act_host *h, const char *name, char *args)
     }
     int n, last = turn_index(h, "", 0);
     const win_turn *turns = engine_turns(h->e, h->conv, &n);
-    int was_pinned = last >= 0 && last < n && turns[last].pinned;
+    /* said first: the reply streams as soon as the edit starts */
+    if (last >= 0 && last < n && turns[last].pinned) /* the pin was the old message's */
+        say(h, "/edit: the old message was pinned, the new one is not (/pin pins it)");
     if (engine_edit_start(h->e, h->conv, args))
         return failed(h, "edit");
-    if (was_pinned) /* the pin was the old message's, which is gone */
-        say(h, "/edit: the old message was pinned, the new one is not (/pin pins it)");
     if (h->edited)
         h->edited(h, args);
     return ACT_REPLY;

@@ -198,9 +198,13 @@ int draft_opts_parse(draft_opts *o, int argc, char **argv, int *i)
     if ((r = opt_match(argc, argv, i, NULL, "--draft", &v)) != 0) {
         if (r > 0 && draft_parse(v, o))
             return -1;
-        char *abs = r > 0 && o->kind == DRAFT_MODEL ? realpath(v, NULL) : NULL;
-        if (abs) /* as a session records it: it resumes and verifies from any folder (kept) */
-            o->dir = abs;
+        /* as a session records it: it resumes and verifies from any folder (kept for the run) */
+        static char *abs;
+        char *now = r > 0 && o->kind == DRAFT_MODEL ? realpath(v, NULL) : NULL;
+        if (now) {
+            free(abs);
+            o->dir = abs = now;
+        }
     } else if ((r = opt_match(argc, argv, i, NULL, "--draft-max", &v)) != 0) {
         if (r > 0 && opt_int("--draft-max", v, 1, DRAFT_MAX_TOKENS, &o->max))
             return -1;

@@ -121,16 +121,23 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
     if (MATCH("--system")) {
         /* as a message's: bytes that are not UTF-8 read as Latin-1 (the session is JSON, and a
          * string that is not UTF-8 failed its header's writing), and said */
+        static char *text;      /* lives for the run */
+        static const char *raw; /* the options are read twice: converted and said once */
         int fixed = 0;
-        char *u = r > 0 ? utf8_from_latin1(v, &fixed) : NULL; /* lives for the run */
-        if (r > 0 && !u)
-            return -1;
+        if (r > 0 && (!raw || strcmp(raw, v))) {
+            char *u = utf8_from_latin1(v, &fixed);
+            if (!u)
+                return -1;
+            free(text);
+            text = u;
+            raw = v;
+        }
         if (fixed)
             fprintf(stderr,
                     "kvchat: --system had %d byte%s that %s not UTF-8: read as Latin-1 "
                     "(0xE9: é)\n",
                     fixed, fixed == 1 ? "" : "s", fixed == 1 ? "is" : "are");
-        eo->system = u;
+        eo->system = r > 0 ? text : NULL;
     } else if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
             return -1;

@@ -138,6 +138,8 @@ for r in rows:
     assert r['same_reply'] and 0 <= r['acceptance_tested'] <= 1 and r['tokens_per_pass'] >= 1, r
     assert 0 <= r['acceptance'] <= r['acceptance_tested'] and r['verify_pass_cost'] > 0, r
 assert d['tokens'] == 16 and d['decode_step_ms'] > 0, d"
+same "${TAG}cli/bench --speculative: its table fits 80 columns" "" \
+    "$(grep -A8 '^drafter ' "$TMP/spec.out" | awk 'length > 80')"
 printf '{"turns": ["Hello there.", "Hello to you."]}\n{"turns": ["%s", "Yes."]}\n' \
     "Again and again and again and again" >"$TMP/spec-chats.jsonl"
 "$KV" bench --speculative -m "$M" --runs 2 -n 12 --draft lookup --chats "$TMP/spec-chats.jsonl" \

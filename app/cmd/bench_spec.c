@@ -339,10 +339,10 @@ int bench_speculative(loaded_model *lm, const model_opts *mo, const char *list,
         free(dr.per);
     }
     if (!rc)
-        printf("\n(acc/t: accepted of those tested, as llama.cpp counts; tok/p: tokens a model "
-               "pass;\ndraft, check: a draft step's and a verify pass's cost in decode steps; =: "
-               "the reply\nis plain decoding's; break: the acceptance at which drafting breaks "
-               "even)\n");
+        printf("\n(acc/t: accepted of those tested, as llama.cpp counts; tok/p: tokens a\n"
+               "model pass; draft, check: a draft step's and a verify pass's cost in decode\n"
+               "steps; =: the reply is plain decoding's; break: the acceptance at which\n"
+               "drafting breaks even)\n");
     if (!rc && json_path) {
         json_t *doc = json_pack("{s:i, s:i, s:i, s:f, s:O}", "tokens", n, "prompts", p.count,
                                 "runs", runs, "decode_step_ms", verify[1] * 1e3, "drafters", rows);

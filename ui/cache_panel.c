@@ -542,6 +542,16 @@ static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, i
 
 /* the event log, newest at the bottom, filtered and scrolled back as the view asks; a line too long
  * for the panel goes on to the next row, so nothing in it is cut */
+/* a word the log puts after a figure */
+static int is_unit(const char *w)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "ms", "s", "tok", "tok/s"};
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcmp(w, units[i]))
+            return 1;
+    return 0;
+}
+
 /* returns its rows */
 static int event_log(WINDOW *w, const screen *s, const cache_model *m, int conv, int y, int h,
                      int iw)
@@ -563,8 +573,16 @@ static int event_log(WINDOW *w, const screen *s, const cache_model *m, int conv,
         ui_fields words = {0};
         char copy[128];
         snprintf(copy, sizeof copy, "%s", line);
-        for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
-            fields_add(&words, NULL, "%s", tok);
+        /* a figure and its unit stay on one row ("+64.0 KiB" broke after the number) */
+        for (char *tok = strtok(copy, " "), *next; tok; tok = next) {
+            next = strtok(NULL, " ");
+            if (next && is_unit(next)) {
+                fields_add(&words, NULL, "%s %s", tok, next);
+                next = strtok(NULL, " ");
+            } else {
+                fields_add(&words, NULL, "%s", tok);
+            }
+        }
         words.sep = 1; /* a line's words, not fields */
         int need = fields_rows(iw, &words);
         if (bottom - need + 1 < y)

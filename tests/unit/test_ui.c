@@ -1073,11 +1073,44 @@ static void pane_scroll_line_apart(void)
     term_close(&ft);
 }
 
+/* The panel's log wraps a line between words, never between a figure and its unit */
+static void log_keeps_units(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3],\"cached\":0,\"ms\":1}");
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":64,\"capacity\":16}");
+    int ok = 0, seen = 0;
+    for (int width = 22; width <= 40; width++) { /* somewhere the line wraps near the figure */
+        apply(&m, "{\"ev\":\"grow\",\"conv\":1,\"from\":16,\"to\":32,\"bytes\":65536,"
+                  "\"ms\":0.5}");
+        screen scr = {0};
+        WINDOW *w = newwin(40, width, 0, 0);
+        cache_panel_draw(&m, 1, &scr, w);
+        wchar_t line[64];
+        for (int y = 1; y < 39; y++) {
+            row(w, y, line, 63);
+            if (wcsstr(line, L"+64.0")) {
+                seen++;
+                ok += wcsstr(line, L"+64.0 KiB") != NULL;
+            }
+        }
+        delwin(w);
+    }
+    CHECK(seen > 0 && ok == seen, "\"+64.0\" beside its unit on %d of %d rows", ok, seen);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/turns_numbered_as_the_engine", turns_numbered_as_the_engine},
            {"ui/eviction_time_counted", eviction_time_counted},
            {"ui/forecast_says_its_guess", forecast_says_its_guess}, {"ui/used_ages", used_ages},
            {"ui/pane_scroll_line_apart", pane_scroll_line_apart},
+           {"ui/log_keeps_units", log_keeps_units},
            {"ui/map_shades_attention", map_shades_attention},
            {"ui/hostile_numbers_clamped_and_drawn", hostile_numbers},
            {"ui/character_widths", widths}, {"ui/wrapping", wrapping},

@@ -110,27 +110,41 @@ static void f32_to_bf16(void *dst, const void *src, size_t n)
         ((uint16_t *)dst)[i] = dt_f32_to_bf16(((const float *)src)[i]);
 }
 
+/* whether k values of es bytes (2 or 4, a constant where it is inlined) from b hold an exponent of
+ * all ones; the loads are unaligned and fixed in size, so the loop is vectorised */
+static inline __attribute__((always_inline)) int any_nonfinite(const unsigned char *b, size_t k,
+                                                               size_t es, uint32_t mask)
+{
+    int any = 0;
+#pragma omp simd reduction(| : any)
+    for (size_t i = 0; i < k; i++) {
+        uint32_t v;
+        if (es == 4) {
+            memcpy(&v, b + i * 4, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, b + i * 2, 2);
+            v = h;
+        }
+        any |= (v & mask) == mask;
+    }
+    return any;
+}
+
 size_t dt_first_nonfinite(const void *p, dtype t, size_t n)
 {
-    /* a run of RUN exponents tested without a branch, then looked into where one is not finite */
+    /* a run of RUN values tested without a branch, then looked into where one is not finite */
     size_t es = dt_elem(t);
     uint32_t mask = t == DT_F32 ? 0x7f800000u : t == DT_F16 ? 0x7c00u : 0x7f80u;
     const unsigned char *b = p;
     for (size_t i0 = 0; i0 < n; i0 += RUN) {
         size_t k = n - i0 < RUN ? n - i0 : RUN;
-        int any = 0;
-#pragma omp simd reduction(| : any)
-        for (size_t i = 0; i < k; i++) {
-            uint32_t v = 0;
-            memcpy(&v, b + (i0 + i) * es, es); /* little-endian: the value's low bytes */
-            any |= (v & mask) == mask;
-        }
-        for (size_t i = 0; any && i < k; i++) {
-            uint32_t v = 0;
-            memcpy(&v, b + (i0 + i) * es, es);
-            if ((v & mask) == mask)
+        const unsigned char *r = b + i0 * es;
+        if (es == 4 ? !any_nonfinite(r, k, 4, mask) : !any_nonfinite(r, k, 2, mask))
+            continue;
+        for (size_t i = 0; i < k; i++)
+            if (any_nonfinite(r + i * es, 1, es, mask))
                 return i0 + i;
-        }
     }
     return n;
 }

@@ -235,15 +235,15 @@ static int choose(drafter *d, const float *logits, sampler *s, const int *hist, 
     return pick < 0 ? best : pick;
 }
 
-/* A pass of the drafter failed: for the pool's lack of room (its cache takes only free memory), it
- * gives its memory back and this round drafts nothing (0: the round goes on as a plain step);
- * anything else is an error (-1) */
+/* A pass of the drafter failed: for the pool's lack of room, it gives its memory back and this
+ * round drafts nothing (0: the round goes on as a plain step); anything else is an error (-1) */
 static int gave_way(drafter *d, unsigned long refusals, int *n_out)
 {
     if (kv_pool_refusals(d->pool) == refusals)
         return -1;
     *n_out = 0;
-    return kv_drop_all(d->seq);
+    kv_drop_all(d->seq);
+    return 0;
 }
 
 int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *out, int *n_out,

@@ -26,8 +26,8 @@ struct kv_pool {
     int n_seqs;
     size_t cap_seqs;
     unsigned long tick;
-    int draft;            /* a drafter's own pool (kv_pool_set_draft) */
-    unsigned long short_; /* requests refused for lack of room (kv_pool_refusals) */
+    int draft;             /* a drafter's own pool (kv_pool_set_draft) */
+    unsigned long refused; /* requests refused for lack of room (kv_pool_refusals) */
 };
 
 struct kv_seq {
@@ -390,9 +390,9 @@ void kv_set_draft(kv_seq *s) { s->draft = 1; }
 
 void kv_pool_set_draft(kv_pool *p) { p->draft = 1; }
 
-unsigned long kv_pool_refusals(const kv_pool *p) { return p->short_; }
+unsigned long kv_pool_refusals(const kv_pool *p) { return p->refused; }
 
-int kv_drop_all(kv_seq *s)
+void kv_drop_all(kv_seq *s)
 {
     int from = s->len;
     if (s->offloaded) { /* its rows are in host memory: they go, the pool's is not touched */
@@ -409,7 +409,6 @@ int kv_drop_all(kv_seq *s)
                          &(ev_truncate){EV_OPT(from, from), .to = 0,
                                         EV_OPT(bytes, (long long)from * (long long)s->p->tok_bytes),
                                         EV_OPT(cache, kv_totals(s))});
-    return 0;
 }
 
 ev_bus *kv_pool_bus(const kv_pool *p) { return p->bus; }
@@ -419,15 +418,14 @@ static size_t free_bytes(const kv_pool *p)
     return p->o.layout == KV_PAGED ? (size_t)p->n_free * p->block_bytes : p->o.pool_bytes - p->used;
 }
 
-/* Offloads least recently used idle sequences until `bytes` are free. */
-/* A drafter's cache is an optimisation: it is the first to give its memory back when anything
- * else needs it (kv_drop_all; the drafter builds it again when there is room, or drafts nothing),
- * before an idle conversation moves to host memory. */
+/* Frees `bytes`: a drafter's cache first (an optimisation: kv_drop_all, and the drafter builds it
+ * again when there is room, or drafts nothing), then the least recently used idle sequences, moved
+ * to host memory. */
 static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
 {
     while (free_bytes(p) < bytes) {
         if (requester->background) {
-            p->short_++;
+            p->refused++;
             return err_set("the KV pool cannot spare %zu more bytes for work in the background",
                            bytes - free_bytes(p));
         }
@@ -439,8 +437,7 @@ static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
                 gives = c;
         }
         if (gives) {
-            if (kv_drop_all(gives))
-                return -1;
+            kv_drop_all(gives);
             continue;
         }
         kv_seq *victim = NULL;
@@ -452,11 +449,13 @@ static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
             if (!victim || c->last_used < victim->last_used)
                 victim = c;
         }
-        if (!victim && ++p->short_)
+        if (!victim) {
+            p->refused++;
             return err_set("the KV pool (%zu bytes) is full: %zu more bytes are needed and no idle "
                            "conversation "
                            "is left to move to host memory; raise --cache-mem or shorten --ctx",
                            p->o.pool_bytes, bytes - free_bytes(p));
+        }
         if (kv_offload(victim))
             return -1;
     }

@@ -69,7 +69,7 @@ void kv_pool_set_draft(kv_pool *p);
 unsigned long kv_pool_refusals(const kv_pool *p);
 /* Empties s and gives all its memory back (its pool's, or host memory where it was offloaded),
  * with a truncate event: a drafter's cache giving way to a conversation's. */
-int kv_drop_all(kv_seq *s);
+void kv_drop_all(kv_seq *s);
 /* the bus the pool's events go to (NULL: none) */
 ev_bus *kv_pool_bus(const kv_pool *p);
 void kv_seq_free(kv_seq *s);

@@ -31,8 +31,11 @@ typedef struct {
 } draft_opts;
 
 void draft_opts_default(draft_opts *o);
-/* "lookup", "self-q8", "off" or a checkpoint directory; a one-line error otherwise */
+/* "lookup", "self-q8", "off" or a checkpoint directory that exists; a one-line error otherwise */
 int draft_parse(const char *spec, draft_opts *o);
+/* the same as a session recorded it: a checkpoint's directory is taken as named (it is looked for
+ * when the drafter loads, and may have moved) */
+int draft_parse_recorded(const char *spec, draft_opts *o);
 /* what o names, for messages and records: "lookup", "self-q8", the directory, or "off" */
 const char *draft_name(const draft_opts *o);
 

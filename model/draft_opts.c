@@ -11,7 +11,9 @@ void draft_opts_default(draft_opts *o)
     *o = (draft_opts){.kind = DRAFT_NONE, .max = 4, .min_prob = 0.5f};
 }
 
-int draft_parse(const char *spec, draft_opts *o)
+/* look: a checkpoint's folder must exist (a name typed now) or not (a name a session recorded: the
+ * folder is looked for when the drafter loads, and may have moved) */
+static int parse(const char *spec, draft_opts *o, int look)
 {
     if (!spec || !*spec)
         return err_set("--draft: expected lookup, self-q8, off or a checkpoint directory");
@@ -24,7 +26,7 @@ int draft_parse(const char *spec, draft_opts *o)
         o->kind = DRAFT_SELF_Q8;
     else {
         struct stat sb;
-        if (stat(spec, &sb) || !S_ISDIR(sb.st_mode)) /* a typo of a name, most likely */
+        if (look && (stat(spec, &sb) || !S_ISDIR(sb.st_mode))) /* a typo of a name, most likely */
             return err_set("--draft %s: expected lookup, self-q8, off or a GPT-2 checkpoint "
                            "directory, and there is no directory %s",
                            spec, spec);
@@ -33,6 +35,10 @@ int draft_parse(const char *spec, draft_opts *o)
     }
     return 0;
 }
+
+int draft_parse(const char *spec, draft_opts *o) { return parse(spec, o, 1); }
+
+int draft_parse_recorded(const char *spec, draft_opts *o) { return parse(spec, o, 0); }
 
 const char *draft_name(const draft_opts *o)
 {

@@ -61,16 +61,9 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     eo->fidelity = int_field(ch, "fidelity");
     const char *draft = json_string_value(json_object_get(ch, "draft"));
     draft_opts_default(&eo->draft);
-    /* the name lives with the session; a checkpoint's folder is looked for when the drafter
-     * loads (it may have moved: replay --verify --draft says where) */
-    if (draft && (!strcmp(draft, "off") || !strcmp(draft, "lookup") || !strcmp(draft, "self-q8"))
-            ? draft_parse(draft, &eo->draft)
-            : 0)
+    /* the name lives with the session; a moved drafter: replay --verify --draft says where */
+    if (draft && draft_parse_recorded(draft, &eo->draft))
         return err_wrap("the session's draft");
-    if (draft && eo->draft.kind == DRAFT_NONE && strcmp(draft, "off")) {
-        eo->draft.kind = DRAFT_MODEL;
-        eo->draft.dir = draft;
-    }
     if (draft) {
         eo->draft.max = int_field(ch, "draft_max");
         eo->draft.min_prob = (float)json_number_value(json_object_get(ch, "draft_p_min"));

@@ -45,6 +45,13 @@ static void escape_one(const unsigned char *u, size_t n, size_t *i, int keep_new
     *i += len ? (size_t)len : 1;
 }
 
+const char *latin1_said(char *buf, size_t n, const char *what, int bytes)
+{
+    snprintf(buf, n, "%s had %d byte%s that %s not UTF-8: read as Latin-1 (0xE9: é)", what, bytes,
+             bytes == 1 ? "" : "s", bytes == 1 ? "is" : "are");
+    return buf;
+}
+
 char *utf8_from_latin1(const char *s, int *fixed)
 {
     const unsigned char *u = (const unsigned char *)s;

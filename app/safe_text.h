@@ -16,5 +16,8 @@ const char *safe_copy(char *dst, size_t cap, const char *s);
  * character it would be (0xE9: "é"), as a Latin-1 terminal or file meant it; *fixed counts them.
  * A new string, or NULL when out of memory (with the error). */
 char *utf8_from_latin1(const char *s, int *fixed);
+/* buf = "WHAT had N byte(s) that is/are not UTF-8: read as Latin-1 (0xE9: é)": how each such
+ * reading is said */
+const char *latin1_said(char *buf, size_t n, const char *what, int bytes);
 
 #endif

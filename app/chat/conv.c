@@ -6,6 +6,7 @@
 
 #include "../../kernels/clamp.h"
 #include "../../kernels/err.h"
+#include "../safe_text.h"
 #include "engine_state.h"
 
 conv *eng_find(const engine *e, int id)
@@ -117,9 +118,8 @@ int eng_spec_unwind(engine *e, conv *c)
 void eng_latin1_notice(engine *e, int conv_id, const char *what, int bytes)
 {
     char said[160];
-    snprintf(said, sizeof said, "%s had %d byte%s that %s not UTF-8: read as Latin-1 (0xE9: é)",
-             what, bytes, bytes == 1 ? "" : "s", bytes == 1 ? "is" : "are");
-    ev_emit_notice(e->lm->bus, conv_id, &(ev_notice){EV_OPT(text, said)});
+    ev_emit_notice(e->lm->bus, conv_id,
+                   &(ev_notice){EV_OPT(text, latin1_said(said, sizeof said, what, bytes))});
 }
 
 /* the stats event of c, from the thread its turn runs on */

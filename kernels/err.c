@@ -39,6 +39,16 @@ int err_wrap(const char *fmt, ...)
     return -1;
 }
 
+int err_suffix(const char *fmt, ...)
+{
+    size_t len = strlen(err_buf);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf + len, sizeof err_buf - len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 const char *err_msg(void) { return err_buf[0] ? err_buf : "unknown error"; }
 
 /* allocations left before they fail (tests/unit's fault injection); negative: never */

@@ -14,6 +14,8 @@ extern "C" {
 int err_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prepends context ("loading model: ") to the current message; returns -1. */
 int err_wrap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends text (" (--force to ...)": what the user can do) to the current message; returns -1. */
+int err_suffix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *err_msg(void);
 /* A failure already told the user where it happened (a chat that reads on past a message that did
  * not go in): returns -1, and the printer at the top prints nothing more; err_set clears it. */

@@ -120,7 +120,8 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
         return a->force = 1;
     if (MATCH("--system")) {
         /* as a message's: bytes that are not UTF-8 read as Latin-1 (the session is JSON, and a
-         * string that is not UTF-8 failed its header's writing), and said */
+         * string that is not UTF-8 failed its header's writing), and said; converted here, so that
+         * a resume compares it as it will be recorded */
         static char *text;      /* lives for the run */
         static const char *raw; /* the options are read twice: converted and said once */
         int fixed = 0;
@@ -132,11 +133,9 @@ static int chat_opt(chat_args *a, int argc, char **argv, int *i)
             text = u;
             raw = v;
         }
+        char said[160];
         if (fixed)
-            fprintf(stderr,
-                    "kvchat: --system had %d byte%s that %s not UTF-8: read as Latin-1 "
-                    "(0xE9: é)\n",
-                    fixed, fixed == 1 ? "" : "s", fixed == 1 ? "is" : "are");
+            fprintf(stderr, "kvchat: %s\n", latin1_said(said, sizeof said, "--system", fixed));
         eo->system = r > 0 ? text : NULL;
     } else if (MATCH("--template")) {
         if (r > 0 && tpl_parse(v, &eo->tpl))
@@ -392,9 +391,8 @@ int cmd_chat(int argc, char **argv)
             goto out;
         }
         if (!a.force && session_draft_same(&hist, &a.eo)) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", err_msg());
-            err_set("%s: %s (--force goes on with this one)", a.resume, why);
+            err_wrap("%s", a.resume);
+            err_suffix(" (--force goes on with this one)");
             goto out;
         }
     }

@@ -187,23 +187,14 @@ static int verify_open(verifier *v)
     if (!v->force && (!want || strcmp(want, fp)))
         return err_set("%s was recorded with another model than %s (--force to verify anyway)",
                        v->path, v->lm.dir);
-    if (!v->force && !v->draft && session_draft_same(v->s, &v->eo)) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", err_msg());
-        return err_set("%s: %s (--force to verify anyway; --draft off: a greedy session without "
-                       "it)",
-                       v->path, why);
-    }
-    if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo))) {
-        if (v->eo.draft.kind == DRAFT_MODEL && !v->draft) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", err_msg());
-            err_set("%s (--draft DIR: where the drafter is now; --draft off: none, which changes "
-                    "no greedy reply)",
-                    why);
-        }
-        return -1;
-    }
+    if (!v->force && !v->draft && session_draft_same(v->s, &v->eo))
+        return err_wrap("%s", v->path),
+               err_suffix(" (--force to verify anyway; --draft off: a greedy session without it)");
+    if (!(v->e = engine_create(&v->lm, &v->mo, &v->eo)))
+        return v->eo.draft.kind == DRAFT_MODEL && !v->draft
+                   ? err_suffix(" (--draft DIR: where the drafter is now; --draft off: none, "
+                                "which changes no greedy reply)")
+                   : -1;
     return ev_subscribe(v->lm.bus, collect, &v->got);
 }
 
@@ -530,10 +521,11 @@ int cmd_replay(int argc, char **argv)
     if (dump && !check)
         return err_set("--dump-logits goes with --verify (it records the verifying run)"),
                EXIT_USAGE;
-    draft_opts parsed;
-    if (draft && (!check || draft_parse(draft, &parsed)))
-        return (check ? 0 : err_set("--draft goes with --verify (the drafter it runs with)")),
-               EXIT_USAGE;
+    if (draft && !check)
+        return err_set("--draft goes with --verify (the drafter it runs with)"), EXIT_USAGE;
+    draft_opts named; /* checked now; each verify run applies it over the recorded one */
+    if (draft && draft_parse(draft, &named))
+        return EXIT_USAGE;
     session s;
     if (session_read(&s, path))
         return EXIT_RUNTIME;

@@ -70,8 +70,9 @@ ifneq ($(CUDA_SRC),)
   # else the GPUs present, where the toolkit knows them (a first build in a minute, not seven
   # architectures' worth), or with none present the oldest's PTX alone, which the driver compiles
   # for any newer GPU at its first use
-  CUDA_HERE := $(foreach a,$(sort $(shell nvidia-smi --query-gpu=compute_cap \
-                 --format=csv,noheader 2>/dev/null | tr -d .)),$(if $(filter sm_$(a),$(NVCC_CODES)),$(a)))
+  CUDA_GPUS := $(sort $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader \
+                 2>/dev/null | tr -d .))
+  CUDA_HERE := $(foreach a,$(CUDA_GPUS),$(if $(filter sm_$(a),$(NVCC_CODES)),$(a)))
   ifeq ($(CI),true)
     CUDA_ALL ?= 1
   endif

@@ -1,6 +1,6 @@
-/* The fused products (backend.h's linear and linear_t) as the reference kernels in sequence, a token
- * at a time: layernorm, product, residual add, each the same arithmetic as the unfused forward pass.
- */
+/* The fused products (backend.h's linear and linear_t) as the reference kernels in sequence, a
+ * token at a time: layernorm, product, residual add, each the same arithmetic as the unfused
+ * forward pass. */
 #include "cpu.h"
 
 /* x, or its normalised copy in staging[0..K) */

@@ -21,8 +21,8 @@
 
 #ifdef CPU_Q8_TOKENS
 
-/* out[t] = row . token t for nt tokens: u as cpu_q8_tokens makes it, dx the tokens' block scales, dw
- * the row's f16 scales. Each pair of blocks' scale products (dw * dx, as decode rounds them) is
+/* out[t] = row . token t for nt tokens: u as cpu_q8_tokens makes it, dx the tokens' block scales,
+ * dw the row's f16 scales. Each pair of blocks' scale products (dw * dx, as decode rounds them) is
  * made per token and spread over its lanes by a permute: stored spread out, the tokens' scales
  * of the 3072-long reduction outgrew the first-level cache (a 4-token product 2.4x a decode
  * step's; 1.35x so). Two rows at a time, sharing the tokens' loads, measured slower: their

@@ -9,8 +9,9 @@
  * the end only report that they are empty). A pass of a few queries (a verify pass, up to
  * CU_TOKENS, fast set) runs the decode kernel once per query in the grid's third dimension, after
  * one launch has stored their keys and values: each query's output is the decode step's bit for
- * bit (empty chunks add nothing and take nothing from the max). The fast kernel set decodes in the flash-decoding
- * layout (attend_flash_k); the basic set keeps the previous release's kernel (attend_decode_k). */
+ * bit (empty chunks add nothing and take nothing from the max). The fast kernel set decodes in
+ * the flash-decoding layout (attend_flash_k); the basic set keeps the previous release's kernel
+ * (attend_decode_k). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>

@@ -1,8 +1,9 @@
 /* The fused products of a decode step and of a verify pass (backend.h's linear and linear_t: one
  * token, or up to CU_TOKENS, each computed bit for bit as it would be alone, with the same
  * reduction order and the same slices), in place of cuBLASLt's small GEMMs and the kernels around
- * them. Each weight is read once with 16-byte loads, for all the tokens of a launch; the layernorm is applied on the way in (every block recomputes the row's mean and
- * variance: a few KB from L2) and the bias, GELU or residual add on the way out. x stays f32 in
+ * them. Each weight is read once with 16-byte loads, for all the tokens of a launch; the layernorm
+ * is applied on the way in (every block recomputes the row's mean and variance: a few KB from L2)
+ * and the bias, GELU or residual add on the way out. x stays f32 in
  * shared memory (rounded to bf16 there against bf16 weights, as the CPU twin defines that product),
  * so no 16-bit copy of it is made in device memory. The CPU twin is kernels/cpu/linear.c.
  *

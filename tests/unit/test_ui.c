@@ -926,14 +926,7 @@ static void panel_never_cuts(void)
 static void turns_numbered_as_the_engine(void)
 {
     cache_model m;
-    cm_init(&m);
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
-              "\"preamble\":4,\"ms\":1}");
-    for (int i = 0; i < 5; i++)
-        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
-    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":5,\"window\":"
-              "[1,2,3,4,5,6,7,9,9,9,9,9],\"turns\":[[0,4,0,false],[4,3,1,false],[7,5,2,false]],"
-              "\"keep\":4,\"rng\":\"0\",\"sampling\":{}}");
+    small_window(&m);
     cm_conv *c = cm_conv_get(&m, 1);
     apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":5,\"recomputed\":0,"
               "\"ms\":1,\"mode\":\"exact\",\"ranges\":[[7,5]]}");
@@ -960,17 +953,10 @@ static void turns_numbered_as_the_engine(void)
 static void eviction_time_counted(void)
 {
     cache_model m;
-    cm_init(&m);
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
-              "\"preamble\":4,\"ms\":1}");
-    for (int i = 0; i < 3; i++)
-        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
-    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":3,\"window\":"
-              "[1,2,3,4,5,6,7,9,9,9],\"turns\":[[0,4,0,false],[4,3,1,false],[7,3,2,false]],"
-              "\"keep\":4,\"rng\":\"0\",\"sampling\":{}}");
+    small_window(&m);
     apply(&m, "{\"ev\":\"user\",\"conv\":1,\"text\":\"hi\"}");
-    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":6,\"recomputed\":0,"
-              "\"ms\":50,\"mode\":\"exact\",\"ranges\":[[4,6]]}");
+    apply(&m, "{\"ev\":\"evict\",\"conv\":1,\"keep\":4,\"dropped\":8,\"recomputed\":0,"
+              "\"ms\":50,\"mode\":\"exact\",\"ranges\":[[4,8]]}");
     apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[8,8],\"cached\":4,\"ms\":10}");
     apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":5}");
     json_t *end = json_loads("{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":1,"
@@ -996,15 +982,9 @@ static void forecast_says_its_guess(void)
     if (term_open(&ft))
         return;
     cache_model m;
-    cm_init(&m);
-    apply(&m, "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2,3,4,5,6,7],\"cached\":0,"
-              "\"preamble\":4,\"ms\":1}");
-    for (int i = 0; i < 5; i++)
-        apply(&m, "{\"ev\":\"token\",\"conv\":1,\"id\":9,\"ms\":1}");
-    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":40,\"capacity\":16,\"keep\":4,"
-              "\"evict_min\":5,\"reply_room\":2,\"bytes_used\":1,\"cache_dtype\":\"f32\","
-              "\"layout\":\"paged\"}");
-    apply(&m, "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"x\",\"tokens\":5}");
+    small_window(&m);
+    apply(&m, "{\"ev\":\"stats\",\"conv\":1,\"window\":40,\"keep\":4,\"evict_min\":5,"
+              "\"reply_room\":2}");
     screen scr = {0};
     WINDOW *w = newwin(60, 100, 0, 0);
     cache_panel_draw(&m, 1, &scr, w);

@@ -199,7 +199,10 @@ static int settle_to(drafter *d, const int *ids, int n, int most)
     int have = kv_len(d->seq), keep = 0;
     while (keep < have && keep < n && keep < most && d->held[keep] == ids[keep])
         keep++;
-    return kv_truncate_told(d->seq, keep);
+    /* a round's rejected drafts keep their blocks for the next round; a longer cut (an eviction's)
+     * gives them back */
+    return have - keep <= DRAFT_MAX_TOKENS + 1 ? kv_rewind(d->seq, keep, 1)
+                                               : kv_truncate_told(d->seq, keep);
 }
 
 int draft_settle(drafter *d, const int *ids, int n) { return d->seq ? settle_to(d, ids, n, n) : 0; }

@@ -595,20 +595,26 @@ int kv_reserve(kv_seq *s, int n)
 
 const kb_kv *kv_view(kv_seq *s) { return &s->view; }
 
-int kv_truncate(kv_seq *s, int len)
+/* keep_blocks: a rewind's, whose next pass writes the same positions again (rejected drafts) */
+static int cut(kv_seq *s, int len, int keep_blocks)
 {
     if (len < 0 || len > s->len)
         return err_set("cannot truncate %d cached tokens to %d", s->len, len);
-    drop_after(s, len);
+    if (keep_blocks)
+        s->len = len;
+    else
+        drop_after(s, len);
     refresh_view(s);
     tell_peers(s->p, s);
     return 0;
 }
 
-int kv_truncate_told(kv_seq *s, int len)
+int kv_truncate(kv_seq *s, int len) { return cut(s, len, 0); }
+
+static int cut_told(kv_seq *s, int len, int keep_blocks)
 {
     int from = s->len;
-    if (kv_truncate(s, len))
+    if (cut(s, len, keep_blocks))
         return -1;
     if (len < from && !s->background)
         ev_emit_truncate(
@@ -618,6 +624,10 @@ int kv_truncate_told(kv_seq *s, int len)
                            EV_OPT(cache, kv_totals(s))});
     return 0;
 }
+
+int kv_truncate_told(kv_seq *s, int len) { return cut_told(s, len, 0); }
+
+int kv_rewind(kv_seq *s, int len, int told) { return told ? cut_told(s, len, 1) : cut(s, len, 1); }
 
 int kv_shift(kv_seq *s, int dst, int src, int n)
 {

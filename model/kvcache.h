@@ -96,6 +96,11 @@ int kv_truncate(kv_seq *s, int len);
 /* The same, and the truncate event that says so when it cut anything: for a caller whose cut is
  * its own news (a rollback, rejected drafts), not a step of something it reports otherwise. */
 int kv_truncate_told(kv_seq *s, int len);
+/* kv_truncate (told: kv_truncate_told) keeping the blocks past len (paged) for the positions the
+ * next pass writes again: a speculative round's rejected drafts, whose next round reaches as far,
+ * cost no block released and taken back (nor, on a GPU, a block table sent again). kv_truncate
+ * releases them. */
+int kv_rewind(kv_seq *s, int len, int told);
 /* Moves positions [src, src + n) down to dst (dst <= src), leaving the length alone: the
  * approximate "shift" eviction, whose moved keys keep the positions they were computed at. */
 int kv_shift(kv_seq *s, int dst, int src, int n);

@@ -149,7 +149,7 @@ int spec_next(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int m
     if (s->taken == s->n_made) {
         s->taken = s->n_made = 0;
         if (spec_round(s, cache, ids, n, smp, max_out, s->made, &s->n_made, &r) ||
-            (!rejected && kv_truncate(cache, kv_len(cache) - r)))
+            (!rejected && kv_rewind(cache, kv_len(cache) - r, 0)))
             return -1;
     }
     if (rejected)

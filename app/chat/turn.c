@@ -117,7 +117,7 @@ static int spec_step(engine *e, conv *c, int room)
                                 EV_OPT(ms, (now->verify_s - was.verify_s) * 1e3),
                                 .draft_tokens = d ? kv_len(d) : 0,
                                 .has_draft_tokens = d != NULL});
-    return kv_truncate_told(c->seq, kv_len(c->seq) - rejected);
+    return kv_rewind(c->seq, kv_len(c->seq) - rejected, 1);
 }
 
 /* Before a turn of c: the memory prepared evictions hold goes back to the pool when the turn may

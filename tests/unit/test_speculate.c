@@ -310,6 +310,57 @@ static void sampling_two_tokens(void)
     rig_close(&r);
 }
 
+/* the bytes conversation 0's cache grew by, summed over its grow events */
+static void add_grows(void *ctx, json_t *ev)
+{
+    if (!strcmp(json_string_value(json_object_get(ev, "ev")), "grow") &&
+        json_integer_value(json_object_get(ev, "conv")) == 0)
+        *(long long *)ctx += json_integer_value(json_object_get(ev, "bytes"));
+}
+
+/* Rejected drafts keep their blocks: on a paged cache of 2-position blocks, where most rejections
+ * cut below a block's start, the cache grows only to new reach, its grows adding up to what it
+ * holds at the end (a cut that gave blocks back took them again at the next round: more) */
+static void rejected_keep_blocks(void)
+{
+    const char *dir = TARGET;
+    rig r;
+    CHECK(rig_open(&r, dir, "f32") == 0, "load: %s", err_msg());
+    kv_opts ko = *kv_pool_opts(r.pool);
+    ko.block_tokens = 2;
+    ev_bus *bus = ev_bus_create();
+    long long grown = 0;
+    ev_subscribe(bus, add_grows, &grown);
+    kv_pool *pool = kv_pool_create(r.b, &r.m.cfg, &ko, bus);
+    draft_opts o;
+    draft_opts_default(&o);
+    draft_parse(SHALLOW, &o);
+    o.min_prob = 0;
+    drafter *d = draft_new(&o, &r.m, dir, r.b, pool, 1);
+    spec *s = d ? spec_new(&r.m, r.b, d) : NULL;
+    kv_seq *cache = kv_seq_new(pool, 0);
+    CHECK(s && cache, "setup: %s", err_msg());
+    sampler smp;
+    sampler_init(&smp, &(sampler_params){.temp = 1, .top_p = 1, .repeat_penalty = 1, .seed = 3});
+    int ids[96] = {5, 9, 17, 33, 5, 9, 17}, n = 7;
+    CHECK(gpt2_forward(&r.m, r.b, cache, ids, n - 1, NULL) == 0, "prefill: %s", err_msg());
+    while (s && cache && n < 80 && !spec_next(s, cache, ids, n, &smp, 90 - n, &ids[n], NULL))
+        n++;
+    kv_seq_stats st;
+    kv_seq_get_stats(cache, &st);
+    const spec_stats *ss = s ? spec_get_stats(s) : NULL;
+    CHECK(n == 80, "decoding stopped at %d: %s", n, err_msg());
+    CHECK(ss && ss->accepted + 10 < ss->drafted && grown == (long long)st.reserved_bytes,
+          "grows added %lld bytes to hold %zu (%ld of %ld drafts rejected)", grown,
+          st.reserved_bytes, ss ? ss->drafted - ss->accepted : 0, ss ? ss->drafted : 0);
+    kv_seq_free(cache);
+    spec_free(s);
+    draft_free(d);
+    kv_pool_free(pool);
+    ev_bus_free(bus);
+    rig_close(&r);
+}
+
 /* a drafter with another vocabulary is refused, naming both; bad settings are errors */
 static void drafter_errors(void)
 {
@@ -354,4 +405,5 @@ TEST_TABLE(speculate_tests, {"speculate/verify_rows_are_steps", verify_rows},
            {"speculate/greedy_same_reply", greedy_same_reply},
            {"speculate/sampling_same_distribution", sampling_same_distribution},
            {"speculate/sampling_two_tokens", sampling_two_tokens},
+           {"speculate/rejected_keep_blocks", rejected_keep_blocks},
            {"speculate/drafter_errors", drafter_errors});

@@ -184,7 +184,7 @@ emu: $(EMU)/kvchat $(EMU)/unit_tests
 # show) and a read of bytes never written fails the launch; make test runs them
 $(EMU)/traced/%.o: %.cu $(EMU_SRC)
 	@mkdir -p $(dir $@)
-	$(NVCC_EMU) -O2 -g $(SAN) -std=c++17 $(NVCC_WARN) --emu-trace-memory -c -o $@ $<
+	$(NVCC_EMU) -O2 -g $(SAN) -std=c++17 $(NVCC_WARN) --emu-trace-memory -MMD -MP -c -o $@ $<
 
 $(EMU)/traced/unit_tests: $(UNIT_SRC:%.c=$(EMU)/obj/%.o) $(LIB_SRC:%.c=$(EMU)/obj/%.o) \
 		$(CUDA_SRC:%.cu=$(EMU)/traced/%.o) $(EMU_SRC)

@@ -42,6 +42,18 @@ typedef struct {
     int n_history;
 } kb_sample;
 
+/* A verify row's figures for speculative decoding's acceptance, by the rule above: pick is the
+ * row's choice (greedy: the penalised argmax; else the draw at its u); weight is the draft id's
+ * kept integer probability and total the kept sum (the draft's odds are weight / total; both 0
+ * under greedy); rest is the draw at u_rest from the kept ids other than the draft (the residual
+ * of a draft that was certain, -1 when no other id is kept). */
+typedef struct {
+    int pick, rest;
+    uint32_t weight;
+    uint64_t total;
+} kb_odds;
+enum { KB_ODDS_ROWS = 16 }; /* rows one odds call takes */
+
 /* The scalars of one forward pass. A backend that records work (CUDA graphs) keeps them in its own
  * memory so that a recorded decode step replays with each new token's values. */
 typedef struct {
@@ -143,6 +155,12 @@ struct kb_backend {
     /* *out = the id chosen from logits[vocab] (backend memory, left unchanged). Inside a step, *out
      * is valid once step_end returns. */
     int (*sample)(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
+    /* out[i] for rows i < n (<= KB_ODDS_ROWS) of logits[n, vocab] (backend memory, unchanged),
+     * row i chosen under s[i] with the draft id ids[i] (-1: none) and u_rest[i]. The rows share
+     * their settings and history: row i's is s[0].history[0 .. s[0].n_history + i). Outside a
+     * step; only out leaves the device. */
+    int (*odds)(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab,
+                const kb_sample *s, const int *ids, const double *u_rest);
     /* Bracket one forward pass (optional, NULL on the CPU). step_begin sets *replayed when the
      * backend ran a recording of the same step itself: the caller then issues no kernels and calls
      * step_end. step_end (ok = 0: the caller failed) returns 0, -1 on error, or 1 when the backend

@@ -64,6 +64,12 @@ static int ensure_logit_rows(gpt2_model *m, kb_backend *b, int rows)
     return 0;
 }
 
+/* where the LM head writes: the logits' row head_at on (a judged pass's place among its rows) */
+static float *head_out(const gpt2_model *m)
+{
+    return m->logits + (size_t)m->cfg.vocab_size * (size_t)m->head_at;
+}
+
 /* A decode step, or a pass of up to step_rows tokens (a verify pass), through the backend's fused
  * products: five launches a layer, each norm folded into the product that reads it and each
  * residual add into the product that feeds it, each token's row computed as a decode step's. */
@@ -82,7 +88,8 @@ static int run_fused(gpt2_model *m, kb_backend *b, const kb_kv *kv, int n, int p
             return err_wrap("layer %d", l);
     }
     kb_norm lnf = {m->lnf_g, m->lnf_b, c->ln_eps};
-    if (head && b->linear_t(b, m->logits, x + (size_t)(n - head) * c->n_embd, head, &m->wte, &lnf))
+    if (head &&
+        b->linear_t(b, head_out(m), x + (size_t)(n - head) * c->n_embd, head, &m->wte, &lnf))
         return err_wrap("LM head");
     return 0;
 }
@@ -114,7 +121,7 @@ static int run(gpt2_model *m, kb_backend *b, const kb_kv *kv, const int *ids, in
             return err_wrap("layer %d", l);
     }
     if (head && (b->add_layernorm(b, h, x, h, m->lnf_g, m->lnf_b, n, C, c->ln_eps) ||
-                 b->matmul_t(b, m->logits, h + (size_t)(n - head) * C, head, &m->wte)))
+                 b->matmul_t(b, head_out(m), h + (size_t)(n - head) * C, head, &m->wte)))
         return err_wrap("LM head");
     return 0;
 }
@@ -173,11 +180,11 @@ static int step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int
     key.base = kv->base;
     key.table = kv->dev_table;
     key.x = m->x;
-    key.logits = m->logits;
+    key.logits = head_out(m);
     key.block_bytes = kv->block_bytes;
     key.block_tokens = kv->block_tokens;
     key.type = kv->type;
-    key.ends = pick ? 2 : logits ? 1 : 0;
+    key.ends = pick ? 2 : logits || rows ? 1 : 0;
     key.max_tokens = kv->max_tokens;
     key.work_tokens = m->work_tokens;
     key.weights = weight_addresses(m);
@@ -192,7 +199,7 @@ static int step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int
                   .key = &key,
                   .key_bytes =
                       kv->max_tokens > 0 && !(n == 1 && m->probe) && rows <= 1 ? sizeof key : 0};
-    int rc, end, head = rows > 1 ? rows : key.ends > 0;
+    int rc, end, head = rows > 0 ? rows : key.ends > 0;
     do {
         int replayed = 0;
         if (b->step_begin && b->step_begin(b, &st, &replayed))
@@ -210,7 +217,7 @@ static int step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int
     kv_advance(cache, n);
     if (head)
         m->head_rows = head;
-    if (rows > 1)
+    if (rows > 1 && logits)
         return m->work_backend->copy(m->work_backend, logits, m->logits,
                                      sizeof(float) * m->cfg.vocab_size * (size_t)rows);
     return logits ? gpt2_last_logits(m, logits) : 0;
@@ -233,13 +240,42 @@ int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int
     return 0;
 }
 
-int gpt2_last_logits(gpt2_model *m, float *out)
+int gpt2_judge(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+               const kb_sample *s, const int *drafts, const double *u_rest, kb_odds *odds)
+{
+    int most = b->step_rows > 0 ? b->step_rows : n, past = kv_len(cache), rc = 0;
+    most = most < KB_ODDS_ROWS ? most : KB_ODDS_ROWS;
+    /* every row stays for gpt2_row_logits: room for all before the first pass */
+    if (ensure_work(m, b, most < n ? most : n) || ensure_logit_rows(m, b, n))
+        return -1;
+    for (int at = 0; at < n && !rc; at += most) {
+        int k = n - at < most ? n - at : most;
+        m->head_at = at;
+        rc = step(m, b, cache, ids + at, k, NULL, NULL, NULL, k) ||
+             b->odds(b, odds + at, head_out(m), k, m->cfg.vocab_size, s + at, drafts + at,
+                     u_rest + at);
+    }
+    m->head_at = 0;
+    if (rc)
+        return kv_truncate(cache, past), -1;
+    m->head_rows = n;
+    return 0;
+}
+
+int gpt2_row_logits(gpt2_model *m, int row, float *out)
 {
     if (!m->logits)
         return err_set("no logits yet: nothing has run through the model");
+    if (row < 0 || row >= m->head_rows)
+        return err_set("no logits of row %d: the last pass left %d", row, m->head_rows);
     size_t V = (size_t)m->cfg.vocab_size;
-    return m->work_backend->copy(m->work_backend, out, m->logits + V * (size_t)(m->head_rows - 1),
+    return m->work_backend->copy(m->work_backend, out, m->logits + V * (size_t)row,
                                  sizeof(float) * V);
+}
+
+int gpt2_last_logits(gpt2_model *m, float *out)
+{
+    return gpt2_row_logits(m, m->head_rows - 1, out);
 }
 
 int gpt2_forward(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits)

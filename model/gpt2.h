@@ -48,6 +48,7 @@ typedef struct {
     float *fc;     /* [T, 4C] after GELU */
     float *logits; /* [V] the last token's; [head_rows, V] after a verify pass */
     int work_tokens, logit_rows, head_rows; /* rows the logits hold room for, and filled last */
+    int head_at;                            /* the row the LM head writes first (gpt2_judge's) */
     const atomic_int *yield; /* gpt2_forward_yielding's flag: set, a pass stops between layers */
     /* set by the caller: each one-token step fills it (kernels/backend.h: the weight each head
      * of each layer gave each span of the window, the turns); NULL: off, and nothing is spent */
@@ -98,6 +99,15 @@ int gpt2_step(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n
  * decode steps give where the backend promises it; n = 1 is a plain step. Never recorded by the
  * backend. On failure the cache keeps its previous length. */
 int gpt2_verify(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n, float *logits);
+/* gpt2_verify with the rule's figures of each row in place of its logits (kb_backend.odds: row i's
+ * draws s[i], the rows sharing s[0]'s settings and history, s[i].n_history = s[0].n_history + i;
+ * drafts[i] the id it judges, -1 none; u_rest[i] its residual's draw): only those leave the
+ * device. The rows' logits stay for gpt2_row_logits until the next pass. */
+int gpt2_judge(gpt2_model *m, kb_backend *b, kv_seq *cache, const int *ids, int n,
+               const kb_sample *s, const int *drafts, const double *u_rest, kb_odds *odds);
+/* Row `row` of the last pass's logits (vocab_size floats) into host memory: a verify or judged
+ * pass's rows, else the last token's alone. */
+int gpt2_row_logits(gpt2_model *m, int row, float *out);
 /* The logits of the last pass that computed them (vocab_size floats), into host memory. */
 int gpt2_last_logits(gpt2_model *m, float *out);
 

@@ -11,9 +11,10 @@ struct spec {
     kb_backend *b;
     drafter *d;
     spec_stats st;
-    float *logits; /* [DRAFT_MAX_TOKENS + 1, V] the verify pass's, host memory */
-    double *q;     /* [DRAFT_MAX_TOKENS, V] a model drafter's distributions, when sampling */
-    uint32_t *w;   /* the rule's integer weights of one position */
+    kb_odds odds[DRAFT_MAX_TOKENS + 1]; /* the verify pass's rows, as the rule sees them */
+    float *row;  /* [V] a rejected row's logits, when a model drafter's odds make the residual */
+    double *q;   /* [DRAFT_MAX_TOKENS, V] a model drafter's distributions, when sampling */
+    uint32_t *w; /* the rule's integer weights of that row */
     void *scratch;
     int *hist; /* the context and the round's drafts */
     size_t cap_hist;
@@ -29,12 +30,12 @@ spec *spec_new(gpt2_model *m, kb_backend *b, drafter *d)
     s->m = m;
     s->b = b;
     s->d = d;
-    s->logits = err_malloc(sizeof(float) * V * (DRAFT_MAX_TOKENS + 1), "the verify pass's logits");
+    s->row = err_malloc(sizeof(float) * V, "the verify pass's logits");
     s->q = draft_model(d) ? err_malloc(sizeof(double) * V * DRAFT_MAX_TOKENS, "the drafts' odds")
                           : NULL;
     s->w = err_malloc(sizeof(uint32_t) * V, "speculative sampling");
     s->scratch = err_malloc(CPU_SAMPLE_SCRATCH(V), "speculative sampling");
-    if (!s->logits || (draft_model(d) && !s->q) || !s->w || !s->scratch) {
+    if (!s->row || (draft_model(d) && !s->q) || !s->w || !s->scratch) {
         spec_free(s);
         return NULL;
     }
@@ -45,7 +46,7 @@ void spec_free(spec *s)
 {
     if (!s)
         return;
-    free(s->logits);
+    free(s->row);
     free(s->q);
     free(s->w);
     free(s->scratch);
@@ -55,33 +56,34 @@ void spec_free(spec *s)
 
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
 
-/* the rule's draw from the weights (never -1: total > 0 whenever the rule samples) */
-static int walk(const uint32_t *w, int V, uint64_t total, double u)
+/* the token drawn from max(0, p - q), normalised, at draw u, where p is the rule's on row i of the
+ * verify pass (ks: its settings) and q a model drafter's distribution of the draft d */
+static int residual(spec *s, int i, const kb_sample *ks, const double *q, int d, double u)
 {
-    int i = cpu_sample_walk(w, V, total, u);
-    return i < 0 ? V - 1 : i;
-}
-
-/* the token drawn from max(0, p - q), normalised, at draw u; q: a distribution, or NULL for the
- * certain token d (prompt lookup) */
-static int residual(const uint32_t *w, uint64_t total, const double *q, int d, int V, double u)
-{
+    int V = s->m->cfg.vocab_size;
+    uint64_t total;
+    if (gpt2_row_logits(s->m, i, s->row))
+        return -1;
+    cpu_sample_weights(s->row, V, ks, s->scratch, s->w, &total);
+    const uint32_t *w = s->w;
     double sum = 0;
-    for (int i = 0; i < V; i++) {
-        double r = (double)w[i] / (double)total - (q ? q[i] : i == d);
+    for (int j = 0; j < V; j++) {
+        double r = (double)w[j] / (double)total - q[j];
         sum += r > 0 ? r : 0;
     }
-    if (sum <= 0) /* p = q: no rejection is possible, but rounding may say otherwise */
-        return walk(w, V, total, u);
+    if (sum <= 0) { /* p = q: no rejection is possible, but rounding may say otherwise */
+        int j = cpu_sample_walk(w, V, total, u);
+        return j < 0 ? d : j;
+    }
     double at = u * sum, acc = 0;
     int last = d;
-    for (int i = 0; i < V; i++) {
-        double r = (double)w[i] / (double)total - (q ? q[i] : i == d);
+    for (int j = 0; j < V; j++) {
+        double r = (double)w[j] / (double)total - q[j];
         if (r <= 0)
             continue;
-        last = i;
+        last = j;
         if ((acc += r) > at)
-            return i;
+            return j;
     }
     return last;
 }
@@ -100,36 +102,51 @@ int spec_round(spec *s, kv_seq *cache, const int *ids, int n, sampler *smp, int 
     if (max_out > 1 &&
         draft_propose(s->d, ids, n, smp, max_out - 1, s->hist + n, &k, with_q ? s->q : NULL))
         return err_wrap("drafting");
+    /* Each row's draws as the rule below takes them, read ahead from a copy of the stream: row
+     * i's, and after a rejection the residual's, which is the one row i + 1 would have taken. */
+    kb_sample ks[DRAFT_MAX_TOKENS + 2];
+    double u_rest[DRAFT_MAX_TOKENS + 1];
+    int drafts[DRAFT_MAX_TOKENS + 1];
+    sampler ahead = *smp;
+    for (int i = 0; i <= k + 1; i++)
+        ks[i] = sampler_draw(&ahead, s->hist, n + i);
+    for (int i = 0; i <= k; i++) {
+        u_rest[i] = ks[i + 1].u;
+        drafts[i] = i < k ? s->hist[n + i] : -1;
+    }
     double t1 = ev_clock();
-    if (gpt2_verify(s->m, s->b, cache, s->hist + n - 1, k + 1, s->logits))
+    if (gpt2_judge(s->m, s->b, cache, s->hist + n - 1, k + 1, ks, drafts, u_rest, s->odds))
         return -1;
     s->st.verify_s += ev_clock() - t1;
     s->st.draft_s += t1 - t0;
     int kept = 0, t = -1;
     for (int i = 0; t < 0; i++) {
-        const float *row = s->logits + (size_t)V * (size_t)i;
-        kb_sample ks = sampler_draw(smp, s->hist, n + i);
-        uint64_t total;
-        int best = cpu_sample_weights(row, V, &ks, s->scratch, s->w, &total), d = s->hist[n + i];
-        if (i == k) { /* every draft kept: one more token, the model's */
-            t = greedy ? best : walk(s->w, V, total, ks.u);
+        const kb_odds *o = &s->odds[i];
+        sampler_draw(smp, s->hist, n + i); /* the stream moves as the draws are taken */
+        if (i == k) {                      /* every draft kept: one more token, the model's */
+            t = o->pick;
             break;
         }
         s->st.tested++;
+        int d = drafts[i];
         if (greedy) {
-            if (best == d)
+            if (o->pick == d)
                 kept++;
             else
-                t = best;
+                t = o->pick;
             continue;
         }
-        double p = (double)s->w[d] / (double)total, q = with_q ? s->q[(size_t)V * i + d] : 1;
-        if (ks.u * q < p) { /* kept with probability min(1, p / q) */
+        double p = (double)o->weight / (double)o->total, q = with_q ? s->q[(size_t)V * i + d] : 1;
+        if (ks[i].u * q < p) { /* kept with probability min(1, p / q) */
             kept++;
             continue;
         }
-        t = residual(s->w, total, with_q ? s->q + (size_t)V * i : NULL, d, V,
-                     sampler_draw(smp, s->hist, n + i).u);
+        sampler_draw(smp, s->hist, n + i);
+        t = with_q         ? residual(s, i, &ks[i], s->q + (size_t)V * i, d, u_rest[i])
+            : o->rest >= 0 ? o->rest
+                           : d; /* -1: d was all p kept, never rejected */
+        if (t < 0)
+            return -1;
     }
     memcpy(out, s->hist + n, sizeof *out * (size_t)kept);
     out[kept] = t;

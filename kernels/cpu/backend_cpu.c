@@ -155,6 +155,7 @@ kb_backend *cpu_backend_create(int threads)
         .attention = cpu_attention,
         .add_layernorm = cpu_add_layernorm,
         .sample = cpu_sample,
+        .odds = cpu_odds,
         .host_alloc = cpu_alloc,
         .host_release = cpu_release,
         .destroy = cpu_destroy,

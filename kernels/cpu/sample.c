@@ -149,13 +149,45 @@ int cpu_sample(kb_backend *b, int *out, const float *in, int vocab, const kb_sam
                : err_set("sampling found no token (kept mass %llu)", (unsigned long long)total);
 }
 
-int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u)
+/* cpu_sample_walk over the ids other than except */
+static int walk_except(const uint32_t *q, int vocab, uint64_t total, double u, int except)
 {
     uint64_t r = (uint64_t)(u * (double)total), acc = 0;
     if (r >= total)
         r = total - 1;
     for (int i = 0; i < vocab; i++)
-        if (q[i] && (acc += q[i]) > r)
+        if (q[i] && i != except && (acc += q[i]) > r)
             return i;
     return -1;
+}
+
+int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u)
+{
+    return walk_except(q, vocab, total, u, -1);
+}
+
+int cpu_odds(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab, const kb_sample *s,
+             const int *ids, const double *u_rest)
+{
+    float *scratch = cpu_scratch(b, CPU_SAMPLE_SCRATCH(vocab) / sizeof(float) + (size_t)vocab);
+    if (!scratch)
+        return -1;
+    uint32_t *q = (uint32_t *)(scratch + CPU_SAMPLE_SCRATCH(vocab) / sizeof(float));
+    for (int i = 0; i < n; i++) {
+        kb_sample row = s[0];
+        row.u = s[i].u;
+        row.n_history = s[0].n_history + i;
+        kb_odds *o = &out[i];
+        *o = (kb_odds){.rest = -1};
+        o->pick =
+            cpu_sample_weights(logits + (size_t)vocab * i, vocab, &row, scratch, q, &o->total);
+        if (row.temp <= 0)
+            continue;
+        o->pick = cpu_sample_walk(q, vocab, o->total, row.u);
+        int id = ids ? ids[i] : -1;
+        o->weight = id >= 0 && id < vocab ? q[id] : 0;
+        if (o->total > o->weight)
+            o->rest = walk_except(q, vocab, o->total - o->weight, u_rest ? u_rest[i] : 0, id);
+    }
+    return 0;
 }

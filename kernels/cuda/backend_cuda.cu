@@ -243,6 +243,9 @@ static void cu_destroy(kb_backend *b)
     cuda_plans_free(s);
     cudaFree(s->scratch);
     cudaFree(s->sample_work);
+    cudaFree(s->odds_dev);
+    if (s->odds_host)
+        cudaFreeHost(s->odds_host);
     cudaFree(s->partials);
     cudaFree(s->probe);
     cudaFree(s->mv_work);
@@ -345,6 +348,7 @@ extern "C" kb_backend *cuda_backend_create(void)
     b->add_layernorm = cuda_add_layernorm;
     b->attention = cuda_attention;
     b->sample = cuda_sample;
+    b->odds = cuda_odds;
     b->step_begin = cuda_step_begin;
     b->step_end = cuda_step_end;
     b->step_seconds = cuda_step_seconds;

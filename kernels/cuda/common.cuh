@@ -73,8 +73,9 @@ struct cuda_state {
     void *blas_work; /* cuBLAS(Lt) workspace, fixed so that graph capture never allocates */
     void *scratch;   /* grows: 16-bit activations, block tables of views without a device copy */
     size_t scratch_bytes;
-    void *sample_work; /* vocab floats: penalised logits, then integer probabilities */
+    void *sample_work; /* vocab floats a row: penalised logits, then integer probabilities */
     size_t sample_bytes;
+    void *odds_host, *odds_dev; /* an odds call's rows (sample.cu): pinned host, device */
     float
         *partials; /* decode attention: a counter per head, then per (head, chunk) max, sum, row */
     size_t partial_bytes;
@@ -175,6 +176,8 @@ int cuda_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *
 int cuda_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, int layer, int past,
                    int n, const kb_probe *probe);
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s);
+int cuda_odds(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab,
+              const kb_sample *s, const int *ids, const double *u_rest);
 /* y[i, :] = bias for n rows of N; to_16bit: f32 -> f16 or bf16 */
 int cuda_fill_rows(kb_backend *b, float *y, const float *bias, int n, int N);
 int cuda_to_16bit(kb_backend *b, void *dst, const float *src, dtype t, size_t n);

@@ -187,38 +187,102 @@ __device__ static unsigned kept_floor(const cu_step *st, const unsigned *vals, i
     return floor_q;
 }
 
-/* the draw: the walk in id order over the ids kept by floor_q (recorded for the tests); each thread
- * holds a contiguous range, the scan says where it starts */
-__device__ static void draw(cu_step *st, const unsigned *q, int V, unsigned floor_q, u64 *sh)
+/* A verify row's odds call: its draws in, kb_odds's figures out (device memory, a pinned twin). */
+typedef struct {
+    double u, u_rest;
+    int id, pick, rest;
+    unsigned weight;
+    u64 total;
+} cu_odds;
+
+/* The draw at u: the walk in id order over the ids kept by floor_q other than except, to the first
+ * whose running sum exceeds floor(u * their mass); -1 when they have none. Each thread holds a
+ * contiguous range, the scan says where it starts. *mass (when given) gets the mass. */
+__device__ static void draw(const unsigned *q, int V, unsigned floor_q, double u, int except,
+                            int *out, u64 *mass, u64 *sh)
 {
-    if (threadIdx.x == 0)
-        st->floor_q = floor_q;
     int tid = threadIdx.x, per = (V + THREADS - 1) / THREADS, lo = tid * per, hi = min(V, lo + per);
     u64 local = 0;
     for (int i = lo; i < hi; i++)
-        local += q[i] >= floor_q ? q[i] : 0;
+        local += q[i] >= floor_q && i != except ? q[i] : 0;
     u64 total = block_sum(local, sh);
+    if (mass && tid == 0)
+        *mass = total;
+    if (!total) { /* the same in every thread */
+        if (tid == 0)
+            *out = -1;
+        return;
+    }
     u64 before = exclusive_scan(local, sh);
-    u64 r = (u64)(st->u * (double)total);
+    u64 r = (u64)(u * (double)total);
     if (r >= total)
         r = total - 1;
     if (local && before <= r && r < before + local) {
         u64 acc = before;
         for (int i = lo; i < hi; i++)
-            if (q[i] >= floor_q && (acc += q[i]) > r) {
-                st->out = i;
+            if (q[i] >= floor_q && i != except && (acc += q[i]) > r) {
+                *out = i;
                 break;
             }
     }
 }
 
+/* Where block blockIdx.x's row reads and writes: one sample call (odds NULL) is row 0 of one, with
+ * the step's draw and output; an odds call's rows share the step's settings, row i's history
+ * being the step's less its n - 1 - i last ids. */
+typedef struct {
+    cu_odds *o;
+    int n_hist;
+    double u;
+    int *out;
+} cu_row;
+
+__device__ static cu_row row_of(cu_step *st, cu_odds *odds)
+{
+    cu_row r;
+    r.o = odds ? odds + blockIdx.x : NULL;
+    r.n_hist = st->n_hist - (int)(gridDim.x - 1 - blockIdx.x);
+    r.u = r.o ? r.o->u : st->u;
+    r.out = r.o ? &r.o->pick : &st->out;
+    return r;
+}
+
+/* the greedy choice (id 0 when no logit compares) */
+__device__ static void choose_best(const cu_row &r, int bi)
+{
+    if (threadIdx.x == 0) {
+        *r.out = bi == 0x7fffffff ? 0 : bi;
+        if (r.o)
+            r.o->total = 0, r.o->weight = 0, r.o->rest = -1;
+    }
+}
+
+/* the draw from the kept set (its threshold recorded for the tests), and an odds row's other
+ * figures */
+__device__ static void draw_row(cu_step *st, const cu_row &r, const unsigned *q, int V,
+                                unsigned floor_q, u64 *sh)
+{
+    if (threadIdx.x == 0 && !r.o)
+        st->floor_q = floor_q;
+    draw(q, V, floor_q, r.u, -1, r.out, r.o ? &r.o->total : NULL, sh);
+    if (!r.o)
+        return;
+    int id = r.o->id;
+    if (threadIdx.x == 0)
+        r.o->weight = id >= 0 && id < V && q[id] >= floor_q ? q[id] : 0;
+    draw(q, V, floor_q, r.o->u_rest, id, &r.o->rest, NULL, sh);
+}
+
 /* the basic kernel: the logits copied and penalised in work, which then holds the integer
  * probabilities */
 __global__ static void __launch_bounds__(THREADS)
-    sample_k(cu_step *st, const float *logits, float *work, int V)
+    sample_k(cu_step *st, cu_odds *odds, const float *logits, float *work, int V)
 {
     __shared__ u64 hist[256], sh[WARPS];
     int tid = threadIdx.x;
+    cu_row r = row_of(st, odds);
+    logits += (size_t)V * blockIdx.x;
+    work += (size_t)V * blockIdx.x;
     for (int i = tid; i < V; i += blockDim.x)
         work[i] = logits[i];
     __syncthreads();
@@ -226,7 +290,7 @@ __global__ static void __launch_bounds__(THREADS)
     const int *h = cu_hist(st);
     float pen = st->penalty;
     if (pen != 1.0f) {
-        for (int k = tid; k < st->n_hist; k += blockDim.x) {
+        for (int k = tid; k < r.n_hist; k += blockDim.x) {
             int id = h[k], first = id >= 0 && id < V;
             for (int j = 0; j < k && first; j++)
                 first = h[j] != id;
@@ -238,18 +302,15 @@ __global__ static void __launch_bounds__(THREADS)
     float bv;
     int bi;
     argmax([&](int i) { return work[i]; }, V, &bv, &bi);
-    if (st->temp <= 0 || bi == 0x7fffffff) {
-        if (tid == 0)
-            st->out = bi == 0x7fffffff ? 0 : bi;
-        return;
-    }
+    if (st->temp <= 0 || bi == 0x7fffffff)
+        return choose_best(r, bi);
     /* integer probabilities, in place of the logits */
     unsigned *q = (unsigned *)work;
     float temp = st->temp;
     for (int i = tid; i < V; i += blockDim.x)
         q[i] = (unsigned)(expf((work[i] - bv) / temp) * Q_SCALE);
     __syncthreads();
-    draw(st, q, V, kept_floor<false>(st, q, V, V, hist, sh), sh);
+    draw_row(st, r, q, V, kept_floor<false>(st, q, V, V, hist, sh), sh);
 }
 
 enum {
@@ -260,19 +321,22 @@ enum {
  * the integer probabilities written to q, and the nonzero ones also to cand, where both selections
  * run (an id whose q is 0 can change neither threshold). */
 __global__ static void __launch_bounds__(THREADS)
-    sample_fast_k(cu_step *st, const float *logits, unsigned *q, unsigned *cand, int V)
+    sample_fast_k(cu_step *st, cu_odds *odds, const float *logits, unsigned *work, int V)
 {
     __shared__ u64 hist[256], sh[WARPS];
     __shared__ unsigned seen[SEEN_WORDS];
     __shared__ int n_cand;
     int tid = threadIdx.x, lane = tid % 32;
+    cu_row r = row_of(st, odds);
+    logits += (size_t)V * blockIdx.x;
+    unsigned *q = work + 2 * (size_t)V * blockIdx.x, *cand = q + V;
     float pen = st->penalty;
     if (pen != 1.0f) {
         for (int w = tid; w < (V + 31) / 32; w += blockDim.x)
             seen[w] = 0;
         __syncthreads();
         const int *h = cu_hist(st);
-        for (int k = tid; k < st->n_hist; k += blockDim.x)
+        for (int k = tid; k < r.n_hist; k += blockDim.x)
             if (h[k] >= 0 && h[k] < V)
                 atomicOr(&seen[h[k] / 32], 1u << (h[k] % 32));
     }
@@ -286,11 +350,8 @@ __global__ static void __launch_bounds__(THREADS)
     float bv;
     int bi;
     argmax(logit, V, &bv, &bi);
-    if (st->temp <= 0 || bi == 0x7fffffff) {
-        if (tid == 0)
-            st->out = bi == 0x7fffffff ? 0 : bi;
-        return;
-    }
+    if (st->temp <= 0 || bi == 0x7fffffff)
+        return choose_best(r, bi);
     float temp = st->temp;
     for (int base = 0; base < V;
          base += blockDim.x) { /* warp-uniform: every lane joins the ballot */
@@ -309,7 +370,7 @@ __global__ static void __launch_bounds__(THREADS)
     __syncthreads();
     unsigned floor_q = kept_floor<true>(st, cand, n_cand, V, hist, sh);
     __syncthreads(); /* q, written above by every thread, is walked in other threads' ranges */
-    draw(st, q, V, floor_q, sh);
+    draw_row(st, r, q, V, floor_q, sh);
 }
 
 extern "C" int cuda_sample_kept(kb_backend *b, unsigned *q, int vocab, unsigned *floor_q)
@@ -324,28 +385,73 @@ extern "C" int cuda_sample_kept(kb_backend *b, unsigned *q, int vocab, unsigned 
     return 0;
 }
 
+/* the sampling kernel of the set in use over n rows (odds NULL: one sample call's row) */
+static int launch(kb_backend *b, const cu_step *dev, cu_odds *odds, const float *logits, int n,
+                  int vocab)
+{
+    cuda_state *st = cuda_of(b);
+    int fast = st->kernels == KB_KERNELS_FAST && vocab <= 32 * SEEN_WORDS;
+    if (cuda_grow(b, &st->sample_work, &st->sample_bytes,
+                  sizeof(float) * (size_t)vocab * (fast ? 2 : 1) * (size_t)n))
+        return -1;
+    if (fast)
+        sample_fast_k<<<n, THREADS, 0, st->stream>>>((cu_step *)dev, odds, logits,
+                                                     (unsigned *)st->sample_work, vocab);
+    else
+        sample_k<<<n, THREADS, 0, st->stream>>>((cu_step *)dev, odds, logits,
+                                                (float *)st->sample_work, vocab);
+    CK_LAUNCH();
+    return 0;
+}
+
 int cuda_sample(kb_backend *b, int *out, const float *logits, int vocab, const kb_sample *s)
 {
     cuda_state *st = cuda_of(b);
     const cu_step *dev;
-    int fast = st->kernels == KB_KERNELS_FAST && vocab <= 32 * SEEN_WORDS;
-    if (cuda_step_args(b, NULL, 0, 0, s, &dev) ||
-        cuda_grow(b, &st->sample_work, &st->sample_bytes,
-                  sizeof(float) * (size_t)vocab * (fast ? 2 : 1)))
+    if (cuda_step_args(b, NULL, 0, 0, s, &dev) || launch(b, dev, NULL, logits, 1, vocab))
         return -1;
-    if (fast)
-        sample_fast_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits,
-                                                     (unsigned *)st->sample_work,
-                                                     (unsigned *)st->sample_work + vocab, vocab);
-    else
-        sample_k<<<1, THREADS, 0, st->stream>>>((cu_step *)dev, logits, (float *)st->sample_work,
-                                                vocab);
-    CK_LAUNCH();
     CK(cudaMemcpyAsync(&st->hstep->out, &dev->out, sizeof(int), cudaMemcpyDeviceToHost,
                        st->stream));
     if (st->in_step)
         return 0; /* step_end delivers it */
     CK(cudaStreamSynchronize(st->stream));
     *out = st->hstep->out;
+    return 0;
+}
+
+int cuda_odds(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab,
+              const kb_sample *s, const int *ids, const double *u_rest)
+{
+    cuda_state *st = cuda_of(b);
+    if (n < 1 || n > KB_ODDS_ROWS || st->in_step)
+        return err_set("odds of %d rows%s: 1 to %d, outside a step", n,
+                       st->in_step ? " inside a step" : "", KB_ODDS_ROWS);
+    size_t bytes = sizeof(cu_odds) * KB_ODDS_ROWS;
+    if (!st->odds_host) {
+        CK(cudaHostAlloc(&st->odds_host, bytes, cudaHostAllocDefault));
+        CK(cudaMalloc(&st->odds_dev, bytes));
+    }
+    kb_sample last = s[0]; /* its history holds every row's */
+    last.n_history += n - 1;
+    const cu_step *dev;
+    if (cuda_step_args(b, NULL, 0, 0, &last, &dev))
+        return -1; /* staging waited for the stream: the pinned rows are free to write */
+    cu_odds *h = (cu_odds *)st->odds_host, *d = (cu_odds *)st->odds_dev;
+    for (int i = 0; i < n; i++)
+        h[i] = (cu_odds){.u = s[i].u,
+                         .u_rest = u_rest ? u_rest[i] : 0,
+                         .id = ids ? ids[i] : -1,
+                         .pick = 0,
+                         .rest = -1,
+                         .weight = 0,
+                         .total = 0};
+    CK(cudaMemcpyAsync(d, h, sizeof *h * (size_t)n, cudaMemcpyHostToDevice, st->stream));
+    if (launch(b, dev, d, logits, n, vocab))
+        return -1;
+    CK(cudaMemcpyAsync(h, d, sizeof *h * (size_t)n, cudaMemcpyDeviceToHost, st->stream));
+    CK(cudaStreamSynchronize(st->stream));
+    for (int i = 0; i < n; i++)
+        out[i] = (kb_odds){
+            .pick = h[i].pick, .rest = h[i].rest, .weight = h[i].weight, .total = h[i].total};
     return 0;
 }

@@ -732,6 +732,83 @@ static void sample_twins(void)
     c->destroy(c);
 }
 
+/* |a - b| within a millionth of b: integer probabilities from two implementations of exp */
+static int near_u64(uint64_t a, uint64_t b)
+{
+    double d = (double)a - (double)b;
+    return fabs(d) <= 1e-6 * (double)b + 1;
+}
+
+/* A verify pass's odds (kb_backend.odds) against the CPU twin on the same rows, both kernel sets:
+ * every row's pick, residual draw, draft weight and kept total, rows sharing a history that grows
+ * by one id a row (the drafts), each row its own draws */
+static void odds_twins(void)
+{
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
+        return;
+    enum { V = 50257, ROWS = KB_ODDS_ROWS };
+    static float l[ROWS * V];
+    static int hist[300 + ROWS];
+    float *dl = g->alloc(g, sizeof l, "logits");
+    uint64_t s = 29;
+    int rows = 0, bad = 0, greedy = 0, picks = 0, rests = 0, weights = 0, totals = 0;
+    int trials = sample_trials() / 10;
+    for (int t = 0; t < 2 * trials; t++) {
+        g->use_kernels(g, t < trials ? KB_KERNELS_FAST : KB_KERNELS_BASIC);
+        int n = 1 + t % ROWS;
+        for (int i = 0; i < n * V; i++)
+            l[i] = rnd(&s) * 4.0f + (i % 97 == 0 ? 6 : 0);
+        for (int i = 0; i < 300 + ROWS; i++)
+            hist[i] = (int)((rnd(&s) + 1) * 0.5 * V) % V;
+        for (int r = 0; r < n; r++) /* the drafts near each row's peak: the penalty moves them */
+            for (int i = 300; i < 300 + ROWS; i++)
+                l[(size_t)V * r + hist[i]] += 6;
+        g->copy(g, dl, l, sizeof(float) * V * n);
+        kb_sample k[ROWS];
+        int ids[ROWS];
+        double u_rest[ROWS];
+        for (int i = 0; i < n; i++) {
+            k[i] = (kb_sample){.temp = t % 5 == 0 ? 0 : 0.5f + (t % 4) * 0.3f,
+                               .top_p = t % 3 == 0 ? 1.0f : 0.9f,
+                               .repeat_penalty = t % 2 ? 1.3f : 1.0f,
+                               .top_k = t % 4 == 0 ? 0 : 40 * (t % 4),
+                               .u = (rnd(&s) + 1) * 0.4999,
+                               .history = hist,
+                               .n_history = 300 + i};
+            u_rest[i] = (rnd(&s) + 1) * 0.4999;
+            /* a draft of a peak (kept), of the id the row's history has and the last row's
+             * not (the penalty decides), or none */
+            ids[i] = i % 3 == 0 ? 97 * (i + 1) : i % 3 == 1 ? hist[300 + i - 1] : -1;
+        }
+        kb_odds a[ROWS], b[ROWS];
+        if (c->odds(c, a, l, n, V, k, ids, u_rest) || g->odds(g, b, dl, n, V, k, ids, u_rest)) {
+            bad++;
+            continue;
+        }
+        for (int i = 0; i < n; i++, rows++) {
+            greedy += k[0].temp == 0;
+            picks += a[i].pick == b[i].pick;
+            rests += a[i].rest == b[i].rest;
+            weights += near_u64(b[i].weight, a[i].weight);
+            totals += near_u64(b[i].total, a[i].total);
+        }
+    }
+    CHECK(!bad, "%d odds calls failed: %s", bad, err_msg());
+    CHECK(weights == rows && totals == rows, "weights %d, kept totals %d of %d rows near the CPU's",
+          weights, totals, rows);
+    /* across implementations of exp a last-bit difference may move a draw over a boundary */
+    CHECK(greedy > 0 && picks >= rows - rows / 50 && rests >= rows - rows / 50,
+          "picks %d, residual draws %d of %d rows equal (%d greedy)", picks, rests, rows, greedy);
+    kb_odds o;
+    CHECK(g->odds(g, &o, dl, KB_ODDS_ROWS + 1, V, (kb_sample[KB_ODDS_ROWS + 1]){{0}}, NULL, NULL) ==
+                  -1 &&
+              strstr(err_msg(), "17 rows"),
+          "too many rows: %s", err_msg());
+    g->release(g, dl);
+    c->destroy(c);
+}
+
 /* A token-level eviction without recompute (bench --policy's text track): 8 positions from 10 on
  * leave the cache, the later ones move down keeping what they were computed as, and the next
  * tokens go in at their true positions (the embedding's row past the cache's length). */
@@ -837,8 +914,9 @@ static void model_steps(void)
 }
 
 /* one side of the speculative twins: a verify pass of 5 positions after a prefill, its rows into
- * rows, then greedy rounds with a q8 draft of the same checkpoint, their tokens into made */
-static int speculate_on(kb_backend *b, float *rows, int *made, int n_made)
+ * rows, then rounds at temp (0: greedy) with a q8 draft of the same checkpoint, their tokens into
+ * made */
+static int speculate_on(kb_backend *b, float temp, float *rows, int *made, int n_made)
 {
     gpt2_model m;
     const char *dir = fixture_model("f32", STEPS_CTX);
@@ -857,7 +935,9 @@ static int speculate_on(kb_backend *b, float *rows, int *made, int n_made)
     for (int i = 0; i < 45; i++)
         ids[i] = (i * 7919 + 13) % V;
     sampler smp;
-    sampler_init(&smp, &(sampler_params){.temp = 0, .repeat_penalty = 1.1f});
+    sampler_init(&smp,
+                 &(sampler_params){
+                     .temp = temp, .top_k = 40, .top_p = 1, .repeat_penalty = 1.1f, .seed = 5});
     if (!sp || gpt2_forward(&m, b, s, ids, n - 1, NULL) ||
         gpt2_verify(&m, b, s, ids + 39, 5, rows) || kv_truncate(s, n - 1))
         goto out;
@@ -881,21 +961,27 @@ out:
     return rc;
 }
 
-/* the speculative verify pass and a q8 draft on the device against the CPU */
+/* the speculative verify pass and a q8 draft on the device against the CPU: greedy rounds, and
+ * sampled ones (acceptance from the device's odds, a rejection's residual from its row) */
 static void speculative_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
     if (!g)
         return;
-    int V = 50257, made_c[12], made_g[12];
+    int V = 50257, made_c[12], made_g[12], sampled_c[12], sampled_g[12];
     float *rc = malloc(sizeof(float) * V * 5), *rg = malloc(sizeof(float) * V * 5);
-    CHECK(speculate_on(c, rc, made_c, 12) == 0 && speculate_on(g, rg, made_g, 12) == 0,
+    CHECK(speculate_on(c, 0, rc, made_c, 12) == 0 && speculate_on(g, 0, rg, made_g, 12) == 0 &&
+              speculate_on(c, 1.5f, rc, sampled_c, 12) == 0 &&
+              speculate_on(g, 1.5f, rg, sampled_g, 12) == 0,
           "speculating: %s", err_msg());
     double worst = 0;
     for (int i = 0; i < 5; i++)
         worst = fmax(worst, rel_err(rg + (size_t)V * i, rc + (size_t)V * i, V));
     CHECK(worst < 1e-4, "verify rows on the device against the CPU: rel err %.3g", worst);
     CHECK(!memcmp(made_c, made_g, sizeof made_c), "greedy rounds' tokens differ from the CPU's");
+    /* a last-bit difference in exp could move one draw over a boundary: rare enough to fail on */
+    CHECK(!memcmp(sampled_c, sampled_g, sizeof made_c),
+          "sampled rounds' tokens differ from the CPU's");
     free(rc);
     free(rg);
     c->destroy(c);
@@ -973,7 +1059,7 @@ TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins},
            {"cuda/fused_tokens_are_steps", fused_tokens}, {"cuda/q8_matches_cpu_twin", q8_twins},
            {"cuda/model_steps_match_cpu", model_steps},
            {"cuda/attention_matches_cpu_twin", attention_twins},
-           {"cuda/sample_matches_cpu_twin", sample_twins},
+           {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/odds_match_cpu_twin", odds_twins},
            {"cuda/speculative_matches_cpu", speculative_twins},
            {"cuda/speculative_exact_on_device", speculative_exact},
            {"cuda/driver_messages", driver_messages});

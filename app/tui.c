@@ -107,7 +107,8 @@ static void drain(tui *t)
             int c = ev_conv(it->ev);
             if (ev_kind_of(it->ev) == EVK_NOTICE) {
                 const char *txt = ev_notice_text(it->ev);
-                chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0);
+                chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0,
+                                     (size_t)ev_notice_cut_bytes(it->ev));
             }
             if (ev_kind_of(it->ev) == EVK_TOKEN) /* its text comes as on_text's */
                 chat_pane_mark(view_pane(&t->v, c), ev_token_text_len(it->ev),
@@ -398,7 +399,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     if (persist->session_path) {
         char note[PATH_MAX + 64];
         snprintf(note, sizeof note, "saving this session to %s", persist->session_path);
-        chat_pane_add_notice(view_pane(&t->v, t->conv), note, strlen(note));
+        chat_pane_add_notice(view_pane(&t->v, t->conv), note, strlen(note), 0);
     }
     if (t->conv < 0 || view_open(&t->v)) {
         view_free(&t->v);

@@ -179,6 +179,7 @@
     F(notice, text, STR, 0, 0, OPT, "for example a message cut to fit the window")               \
     F(notice, tokens, INT, 0, EV_BIG, OPT, "the message's tokens")                               \
     F(notice, kept, INT, 0, EV_BIG, OPT, "those kept")                                           \
+    F(notice, cut_bytes, INT, 0, EV_BIG, OPT, "the bytes of the message's beginning that went")  \
     E(PIN, pin, "a turn pinned (never evicted) or unpinned")                                     \
     F(pin, turn, INT, 0, 1 << 20, REQ, "the turn")                                               \
     F(pin, pinned, BOOL, 0, 0, OPT, "pinned or not")                                             \

@@ -587,9 +587,7 @@ static int event_log(WINDOW *w, const screen *s, const cache_model *m, int conv,
         int need = fields_rows(iw, &words);
         if (bottom - need + 1 < y)
             break;
-        wattron(w, screen_attr(s, CP_DIM));
         fields_draw(w, bottom - need + 1, 1, iw, need, &words);
-        wattroff(w, screen_attr(s, CP_DIM));
         bottom -= need;
     }
     return rows > 0 ? rows : 0;

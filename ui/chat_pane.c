@@ -53,8 +53,13 @@ int chat_pane_set_reply(chat_pane *p, const char *text, size_t len)
     return msg_append(m, text, len);
 }
 
-int chat_pane_add_notice(chat_pane *p, const char *text, size_t len)
+int chat_pane_add_notice(chat_pane *p, const char *text, size_t len, size_t cut)
 {
+    for (int i = p->n - 1; cut && i >= 0; i--)
+        if (p->msgs[i].role == ROLE_USER) {
+            p->msgs[i].cut = cut < p->msgs[i].len ? cut : p->msgs[i].len;
+            break;
+        }
     int before = p->n && p->msgs[p->n - 1].role == ROLE_ASSISTANT && !p->msgs[p->n - 1].len;
     if (chat_pane_add(p, ROLE_NOTICE, text, len))
         return -1;
@@ -114,21 +119,26 @@ void chat_pane_scroll(chat_pane *p, int lines)
 }
 
 /* a wrapped line of m; with marks, the runs of drafted tokens' bytes underlined */
+/* a byte's look beyond its message's: underlined where drafted, dim where cut to fit */
+static int byte_look(const chat_msg *m, size_t i, int marks, int dim)
+{
+    return (marks && i < m->n_marks && m->drafted[i] ? (int)A_UNDERLINE : 0) |
+           (i < m->cut ? dim : 0);
+}
+
 static void draw_line(WINDOW *w, int y, int x, const chat_msg *m, const ui_line *l, int width,
-                      int marks)
+                      int marks, int attr, int dim)
 {
     const char *t = m->text + l->start;
     size_t at = 0;
     while (at < l->len && width > 0) {
         size_t i = l->start + at, run = 1;
-        int on = marks && i < m->n_marks && m->drafted[i];
-        while (at + run < l->len && (marks && i + run < m->n_marks && m->drafted[i + run]) == on)
+        int look = byte_look(m, i, marks, dim);
+        while (at + run < l->len && byte_look(m, i + run, marks, dim) == look)
             run++;
-        if (on)
-            wattron(w, A_UNDERLINE);
+        wattrset(w, look & dim ? (look & (int)A_UNDERLINE) | dim : look | attr);
         int cols = ui_draw(w, y, x, t + at, run, width);
-        if (on)
-            wattroff(w, A_UNDERLINE);
+        wattrset(w, attr);
         x += cols;
         width -= cols;
         at += run;
@@ -214,21 +224,20 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
             if (line < first || line - first >= rows || k >= 512)
                 continue;
             int y = line - first;
-            if (k == 0 && W > 10) {
-                wattron(w, screen_attr(s, mark == 2 ? CP_PIN : CP_DIM));
+            if (k == 0 && W > 10) { /* the name as its text is drawn: dim only when evicted */
+                wattrset(w, screen_attr(s, mark == 2 ? CP_PIN : pair));
                 mvwaddstr(w, y, 0, LABEL[m->role]);
                 if (mark == 2)
                     mvwaddch(w, y, 5, '*');
-                wattroff(w, screen_attr(s, mark == 2 ? CP_PIN : CP_DIM));
             }
-            wattron(w, screen_attr(s, pair));
-            draw_line(w, y, W > 10 ? 7 : 0, m, &lines[k], text_w, s->draft_marks);
-            wattroff(w, screen_attr(s, pair));
+            draw_line(w, y, W > 10 ? 7 : 0, m, &lines[k], text_w, s->draft_marks,
+                      screen_attr(s, pair), screen_attr(s, CP_DIM));
+            wattrset(w, A_NORMAL);
         }
         line++; /* a blank line between messages */
     }
     free(in);
-    wattron(w, screen_attr(s, CP_DIM));
+    wattron(w, screen_attr(s, CP_NOTICE));
     for (int k = 0; k < nf; k++, line++)
         if (line >= first && line - first < rows) {
             if (k == 0 && W > 10)
@@ -236,11 +245,11 @@ void chat_pane_draw(chat_pane *p, const screen *s, WINDOW *w, const char *banner
             ui_draw(w, line - first, W > 10 ? 7 : 0, footer + flines[k].start, flines[k].len,
                     text_w);
         }
-    wattroff(w, screen_attr(s, CP_DIM));
+    wattroff(w, screen_attr(s, CP_NOTICE));
     if (p->scroll > 0 && h > 0) {
-        wattron(w, screen_attr(s, CP_DIM));
+        wattron(w, screen_attr(s, CP_NOTICE));
         ui_drawf(w, h - 1, W > 24 ? W - 24 : 0, 24, "-- %d lines below --", p->scroll);
-        wattroff(w, screen_attr(s, CP_DIM));
+        wattroff(w, screen_attr(s, CP_NOTICE));
     }
     wnoutrefresh(w);
 }
@@ -279,6 +288,6 @@ void chat_pane_apply(chat_pane *p, const json_t *ev, cache_model *m)
     } else if (ev_kind_of(ev) == EVK_EDIT) {
         chat_pane_drop_turn(p); /* the edited message comes next, as a user event */
     } else if (ev_kind_of(ev) == EVK_NOTICE && (text = ev_notice_text(ev))) {
-        chat_pane_add_notice(p, text, strlen(text));
+        chat_pane_add_notice(p, text, strlen(text), (size_t)ev_notice_cut_bytes(ev));
     }
 }

@@ -21,6 +21,7 @@ typedef struct {
     unsigned char *drafted; /* a reply's: per byte of its tokens' text, 1 where a drafter proposed
                                the token (--draft) */
     size_t n_marks, cap_marks;
+    size_t cut; /* a message's: the bytes of its beginning that were cut to fit the window */
 } chat_msg;
 
 typedef struct {
@@ -42,8 +43,9 @@ int chat_pane_set_reply(chat_pane *p, const char *text, size_t len);
  * output since) removed: the new reply and its statistics take their place. */
 int chat_pane_restart_reply(chat_pane *p);
 /* A notice about the turn in progress goes before its reply while that is still empty, so the reply
- * reads under it, where replies go. */
-int chat_pane_add_notice(chat_pane *p, const char *text, size_t len);
+ * reads under it, where replies go. cut: the bytes of the last message's beginning the notice says
+ * were cut to fit (0: none), drawn dim as what the model does not see. */
+int chat_pane_add_notice(chat_pane *p, const char *text, size_t len, size_t cut);
 /* The next len bytes of the last reply's text came from a token a drafter proposed (drafted) or
  * the model's own: what the pane marks when the screen says so (F7). */
 int chat_pane_mark(chat_pane *p, size_t len, int drafted);

@@ -18,7 +18,7 @@ static const struct {
 } PAIRS[CP_COUNT] = {
     [CP_USER] = {COLOR_CYAN, -1, A_BOLD, A_BOLD},
     [CP_ASSISTANT] = {-1, -1, A_NORMAL, A_NORMAL},
-    [CP_NOTICE] = {COLOR_YELLOW, -1, A_NORMAL, A_DIM},
+    [CP_NOTICE] = {COLOR_YELLOW, -1, A_NORMAL, A_NORMAL}, /* dim is the evicted's alone */
     [CP_KEEP] = {COLOR_BLUE, -1, A_BOLD, A_BOLD},
     [CP_PIN] = {COLOR_MAGENTA, -1, A_BOLD, A_BOLD},
     [CP_EVICT] = {COLOR_RED, -1, A_BOLD, A_BOLD},

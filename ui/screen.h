@@ -10,7 +10,8 @@
 
 /* One meaning per colour (screen.c's PAIRS): who wrote a token (you cyan, GPT-2 the terminal's own,
  * the kept prefix blue, pinned magenta), evictions red, kvchat's own messages yellow, the cache's
- * size green; dim is what the model no longer sees. How much a turn is read is brightness (the
+ * size green; dim is what the model does not see (evicted turns, a message's beginning cut to fit,
+ * free cells), and nothing else. How much a turn is read is brightness (the
  * map's READ_ATTRS), so it never hides the writer, in colour or without. */
 enum {
     CP_NONE,

@@ -76,5 +76,10 @@ int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len
     return rc;
 }
 
+size_t tpl_user_prefix(template_kind t, int first)
+{
+    return t == TPL_GPT2 ? (first ? 0 : 1) + strlen("User: ") : 0;
+}
+
 const char *tpl_stop(template_kind t) { return t == TPL_GPT2 ? "\nUser:" : NULL; }
 int tpl_keeps_eos(template_kind t) { return t == TPL_DIALOGPT; }

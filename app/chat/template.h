@@ -22,6 +22,8 @@ int tpl_preamble(template_kind t, const tokenizer *tok, const char *system, int 
 /* The tokens of a user message; `first` when no turn precedes it. */
 int tpl_user(template_kind t, const tokenizer *tok, const char *text, size_t len, int first,
              int **ids, int *n, int *cap);
+/* the bytes tpl_user's text holds before the message's own */
+size_t tpl_user_prefix(template_kind t, int first);
 /* Text that ends a reply (NULL: only <|endoftext|> and the token limit do). */
 const char *tpl_stop(template_kind t);
 /* Whether a reply's <|endoftext|> belongs in the conversation (DialoGPT's turn separator). */

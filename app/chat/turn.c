@@ -170,12 +170,21 @@ static int user_turn(engine *e, conv *c, const char *text)
     }
     if (nm > room) { /* longer than the window: keep its end, and say how much went */
         char said[160];
+        /* byte-level tokens: their pieces add up to the template's text */
+        long long cut = -(long long)tpl_user_prefix(e->o.tpl, first_user);
+        for (int i = 0; i < nm - room; i++) {
+            size_t len = 0;
+            tok_piece(tok, m[i], &len);
+            cut += (long long)len;
+        }
+        cut = cut < 0 ? 0 : cut > (long long)strlen(text) ? (long long)strlen(text) : cut;
         snprintf(said, sizeof said,
                  "message longer than the window: its beginning was cut (%d of its %d tokens "
                  "dropped, the last %d kept)",
                  nm - room, nm, room);
         ev_emit_notice(e->lm->bus, c->id,
-                       &(ev_notice){EV_OPT(text, said), EV_OPT(tokens, nm), EV_OPT(kept, room)});
+                       &(ev_notice){EV_OPT(text, said), EV_OPT(tokens, nm), EV_OPT(kept, room),
+                                    EV_OPT(cut_bytes, (int)cut)});
         m += nm - room;
         nm = room;
     }

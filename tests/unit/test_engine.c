@@ -242,6 +242,23 @@ static void long_message(void)
     engine_window(r.e, c, &n);
     CHECK(n <= 48, "window %d", n);
     CHECK(count(&r, "notice") == 1, "no notice about the cut message");
+    /* the window's user turn, its pieces joined, is the text from the notice's cut on */
+    const int *w = engine_window(r.e, c, &n);
+    int nt;
+    const win_turn *turns = engine_turns(r.e, c, &nt);
+    json_t *notice = last(&r, "notice");
+    int cut = (int)json_integer_value(json_object_get(notice, "cut_bytes"));
+    char kept[4096] = "";
+    for (int t = 0; t < nt; t++)
+        for (int i = 0; turns[t].role == ROLE_USER && i < turns[t].len; i++) {
+            size_t len;
+            const char *p = tok_piece(r.lm.tok, w[turns[t].start + i], &len);
+            strncat(kept, p, len);
+        }
+    char want[4096];
+    snprintf(want, sizeof want, "%s\nAssistant:", text + cut);
+    CHECK(cut > 0 && !strcmp(kept, want), "the notice cut %d bytes; the window holds \"%.40s...\"",
+          cut, kept);
     /* cut to leave the reply its n tokens: no eviction of the message it answers */
     CHECK(count(&r, "evict") == 0, "the reply evicted: the message was cut to the whole window");
     CHECK(fresh_error(&r, c) < 1e-5, "logits after a cut message");

@@ -831,6 +831,57 @@ static void pane_shows_the_window(void)
     term_close(&ft);
 }
 
+/* Dim means one thing, what the model does not see: a message's beginning cut to fit the window is
+ * dim and its kept end is not; names and kvchat's notices are never dim (monochrome: the
+ * attributes read back) */
+static void dim_is_unseen(void)
+{
+    fake_term ft;
+    if (term_open(&ft))
+        return;
+    cache_model m;
+    cm_init(&m);
+    const char *evs[] = {
+        "{\"ev\":\"new\",\"conv\":1,\"window\":64}",
+        "{\"ev\":\"user\",\"conv\":1,\"text\":\"gonegone kept\"}",
+        "{\"ev\":\"notice\",\"conv\":1,\"text\":\"its beginning was cut\",\"tokens\":4,"
+        "\"kept\":2,\"cut_bytes\":8}",
+        "{\"ev\":\"prefill\",\"conv\":1,\"ids\":[1,2],\"cached\":0}",
+        "{\"ev\":\"token\",\"conv\":1,\"id\":4,\"text\":\"r1\"}",
+        "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"r1\",\"tokens\":1}",
+    };
+    chat_pane p = {0};
+    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
+        json_t *ev = json_loads(evs[i], 0, NULL);
+        cm_apply(&m, ev);
+        chat_pane_apply(&p, ev, NULL);
+        json_decref(ev);
+    }
+    screen scr = {.color = 0};
+    WINDOW *w = newwin(12, 40, 0, 0);
+    chat_pane_draw(&p, &scr, w, NULL, NULL, cm_conv_get(&m, 1));
+    wchar_t line[64];
+    int user = -1, notice = -1;
+    for (int y = 0; y < 12; y++) {
+        row(w, y, line, 63);
+        user = user < 0 && !wcsncmp(line + 7, L"gonegone kept", 13) ? y : user;
+        notice = notice < 0 && wcsstr(line, L"its beginning was cut") ? y : notice;
+    }
+    CHECK(user >= 0 && notice >= 0, "the message and the notice are drawn (%d, %d)", user, notice);
+    if (user >= 0 && notice >= 0) {
+        CHECK((mvwinch(w, user, 7) & A_DIM) && (mvwinch(w, user, 14) & A_DIM),
+              "the cut beginning is dim");
+        CHECK(!(mvwinch(w, user, 16) & A_DIM) && !(mvwinch(w, user, 19) & A_DIM),
+              "the kept end is not");
+        CHECK(!(mvwinch(w, user, 0) & A_DIM), "the name is not dim");
+        CHECK(!(mvwinch(w, notice, 7) & A_DIM), "a notice is not dim");
+    }
+    delwin(w);
+    chat_pane_free(&p);
+    cm_free(&m);
+    term_close(&ft);
+}
+
 /* A prepared eviction's cost was paid while the user typed: the log and the turn's line say what
  * was done ahead and what the reply waited, not "re-prefilled in 0 ms" */
 static void prepared_eviction_said(void)
@@ -1102,4 +1153,5 @@ TEST_TABLE(ui_tests, {"ui/chat_pane_from_events", pane_from_events},
            {"ui/conversations_view", conversations_view}, {"ui/map_reads", map_reads},
            {"ui/panel_never_cuts_at_any_width", panel_never_cuts},
            {"ui/prepared_eviction_said", prepared_eviction_said},
-           {"ui/chat_pane_shows_the_window", pane_shows_the_window});
+           {"ui/chat_pane_shows_the_window", pane_shows_the_window},
+           {"ui/dim_is_what_the_model_does_not_see", dim_is_unseen});

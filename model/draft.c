@@ -285,3 +285,45 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
     }
     return 0;
 }
+
+kv_seq *draft_prepare(drafter *d, const int *ids, int n, const atomic_int *stop)
+{
+    if (!d->seq || n > d->window)
+        return NULL;
+    int keep = 0, have = kv_len(d->seq);
+    while (keep < have && keep < n && d->held[keep] == ids[keep])
+        keep++;
+    kv_seq *s = kv_fork_background(d->seq, keep);
+    if (s && keep < n && gpt2_forward_yielding(model_of(d), d->b, s, ids + keep, n - keep, stop)) {
+        kv_seq_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int draft_catch_up(drafter *d, const int *ids, int n, kv_seq *prepared)
+{
+    if (!d->seq || n > d->window) {
+        kv_seq_free(prepared);
+        return 0;
+    }
+    if (err_grow(&d->held, &d->cap_held, (size_t)n + DRAFT_MAX_TOKENS + 1, sizeof *d->held,
+                 "the drafter's context")) {
+        kv_seq_free(prepared);
+        return -1;
+    }
+    if (prepared) { /* it holds ids[0..its length) */
+        kv_seq_free(d->seq);
+        d->seq = prepared;
+        kv_adopt(d->seq);
+        memcpy(d->held, ids, sizeof *ids * (size_t)kv_len(d->seq));
+    }
+    if (settle_to(d, ids, n, n))
+        return -1;
+    int have = kv_len(d->seq), refused = 0;
+    unsigned long refusals = kv_pool_refusals(d->pool);
+    memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
+    if (have < n && gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, NULL))
+        return gave_way(d, refusals, &refused);
+    return 0;
+}

@@ -62,6 +62,14 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
                   double *q);
 /* The context is now ids[0..n): a model drafter cuts its cache back to what of it still holds. */
 int draft_settle(drafter *d, const int *ids, int n);
+/* A model drafter's cache for the context ids[0..n) made in the background beside the model's
+ * prepared eviction (kv_fork_background: from what of its cache still holds), or NULL (lookup, a
+ * window too small, *stop set first, or a failure). */
+kv_seq *draft_prepare(drafter *d, const int *ids, int n, const atomic_int *stop);
+/* The context is now ids[0..n) after an eviction: a model drafter takes prepared (draft_prepare's
+ * for these ids, or NULL) as its cache and brings it up to n now, so that the wait is the
+ * eviction's, not the first draft's. prepared is taken in every case. */
+int draft_catch_up(drafter *d, const int *ids, int n, kv_seq *prepared);
 /* the drafter's cache sequence (NULL for lookup): counted and shown beside the model's */
 kv_seq *draft_seq(drafter *d);
 /* the drafter's model (NULL for lookup) */

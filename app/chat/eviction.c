@@ -20,6 +20,7 @@ enum { PLAN_CHUNK = 32 };
  * reply, while it streams). */
 struct prep {
     kv_seq *seq;         /* the window after it: the kept prefix shared, the rest recomputed */
+    kv_seq *draft;       /* the same window in a model drafter's cache (draft_prepare), or NULL */
     unsigned char *drop; /* its plan over the settled window (following: the window at the reply) */
     int n, kept;         /* that window's length, and the positions it keeps */
     int *ids, *newpos;   /* following a reply: the window after it as it grows, where each goes */
@@ -54,6 +55,7 @@ static void free_prep(struct prep *p)
     if (p) {
         free_prep(p->next);
         kv_seq_free(p->seq);
+        kv_seq_free(p->draft);
         free(p->drop);
         free(p->ids);
         free(p->newpos);
@@ -214,6 +216,11 @@ static int evict(conv *c, loaded_model *lm, const evict_rule *r, int need, int r
             if (!rc && w > from)
                 rc = gpt2_forward(&lm->model, lm->backend, c->seq, c->ids + from, w - from, NULL);
         }
+        /* the drafter's cache too, here, so that its wait is the eviction's (counted in its ms) */
+        if (!rc && c->draft)
+            rc = draft_catch_up(c->draft, c->ids, w, prepared ? prepared->draft : NULL);
+        if (prepared)
+            prepared->draft = NULL;
     } else {
         for (int i = first;
              i < n && !rc;) { /* every surviving run after `first` moves down, in order */
@@ -292,7 +299,7 @@ static int prepare_one(conv *c, loaded_model *lm, const evict_rule *r, int need,
         }
         p->n = n;
         p->kept = newpos[n];
-        for (int i = first; i < n; i++)
+        for (int i = 0; i < n; i++)
             if (!p->drop[i])
                 ids[newpos[i]] = c->ids[i];
         rc = (p->seq = kv_fork_background(c->seq, first)) ? 0 : -1;
@@ -302,6 +309,10 @@ static int prepare_one(conv *c, loaded_model *lm, const evict_rule *r, int need,
             rc = gpt2_forward_yielding(&lm->model, lm->backend, p->seq, ids + at, end - at, stop);
             at = rc ? at : end;
         }
+        /* a model drafter's cache of the same window, whole or not at all (the eviction then
+         * catches it up itself) */
+        if (!rc && c->draft)
+            p->draft = draft_prepare(c->draft, ids, p->kept, stop);
     }
     int made = p && p->seq ? kv_len(p->seq) - first : 0;
     if (p)

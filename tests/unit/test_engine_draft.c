@@ -28,7 +28,8 @@ typedef struct {
 
 static void collect(void *ctx, json_t *ev) { json_array_append(((rig *)ctx)->events, ev); }
 
-static int setup(rig *r, const char *draft, float temp, double idle)
+/* prepare: evictions at a turn's start prepared between turns (--prepare-evict on) */
+static int setup(rig *r, const char *draft, float temp, double idle, int prepare)
 {
     memset(r, 0, sizeof *r);
     model_opts mo;
@@ -41,7 +42,12 @@ static int setup(rig *r, const char *draft, float temp, double idle)
     mo.sp.temp = temp;
     mo.sp.seed = 3;
     mo.kv.window = 48;
-    engine_opts eo = {.tpl = TPL_GPT2, .keep = -1, .evict_min = 8, .idle_offload = idle};
+    engine_opts eo = {.tpl = TPL_GPT2,
+                      .keep = -1,
+                      .evict_min = 8,
+                      .idle_offload = idle,
+                      .evict_at = prepare ? WIN_AT_TURN : 0,
+                      .prepare = prepare};
     draft_opts_default(&eo.draft);
     if (draft && draft_parse(draft, &eo.draft))
         return -1;
@@ -192,13 +198,43 @@ static void panel_agrees(rig *r, int conv, const char *name)
     cm_free(&m);
 }
 
+/* a cut of a drafter's cache to a prefix longer than a round's reach (not to 0: its memory given
+ * back to the pool) */
+static int cut_back(const json_t *v)
+{
+    return ev_kind_of(v) == EVK_TRUNCATE && is_draft(v) && ev_truncate_to(v) > 0 &&
+           ev_truncate_from(v) - ev_truncate_to(v) > DRAFT_MAX_TOKENS + 1;
+}
+
+/* A model drafter's cache follows an eviction inside it: cut and re-prefilled (or swapped in,
+ * prepared) before the evict event, whose time then holds the wait; never cut to the kept prefix
+ * at the first draft after it (a wait no figure counted) */
+static void drafter_caught_up_in_eviction(rig *r, int conv, const char *name)
+{
+    size_t i;
+    json_t *v;
+    int evicted = 0, late = 0, watch = 0;
+    json_array_foreach(r->events, i, v)
+    {
+        ev_kind k = ev_conv(v) == conv ? ev_kind_of(v) : EVK_NONE;
+        if (k == EVK_EVICT)
+            evicted += watch = 1;
+        else if (k == EVK_VERIFY)
+            watch = 0;
+        else if (k == EVK_TRUNCATE && cut_back(v))
+            late += watch;
+    }
+    CHECK(!late, "%s: the drafter's cache was cut to the kept prefix after %d of %d evictions",
+          name, late, evicted);
+}
+
 static void greedy_same_as_plain(void)
 {
     const char *drafters[] = {"lookup", "self-q8", SHALLOW};
     for (int d = 0; d < 3; d++) {
         rig plain, sp;
         const char *name = d < 2 ? drafters[d] : "a shallower checkpoint";
-        if (setup(&plain, NULL, 0, 0) || setup(&sp, drafters[d], 0, 0))
+        if (setup(&plain, NULL, 0, 0, 0) || setup(&sp, drafters[d], 0, 0, 0))
             return;
         int a = engine_new_conv(plain.e), b = engine_new_conv(sp.e), same = 1, fresh = 1,
             drafts_fresh = 1;
@@ -236,17 +272,66 @@ static void greedy_same_as_plain(void)
         CHECK(d == 0 || forked == 1, "%s: %d forks of the drafter's cache sharing blocks", name,
               forked);
         rejections_reported(&sp, name);
+        drafter_caught_up_in_eviction(&sp, b, name);
         panel_agrees(&sp, b, name);
         teardown(&plain);
         teardown(&sp);
     }
 }
 
+/* A prepared eviction prepares a model drafter's cache with the model's: swapped in, the drafter
+ * holds the window after it (a fresh pass's) with no cut of its own, and the replies are plain
+ * decoding's */
+static void prepared_eviction_prepares_drafter(void)
+{
+    static const char *const msgs[] = {"Hello there", "How are you today?",
+                                       "Tell me about the cache", "And when it fills up?"};
+    rig plain, sp;
+    if (setup(&plain, NULL, 0, 0, 1) || setup(&sp, "self-q8", 0, 0, 1))
+        return;
+    int a = engine_new_conv(plain.e), b = engine_new_conv(sp.e), same = 1, fresh = 1;
+    for (int k = 0; k < 8; k++) {
+        char *x = NULL, *y = NULL;
+        int ok =
+            !engine_turn(plain.e, a, msgs[k % 4], &x) && !engine_turn(sp.e, b, msgs[k % 4], &y);
+        CHECK(ok, "turn %d: %s", k, err_msg());
+        same &= ok && !strcmp(x, y);
+        free(x);
+        free(y);
+        engine_settle(plain.e);
+        engine_settle(sp.e);
+        fresh &= draft_fresh_error(&sp, b) < 1e-5;
+    }
+    CHECK(same, "the replies differ from plain decoding's");
+    CHECK(fresh, "the drafter's cache after a turn is not its window's prefix");
+    size_t i;
+    json_t *v;
+    int swapped = 0, cut = 0, cut_before_swap = 0;
+    json_array_foreach(sp.events, i, v)
+    {
+        ev_kind k = ev_conv(v) == b ? ev_kind_of(v) : EVK_NONE; /* not draft_fresh_error's */
+        if (k == EVK_VERIFY)
+            cut = 0;
+        if (k == EVK_TRUNCATE && cut_back(v))
+            cut = 1;
+        if (k == EVK_EVICT && ev_evict_prepared(v)) {
+            swapped++;
+            cut_before_swap += cut;
+        }
+    }
+    CHECK(swapped > 0 && !cut_before_swap,
+          "%d prepared evictions, %d of them cutting the drafter's cache back (none prepared)",
+          swapped, cut_before_swap);
+    drafter_caught_up_in_eviction(&sp, b, "self-q8, prepared");
+    teardown(&plain);
+    teardown(&sp);
+}
+
 /* sampling rejects drafts: what the cache keeps is still exactly the window */
 static void sampling_keeps_cache_exact(void)
 {
     rig r;
-    if (setup(&r, SHALLOW, 0.9f, 0))
+    if (setup(&r, SHALLOW, 0.9f, 0, 0))
         return;
     int c = engine_new_conv(r.e), fresh = 1;
     for (int k = 0; k < 8; k++) {
@@ -269,7 +354,7 @@ static void sampling_keeps_cache_exact(void)
 static void offloaded_with_its_conversation(void)
 {
     rig r;
-    if (setup(&r, "self-q8", 0, 0.001))
+    if (setup(&r, "self-q8", 0, 0.001, 0))
         return;
     int a = engine_new_conv(r.e), b = engine_new_conv(r.e);
     char *y;
@@ -295,5 +380,6 @@ static void offloaded_with_its_conversation(void)
 }
 
 TEST_TABLE(engine_draft_tests, {"draft/chat_greedy_same_as_plain", greedy_same_as_plain},
+           {"draft/prepared_eviction_prepares_drafter", prepared_eviction_prepares_drafter},
            {"draft/chat_sampling_keeps_cache_exact", sampling_keeps_cache_exact},
            {"draft/chat_offloaded_with_its_conversation", offloaded_with_its_conversation});

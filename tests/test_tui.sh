@@ -189,6 +189,8 @@ $TM send-keys -t tui "/quit" Enter
 await "the chat's exit status" '[ -s "$TMP/tui.rc" ]'
 same "${TAG}tui//quit exits 0" 0 "$(cat "$TMP/tui.rc" 2>/dev/null)"
 expect_screen "${TAG}tui/on exit it says where the session is" "session saved in .*tui.session"
+# its hint whole on a line of its own, never broken by the terminal's edge (80 columns: issue 62)
+expect_screen "${TAG}tui/on exit the hint fits 80 columns" "^kvchat: kvchat replay plays it back, kvchat --resume continues it$"
 check "${TAG}tui/history saved across runs" grep -q "Hello there" "$TMP/state/kvchat/history"
 check "${TAG}tui/events logged while in the TUI" grep -q '"ev":"prefill"' "$TMP/tui.jsonl"
 

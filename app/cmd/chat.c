@@ -483,9 +483,10 @@ int cmd_chat(int argc, char **argv)
     if (tui) {
         rc = tui_run(&lm, e, &a.eo, &persist);
         if (!rc && save_to)
+            /* the path alone on its line: the hint after it fits 80 columns whatever its length */
             fprintf(stderr,
-                    "kvchat: session saved in %s (kvchat replay plays it back, chat --resume "
-                    "continues it)\n",
+                    "kvchat: session saved in %s\n"
+                    "kvchat: kvchat replay plays it back, kvchat --resume continues it\n",
                     save_to);
         goto out;
     }

@@ -480,6 +480,10 @@ if [ "$TAG" != asan: ]; then
         timeout "${WAIT_MAX:-180}" bash -c 'ulimit -v "$1" && shift && exec "$@"' _ "$@" \
             <<<"hello" >/dev/null 2>"$B/ulimit.err"
     }
+    oom_said() { # oom_said RC: exit 1 and one line saying so (the command's, or a turn's)
+        [ "$1" = 1 ] && [ "$(wc -l <"$B/ulimit.err")" = 1 ] &&
+            grep -qE '^kvchat( chat)?: .*(out of memory|Cannot allocate memory)' "$B/ulimit.err"
+    }
     kib=$((64 << 10)) bad= named=0 worked=
     while [ -z "$worked" ] && [ -z "$bad" ] && [ "$kib" -le $((16 << 20)) ]; do
         if limited "$kib" "$KV" --version; then
@@ -487,8 +491,7 @@ if [ "$TAG" != asan: ]; then
             rc=$?
             if [ "$rc" = 0 ]; then
                 worked=$kib
-            elif [ "$rc" != 1 ] || [ "$(wc -l <"$B/ulimit.err")" != 1 ] ||
-                ! grep -qE '^kvchat chat: .*(out of memory|Cannot allocate memory)' "$B/ulimit.err"; then
+            elif ! oom_said "$rc"; then
                 bad="ulimit -v $kib: exit $rc, $(head -c 300 "$B/ulimit.err" | tr '\n' ' ')"
             fi
             grep -q "OpenBLAS's work buffers" "$B/ulimit.err" && named=$((named + 1))
@@ -498,6 +501,24 @@ if [ "$TAG" != asan: ]; then
     same "${TAG}bad/under ulimit -v a chat works or says it is out of memory, no hang" \
         "works" "${bad:-${worked:+works}}"
     check "${TAG}bad/under ulimit -v the limit OpenBLAS's buffers miss is said" test "$named" -gt 0
+    # The same over a 124M shape on two threads, every limit from where it loads to well past where
+    # it works: a limit that hung (issue 63: the second thread's BLAS buffer, taken at the first
+    # GEMM the two threads ran at once) lay between limits that worked.
+    "$KV" make-tiny-model "$B/m124" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16 \
+        >/dev/null
+    kib=$((600 << 10)) bad= worked=0
+    while [ -z "$bad" ] && [ "$kib" -le $((1600 << 10)) ]; do
+        limited "$kib" "$KV" chat --no-tui -m "$B/m124" -n 4 --no-save -t 2
+        rc=$?
+        [ "$rc" = 0 ] && worked=$((worked + 1))
+        if [ "$rc" != 0 ] && ! oom_said "$rc"; then
+            bad="ulimit -v $kib: exit $rc, $(head -c 300 "$B/ulimit.err" | tr '\n' ' ')"
+        fi
+        kib=$((kib + kib / 24))
+    done
+    same "${TAG}bad/under ulimit -v a 124M chat works or says it is out of memory at every limit" \
+        "works" "${bad:-$([ "$worked" -gt 3 ] && echo works || echo "worked at only $worked")}"
+    rm -rf "$B/m124"
 fi
 
 # a mistyped --draft names the values it takes, before any work; a folder without a checkpoint

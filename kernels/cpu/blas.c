@@ -12,6 +12,10 @@
 #include "../err.h"
 #include "cpu.h"
 
+/* OpenBLAS's own allocator of those buffers (exported, not in its headers): absent, another BLAS */
+extern void *blas_memory_alloc(int procpos) __attribute__((weak));
+extern void blas_memory_free(void *area) __attribute__((weak));
+
 /* BUFFER_SIZE of Debian's OpenBLAS 0.3.21 (its mappings, seen under strace), and room for what the
  * first calls of a thread take beside it (its stack, a malloc arena) */
 #define BLAS_BUFFER ((size_t)128 << 20)
@@ -38,8 +42,10 @@ void cpu_blas_process(char **argv)
 
 int cpu_blas_reserve(int threads)
 {
-    /* Each thread takes its buffer now, while a limit can still be met with an error; the buffers
-     * stay with the library, and later calls (from any thread) take them from there. */
+    /* A buffer for each thread that may call at once, taken now, while a limit can still be met
+     * with an error; the buffers stay with the library, and later calls (from any thread) take
+     * them from there. Held all at once, so that each is a buffer of its own: GEMMs run by the
+     * threads in turn would share the first, leaving the second to a later GEMM that overlaps. */
     size_t need = (size_t)threads * (BLAS_BUFFER + BLAS_THREAD_SLACK);
     void *room = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (room == MAP_FAILED) {
@@ -52,6 +58,15 @@ int cpu_blas_reserve(int threads)
         return -1;
     }
     munmap(room, need);
+    if (blas_memory_alloc && blas_memory_free) {
+        void *held[256];
+        int n = threads < 256 ? threads : 256;
+        for (int i = 0; i < n; i++)
+            held[i] = blas_memory_alloc(0);
+        for (int i = 0; i < n; i++)
+            blas_memory_free(held[i]);
+        return 0;
+    }
     static const float a[64 * 64];
 #pragma omp parallel num_threads(threads)
     {

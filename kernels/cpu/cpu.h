@@ -65,8 +65,8 @@ int cpu_sample_weights(const float *logits, int vocab, const kb_sample *s, void 
                        uint32_t *q, uint64_t *total);
 /* the draw: the first id whose running sum of q exceeds floor(u * total); -1 when none does */
 int cpu_sample_walk(const uint32_t *q, int vocab, uint64_t total, double u);
-int cpu_odds(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab,
-             const kb_sample *s, const int *ids, const double *u_rest);
+int cpu_odds(kb_backend *b, kb_odds *out, const float *logits, int n, int vocab, const kb_sample *s,
+             const int *ids, const double *u_rest);
 #define CPU_SAMPLE_SCRATCH(vocab) ((size_t)(vocab)*2 * 4 + ((size_t)(vocab) + 3) / 4 * 4)
 /* The kept set's threshold over integer probabilities q[vocab] (top-k, then top-p): ids with q >=
  * it are kept. sel is vocab entries of scratch. The CUDA sampler's radix selection must find the

@@ -272,8 +272,8 @@ def after_resume(path):
     ev = [json.loads(l) for l in open(path)]
     return ev[max(i for i, e in enumerate(ev) if e.get("ev") == "resume"):]
 a, b = after_resume(sys.argv[1]), after_resume(sys.argv[2])
-def imported(ev):  # a drafter's cache filled before the message's prefill
-    first = next(i for i, e in enumerate(ev) if e.get("ev") == "prefill")
+def imported(ev):  # a drafter's cache filled before the message (an eviction then catches it up)
+    first = next(i for i, e in enumerate(ev) if e.get("ev") == "user")
     return any(e.get("cache", {}).get("draft") and e["ev"] == "grow" for e in ev[:first])
 assert imported(a) and not imported(b), (imported(a), imported(b))
 va = [(e["drafted"], e["accepted"]) for e in a if e["ev"] == "verify"]

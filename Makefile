@@ -92,24 +92,33 @@ ifneq ($(CUDA_SRC),)
   $(shell mkdir -p $(dir $(CUDA_STAMP)); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ARCH)" ] \
       || echo "$(CUDA_ARCH)" > $(CUDA_STAMP))
   CFLAGS  += -DKVCHAT_CUDA
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lstdc++
+  # the binary loads the CUDA backend and its libraries only when a GPU is used
+  # (kernels/backend.c), and exports what the backend calls back (err_*, dt_*) to it
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt \
+               -lstdc++
+  LDFLAGS += -rdynamic
   CUDA_OBJ = $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
+  CUDA_SO := $(BUILD)/libkvchat-cuda.so
 endif
 endif
 
-OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_OBJ)
+OBJ      = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 ASAN_OBJ = $(LIB_SRC:%.c=$(BUILD)/asan/%.o)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .PHONY: all run demo test unit asan emu emu-traced bundle tsan fuzz bench bench-peer bench-tui \
         bench-types test-gpt2 deps test-deps clean install uninstall
-all: $(BUILD)/kvchat
+all: $(BUILD)/kvchat $(CUDA_SO)
 
 $(BUILD)/kvchat: $(BUILD)/obj/app/main.o $(OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/obj/%.o) $(OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(CUDA_SO): $(CUDA_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(CUDA_LIBS)
+
+# the unit tests call the CUDA backend's own functions: linked in
+$(BUILD)/unit_tests: $(UNIT_SRC:%.c=$(BUILD)/obj/%.o) $(OBJ) $(CUDA_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 # the decode product's pace per core against a plain read, from memory and from cache (bench-peer)
 $(BUILD)/matvec_bw: $(BUILD)/obj/tests/peer/matvec_bw.o $(OBJ)
@@ -123,7 +132,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.o: %.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(if $(PROGRESS),@echo "  compiling $< for $(or $(CUDA_BUILT),PTX) $(if $(CUDA_BUILT),+ PTX)")
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -MMD -MP -c -o $@ $<
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) $(NVCC_WARN) -Xcompiler -fPIC -MMD -MP -c -o $@ $<
 
 # AddressSanitizer + UBSan build of the binary and the unit tests.
 $(BUILD)/asan/%.o: %.c
@@ -280,13 +289,15 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kvchat \
 	    $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/kvchat $(DESTDIR)$(PREFIX)/bin/kvchat
+	$(if $(CUDA_SO),install -D -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/kvchat/libkvchat-cuda.so)
 	install -m 644 assets/vocab.json assets/merges.txt $(DESTDIR)$(PREFIX)/share/kvchat/
 	install -m 644 assets/kvchat.1 $(DESTDIR)$(PREFIX)/share/man/man1/kvchat.1
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/kvchat $(DESTDIR)$(PREFIX)/share/man/man1/kvchat.1 \
+	rm -f $(DESTDIR)$(PREFIX)/bin/kvchat $(DESTDIR)$(PREFIX)/lib/kvchat/libkvchat-cuda.so \
+	    $(DESTDIR)$(PREFIX)/share/man/man1/kvchat.1 \
 	    $(DESTDIR)$(PREFIX)/share/kvchat/vocab.json $(DESTDIR)$(PREFIX)/share/kvchat/merges.txt
-	rmdir $(DESTDIR)$(PREFIX)/share/kvchat 2>/dev/null || true
+	rmdir $(DESTDIR)$(PREFIX)/share/kvchat $(DESTDIR)$(PREFIX)/lib/kvchat 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)

@@ -8,6 +8,45 @@
 #ifdef KVCHAT_CUDA
 #include "cuda/cuda.h"
 #endif
+#if defined(KVCHAT_CUDA) && !defined(KVCHAT_CUDA_EMU)
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
+#pragma weak cuda_backend_create
+
+/* The CUDA backend linked in (the unit tests), else libkvchat-cuda.so, loaded at the first use of a
+ * GPU from beside the binary (a build, the bundle) or PREFIX/lib/kvchat (make install): a CPU run
+ * maps neither it nor the CUDA libraries it links. */
+static kb_backend *cuda_create(void)
+{
+    if (cuda_backend_create)
+        return cuda_backend_create();
+    char exe[PATH_MAX], path[PATH_MAX + 64], first[512] = "";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    static const char *const places[] = {"%s/libkvchat-cuda.so",
+                                         "%s/../lib/kvchat/libkvchat-cuda.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof places / sizeof *places && !lib; i++) {
+        snprintf(path, sizeof path, places[i], slash ? exe : ".");
+        if (!(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) && !first[0])
+            snprintf(first, sizeof first, "%s", dlerror());
+    }
+    kb_backend *(*create)(void) = NULL;
+    if (lib)
+        *(void **)&create = dlsym(lib, "cuda_backend_create");
+    if (!create) {
+        err_set("the CUDA backend did not load: %s", lib ? dlerror() : first);
+        return NULL;
+    }
+    return create();
+}
+#elif defined(KVCHAT_CUDA)
+static kb_backend *cuda_create(void) { return cuda_backend_create(); }
+#endif
 
 static char fallback[512];
 
@@ -24,7 +63,7 @@ kb_backend *kb_create(const char *device, int threads)
         return NULL;
     }
 #ifdef KVCHAT_CUDA
-    kb_backend *b = cuda_backend_create();
+    kb_backend *b = cuda_create();
     if (b)
         return b;
     if (!strcmp(device, "cuda")) {

@@ -33,12 +33,14 @@ B=build/bundle
 echo "bundle: building in $B (sm_90, x86-64-v3)" >&2
 make -s -j"$(nproc)" BUILD=$B ARCH=x86-64-v3 CUDA=1 BUNDLE=1 CUDA_HOME="$CUDA_HOME" \
     CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90" \
-    $B/kvchat $B/unit_tests >&2
-readelf -d $B/kvchat | grep -q 'RPATH.*\$ORIGIN' || die "$B/kvchat has no \$ORIGIN rpath"
+    $B/kvchat $B/libkvchat-cuda.so $B/unit_tests >&2
+for f in kvchat libkvchat-cuda.so; do
+    readelf -d $B/$f | grep -q 'RPATH.*\$ORIGIN' || die "$B/$f has no \$ORIGIN rpath"
+done
 
 rm -rf "$out.new"
 mkdir -p "$out.new"
-for bin in kvchat unit_tests; do
+for bin in kvchat libkvchat-cuda.so unit_tests; do
     strip --strip-debug -o "$out.new/$bin" $B/$bin
 done
 # the symbols the binaries take from OpenBLAS, and a libopenblas.so.0 of only the objects they need
@@ -50,7 +52,7 @@ gcc -shared -o "$out.new/libopenblas.so.0" -Wl,-soname,libopenblas.so.0 -Wl,--no
     $(printf -- '-Wl,-u,%s ' $syms) $archive -lpthread -lm
 # every other library the binaries load (ldd's list is the whole closure), unless the GPU machine
 # provides it
-bins="$out.new/kvchat $out.new/unit_tests"
+bins="$out.new/kvchat $out.new/libkvchat-cuda.so $out.new/unit_tests"
 ldd $bins | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     while read -r name path; do
         provided "$name" || [ -e "$out.new/$name" ] || cp -L "$path" "$out.new/$name"

@@ -36,6 +36,14 @@ else
     head -c 100000 "$B.tar.xz" >"$TMP/cut.tar.xz"
     expect_error "gpu-bundle/a cut archive is refused, named" 2 "cut.tar.xz: not a bundle archive" \
         tests/gpu/check.sh "$TMP/cut.tar.xz"
+    # the CUDA libraries are loaded with the backend, at the first use of a GPU (issue 63: the
+    # binary held 225 MiB of cuBLAS from its first instruction, and under ulimit -v 700 MB did not
+    # start): the binary needs none of them, and --version runs in 200 MB
+    same "gpu-bundle/kvchat links no CUDA library (its backend does)" "0 1" \
+        "$(ldd "$B/kvchat" | grep -cE 'libcudart|libcublas') \
+$(ldd "$B/libkvchat-cuda.so" | grep -c 'libcublas\.')"
+    check "gpu-bundle/kvchat --version runs under ulimit -v 200 MB" \
+        bash -c 'ulimit -v 204800 && exec "$1" --version' _ "$B/kvchat"
     if ! unshare -m true 2>/dev/null || ! command -v chroot >/dev/null; then
         skip "gpu-bundle/run with every other library hidden" "no mount namespace or chroot here"
     else

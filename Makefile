@@ -56,7 +56,7 @@ ifeq ($(BUNDLE),1)
   LDFLAGS += -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN'
 endif
 LIB_SRC := $(wildcard kernels/*.c kernels/cpu/*.c model/*.c ui/*.c app/chat/*.c app/session/*.c \
-           app/cmd/*.c app/hub/*.c) \
+           app/cmd/*.c app/bench/*.c app/hub/*.c) \
            $(filter-out app/main.c,$(wildcard app/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 

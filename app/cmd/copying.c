@@ -18,8 +18,8 @@
 
 #include "../../kernels/err.h"
 #include "../chat/template.h"
-#include "bench_convs.h"
-#include "bench_stats.h"
+#include "../bench/bench_convs.h"
+#include "../bench/bench_stats.h"
 
 enum { PASSAGE = 100, GAP_MIN = 150, GAP_MAX = 300, SKIP = 2, CHUNK = 64, RESAMPLES = 2000 };
 

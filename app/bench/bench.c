@@ -8,7 +8,7 @@
 
 #include "../../kernels/err.h"
 #include "bench.h"
-#include "commands.h"
+#include "../cmd/commands.h"
 #include "../options.h"
 #include "../safe_text.h"
 #include "../selftest.h"

@@ -24,7 +24,7 @@
 #include "bench.h"
 #include "bench_convs.h"
 #include "bench_stats.h"
-#include "copying.h"
+#include "../cmd/copying.h"
 
 enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
 static const char *const RULE[N_RULES] = {"exact",        "shift", "window",

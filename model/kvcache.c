@@ -1,4 +1,4 @@
-#include "kvcache.h"
+#include "kv_internal.h"
 
 #include <limits.h>
 #include <math.h>
@@ -8,44 +8,6 @@
 #include "../kernels/err.h"
 
 static const int ZERO_TABLE[1] = {0};
-
-struct kv_pool {
-    kb_backend *b;
-    kv_opts o;
-    ev_bus *bus;
-    int L, H, hd;
-    size_t tok_bytes;  /* one position across all layers, K and V (and int8 scales) */
-    size_t used, peak; /* bytes of the pool that sequences hold, now and at most */
-    char *mem;         /* paged: the pool */
-    int *dev_zero;     /* GPU backends: {0} in device memory, every contiguous cache's table */
-    size_t block_bytes;
-    int n_blocks, n_free, *free_list, *refs;
-    int *fg_refs; /* of refs, the foreground sequences': what "shared" counts (a plan made in the
-                   * background shares its conversation's blocks, and is no fork of it) */
-    kv_seq **seqs;
-    int n_seqs;
-    size_t cap_seqs;
-    unsigned long tick;
-    int draft;             /* a drafter's own pool (kv_pool_set_draft) */
-    unsigned long refused; /* requests refused for lack of room (kv_pool_refusals) */
-};
-
-struct kv_seq {
-    kv_pool *p;
-    int conv, len, busy, grows;
-    int background;        /* kv_fork_background's: spare memory only, no events, never offloaded */
-    int *table, n_table;   /* paged: the block table */
-    int *dev_table, *sent; /* its copy in device memory, and what that copy holds */
-    int n_sent;
-    char *buf;                  /* contiguous: the buffer ... */
-    int cap;                    /* ... and its capacity in positions */
-    char *host;                 /* offloaded rows: one block of host_tokens positions (a later */
-    int host_tokens, offloaded; /* truncation only lowers len) */
-    unsigned long last_used;
-    int said_shared; /* the shared blocks its last totals carried: a peer's change is told once */
-    int draft;       /* a drafter's cache: its events' totals say so */
-    kb_kv view;
-};
 
 static kb_kv base_view(const kv_pool *p)
 {
@@ -57,7 +19,7 @@ static kb_kv base_view(const kv_pool *p)
 }
 
 /* A single block of `tokens` positions at mem: the contiguous buffer and the host copy. */
-static kb_kv flat_view(const kv_pool *p, void *mem, int tokens)
+kb_kv kvi_flat_view(const kv_pool *p, void *mem, int tokens)
 {
     kb_kv v = base_view(p);
     v.base = mem;
@@ -67,7 +29,7 @@ static kb_kv flat_view(const kv_pool *p, void *mem, int tokens)
     return v;
 }
 
-static size_t flat_bytes(const kv_pool *p, int tokens)
+size_t kvi_flat_bytes(const kv_pool *p, int tokens)
 {
     return kvl_block_bytes(p->o.type, p->L, p->H, p->hd, tokens > 0 ? tokens : 1);
 }
@@ -75,7 +37,7 @@ static size_t flat_bytes(const kv_pool *p, int tokens)
 /* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks: each run
  * is one strided copy over every (layer, K/V, head) row, plus one for int8 scales. Safe for dst ==
  * src when dp <= sp. */
-static int copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
+int kvi_copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
 {
     size_t row = (size_t)src->head_dim * dt_size(src->type),
            rows = (size_t)src->n_layer * 2 * src->n_head;
@@ -101,7 +63,7 @@ static int copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, 
     return 0;
 }
 
-static void refresh_view(kv_seq *s)
+void kvi_refresh_view(kv_seq *s)
 {
     kv_pool *p = s->p;
     if (p->o.layout == KV_PAGED) {
@@ -120,7 +82,7 @@ static void refresh_view(kv_seq *s)
         }
         s->view.dev_table = s->dev_table && s->n_sent == s->n_table ? s->dev_table : NULL;
     } else {
-        s->view = flat_view(p, s->buf, s->cap);
+        s->view = kvi_flat_view(p, s->buf, s->cap);
         s->view.dev_table = p->dev_zero;
     }
 }
@@ -221,20 +183,7 @@ void kv_pool_free(kv_pool *p)
     free(p);
 }
 
-size_t kv_bytes_per_token(const kv_pool *p) { return p->tok_bytes; }
 const kv_opts *kv_pool_opts(const kv_pool *p) { return &p->o; }
-
-void kv_pool_get_stats(const kv_pool *p, kv_pool_stats *st)
-{
-    *st = (kv_pool_stats){.pool_bytes = p->o.pool_bytes,
-                          .used_bytes = p->used,
-                          .peak_bytes = p->peak,
-                          .blocks_total = p->n_blocks,
-                          .blocks_used = p->n_blocks - p->n_free,
-                          .sequences = p->n_seqs};
-    for (int i = 0; i < p->n_seqs; i++)
-        st->offloaded += p->seqs[i]->offloaded;
-}
 
 kv_seq *kv_seq_new(kv_pool *p, int conv)
 {
@@ -258,7 +207,7 @@ kv_seq *kv_seq_new(kv_pool *p, int conv)
         return NULL;
     }
     p->seqs[p->n_seqs++] = s;
-    refresh_view(s);
+    kvi_refresh_view(s);
     return s;
 }
 
@@ -272,7 +221,7 @@ static void release_block(kv_pool *p, const kv_seq *s, int blk)
 }
 
 /* Gives back the device memory of the positions from `len` on. */
-static void drop_after(kv_seq *s, int len)
+void kvi_drop_after(kv_seq *s, int len)
 {
     kv_pool *p = s->p;
     s->len = len;
@@ -283,7 +232,7 @@ static void drop_after(kv_seq *s, int len)
         release_block(p, s, s->table[--s->n_table]);
 }
 
-static void release_all(kv_seq *s)
+void kvi_release_all(kv_seq *s)
 {
     kv_pool *p = s->p;
     if (p->o.layout == KV_PAGED) {
@@ -291,16 +240,16 @@ static void release_all(kv_seq *s)
             release_block(p, s, s->table[--s->n_table]);
     } else if (s->buf) {
         p->b->release(p->b, s->buf);
-        p->used -= flat_bytes(p, s->cap);
+        p->used -= kvi_flat_bytes(p, s->cap);
         s->buf = NULL;
         s->cap = 0;
     }
-    refresh_view(s);
+    kvi_refresh_view(s);
 }
 
 /* After s wrote to, let go of or took blocks it shared: each other conversation whose shared count
  * moved hears of it, since only its own events would otherwise carry its totals */
-static void tell_peers(kv_pool *p, const kv_seq *s)
+void kvi_tell_peers(kv_pool *p, const kv_seq *s)
 {
     if (!p->bus || p->o.layout != KV_PAGED || s->background)
         return;
@@ -320,8 +269,8 @@ void kv_seq_free(kv_seq *s)
     if (!s)
         return;
     kv_pool *p = s->p;
-    release_all(s);
-    tell_peers(p, s);
+    kvi_release_all(s);
+    kvi_tell_peers(p, s);
     if (s->host)
         p->b->host_release(p->b, s->host);
     free(s->table);
@@ -341,56 +290,9 @@ int kv_is_offloaded(const kv_seq *s) { return s->offloaded; }
 void kv_set_busy(kv_seq *s, int busy) { s->busy = busy; }
 void kv_advance(kv_seq *s, int n) { s->len += n; }
 
-void kv_seq_get_stats(const kv_seq *s, kv_seq_stats *st)
-{
-    const kv_pool *p = s->p;
-    memset(st, 0, sizeof *st);
-    st->len = s->len;
-    st->used_bytes = (size_t)s->len * p->tok_bytes;
-    st->grows = s->grows;
-    st->offloaded = s->offloaded;
-    if (s->offloaded) {
-        st->host_bytes = flat_bytes(p, s->host_tokens);
-    } else if (p->o.layout == KV_PAGED) {
-        st->blocks = s->n_table;
-        st->capacity = s->n_table * p->o.block_tokens;
-        st->reserved_bytes = (size_t)s->n_table * p->block_bytes;
-        for (int i = 0; i < s->n_table; i++)
-            st->shared_blocks += (s->background ? p->refs : p->fg_refs)[s->table[i]] > 1;
-    } else {
-        st->capacity = s->cap;
-        st->reserved_bytes = s->buf ? flat_bytes(p, s->cap) : 0;
-    }
-}
-
-ev_cache kv_totals(kv_seq *s)
-{
-    kv_seq_stats st;
-    kv_pool_stats ps;
-    kv_seq_get_stats(s, &st);
-    kv_pool_get_stats(s->p, &ps);
-    s->said_shared = st.shared_blocks;
-    return (ev_cache){.tokens = st.len,
-                      .capacity = st.capacity,
-                      .bytes_used = (long long)st.used_bytes,
-                      .bytes_reserved = (long long)st.reserved_bytes,
-                      .bytes_per_token = (long long)s->p->tok_bytes,
-                      .shared_blocks = st.shared_blocks,
-                      .host_bytes = (long long)st.host_bytes,
-                      .pool_used = (long long)ps.used_bytes,
-                      .blocks_used = ps.blocks_used,
-                      .offloaded_convs = ps.offloaded,
-                      .draft = s->draft,
-                      .has_draft = s->draft,
-                      .own_pool = s->p->draft,
-                      .has_own_pool = s->p->draft};
-}
-
 void kv_set_draft(kv_seq *s) { s->draft = 1; }
 
 void kv_pool_set_draft(kv_pool *p) { p->draft = 1; }
-
-unsigned long kv_pool_refusals(const kv_pool *p) { return p->refused; }
 
 void kv_drop_all(kv_seq *s)
 {
@@ -401,9 +303,9 @@ void kv_drop_all(kv_seq *s)
         s->host_tokens = 0;
         s->offloaded = 0;
     }
-    release_all(s);
+    kvi_release_all(s);
     s->len = 0;
-    tell_peers(s->p, s);
+    kvi_tell_peers(s->p, s);
     if (from && !s->background)
         ev_emit_truncate(s->p->bus, s->conv,
                          &(ev_truncate){EV_OPT(from, from), .to = 0,
@@ -462,7 +364,7 @@ static int make_room(kv_pool *p, const kv_seq *requester, size_t bytes)
     return 0;
 }
 
-static int alloc_block(kv_pool *p, const kv_seq *requester)
+int kvi_alloc_block(kv_pool *p, const kv_seq *requester)
 {
     if (make_room(p, requester, p->block_bytes))
         return -1;
@@ -475,16 +377,16 @@ static int alloc_block(kv_pool *p, const kv_seq *requester)
 }
 
 /* Gives table slot i a block of its own, copying the `rows` filled positions. */
-static int unshare(kv_seq *s, int i, int rows, size_t *copied)
+int kvi_unshare(kv_seq *s, int i, int rows, size_t *copied)
 {
     kv_pool *p = s->p;
-    int nb = alloc_block(p, s);
+    int nb = kvi_alloc_block(p, s);
     if (nb < 0)
         return -1;
     kb_kv to = s->view; /* the new block alone, as positions 0.. */
     to.base = p->mem + (size_t)nb * p->block_bytes;
     to.table = ZERO_TABLE;
-    if (copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows)) {
+    if (kvi_copy_rows(p->b, &to, 0, &s->view, i * p->o.block_tokens, rows)) {
         release_block(p, s, nb);
         return -1;
     }
@@ -514,28 +416,28 @@ size_t kv_growth_bytes(const kv_seq *s, int to)
     size_t most = 0, took = 0;
     for (int cap = s->cap; cap < to;) {
         int next = next_cap(p, cap, cap + 1);
-        size_t need = took + flat_bytes(p, next);
+        size_t need = took + kvi_flat_bytes(p, next);
         most = need > most ? need : most;
-        took += flat_bytes(p, next) - (cap ? flat_bytes(p, cap) : 0);
+        took += kvi_flat_bytes(p, next) - (cap ? kvi_flat_bytes(p, cap) : 0);
         cap = next;
     }
     return most;
 }
 
-static int grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
+int kvi_grow_contiguous(kv_seq *s, int need, size_t *added, size_t *copied)
 {
     kv_pool *p = s->p;
     int cap = next_cap(p, s->cap, need);
-    size_t old = s->buf ? flat_bytes(p, s->cap) : 0, bytes = flat_bytes(p, cap);
+    size_t old = s->buf ? kvi_flat_bytes(p, s->cap) : 0, bytes = kvi_flat_bytes(p, cap);
     if (make_room(p, s, bytes))
         return -1;
     char *buf = p->b->alloc(p->b, bytes, "a contiguous KV cache");
     if (!buf)
         return -1;
-    kb_kv to = flat_view(p, buf, cap);
+    kb_kv to = kvi_flat_view(p, buf, cap);
     p->peak =
         p->used + bytes > p->peak ? p->used + bytes : p->peak; /* old and new, during the copy */
-    if (s->len && copy_rows(p->b, &to, 0, &s->view, 0, s->len)) {
+    if (s->len && kvi_copy_rows(p->b, &to, 0, &s->view, 0, s->len)) {
         p->b->release(p->b, buf);
         return -1;
     }
@@ -563,21 +465,21 @@ int kv_reserve(kv_seq *s, int n)
     size_t added = 0, copied = 0;
     if (p->o.layout == KV_PAGED) {
         int bt = p->o.block_tokens, i = s->len / bt;
-        if (s->len % bt && p->refs[s->table[i]] > 1 && unshare(s, i, s->len % bt, &copied))
+        if (s->len % bt && p->refs[s->table[i]] > 1 && kvi_unshare(s, i, s->len % bt, &copied))
             return -1;
         while (s->n_table * bt < need) {
-            int blk = alloc_block(p, s);
+            int blk = kvi_alloc_block(p, s);
             if (blk < 0)
                 return -1;
             s->table[s->n_table++] = blk;
             added += p->block_bytes;
         }
-    } else if (need > s->cap && grow_contiguous(s, need, &added, &copied)) {
+    } else if (need > s->cap && kvi_grow_contiguous(s, need, &added, &copied)) {
         return -1;
     }
-    refresh_view(s);
+    kvi_refresh_view(s);
     if (copied) /* before its own event: at every event every figure is current */
-        tell_peers(p, s);
+        kvi_tell_peers(p, s);
     int to = p->o.layout == KV_PAGED ? s->n_table * p->o.block_tokens : s->cap;
     if (added && !s->background) {
         s->grows++;
@@ -594,248 +496,3 @@ int kv_reserve(kv_seq *s, int n)
 }
 
 const kb_kv *kv_view(kv_seq *s) { return &s->view; }
-
-/* keep_blocks: a rewind's, whose next pass writes the same positions again (rejected drafts) */
-static int cut(kv_seq *s, int len, int keep_blocks)
-{
-    if (len < 0 || len > s->len)
-        return err_set("cannot truncate %d cached tokens to %d", s->len, len);
-    if (keep_blocks)
-        s->len = len;
-    else
-        drop_after(s, len);
-    refresh_view(s);
-    tell_peers(s->p, s);
-    return 0;
-}
-
-int kv_truncate(kv_seq *s, int len) { return cut(s, len, 0); }
-
-static int cut_told(kv_seq *s, int len, int keep_blocks)
-{
-    int from = s->len;
-    if (cut(s, len, keep_blocks))
-        return -1;
-    if (len < from && !s->background)
-        ev_emit_truncate(
-            s->p->bus, s->conv,
-            &(ev_truncate){EV_OPT(from, from), .to = len,
-                           EV_OPT(bytes, (long long)(from - len) * (long long)s->p->tok_bytes),
-                           EV_OPT(cache, kv_totals(s))});
-    return 0;
-}
-
-int kv_truncate_told(kv_seq *s, int len) { return cut_told(s, len, 0); }
-
-int kv_rewind(kv_seq *s, int len, int told) { return told ? cut_told(s, len, 1) : cut(s, len, 1); }
-
-int kv_shift(kv_seq *s, int dst, int src, int n)
-{
-    kv_pool *p = s->p;
-    if (dst < 0 || dst > src || n < 0 || src + n > s->len)
-        return err_set("cannot shift positions %d..%d to %d", src, src + n, dst);
-    if (s->offloaded && kv_restore(s))
-        return -1;
-    size_t copied = 0;
-    if (p->o.layout == KV_PAGED) {
-        int bt = p->o.block_tokens;
-        for (int i = dst / bt; i * bt < dst + n; i++)
-            if (p->refs[s->table[i]] > 1 && unshare(s, i, bt, &copied))
-                return -1;
-        refresh_view(s);
-        tell_peers(p, s);
-    }
-    return copy_rows(p->b, &s->view, dst, &s->view, src, n);
-}
-
-/* a new sequence with s's first len positions; background: kv_fork_background's kind */
-static kv_seq *fork_at(kv_seq *s, int conv, int len, int background)
-{
-    kv_pool *p = s->p;
-    if (len < 0 || len > s->len) {
-        err_set("cannot fork %d of %d cached positions", len, s->len);
-        return NULL;
-    }
-    if (s->offloaded && kv_restore(s))
-        return NULL;
-    kv_seq *c = kv_seq_new(p, conv);
-    if (!c)
-        return NULL;
-    c->background = background;
-    c->draft = s->draft;
-    double t0 = ev_clock();
-    size_t copied = 0;
-    int shared = 0;
-    if (p->o.layout == KV_PAGED) {
-        for (int i = 0; i < s->n_table; i++) {
-            c->table[i] = s->table[i];
-            p->refs[s->table[i]]++;
-            p->fg_refs[s->table[i]] += !background;
-        }
-        c->n_table = s->n_table;
-        c->len = len;
-        drop_after(c, len);
-        shared = c->n_table;
-        refresh_view(c);
-    } else {
-        int busy = s->busy, rc;
-        s->busy = 1; /* making room for the copy must not move the parent out */
-        rc = len ? kv_reserve(c, len) : 0;
-        s->busy = busy;
-        if (rc) {
-            kv_seq_free(c);
-            return NULL;
-        }
-        if (copy_rows(p->b, &c->view, 0, &s->view, 0, len)) {
-            kv_seq_free(c);
-            return NULL;
-        }
-        c->len = len;
-        copied = (size_t)len * p->tok_bytes;
-    }
-    c->last_used = ++p->tick;
-    if (!background)
-        ev_emit_fork(p->bus, conv,
-                     &(ev_fork){EV_OPT(parent, s->conv), EV_OPT(tokens, len),
-                                EV_OPT(shared_blocks, shared), EV_OPT(copied, (long long)copied),
-                                EV_OPT(ms, (ev_clock() - t0) * 1e3), EV_OPT(cache, kv_totals(c))});
-    if (!background) { /* the parent shares what the fork does, as a fork event's reader takes it */
-        s->said_shared = shared;
-        tell_peers(p, c);
-    }
-    return c;
-}
-
-kv_seq *kv_fork(kv_seq *s, int conv) { return fork_at(s, conv, s->len, 0); }
-
-kv_seq *kv_fork_background(kv_seq *s, int len) { return fork_at(s, s->conv, len, 1); }
-
-void kv_adopt(kv_seq *s)
-{
-    for (int i = 0; i < s->n_table; i++)
-        s->p->fg_refs[s->table[i]]++;
-    s->background = 0;
-    tell_peers(s->p, s);
-}
-
-size_t kv_export_bytes(const kv_seq *s) { return flat_bytes(s->p, s->len); }
-
-size_t kv_rows_bytes(const kv_seq *s, int len) { return flat_bytes(s->p, len); }
-
-int kv_export(kv_seq *s, void *out)
-{
-    if (s->offloaded && kv_restore(s))
-        return -1;
-    kb_kv to = flat_view(s->p, out, s->len);
-    return s->len ? copy_rows(s->p->b, &to, 0, &s->view, 0, s->len) : 0;
-}
-
-/* Imported rows hold numbers: a NaN or an infinity (a forged snapshot with its checksum recomputed)
- * would reach the attention's softmax. Each f32 value and int8 scale is finite; each 16-bit value's
- * exponent is not all ones. */
-static int finite_rows(const kv_pool *p, const unsigned char *in, int len)
-{
-    size_t rows = (size_t)p->L * 2 * p->H * len, n = rows * p->hd;
-    dtype t = p->o.type;
-    for (size_t i = 0; i < (t == DT_I8 ? rows : n); i++) {
-        float f = 0;
-        uint16_t h = 0;
-        if (t == DT_F32 || t == DT_I8)
-            memcpy(&f, in + (t == DT_I8 ? n : 0) + 4 * i, 4);
-        else
-            memcpy(&h, in + 2 * i, 2);
-        int all_ones =
-            (t == DT_F16 && (h & 0x7c00) == 0x7c00) || (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
-        if (!isfinite(f) || all_ones)
-            return err_set("cached position %zu holds a NaN or an infinity",
-                           (t == DT_I8 ? i : i / p->hd) % len);
-    }
-    return 0;
-}
-
-int kv_import(kv_seq *s, const void *in, int len)
-{
-    if (s->len)
-        return err_set("importing into a sequence that is not empty");
-    if (finite_rows(s->p, in, len))
-        return -1;
-    if (len && kv_reserve(s, len))
-        return -1;
-    kb_kv from = flat_view(s->p, (void *)in, len);
-    if (len && copy_rows(s->p->b, &s->view, 0, &from, 0, len))
-        return -1;
-    s->len = len;
-    return 0;
-}
-
-int kv_offload(kv_seq *s)
-{
-    kv_pool *p = s->p;
-    if (s->offloaded)
-        return 0;
-    double t0 = ev_clock();
-    size_t bytes = flat_bytes(p, s->len);
-    char *host = p->b->host_alloc(p->b, bytes,
-                                  "an offloaded KV cache"); /* pinned on a GPU: full-speed copies */
-    if (!host)
-        return -1;
-    kb_kv to = flat_view(p, host, s->len);
-    if (s->len && copy_rows(p->b, &to, 0, &s->view, 0, s->len)) { /* stays on the device */
-        p->b->host_release(p->b, host);
-        return -1;
-    }
-    release_all(s);
-    s->host = host;
-    s->host_tokens = s->len;
-    s->offloaded = 1;
-    tell_peers(p, s);
-    ev_emit_offload(p->bus, s->conv,
-                    &(ev_offload){EV_OPT(tokens, s->len), EV_OPT(bytes, (long long)bytes),
-                                  EV_OPT(ms, (ev_clock() - t0) * 1e3),
-                                  EV_OPT(cache, kv_totals(s))});
-    return 0;
-}
-
-int kv_restore(kv_seq *s)
-{
-    kv_pool *p = s->p;
-    if (!s->offloaded)
-        return 0;
-    double t0 = ev_clock();
-    int len = s->len;
-    s->offloaded = 0;
-    s->len = 0;
-    size_t added, copied;
-    int rc = 0;
-    if (p->o.layout == KV_PAGED) {
-        while (!rc && s->n_table * p->o.block_tokens < len) {
-            int blk = alloc_block(p, s);
-            if (blk < 0)
-                rc = -1;
-            else
-                s->table[s->n_table++] = blk;
-        }
-    } else if (len) {
-        rc = grow_contiguous(s, len, &added, &copied);
-    }
-    if (!rc) {
-        refresh_view(s);
-        kb_kv from = flat_view(p, s->host, s->host_tokens);
-        rc = len ? copy_rows(p->b, &s->view, 0, &from, 0, len) : 0;
-    }
-    if (rc) { /* stays offloaded: nothing is lost */
-        release_all(s);
-        s->offloaded = 1;
-        s->len = len;
-        return -1;
-    }
-    p->b->host_release(p->b, s->host);
-    s->host = NULL;
-    s->len = len;
-    s->last_used = ++p->tick;
-    ev_emit_restore(p->bus, s->conv,
-                    &(ev_restore){EV_OPT(tokens, len), EV_OPT(bytes, (long long)flat_bytes(p, len)),
-                                  EV_OPT(ms, (ev_clock() - t0) * 1e3),
-                                  EV_OPT(cache, kv_totals(s))});
-    return 0;
-}

@@ -1,6 +1,5 @@
-#include "cache_model.h"
+#include "cache_model_impl.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -43,45 +42,6 @@ static cm_conv *conv_for(cache_model *m, int id)
     memset(c, 0, sizeof *c);
     c->id = id;
     return c;
-}
-
-static int log_slot(const cache_model *m, int i)
-{
-    return (m->log_head - 1 - i + 2 * CM_LOG_LINES) % CM_LOG_LINES;
-}
-
-/* A line of conversation conv's, of a kind ('e', 'g' or 0); replace: over the newest line. */
-static void logk(cache_model *m, int conv, char kind, int replace, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void logk(cache_model *m, int conv, char kind, int replace, const char *fmt, ...)
-{
-    int slot = replace && m->log_n ? log_slot(m, 0) : m->log_head;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->log[slot], sizeof m->log[0], fmt, ap);
-    va_end(ap);
-    m->log_conv[slot] = conv;
-    m->log_kind[slot] = kind;
-    if (slot != m->log_head)
-        return;
-    m->log_head = (m->log_head + 1) % CM_LOG_LINES;
-    if (m->log_n < CM_LOG_LINES)
-        m->log_n++;
-}
-
-const char *cm_log_line(const cache_model *m, int i) { return cm_log_find(m, i, LOG_ALL, 0); }
-
-const char *cm_log_find(const cache_model *m, int i, cm_log_filter f, int conv)
-{
-    for (int k = 0; k < m->log_n; k++) {
-        int s = log_slot(m, k);
-        if ((f == LOG_EVICTIONS && m->log_kind[s] != 'e') ||
-            (f == LOG_CONV && m->log_conv[s] != conv))
-            continue;
-        if (i-- == 0)
-            return m->log[s];
-    }
-    return NULL;
 }
 
 static int add_turn(cm_conv *c, int role)
@@ -146,7 +106,7 @@ static void remove_span(cm_conv *c, int s, int len, int open_last)
 }
 
 /* a position or a count of cells, clamped so that sums of two cannot overflow */
-static int cells(long long v) { return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS); }
+int cmi_cells(long long v) { return (int)clamp_ll(v, -CM_MAX_CELLS, CM_MAX_CELLS); }
 
 /* the pool-wide totals of an event's "cache" block: a drafter's too, unless it has a pool of its
  * own (a draft model of another shape), whose figures are not the conversations' pool's */
@@ -161,7 +121,7 @@ static void apply_pool_totals(cache_model *m, const json_t *t)
 
 /* The totals an event that changed the cache carries (its "cache" block): the figures agree with
  * the cache manager's own at every such event, not only at a turn's stats. */
-static void apply_totals(cache_model *m, cm_conv *c, const json_t *t)
+void cmi_apply_totals(cache_model *m, cm_conv *c, const json_t *t)
 {
     if (!t)
         return;
@@ -196,8 +156,8 @@ static void apply_reading(cm_conv *c, const json_t *ev)
     c->keep_read = (cm_read){0, 0};
     for (size_t i = 0; i < json_array_size(spans); i++) {
         const json_t *sp = json_array_get(spans, i);
-        int start = cells(json_integer_value(json_array_get(sp, 0))),
-            len = cells(json_integer_value(json_array_get(sp, 1)));
+        int start = cmi_cells(json_integer_value(json_array_get(sp, 0))),
+            len = cmi_cells(json_integer_value(json_array_get(sp, 1)));
         cm_read r = {clamp_dbl(json_number_value(json_array_get(mean, i)), 0, 1),
                      clamp_dbl(json_number_value(json_array_get(max, i)), 0, 1)};
         if (i == 0) {
@@ -209,19 +169,6 @@ static void apply_reading(cm_conv *c, const json_t *ev)
                 c->reads[t] = r;
     }
     c->have_read = 1;
-}
-
-double cm_read_share(const cm_conv *c, const unsigned char *drop)
-{
-    double share = 0;
-    for (int t = 0; c->have_read && t < c->n_turns; t++) {
-        const win_turn *tu = &c->turns[t];
-        int gone = 0;
-        for (int p = tu->start; p < tu->start + tu->len && p < c->n_cells; p++)
-            gone += drop[p] != 0;
-        share += tu->len ? c->reads[t].mean * gone / tu->len : 0;
-    }
-    return share;
 }
 
 static void on_model(cache_model *m, const json_t *ev)
@@ -241,7 +188,7 @@ static void on_model(cache_model *m, const json_t *ev)
 static void on_new(cache_model *m, cm_conv *c, const json_t *ev)
 {
     (void)m;
-    c->window = clamp_int(cells(ev_new_window(ev)), 0, CM_MAX_CELLS);
+    c->window = clamp_int(cmi_cells(ev_new_window(ev)), 0, CM_MAX_CELLS);
 }
 
 /* a turn begins */
@@ -260,14 +207,14 @@ static void on_prefill(cache_model *m, cm_conv *c, const json_t *ev)
 {
     (void)m;
     size_t n = json_array_size(ev_prefill_ids(ev));
-    int pre =
-        clamp_int(cells(ev_prefill_preamble(ev)), 0, (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
+    int pre = clamp_int(cmi_cells(ev_prefill_preamble(ev)), 0,
+                        (int)(n < CM_MAX_CELLS ? n : CM_MAX_CELLS));
     if (c->prefill_tokens || c->decode_tokens) { /* the previous turn is complete */
         c->turns_seen++;
         c->avg_turn_tokens +=
             (c->prefill_tokens + c->decode_tokens - c->avg_turn_tokens) / c->turns_seen;
     }
-    cut(c, cells(ev_prefill_cached(ev)));
+    cut(c, cmi_cells(ev_prefill_cached(ev)));
     append(c, ROLE_PREAMBLE, pre);
     append(c, ROLE_USER, (int)n - pre);
     c->prefill_tokens = (int)n;
@@ -303,15 +250,15 @@ static void on_truncate(cache_model *m, cm_conv *c, const json_t *ev)
 {
     if (c->draft.rejecting) { /* the drafts a verify pass rejected: no change to the window */
         c->draft.rejecting = 0;
-        apply_totals(m, c, ev_truncate_cache(ev));
+        cmi_apply_totals(m, c, ev_truncate_cache(ev));
         return;
     }
-    cut(c, cells(ev_truncate_to(ev)));
-    apply_totals(m, c, ev_truncate_cache(ev));
+    cut(c, cmi_cells(ev_truncate_to(ev)));
+    cmi_apply_totals(m, c, ev_truncate_cache(ev));
     c->prepared = 0; /* a plan does not survive a rollback */
     graph_push(&c->history, c->n_cells, 0);
-    logk(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
-         ev_truncate_to(ev));
+    cmi_log(m, c->id, 0, 0, "conv %d truncate %d->%d tok", c->id, ev_truncate_from(ev),
+            ev_truncate_to(ev));
 }
 
 static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
@@ -320,10 +267,10 @@ static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
     const json_t *ranges = ev_evict_ranges(ev);
     for (int i = (int)json_array_size(ranges) - 1; i >= 0; i--) { /* earlier starts stay */
         const json_t *r = json_array_get(ranges, (size_t)i);
-        remove_span(c, cells(json_integer_value(json_array_get(r, 0))),
-                    cells(json_integer_value(json_array_get(r, 1))), c->replying);
+        remove_span(c, cmi_cells(json_integer_value(json_array_get(r, 0))),
+                    cmi_cells(json_integer_value(json_array_get(r, 1))), c->replying);
     }
-    apply_totals(m, c, ev_evict_cache(ev));
+    cmi_apply_totals(m, c, ev_evict_cache(ev));
     if (!strncmp(ev_evict_mode(ev) ?: "", "shift", 5))
         c->approximate = 1;
     int prepared = ev_evict_prepared(ev);
@@ -351,98 +298,33 @@ static void on_evict(cache_model *m, cm_conv *c, const json_t *ev)
     c->stall_ms += ev_evict_stall_ms(ev);
     graph_push(&c->history, c->n_cells, prepared ? 'P' : 'E');
     if (prepared) /* what was done ahead, what the swap still recomputed, what it waited */
-        logk(m, c->id, 'e', 0,
-             "conv %d evicted %d tok; %d re-prefilled ahead in %s, %d then; "
-             "waited %s",
-             c->id, ev_evict_dropped(ev), ahead_tok, fmt_ms(a, sizeof a, ahead), then,
-             fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
+        cmi_log(m, c->id, 'e', 0,
+                "conv %d evicted %d tok; %d re-prefilled ahead in %s, %d then; "
+                "waited %s",
+                c->id, ev_evict_dropped(ev), ahead_tok, fmt_ms(a, sizeof a, ahead), then,
+                fmt_ms(b, sizeof b, ev_evict_stall_ms(ev)));
     else
-        logk(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
-             ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ev_evict_ms(ev)),
-             c->approximate ? " (approx)" : "");
+        cmi_log(m, c->id, 'e', 0, "conv %d evicted %d tok; %d re-prefilled in %s%s", c->id,
+                ev_evict_dropped(ev), ev_evict_recomputed(ev), fmt_ms(a, sizeof a, ev_evict_ms(ev)),
+                c->approximate ? " (approx)" : "");
 }
 
 static void on_prepare(cache_model *m, cm_conv *c, const json_t *ev)
 {
     char a[32];
     if (ev_prepare_longer(ev)) {
-        logk(m, c->id, 0, 0, "conv %d a longer message's eviction %s: %d tok %s", c->id,
-             ev_prepare_ready(ev) ? "prepared too" : "begun", ev_prepare_tokens(ev),
-             fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
+        cmi_log(m, c->id, 0, 0, "conv %d a longer message's eviction %s: %d tok %s", c->id,
+                ev_prepare_ready(ev) ? "prepared too" : "begun", ev_prepare_tokens(ev),
+                fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
         return;
     }
     int ready = ev_prepare_ready(ev);
     c->prepared = ready ? ev_prepare_tokens(ev) > 0 ? ev_prepare_tokens(ev) : 1 : 0;
     c->prepared_ms = ready ? ev_prepare_ms(ev) : 0;
     c->prepared_tokens = ready ? clamp_int(ev_prepare_tokens(ev), 0, CM_MAX_CELLS) : 0;
-    logk(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
-         ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
-         fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
-}
-
-static void on_grow(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    char a[32], b[32];
-    graph_mark(&c->history, 'G');
-    c->capacity = clamp_int(ev_grow_to(ev), 0, INT_MAX); /* live, before the turn's stats */
-    c->grows++;
-    c->bytes_reserved += ev_grow_bytes(ev);
-    apply_totals(m, c, ev_grow_cache(ev));
-    /* a run of grows of one conversation is one line: grow x7 16->128 tok +7.7 MiB; one that
-     * starts below where the last ended (blocks given back meanwhile) starts a line of its own */
-    int run = m->log_n && m->log_kind[log_slot(m, 0)] == 'g' &&
-              m->log_conv[log_slot(m, 0)] == c->id && ev_grow_from(ev) == m->run_to;
-    m->run_to = ev_grow_to(ev);
-    m->run_n = run ? m->run_n + 1 : 1;
-    m->run_from = run ? m->run_from : ev_grow_from(ev);
-    m->run_bytes = (run ? m->run_bytes : 0) + ev_grow_bytes(ev);
-    if (m->run_n > 1)
-        logk(m, c->id, 'g', 1, "conv %d grow x%d %d->%d tok +%s", c->id, m->run_n, m->run_from,
-             ev_grow_to(ev), fmt_bytes(a, sizeof a, m->run_bytes));
-    else
-        logk(m, c->id, 'g', 0, "conv %d grow %d->%d tok +%s %s", c->id, ev_grow_from(ev),
-             ev_grow_to(ev), fmt_bytes(a, sizeof a, ev_grow_bytes(ev)),
-             fmt_ms(b, sizeof b, ev_grow_ms(ev)));
-}
-
-static void on_cow(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    char a[32];
-    apply_totals(m, c, ev_cow_cache(ev));
-    logk(m, c->id, 0, 0, "conv %d copy-on-write %s", c->id,
-         fmt_bytes(a, sizeof a, ev_cow_copied(ev)));
-}
-
-/* a fork wrote or let go: quiet, only the count moves */
-static void on_share(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    apply_totals(m, c, ev_share_cache(ev));
-}
-
-static void on_fork(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    cm_conv *p = cm_conv_get(m, ev_fork_parent(ev));
-    win_turn *t = p && p != c && p->n_turns ? malloc(sizeof *t * (size_t)p->cap_turns) : NULL;
-    cm_read *r = t ? malloc(sizeof *r * p->cap_reads) : NULL;
-    if (!r)
-        free(t);
-    if (r) { /* the fork starts as a copy of its parent: window, sizes, speeds, forecast */
-        memcpy(t, p->turns, sizeof *t * (size_t)p->n_turns);
-        memcpy(r, p->reads, sizeof *r * (size_t)p->n_turns);
-        free(c->turns);
-        free(c->reads);
-        int id = c->id;
-        *c = *p;
-        c->id = id;
-        c->turns = t;
-        c->reads = r;
-        c->prepared = 0; /* a preparation is its parent's alone */
-        c->shared_blocks = p->shared_blocks = clamp_int(ev_fork_shared_blocks(ev), 0, INT_MAX);
-    }
-    apply_totals(m, c, ev_fork_cache(ev));
-    graph_push(&c->history, c->n_cells, 'F');
-    logk(m, c->id, 0, 0, "fork conv %d from %d, %d shared blocks", c->id, ev_fork_parent(ev),
-         ev_fork_shared_blocks(ev));
+    cmi_log(m, c->id, 0, 0, "conv %d next eviction %s: %d tok %s", c->id,
+            ready ? "prepared" : "not prepared", ev_prepare_tokens(ev),
+            fmt_ms(a, sizeof a, ev_prepare_ms(ev)));
 }
 
 /* The engine's turns as a turn's end records them ([start, length, role, pinned] each), in place
@@ -470,10 +352,11 @@ static void adopt_turns(cm_conv *c, const json_t *turns, int n_window)
     c->n_cells = n_window;
     for (int t = 0; t < n; t++) {
         const json_t *x = json_array_get(turns, (size_t)t);
-        int start = clamp_int(cells(json_integer_value(json_array_get(x, 0))), at, n_window);
-        int len = clamp_int(cells(json_integer_value(json_array_get(x, 1))), 0, n_window - start);
-        int role =
-            clamp_int(cells(json_integer_value(json_array_get(x, 2))), ROLE_PREAMBLE, ROLE_NOTICE);
+        int start = clamp_int(cmi_cells(json_integer_value(json_array_get(x, 0))), at, n_window);
+        int len =
+            clamp_int(cmi_cells(json_integer_value(json_array_get(x, 1))), 0, n_window - start);
+        int role = clamp_int(cmi_cells(json_integer_value(json_array_get(x, 2))), ROLE_PREAMBLE,
+                             ROLE_NOTICE);
         if (add_turn(c, role))
             break;
         win_turn *w = &c->turns[c->n_turns - 1];
@@ -502,7 +385,7 @@ static void on_turn_end(cache_model *m, cm_conv *c, const json_t *ev)
     const json_t *reads = ev_turn_end_reads(ev), *turns = ev_turn_end_turns(ev);
     for (size_t k = 0; reads && k < json_array_size(turns); k++) {
         const json_t *x = json_array_get(turns, k);
-        int start = cells(json_integer_value(json_array_get(x, 0)));
+        int start = cmi_cells(json_integer_value(json_array_get(x, 0)));
         for (int t = 0; json_integer_value(json_array_get(x, 1)) > 0 && t < c->n_turns; t++)
             if (start >= c->turns[t].start && start < c->turns[t].start + c->turns[t].len)
                 c->turns[t].read =
@@ -535,59 +418,7 @@ static void on_fidelity(cache_model *m, cm_conv *c, const json_t *ev)
 
 static void on_notice(cache_model *m, cm_conv *c, const json_t *ev)
 {
-    logk(m, c->id, 0, 0, "conv %d: %s", c->id, ev_notice_text(ev) ?: "");
-}
-
-static void on_stats(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    c->have_stats = 1;
-    c->capacity = ev_stats_capacity(ev);
-    c->window = clamp_int(cells(ev_stats_window(ev)), 0, CM_MAX_CELLS);
-    c->keep = clamp_int(cells(ev_stats_keep(ev)), 0, CM_MAX_CELLS);
-    c->evict_min = clamp_int(cells(ev_stats_evict_min(ev)), 0, CM_MAX_CELLS);
-    c->reply_room = clamp_int(cells(ev_stats_reply_room(ev)), 0, CM_MAX_CELLS);
-    c->policy = ev_stats_least_read(ev) ? WIN_LEAST_READ : WIN_OLDEST;
-    c->bytes_used = ev_stats_bytes_used(ev);
-    c->bytes_reserved = ev_stats_bytes_reserved(ev);
-    c->host_bytes = ev_stats_host_bytes(ev);
-    c->hit_rate = ev_stats_hit_rate(ev);
-    /* grows and evictions are the events', counted here: a lifetime's, never fewer */
-    c->shared_blocks = ev_stats_shared_blocks(ev);
-    c->approximate |= ev_stats_approximate(ev);
-    snprintf(c->dtype, sizeof c->dtype, "%s", ev_stats_cache_dtype(ev) ?: "");
-    snprintf(c->layout, sizeof c->layout, "%s", ev_stats_layout(ev) ?: "");
-    m->pool_bytes = ev_stats_pool_bytes(ev);
-    m->pool_used = ev_stats_pool_used(ev);
-    m->blocks_used = ev_stats_blocks_used(ev);
-    m->blocks_total = ev_stats_blocks_total(ev);
-    m->offloaded_convs = ev_stats_offloaded_convs(ev);
-    if (ev_stats_has_memory_total(ev)) {
-        m->memory_total = ev_stats_memory_total(ev);
-        m->memory_free = ev_stats_memory_free(ev);
-    }
-}
-
-/* an idle conversation's cache moved to host memory (out), or back */
-static void moved(cache_model *m, cm_conv *c, int out, const json_t *cache, long long bytes,
-                  double ms)
-{
-    char a[32], b[32];
-    c->offloaded = out;
-    apply_totals(m, c, cache);
-    if (out)
-        graph_mark(&c->history, 'O');
-    logk(m, c->id, 0, 0, "%s conv %d %s %s", out ? "offload" : "restore", c->id,
-         fmt_bytes(a, sizeof a, bytes), fmt_ms(b, sizeof b, ms));
-}
-
-static void on_offload(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    moved(m, c, 1, ev_offload_cache(ev), ev_offload_bytes(ev), ev_offload_ms(ev));
-}
-
-static void on_restore(cache_model *m, cm_conv *c, const json_t *ev)
-{
-    moved(m, c, 0, ev_restore_cache(ev), ev_restore_bytes(ev), ev_restore_ms(ev));
+    cmi_log(m, c->id, 0, 0, "conv %d: %s", c->id, ev_notice_text(ev) ?: "");
 }
 
 /* what each event does to the panel's model, as htop binds its keys: one handler a kind */
@@ -602,18 +433,18 @@ static const cm_on ON[EVK_COUNT] = {
     [EVK_TRUNCATE] = on_truncate,
     [EVK_EVICT] = on_evict,
     [EVK_PREPARE] = on_prepare,
-    [EVK_GROW] = on_grow,
-    [EVK_COW] = on_cow,
-    [EVK_SHARE] = on_share,
-    [EVK_OFFLOAD] = on_offload,
-    [EVK_RESTORE] = on_restore,
-    [EVK_FORK] = on_fork,
+    [EVK_GROW] = cm_on_grow,
+    [EVK_COW] = cm_on_cow,
+    [EVK_SHARE] = cm_on_share,
+    [EVK_OFFLOAD] = cm_on_offload,
+    [EVK_RESTORE] = cm_on_restore,
+    [EVK_FORK] = cm_on_fork,
     [EVK_TURN_END] = on_turn_end,
     [EVK_ATTENTION] = on_attention,
     [EVK_PIN] = on_pin,
     [EVK_FIDELITY] = on_fidelity,
     [EVK_NOTICE] = on_notice,
-    [EVK_STATS] = on_stats,
+    [EVK_STATS] = cm_on_stats,
 };
 
 void cm_apply(cache_model *m, const json_t *ev)
@@ -651,64 +482,4 @@ void cm_tick(cache_model *m, double now)
 {
     if (now > m->now && now < 1e12)
         m->now = now;
-}
-
-int cm_tokens(const cm_conv *c) { return c->refilling ? c->refilled : c->n_cells; }
-
-int cm_preview(const cm_conv *c, unsigned char *drop, int *tokens_left, double *turns_left)
-{
-    /* as the engine will (model/window.c): --evict-at turn makes a turn's room at its start, for
-     * the longest message in the window and a reply, where it can; else, and inside a reply, when
-     * a token does not fit */
-    int need = c->reply_room && !c->replying ? win_turn_need(c->turns, c->n_turns, c->n_cells,
-                                                             c->keep, c->window, 0, c->reply_room)
-                                             : c->n_cells - c->window;
-    *tokens_left = c->refilling ? 0 : clamp_int(-need, 0, CM_MAX_CELLS);
-    *turns_left = c->avg_turn_tokens > 0 && !c->replying ? *tokens_left / c->avg_turn_tokens : 0;
-    if (!c->window || !c->n_cells || c->refilling)
-        return 0;
-    /* at least evict_min, oldest turns first; inside a reply, its own tokens last */
-    int n = win_plan(c->turns, c->n_turns, c->n_cells, c->keep, need > 1 ? need : 1, c->evict_min,
-                     c->replying, c->policy, drop);
-    return n < 0 ? 0 : n;
-}
-
-int cm_turn_summary(cache_model *m, const json_t *ev, char *buf, size_t n)
-{
-    const cm_conv *c = ev_kind_of(ev) == EVK_TURN_END && !ev_turn_end_failed(ev)
-                           ? cm_conv_get(m, ev_conv(ev))
-                           : NULL;
-    if (!c)
-        return 0;
-    char a[32], b[48], r[48], t[32], w[32], e[160] = "", d[96] = "";
-    const cm_draft *dr = &c->draft;
-    if (dr->turn_rounds) /* --draft: what the drafts came to in this reply */
-        snprintf(d, sizeof d, " · drafts %ld of %ld kept (%.0f%%), %.2f tok a pass",
-                 dr->turn_accepted, dr->turn_drafted,
-                 dr->turn_drafted ? 100.0 * dr->turn_accepted / dr->turn_drafted : 0.0,
-                 (double)dr->turn_made / dr->turn_rounds);
-    if (c->turn_prepared) /* the re-prefill was done while the user typed: what the reply waited */
-        snprintf(e, sizeof e,
-                 " · evicted %d tok; %d re-prefilled ahead in %s, %d then; the reply waited %s",
-                 c->turn_dropped, c->turn_ahead_tokens, fmt_ms(t, sizeof t, c->turn_ahead_ms),
-                 c->turn_recomputed > c->turn_ahead_tokens
-                     ? c->turn_recomputed - c->turn_ahead_tokens
-                     : 0,
-                 fmt_ms(w, sizeof w, c->evict_ms));
-    else if (c->turn_dropped || c->turn_recomputed)
-        snprintf(e, sizeof e, " · evicted %d tok; %d re-prefilled in %s", c->turn_dropped,
-                 c->turn_recomputed, fmt_ms(t, sizeof t, c->evict_ms));
-    if (c->prefill_tokens >= FMT_RATE_MIN_TOKENS)
-        snprintf(b, sizeof b, "prompt %d tok in %s (%s)", c->prefill_tokens,
-                 fmt_ms(a, sizeof a, c->prefill_ms), fmt_rate(r, sizeof r, c->prefill_tok_s));
-    else
-        snprintf(b, sizeof b, "prompt %d tok in %s", c->prefill_tokens,
-                 fmt_ms(a, sizeof a, c->prefill_ms));
-    if (c->decode_tokens >= FMT_RATE_MIN_TOKENS)
-        snprintf(r, sizeof r, "%d tok at %s", c->decode_tokens,
-                 fmt_rate(a, sizeof a, c->decode_tok_s));
-    else
-        fmt_speed(r, sizeof r, c->decode_tokens, c->decode_ms);
-    snprintf(buf, n, "%s · reply %s · TTFT %s%s%s", b, r, fmt_ms(t, sizeof t, c->ttft_ms), d, e);
-    return 1;
 }

@@ -6,6 +6,7 @@
 #include "../kernels/clamp.h"
 #include "fields.h"
 #include "format.h"
+#include "panel_parts.h"
 
 /* A gauge: the filled part in reverse video (a solid bar in colour, monochrome and NO_COLOR alike),
  * the label written across it, centred. */
@@ -91,101 +92,6 @@ static void cache_map(WINDOW *w, const screen *s, const cm_conv *c, int y, int r
             attr &= ~(A_BOLD | A_DIM);
         mvwaddch(w, y + i / width, 1 + i % width, ch | (chtype)(attr | extra));
     }
-}
-
-/* column k of the table: the state left-aligned after two spaces, the numbers right-aligned */
-static int column(char *buf, size_t n, int k, int width, const char *text)
-{
-    return k == 4 ? snprintf(buf, n, "  %-*s", width, text)
-                  : snprintf(buf, n, "%s%*s", k ? " " : "", width, text);
-}
-
-/* the conversations, a row each, as htop lists processes: tokens, bytes, shared blocks, where they
- * live, when last used; the current one marked. Narrow panels drop the last columns rather than
- * cut them. Returns the next free row. */
-static int conv_table(const cache_model *m, int conv, WINDOW *w, int y, int h, int iw)
-{
-    char ago[32];
-    /* draft: the tokens its drafter's cache holds (--draft) */
-    static const char *const head[] = {"conv", "tokens", "bytes", "shrd", "state", "used", "draft"};
-    static const int width[] = {4, 6, 9, 4, 8, 5, 6};
-    enum { NCOL = sizeof width / sizeof *width };
-    int cols = 0; /* as many as fit whole: the marker, then each with the space before it */
-    for (int used = 1 + width[0]; cols < NCOL && used <= iw;)
-        used += ++cols < NCOL ? (cols == 4 ? 2 : 1) + width[cols] : 0;
-    char line[128];
-    int at = snprintf(line, sizeof line, " ");
-    for (int k = 0; k < cols; k++)
-        at += column(line + at, sizeof line - (size_t)at, k, width[k], head[k]);
-    wattron(w, A_BOLD);
-    ui_drawf(w, y++, 1, iw, "%s", line);
-    wattroff(w, A_BOLD);
-    for (int i = 0; i < m->n_convs && y < h - 1; i++) {
-        const cm_conv *c = &m->convs[i];
-        double since = m->now - c->last_t;
-        snprintf(ago, sizeof ago,
-                 since < 1      ? "now"
-                 : since < 60   ? "%.0fs"
-                 : since < 3600 ? "%.0fm"
-                                : "%.0fh",
-                 since < 60     ? since
-                 : since < 3600 ? since / 60
-                                : since / 3600);
-        char cell[NCOL][32];
-        snprintf(cell[0], sizeof cell[0], "%d", c->id);
-        snprintf(cell[1], sizeof cell[1], "%d", c->n_cells);
-        fmt_bytes(cell[2], sizeof cell[2], c->bytes_reserved);
-        snprintf(cell[3], sizeof cell[3], "%d", c->shared_blocks);
-        snprintf(cell[4], sizeof cell[4], "%s", c->offloaded ? "offload" : "resident");
-        snprintf(cell[5], sizeof cell[5], "%s", ago);
-        snprintf(cell[6], sizeof cell[6], c->draft.cached ? "%d" : "-", c->draft.tokens);
-        at = snprintf(line, sizeof line, "%c", c->id == conv ? '>' : ' ');
-        for (int k = 0; k < cols; k++)
-            at += column(line + at, sizeof line - (size_t)at, k, width[k], cell[k]);
-        if (c->id == conv)
-            wattron(w, A_REVERSE);
-        ui_drawf(w, y++, 1, iw, "%s", line);
-        if (c->id == conv)
-            wattroff(w, A_REVERSE);
-    }
-    return y;
-}
-
-/* the conversation's turns with their share of attention (the last attention event): the mean
- * over heads and layers and the most one head gave; the newest when they do not all fit, since
- * the reading a reply is doing now matters most. A pinned turn's name ends in *. */
-static int turn_reads(WINDOW *w, const cm_conv *c, int y, int rows, int iw)
-{
-    if (!c->have_read || rows < 3)
-        return y;
-    ui_fields f = {0};
-    fields_add(&f, "attention per turn:", "where the replies read, a share per turn:");
-    y += fields_draw(w, y, 1, iw, 1, &f);
-    ui_drawf(w, y++, 1, iw, "turn     tok   mean   max");
-    rows -= 2;
-    int shown = 1 + c->n_turns < rows ? 1 + c->n_turns : rows, k = 0,
-        first = c->n_turns - shown + 1;
-    for (int t = 0; t < c->n_turns; t++)
-        k += c->turns[t].role != ROLE_PREAMBLE && t < first;
-    if (first <= 0 && shown--)
-        ui_drawf(w, y++, 1, iw, "%-8s%4d %5.1f%% %5.1f%%", "kept", c->keep, 100 * c->keep_read.mean,
-                 100 * c->keep_read.max);
-    for (int t = first > 0 ? first : 0; t < c->n_turns && shown-- > 0; t++) {
-        const win_turn *tu = &c->turns[t];
-        if (tu->role == ROLE_PREAMBLE && tu->start + tu->len <= c->keep) {
-            shown++; /* inside the kept prefix: the kept row is its row, not a second one */
-            continue;
-        }
-        char name[16];
-        if (tu->role == ROLE_PREAMBLE)
-            snprintf(name, sizeof name, "preamble");
-        else
-            snprintf(name, sizeof name, "%d %s%s", ++k, tu->role == ROLE_USER ? "you" : "gpt-2",
-                     tu->pinned ? "*" : "");
-        ui_drawf(w, y++, 1, iw, "%-8s%4d %5.1f%% %5.1f%%", name, tu->len, 100 * c->reads[t].mean,
-                 100 * c->reads[t].max);
-    }
-    return y;
 }
 
 /* how a graph mark is drawn: an eviction (E the reply waited for, P prepared ahead) red, a grow
@@ -540,59 +446,6 @@ static int speed_and_memory(WINDOW *w, const cache_model *m, const cm_conv *c, i
     return y + fields_draw(w, y, 1, iw, rows - (y - y0), &f);
 }
 
-/* the event log, newest at the bottom, filtered and scrolled back as the view asks; a line too long
- * for the panel goes on to the next row, so nothing in it is cut */
-/* a word the log puts after a figure */
-static int is_unit(const char *w)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "ms", "s", "tok", "tok/s"};
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (!strcmp(w, units[i]))
-            return 1;
-    return 0;
-}
-
-/* returns its rows */
-static int event_log(WINDOW *w, const screen *s, const cache_model *m, int conv, int y, int h,
-                     int iw)
-{
-    int rows = h - 1 - y, back = s->log_scroll > 0 ? s->log_scroll : 0;
-    cm_log_filter f = (cm_log_filter)s->log_filter;
-    static const char *const names[] = {"all", "evictions", "this conv"};
-    if (rows > 0 && (f != LOG_ALL || back)) {
-        char tag[48];
-        snprintf(tag, sizeof tag, " log: %s%s ", names[f % 3], back ? ", scrolled back" : "");
-        ui_drawf(w, h - 1, 2, iw - 2, "%s", tag);
-    }
-    /* from the bottom up: each line as many rows as its words need */
-    int bottom = h - 2;
-    for (int i = 0; bottom >= y; i++) {
-        const char *line = cm_log_find(m, back + i, f, conv);
-        if (!line)
-            break;
-        ui_fields words = {0};
-        char copy[128];
-        snprintf(copy, sizeof copy, "%s", line);
-        /* a figure and its unit stay on one row ("+64.0 KiB" broke after the number) */
-        for (char *tok = strtok(copy, " "), *next; tok; tok = next) {
-            next = strtok(NULL, " ");
-            if (next && is_unit(next)) {
-                fields_add(&words, NULL, "%s %s", tok, next);
-                next = strtok(NULL, " ");
-            } else {
-                fields_add(&words, NULL, "%s", tok);
-            }
-        }
-        words.sep = 1; /* a line's words, not fields */
-        int need = fields_rows(iw, &words);
-        if (bottom - need + 1 < y)
-            break;
-        fields_draw(w, bottom - need + 1, 1, iw, need, &words);
-        bottom -= need;
-    }
-    return rows > 0 ? rows : 0;
-}
-
 int cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
 {
     if (!w)
@@ -613,14 +466,14 @@ int cache_panel_draw(cache_model *m, int conv, const screen *s, WINDOW *w)
     /* at 80x24 the panel has about 12 rows: the drafter's take one, the map the rest */
     y = drafting(w, s, c, y, h - 1 - y, iw, h < 20);
     if (s->conv_view) { /* one row per conversation, as htop lists processes */
-        y = conv_table(m, conv, w, y, h, iw);
-        y = turn_reads(w, c, y, h - 1 - y, iw);
+        y = panel_conv_table(w, m, conv, y, h, iw);
+        y = panel_turn_reads(w, c, y, h - 1 - y, iw);
     } else {
         y = map_and_forecast(w, s, c, y, h - y - 1, iw);
         y = history_graph(w, s, c, y, h - y - 1, iw);
         y = speed_and_memory(w, m, c, y, h - 1 - y, iw);
     }
-    int log_rows = event_log(w, s, m, conv, y, h, iw);
+    int log_rows = panel_log(w, s, m, conv, y, h, iw);
     wnoutrefresh(w);
     return log_rows;
 }

@@ -268,16 +268,20 @@ fuzz: deps
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/safetensors \
 	  tests/fuzz/fuzz_safetensors.c model/safetensors.c kernels/err.c -ljansson
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DKVCHAT_ASSETS='"$(CURDIR)/assets"' \
-	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c kernels/err.c -ljansson -lpcre2-8
+	  -o $(BUILD)/fuzz/tokenizer tests/fuzz/fuzz_tokenizer.c model/tokenizer.c model/tok_encode.c kernels/err.c -ljansson -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/session \
 	  -DNCURSES_WIDECHAR=1 -DKVCHAT_ASSETS='"$(CURDIR)/assets"' tests/fuzz/fuzz_session.c \
 	  app/session/session_file.c app/session/settings.c app/chat/records.c app/chat/template.c \
-	  model/tokenizer.c model/events.c model/event_schema.c kernels/dtype.c ui/cache_model.c ui/cache_draft.c ui/cache_panel.c ui/screen.c \
+	  model/tokenizer.c model/tok_encode.c model/events.c model/event_schema.c kernels/dtype.c \
+	  ui/cache_model.c ui/cache_memory.c ui/cache_log.c ui/cache_query.c ui/cache_draft.c \
+	  ui/cache_panel.c ui/panel_conv_table.c ui/panel_log.c ui/screen.c ui/fields.c \
+	  app/session/fingerprint.c model/checkpoint.c app/files.c model/pytorch.c \
+	  model/pytorch_zip.c model/pickle.c model/safetensors.c -lzip -lcrypto \
 	  model/draft_opts.c \
 	  ui/layout.c ui/text.c ui/format.c ui/graph.c model/window.c kernels/err.c -ljansson -lncursesw -lm \
 	  -lpcre2-8
 	clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $(BUILD)/fuzz/pickle \
-	  tests/fuzz/fuzz_pickle.c model/pickle.c model/pytorch.c model/safetensors.c kernels/err.c -ljansson -lzip
+	  tests/fuzz/fuzz_pickle.c model/pickle.c model/pytorch.c model/pytorch_zip.c model/safetensors.c kernels/err.c -ljansson -lzip
 	@mkdir -p $(BUILD)/fuzz/corpus-st $(BUILD)/fuzz/corpus-tok $(BUILD)/fuzz/corpus-session $(BUILD)/fuzz/corpus-pickle
 	$(BUILD)/fuzz/safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-st tests/fuzz/seeds-safetensors
 	$(BUILD)/fuzz/tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus-tok tests/fuzz/seeds-tokenizer

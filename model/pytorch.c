@@ -2,21 +2,14 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <zip.h>
 
 #include "../kernels/err.h"
 #include "pickle.h"
-
-/* A state dict's entries: no checkpoint has near this many, and the bound keeps sorting cheap. */
-enum { MAX_TENSORS = 100000, MAX_NAME = 255 };
-/* A stored storage that expands beyond this many times its compressed size is a zip bomb: torch
- * stores storages uncompressed, and weights do not compress much. */
-enum { MAX_EXPANSION = 100 };
-#define MAX_PICKLE (1ull << 30)
+#include "pytorch_internal.h"
 
 /* Everything a state dict may name: PyTorch's own safe loader (weights_only) allows about as much.
  */
-static const char *const ALLOWED[] = {
+const char *const PT_ALLOWED[] = {
     "collections.OrderedDict",
     "torch._utils._rebuild_tensor_v2",
     "torch._utils._rebuild_parameter",
@@ -33,41 +26,13 @@ static const char *const ALLOWED[] = {
     NULL,
 };
 
-static const struct {
-    const char *storage, *dtype;
-    int bytes;
-} TYPES[] = {
+const pt_type PT_TYPES[] = {
     {"torch.FloatStorage", "F32", 4},     {"torch.HalfStorage", "F16", 2},
     {"torch.BFloat16Storage", "BF16", 2}, {"torch.DoubleStorage", "F64", 8},
     {"torch.LongStorage", "I64", 8},      {"torch.IntStorage", "I32", 4},
     {"torch.ShortStorage", "I16", 2},     {"torch.CharStorage", "I8", 1},
     {"torch.ByteStorage", "U8", 1},       {"torch.BoolStorage", "BOOL", 1},
 };
-
-typedef struct {
-    const char *key; /* in the pickle's bytes */
-    size_t key_len;
-    int type; /* index in TYPES */
-    int64_t numel;
-    const uint8_t *data; /* numel elements, once read */
-    size_t pid;          /* the persistent id's order, while merging */
-} storage;
-
-typedef struct {
-    const char *name; /* in the pickle's bytes */
-    size_t name_len;
-    size_t storage; /* index in the storage table (the pid's index until they are merged) */
-    int64_t offset;
-    int ndim;
-    int64_t shape[ST_MAX_DIMS], stride[ST_MAX_DIMS];
-} tensor;
-
-typedef struct {
-    tensor *t;
-    size_t n, cap;
-    storage *s;
-    size_t n_s, cap_s;
-} state;
 
 static int is_int(const pk_value *v) { return v && v->kind == PK_INT; }
 
@@ -95,8 +60,8 @@ static int read_storage(state *st, const pk_value *pid, size_t *index)
         return err_set("storage '%.*s' is a view of another (torch < 0.4): not supported",
                        (int)key->len, key->s);
     int t = -1;
-    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
-        if (!strcmp(type->s, TYPES[i].storage))
+    for (size_t i = 0; i < sizeof PT_TYPES / sizeof PT_TYPES[0]; i++)
+        if (!strcmp(type->s, PT_TYPES[i].storage))
             t = (int)i;
     if (t < 0)
         return err_set("'%s' is not a storage type", type->s);
@@ -154,7 +119,7 @@ static int read_tensor(state *st, const pk_value *name, const pk_value *v)
     return 0;
 }
 
-static int read_state_dict(state *st, const pk_value *root)
+int pti_read_state_dict(state *st, const pk_value *root)
 {
     if (root->kind != PK_DICT)
         return err_set("the pickle holds a %s, not a state dict", pk_kind_name(root->kind));
@@ -186,7 +151,7 @@ static int by_key(const void *a, const void *b)
 
 /* One storage per key, sorted by key: tensors that share one (a tied LM head, views into one
  * buffer) point to the same entry, which must say the same type and size each time. */
-static int merge_storages(state *st)
+int pti_merge_storages(state *st)
 {
     size_t n = st->n_s, m = 0, *to = err_malloc((n ? n : 1) * sizeof *to, "the storage table");
     if (!to)
@@ -231,106 +196,7 @@ static storage *find_storage(state *st, const pk_value *key)
     return NULL;
 }
 
-static size_t storage_bytes(const storage *s) { return (size_t)s->numel * TYPES[s->type].bytes; }
-
-/* ---- the zip archive (torch >= 1.6) ---- */
-
-static int zip_fail(zip_t *z, const char *what) { return err_set("%s: %s", what, zip_strerror(z)); }
-
-/* Reads entry `index`, which must expand to exactly `want` bytes (SIZE_MAX: whatever it says, up to
- * MAX_PICKLE), into a buffer f owns. */
-static int zip_read(st_file *f, zip_t *z, zip_uint64_t index, const char *name, size_t want,
-                    uint8_t **out, size_t *len)
-{
-    zip_stat_t zs;
-    if (zip_stat_index(z, index, 0, &zs))
-        return zip_fail(z, name);
-    if (!(zs.valid & ZIP_STAT_SIZE) || !(zs.valid & ZIP_STAT_COMP_SIZE))
-        return err_set("%s: the archive does not say its size", name);
-    if (want == SIZE_MAX ? zs.size > MAX_PICKLE : zs.size != want)
-        return err_set("%s: holds %llu bytes where %zu are needed", name,
-                       (unsigned long long)zs.size, want);
-    if (zs.comp_method != ZIP_CM_STORE && zs.size > MAX_EXPANSION * zs.comp_size + 65536)
-        return err_set("%s: %llu bytes compressed to %llu (a zip bomb?)", name,
-                       (unsigned long long)zs.size, (unsigned long long)zs.comp_size);
-    uint8_t *buf = err_malloc(zs.size ? zs.size : 1, name);
-    if (!buf || st_own(f, buf))
-        return -1;
-    zip_file_t *zf = zip_fopen_index(z, index, 0);
-    if (!zf)
-        return zip_fail(z, name);
-    zip_uint64_t got = 0;
-    zip_int64_t r = 1;
-    while (got < zs.size && (r = zip_fread(zf, buf + got, zs.size - got)) > 0)
-        got += (zip_uint64_t)r;
-    uint8_t extra;
-    if (r >= 0 && got == zs.size)
-        r = zip_fread(zf, &extra, 1); /* reaching the end is when libzip checks the CRC */
-    int rc = r < 0                 ? err_set("%s: %s", name, zip_file_strerror(zf))
-             : got != zs.size || r ? err_set("%s: the archive ends early (truncated?)", name)
-                                   : 0;
-    zip_fclose(zf);
-    *out = buf;
-    *len = (size_t)zs.size;
-    return rc;
-}
-
-static int parse_zip(st_file *f, state *st, const uint8_t *buf, size_t len, pk_arena **arena)
-{
-    zip_error_t ze;
-    zip_error_init(&ze);
-    zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
-    zip_t *z = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze) : NULL;
-    if (!z) {
-        int rc = err_set("not a readable zip archive: %s", zip_error_strerror(&ze));
-        zip_error_fini(&ze);
-        if (src)
-            zip_source_free(src);
-        return rc;
-    }
-    zip_error_fini(&ze);
-    int rc = -1;
-    char root[MAX_NAME + 1] = "", name[2 * MAX_NAME + 16];
-    zip_int64_t n = zip_get_num_entries(z, 0), pkl = -1;
-    for (zip_int64_t i = 0; i < n; i++) {
-        const char *e = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW),
-                   *slash = e ? strchr(e, '/') : NULL;
-        if (slash && !strcmp(slash, "/data.pkl") && (size_t)(slash - e) <= MAX_NAME) {
-            snprintf(root, sizeof root, "%.*s", (int)(slash - e), e);
-            pkl = i;
-            break;
-        }
-    }
-    uint8_t *p;
-    size_t plen, used;
-    const pk_value *rootv;
-    if (pkl < 0) {
-        err_set("the archive has no <folder>/data.pkl: not a PyTorch checkpoint");
-        goto out;
-    }
-    snprintf(name, sizeof name, "%s/data.pkl", root);
-    if (zip_read(f, z, (zip_uint64_t)pkl, name, SIZE_MAX, &p, &plen) ||
-        pk_load(arena, p, plen, &used, ALLOWED, &rootv))
-        goto out;
-    if (read_state_dict(st, rootv) || merge_storages(st))
-        goto out;
-    for (size_t i = 0; i < st->n_s; i++) {
-        storage *s = &st->s[i];
-        snprintf(name, sizeof name, "%s/data/%.*s", root, (int)s->key_len, s->key);
-        zip_int64_t idx = zip_name_locate(z, name, ZIP_FL_ENC_RAW);
-        size_t got;
-        if (idx < 0) {
-            err_set("%s: the storage is missing from the archive", name);
-            goto out;
-        }
-        if (zip_read(f, z, (zip_uint64_t)idx, name, storage_bytes(s), (uint8_t **)&s->data, &got))
-            goto out;
-    }
-    rc = 0;
-out:
-    zip_discard(z);
-    return rc;
-}
+size_t pti_storage_bytes(const storage *s) { return (size_t)s->numel * PT_TYPES[s->type].bytes; }
 
 /* ---- the legacy stream (torch < 1.6) ---- */
 
@@ -341,7 +207,7 @@ static int next_pickle(const uint8_t *buf, size_t len, size_t *pos, pk_arena **a
                        const pk_value **v, const char *what)
 {
     size_t used;
-    if (pk_load(a, buf + *pos, len - *pos, &used, ALLOWED, v))
+    if (pk_load(a, buf + *pos, len - *pos, &used, PT_ALLOWED, v))
         return err_wrap("%s", what);
     *pos += used;
     return 0;
@@ -378,8 +244,8 @@ static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, p
         if (!ok)
             return err_set("%s", bad[i]);
     }
-    if (next_pickle(buf, len, &pos, arena, &v, "the state dict") || read_state_dict(st, v) ||
-        merge_storages(st) || next_pickle(buf, len, &pos, &tmp, &keys, "the storage keys"))
+    if (next_pickle(buf, len, &pos, arena, &v, "the state dict") || pti_read_state_dict(st, v) ||
+        pti_merge_storages(st) || next_pickle(buf, len, &pos, &tmp, &keys, "the storage keys"))
         return -1;
     if (keys->kind != PK_LIST) {
         err_set("the storage keys are not a list");
@@ -401,7 +267,7 @@ static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, p
         for (int b = 7; b >= 0; b--)
             count = count << 8 | buf[pos + b];
         pos += 8;
-        size_t bytes = storage_bytes(s);
+        size_t bytes = pti_storage_bytes(s);
         if (count != (uint64_t)s->numel) {
             err_set("storage '%.*s' holds %llu elements where the tensors' table says %lld",
                     (int)s->key_len, s->key, (unsigned long long)count, (long long)s->numel);
@@ -413,7 +279,8 @@ static int parse_legacy(st_file *f, state *st, const uint8_t *buf, size_t len, p
             goto out;
         }
         s->data = buf + pos;
-        if ((uintptr_t)s->data % TYPES[s->type].bytes) { /* the stream packs storages at any byte */
+        if ((uintptr_t)s->data %
+            PT_TYPES[s->type].bytes) { /* the stream packs storages at any byte */
             void *copy = err_malloc(bytes ? bytes : 1, "an unaligned storage");
             if (!copy || st_own(f, copy))
                 goto out;
@@ -439,7 +306,7 @@ out:
 static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor *out)
 {
     const storage *s = &st->s[t->storage];
-    size_t es = (size_t)TYPES[s->type].bytes;
+    size_t es = (size_t)PT_TYPES[s->type].bytes;
     uint64_t count = 1, last = (uint64_t)t->offset, expect = 1;
     int contiguous = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -469,7 +336,7 @@ static int place_tensor(st_file *f, const state *st, const tensor *t, st_tensor 
         return err_set("tensor '%.*s' has %llu elements in a storage of %lld (overlapping strides)",
                        (int)t->name_len, t->name, (unsigned long long)count, (long long)s->numel);
     *out = (st_tensor){.ndim = t->ndim, .end = count * es};
-    snprintf(out->dtype, sizeof out->dtype, "%s", TYPES[s->type].dtype);
+    snprintf(out->dtype, sizeof out->dtype, "%s", PT_TYPES[s->type].dtype);
     memcpy(out->shape, t->shape, sizeof t->shape);
     if (!(out->name = strndup(t->name, t->name_len)))
         return err_set("out of memory");
@@ -507,7 +374,7 @@ int pt_parse(st_file *f, const uint8_t *buf, size_t len)
     if (!len)
         rc = err_set("empty file");
     else if (len >= 4 && !memcmp(buf, "PK\x03\x04", 4))
-        rc = parse_zip(f, &st, buf, len, &arena);
+        rc = pti_parse_zip(f, &st, buf, len, &arena);
     else if (len >= 2 && buf[0] == 0x80)
         rc = parse_legacy(f, &st, buf, len, &arena);
     else

@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             model_opts mo = {0};
             engine_opts eo = {0};
             session_settings_at(&s, i, &mo, &eo);
-            if (i < s.n_events && ev_is(s.events[i], EV_TURN_END)) {
+            if (i < s.n_events && ev_kind_of(s.events[i]) == EVK_TURN_END) {
                 rec_turn_end t;
                 int *ids = NULL;
                 win_turn *turns = NULL;

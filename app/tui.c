@@ -1,7 +1,7 @@
 /* The TUI main loop. The generation thread never waits on the screen: events and reply text go into
  * a queue that this loop drains, applies to the widgets' state and draws at most ~20 times a
  * second. */
-#include "tui.h"
+#include "tui_state.h"
 
 #include <locale.h>
 #include <pthread.h>
@@ -29,59 +29,6 @@ _Static_assert(INPUT_MAX_BYTES == ENGINE_MAX_MESSAGE,
 /* a Ctrl-C this soon after a reply ended was pressed to stop it: the chat goes on */
 #define REPLY_GRACE_S 1.5
 
-typedef struct item {
-    json_t *ev; /* an event, or NULL for reply text */
-    int conv;
-    char *text;
-    struct item *next;
-} item;
-
-typedef struct {
-    loaded_model *lm;
-    engine *e;
-    engine_opts eo;
-    view v; /* the screen, the panes and the cache model */
-    int conv, generating, quit, help, dirty;
-    char *pending; /* a line entered while a reply was streaming */
-    char status[256];
-    double status_until;
-    double quit_armed_until; /* a first Ctrl-C at the prompt: a second before this quits */
-    double reply_ended;      /* when the last reply ended: a Ctrl-C just after was meant for it */
-    pthread_mutex_t lock;
-    item *head, *tail;
-    const chat_persist *persist;
-    json_t *all;     /* every event so far, for /save */
-    msg_block block; /* a message typed over lines, between """ and """ */
-    act_host host;   /* what the slash commands act on */
-} tui;
-
-static void enqueue(tui *t, json_t *ev, int conv, const char *text, size_t len)
-{
-    item *it = calloc(1, sizeof *it);
-    if (!it)
-        return;
-    it->ev = ev ? json_incref(ev) : NULL;
-    it->conv = conv;
-    if (text && !(it->text = strndup(text, len))) {
-        json_decref(it->ev);
-        free(it);
-        return;
-    }
-    pthread_mutex_lock(&t->lock);
-    if (t->tail)
-        t->tail->next = it;
-    else
-        t->head = it;
-    t->tail = it;
-    pthread_mutex_unlock(&t->lock);
-}
-
-static void on_event(void *ctx, json_t *ev) { enqueue(ctx, ev, 0, NULL, 0); }
-static void on_text(void *ctx, int conv, const char *text, size_t len)
-{
-    enqueue(ctx, NULL, conv, text, len);
-}
-
 static void say(tui *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(tui *t, const char *fmt, ...)
 {
@@ -91,38 +38,6 @@ static void say(tui *t, const char *fmt, ...)
     va_end(ap);
     t->status_until = ev_clock() + 6;
     t->dirty = 1;
-}
-
-static void drain(tui *t)
-{
-    pthread_mutex_lock(&t->lock);
-    item *it = t->head;
-    t->head = t->tail = NULL;
-    pthread_mutex_unlock(&t->lock);
-    while (it) {
-        item *next = it->next;
-        if (it->ev) {
-            cm_apply(&t->v.cm, it->ev);
-            json_array_append(t->all, it->ev);
-            int c = ev_conv(it->ev);
-            if (ev_kind_of(it->ev) == EVK_NOTICE) {
-                const char *txt = ev_notice_text(it->ev);
-                chat_pane_add_notice(view_pane(&t->v, c), txt ? txt : "", txt ? strlen(txt) : 0,
-                                     (size_t)ev_notice_cut_bytes(it->ev));
-            }
-            if (ev_kind_of(it->ev) == EVK_TOKEN) /* its text comes as on_text's */
-                chat_pane_mark(view_pane(&t->v, c), ev_token_text_len(it->ev),
-                               ev_token_drafted(it->ev));
-            chat_pane_add_summary(view_pane(&t->v, c), &t->v.cm, it->ev);
-            json_decref(it->ev);
-        } else {
-            chat_pane_append(view_pane(&t->v, it->conv), it->text, strlen(it->text));
-        }
-        free(it->text);
-        free(it);
-        t->dirty = 1;
-        it = next;
-    }
 }
 
 static void draw(tui *t)
@@ -212,7 +127,7 @@ static void finish_turn(tui *t)
     free(reply);
     t->generating = 0;
     t->reply_ended = ev_clock();
-    drain(t);
+    tui_drain(t);
     if (failed) {
         chat_msg *r = chat_pane_reply(view_pane(&t->v, t->conv));
         if (r &&
@@ -386,11 +301,11 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
                          .cleared = host_cleared};
     view_init(&t->v);
     setlocale(LC_ALL, "");
-    if (ev_subscribe(lm->bus, on_event, t)) {
+    if (ev_subscribe(lm->bus, tui_on_event, t)) {
         free(t);
         return EXIT_RUNTIME;
     }
-    engine_on_text(e, on_text, t);
+    engine_on_text(e, tui_on_text, t);
     session_emit_model(lm);
     t->conv =
         engine_conv_count(e) ? engine_conv_id(e, engine_conv_count(e) - 1) : engine_new_conv(e);
@@ -409,7 +324,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     char hist[PATH_MAX];
     history_path(hist, sizeof hist);
     input_open(t->v.scr.input, "> ", hist[0] ? hist : NULL);
-    drain(t);
+    tui_drain(t);
     draw(t);
     double last_draw = ev_clock();
     while (!t->quit) {
@@ -525,7 +440,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
         }
         if (t->generating && engine_turn_done(e))
             finish_turn(t);
-        drain(t);
+        tui_drain(t);
         if (t->status[0] && ev_clock() >= t->status_until) {
             t->status[0] = 0;
             t->dirty = 1;
@@ -544,7 +459,7 @@ int tui_run(loaded_model *lm, engine *e, const engine_opts *eo, const chat_persi
     input_close();
     view_close(&t->v);
     engine_on_text(e, NULL, NULL);
-    ev_unsubscribe(lm->bus, on_event, t);
+    ev_unsubscribe(lm->bus, tui_on_event, t);
     view_free(&t->v);
     block_free(&t->block);
     free(t->pending);

@@ -1,6 +1,7 @@
 /* What kvchat bench (app/bench/bench.c) takes from its --turns, --attention, --policy and
  * --speculative modes (app/bench/bench_turns.c, bench_reading.c, bench_policy.c, bench_spec.c): the
- * modes, and the median they also use. One way: they call nothing else in bench.c. */
+ * modes, and the median they also use (bench_stats.c). One way: they call nothing else in bench.c.
+ */
 #ifndef KVCHAT_BENCH_H
 #define KVCHAT_BENCH_H
 

@@ -23,58 +23,12 @@
 #include "bench.h"
 #include "bench_convs.h"
 #include "bench_oracle.h"
+#include "bench_policy.h"
 #include "bench_stats.h"
 
-enum { FULL, OLDEST, SINKS, LEAST, LAST, RANDOM, ORACLE, SHIFT, N_RULES };
-static const char *const RULE[N_RULES] = {"never evicts", "oldest-first", "sinks+recent",
-                                          "least-read",   "last-read",    "random turn",
-                                          "oracle",       "shift"};
+const char *const RULE[N_RULES] = {"never evicts", "oldest-first", "sinks+recent", "least-read",
+                                   "last-read",    "random turn",  "oracle",       "shift"};
 enum { SINK_TOKENS = 4 };
-
-/* one conversation's cost for one run, and its recall answer: its log-probability, and whether
- * each of its tokens was the most likely one */
-typedef struct {
-    long evictions, recomputed;
-    double evict_ms, answer_lp;
-    int asked, answered; /* the question fitted the model's positions; its answer all top-1 */
-} conv_cost;
-
-/* one rule in one window: its pool, engine and conversation, and what it measured */
-typedef struct {
-    int rule, window;
-    engine_opts eo;
-    kv_pool *pool;
-    engine *e;
-    int conv;
-    int k;             /* this reply's tokens so far: the index of its next logits */
-    int at;            /* the conversation's reply tokens so far */
-    int *prev, n_prev; /* the window at the last reply token */
-    double worst_ms;   /* its longest eviction */
-    double reply_nll;  /* this reply's loss, and whether each of its tokens was the top one */
-    int reply_top;
-    bs_sums *units; /* per conversation, over the reply tokens whose window had lost history */
-    conv_cost *costs;
-    bs_values kls;
-    json_t *kl, *top1, *windows; /* the conversation in progress's, per token */
-} run;
-
-typedef struct {
-    loaded_model *lm;
-    model_opts mo; /* -n: the longest given reply and its end */
-    run *runs;
-    int n_runs, V, cap, eos, keep;
-    double *lp_rows; /* the whole-history run's log-softmax, one row per reply token */
-    int *top_full;   /* its most likely token at each of them */
-    int *full_len;   /* and its window */
-    int *ids, n_ids; /* the reply's tokens (given, or drawn by the whole-history run) */
-    size_t ids_cap;
-    int forced; /* the reply is given */
-    run *active;
-    double *lp;
-    int u;        /* the conversation in progress */
-    uint64_t rng; /* the random rule's ranks */
-    json_t *reply_ids, *full_windows;
-} bench;
 
 /* The window is recorded when it is not the last one with the token just taken appended: at each
  * reply's start and after an eviction. tests/reference/policy_ref.py rebuilds every token's. */
@@ -329,95 +283,6 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
     return rc;
 }
 
-/* the random control against the oracle, by mean KL: the rules are told apart only where the
- * control is worse beyond both intervals */
-static int gate(const bs_row *random, const bs_row *oracle, int window)
-{
-    int holds = random->ci[BS_KL][0] > oracle->ci[BS_KL][1];
-    printf("gate: the random turn (KL %.4f [%.4f, %.4f]) is worse than the oracle (%.4f [%.4f, "
-           "%.4f]) beyond both intervals: %s\n",
-           random->fig[BS_KL], random->ci[BS_KL][0], random->ci[BS_KL][1], oracle->fig[BS_KL],
-           oracle->ci[BS_KL][0], oracle->ci[BS_KL][1], holds ? "holds" : "FAILS");
-    if (!holds)
-        printf("In the window of %d the rules' differences are noise.\n", window);
-    return holds;
-}
-
-static int summary(bench *b, int window, int n_convs, int recall, json_t *rules, json_t *gates)
-{
-    bs_row rows[N_RULES];
-    printf("\nwindow %d of %d positions: over the reply tokens whose window had lost history "
-           "(95%% intervals over the %d conversations)\n",
-           window, b->lm->model.cfg.n_ctx, n_convs);
-    bs_row_head("rule");
-    printf(" %9s %10s %9s %8s\n", "evictions", "recomputed", "evicting", "worst");
-    for (int i = 1; i < b->n_runs; i++) {
-        run *r = &b->runs[i];
-        if (r->window != window)
-            continue;
-        long ev = 0, rec = 0, answered = 0, asked = 0;
-        double ms = 0, lp = 0;
-        for (int u = 0; u < n_convs; u++) {
-            ev += r->costs[u].evictions, rec += r->costs[u].recomputed;
-            ms += r->costs[u].evict_ms, lp += r->costs[u].answer_lp;
-            answered += r->costs[u].answered, asked += r->costs[u].asked;
-        }
-        if (bs_row_of(r->units, n_convs, &r->kls, b->mo.sp.seed, &rows[r->rule]))
-            return -1;
-        bs_row_print(RULE[r->rule], &rows[r->rule]);
-        printf(" %9ld %10ld %7.0fms %6.1fms\n", ev, rec, ms, r->worst_ms);
-        json_t *row =
-            json_pack("{s:s, s:i, s:b, s:o, s:I, s:I, s:f, s:f}", "rule", RULE[r->rule], "window",
-                      window, "approximate", r->rule == SHIFT, "figures",
-                      bs_row_json(&rows[r->rule]), "evictions", (json_int_t)ev, "recomputed",
-                      (json_int_t)rec, "evict_ms", ms, "worst_evict_ms", r->worst_ms);
-        if (recall)
-            json_object_set_new(row, "recall",
-                                json_pack("{s:f, s:I, s:I}", "answer_logprob",
-                                          asked ? lp / asked : 0, "answered", (json_int_t)answered,
-                                          "asked", (json_int_t)asked));
-        json_array_append_new(rules, row);
-    }
-    json_array_append_new(gates,
-                          json_pack("{s:i, s:b}", "window", window, "random_worse_than_oracle",
-                                    gate(&rows[RANDOM], &rows[ORACLE], window)));
-    if (!recall)
-        return 0;
-    printf("recall: the answer's mean log-probability, and the answers whose every token is the "
-           "most likely one\n");
-    for (int i = 0; i < b->n_runs; i++) {
-        run *r = &b->runs[i];
-        if (r->window != window && r->rule != FULL)
-            continue;
-        double lp = 0;
-        long answered = 0, asked = 0;
-        for (int u = 0; u < n_convs; u++) {
-            lp += r->costs[u].answer_lp, answered += r->costs[u].answered;
-            asked += r->costs[u].asked;
-        }
-        printf("%-13s %8.3f  %ld of the %ld questions that fitted the model's positions\n",
-               RULE[r->rule], asked ? lp / asked : 0, answered, asked);
-    }
-    return 0;
-}
-
-/* the file's SHA-256 and where it came from, for the header: a rerun can tell it ran on the same */
-static void print_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    size_t len = 0;
-    char *text = f ? read_all(f, &len, path) : NULL, hex[65];
-    if (f)
-        fclose(f);
-    if (text) {
-        sha256_hex(text, len, hex);
-        printf(" (sha256 %.16s...)", hex);
-    }
-    free(text);
-    printf("\n");
-    bench_print_sources(path);
-}
-
 static engine_opts rule_opts(const bench *b, int rule, template_kind tpl)
 {
     /* evicting only when the next token does not fit: each rule keeps all the window holds */
@@ -532,7 +397,7 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     printf("%d conversation%s from %s", n_convs, n_convs == 1 ? "" : "s",
            from ? from : "the built-in chat");
     if (from)
-        print_file(from);
+        policy_print_file(from);
     else
         printf("\n");
     printf("the %s template; the replies %s (up to %d tokens), teacher-forced in every window;\n"
@@ -552,7 +417,7 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     if (bar)
         fprintf(stderr, "\n");
     for (int w = 0; w < n_windows && !rc; w++)
-        rc = summary(&b, windows[w], n_convs, recall != NULL, rules, gates);
+        rc = policy_summary(&b, windows[w], n_convs, recall != NULL, rules, gates);
     if (!rc && json) {
         json_t *doc = json_pack("{s:s, s:i, s:O, s:O, s:O}", "model", lm->dir, "positions", P,
                                 "conversations", out, "rules", rules, "gates", gates);

@@ -1,5 +1,7 @@
 #include "bench_stats.h"
 
+#include "bench.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,4 +191,10 @@ json_t *bs_row_json(const bs_row *r)
                             json_pack("[o, o]", num(r->ci[w][0], scale), num(r->ci[w][1], scale)));
     }
     return o;
+}
+
+double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }

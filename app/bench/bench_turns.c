@@ -14,18 +14,6 @@
 #include "bench.h"
 #include "../chat/engine.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 enum { USER_TOKENS = 48, REPLY_TOKENS = 16 };
 
 typedef struct {

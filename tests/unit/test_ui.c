@@ -769,6 +769,17 @@ static void map_shades_attention(void)
     term_close(&ft);
 }
 
+/* events (JSON text) applied to the cache model m and the chat pane p, as the chat applies them */
+static void pane_events(cache_model *m, chat_pane *p, const char *const *evs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *ev = json_loads(evs[i], 0, NULL);
+        cm_apply(m, ev);
+        chat_pane_apply(p, ev, NULL);
+        json_decref(ev);
+    }
+}
+
 /* The chat pane shows the cache: messages whose turns were evicted are dimmed, a pinned one's name
  * carries a *, the rest as ever (monochrome: the attributes read back) */
 static void pane_shows_the_window(void)
@@ -794,12 +805,7 @@ static void pane_shows_the_window(void)
         "{\"ev\":\"pin\",\"conv\":1,\"turn\":0,\"pinned\":true}",
     };
     chat_pane p = {0};
-    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
-        json_t *ev = json_loads(evs[i], 0, NULL);
-        cm_apply(&m, ev);
-        chat_pane_apply(&p, ev, NULL);
-        json_decref(ev);
-    }
+    pane_events(&m, &p, evs, sizeof evs / sizeof *evs);
     for (int color = 0; color < 2; color++) { /* dim in colour too (issue 46 saw it dropped) */
         screen scr = {.color = color};
         const char *how = color ? "colour" : "monochrome";
@@ -851,12 +857,7 @@ static void dim_is_unseen(void)
         "{\"ev\":\"turn_end\",\"conv\":1,\"reply\":\"r1\",\"tokens\":1}",
     };
     chat_pane p = {0};
-    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
-        json_t *ev = json_loads(evs[i], 0, NULL);
-        cm_apply(&m, ev);
-        chat_pane_apply(&p, ev, NULL);
-        json_decref(ev);
-    }
+    pane_events(&m, &p, evs, sizeof evs / sizeof *evs);
     screen scr = {.color = 0};
     WINDOW *w = newwin(12, 40, 0, 0);
     chat_pane_draw(&p, &scr, w, NULL, NULL, cm_conv_get(&m, 1));

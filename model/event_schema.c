@@ -18,6 +18,8 @@ typedef enum {
     T_TURNS,
     T_SAMPLING,
     T_CACHE,
+    T_CACHESET,
+    T_CHATSET,
     T_OBJ
 } ftype;
 enum { OPT, REQ };
@@ -34,13 +36,17 @@ typedef struct {
 static const field FIELDS[] = {EV_SCHEMA(EV_SKIP_EVENT, FIELD_ROW)};
 static const field SAMPLING[] = {EV_SAMPLING_FIELDS(FIELD_ROW, sampling)};
 static const field CACHE[] = {EV_CACHE_FIELDS(FIELD_ROW, cache)};
+static const field CACHESET[] = {EV_CACHESET_FIELDS(FIELD_ROW, cacheset)};
+static const field CHATSET[] = {EV_CHATSET_FIELDS(FIELD_ROW, chatset)};
 static const struct {
     const char *name, *doc;
 } EVENTS[] = {EV_SCHEMA(EVENT_ROW, EV_SKIP_FIELD)};
 enum {
     N_FIELDS = sizeof FIELDS / sizeof *FIELDS,
     N_SAMPLING = sizeof SAMPLING / sizeof *SAMPLING,
-    N_CACHE = sizeof CACHE / sizeof *CACHE
+    N_CACHE = sizeof CACHE / sizeof *CACHE,
+    N_CACHESET = sizeof CACHESET / sizeof *CACHESET,
+    N_CHATSET = sizeof CHATSET / sizeof *CHATSET
 };
 
 /* Each bound is linear in W and V, so its values at (W, V) = (0, 0), (1, 0) and (0, 1) give it at
@@ -67,6 +73,10 @@ static const double SAMPLING_LO[] = {EV_SAMPLING_FIELDS(LO_OF, sampling)};
 static const double SAMPLING_HI[] = {EV_SAMPLING_FIELDS(HI_OF, sampling)};
 static const double CACHE_LO[] = {EV_CACHE_FIELDS(LO_OF, cache)};
 static const double CACHE_HI[] = {EV_CACHE_FIELDS(HI_OF, cache)};
+static const double CACHESET_LO[] = {EV_CACHESET_FIELDS(LO_OF, cacheset)};
+static const double CACHESET_HI[] = {EV_CACHESET_FIELDS(HI_OF, cacheset)};
+static const double CHATSET_LO[] = {EV_CHATSET_FIELDS(LO_OF, chatset)};
+static const double CHATSET_HI[] = {EV_CHATSET_FIELDS(HI_OF, chatset)};
 
 ev_kind ev_kind_of(const json_t *ev)
 {
@@ -191,6 +201,8 @@ static const char *type_why(const json_t *j, ftype t, double lo, double hi, doub
         case T_TURNS: return turns_ok(j) ? NULL : "[start, length, role, pinned] lists";
         case T_SAMPLING: return ev_check_sampling(j) ? "sampling settings in range" : NULL;
         case T_CACHE: return ev_check_cache(j) ? "the cache's totals" : NULL;
+        case T_CACHESET: return ev_check_cacheset(j) ? "the cache's settings" : NULL;
+        case T_CHATSET: return ev_check_chatset(j) ? "the chat's settings" : NULL;
         case T_OBJ: return json_is_object(j) ? NULL : "an object";
     }
     return "of a type this program does not know";
@@ -220,6 +232,16 @@ const char *ev_check_sampling(const json_t *block)
 const char *ev_check_cache(const json_t *block)
 {
     return check_block(block, CACHE, N_CACHE, CACHE_LO, CACHE_HI);
+}
+
+const char *ev_check_cacheset(const json_t *block)
+{
+    return check_block(block, CACHESET, N_CACHESET, CACHESET_LO, CACHESET_HI);
+}
+
+const char *ev_check_chatset(const json_t *block)
+{
+    return check_block(block, CHATSET, N_CHATSET, CHATSET_LO, CHATSET_HI);
 }
 
 static int declared(const char *type, const char *key)
@@ -340,5 +362,9 @@ void ev_print_table(FILE *f)
     print_fields(f, SAMPLING, N_SAMPLING, NULL);
     fprintf(f, " |\n| (cache) | the `cache` of an event that changed the cache | ");
     print_fields(f, CACHE, N_CACHE, NULL);
+    fprintf(f, " |\n| (cache settings) | the header's `cache`, a `resume`'s | ");
+    print_fields(f, CACHESET, N_CACHESET, NULL);
+    fprintf(f, " |\n| (chat settings) | the header's `chat`, a `resume`'s | ");
+    print_fields(f, CHATSET, N_CHATSET, NULL);
     fprintf(f, " |\n");
 }

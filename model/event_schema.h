@@ -10,7 +10,8 @@
  * 0..V-1), INTS (at most W + 1 integers in lo..hi), NUMS (at most W + 1 numbers in lo..hi), SPANS
  * ([start, length] pairs within W), TURNS
  * ([start, length, role, pinned] within the event's window), SAMPLING (an object of the sampling
- * fields below), CACHE (one of the cache totals below) or OBJ (an object); need is REQ or OPT
+ * fields below), CACHE (one of the cache totals below), CACHESET or CHATSET (the cache's or the
+ * chat's settings below) or OBJ (an object); need is REQ or OPT
  * (absent, or as declared). Bounds may use W, the session's window, V, its vocabulary, and
  * EV_CONV_MAX. Every event also has "ev", "conv" (0..EV_CONV_MAX) and "t" (seconds, >= 0). */
 #ifndef KVCHAT_EVENT_SCHEMA_H
@@ -51,6 +52,29 @@
     F(e, offloaded_convs, INT, 0, EV_BIG, REQ, "conversations in host memory") \
     F(e, draft, BOOL, 0, 0, OPT, "a drafter's cache (--draft)")                \
     F(e, own_pool, BOOL, 0, 0, OPT, "a drafter's own pool: the pool figures are its")
+
+/* the settings a session runs under (its header's, a resume event's): the cache's and the chat's.
+ * What an older kvchat did not write may be absent. */
+#define EV_CACHESET_FIELDS(F, e)                                                \
+    F(e, layout, STR, 0, 0, REQ, "paged or contiguous")                         \
+    F(e, dtype, STR, 0, 0, REQ, "the cache's element type")                     \
+    F(e, block_tokens, INT, 1, 1 << 20, REQ, "positions a block (paged)")       \
+    F(e, window, INT, 1, 1 << 24, REQ, "the positions a conversation may hold") \
+    F(e, grow_factor, NUM, 0, 1e6, OPT, "contiguous growth")                    \
+    F(e, prealloc, BOOL, 0, 0, OPT, "contiguous: the whole window at once")     \
+    F(e, pool_bytes, I64, 0, 0, OPT, "the pool's size (0: chosen at start)")
+#define EV_CHATSET_FIELDS(F, e)                                                            \
+    F(e, template, STR, 0, 0, REQ, "gpt2, dialogpt or none")                               \
+    F(e, keep, INT, -1, EV_BIG, REQ, "tokens never evicted (-1: the template's preamble)") \
+    F(e, evict_min, INT, 0, EV_BIG, REQ, "tokens evicted at least (0: a quarter)")         \
+    F(e, evict, STR, 0, 0, REQ, "exact, shift or least-read")                              \
+    F(e, evict_at, STR, 0, 0, OPT, "turn or full")                                         \
+    F(e, fidelity, INT, 0, EV_BIG, REQ, "tokens between fidelity checks (0: none)")        \
+    F(e, system, STR, 0, 0, OPT, "the system preamble (empty: the template's)")            \
+    F(e, draft, STR, 0, 0, OPT, "the drafter (--draft), when on")                          \
+    F(e, draft_max, INT, 1, 1 << 10, OPT, "its tokens a round at most")                    \
+    F(e, draft_p_min, NUM, 0, 1, OPT, "a draft model's stop")                              \
+    F(e, draft_fingerprint, STR, 0, 0, OPT, "a draft model's fingerprint")
 
 #define EV_SCHEMA(E, F)                                                                          \
     E(MODEL, model, "the model a run loaded (first in a session)")                               \
@@ -207,8 +231,8 @@
     F(resume, window, INT, 1, 65536, OPT, "its window from here on")                             \
     F(resume, vocab_size, INT, 257, 1 << 24, OPT, "its vocabulary")                              \
     F(resume, weights_dtype, STR, 0, 0, OPT, "the weights' type")                                \
-    F(resume, cache, OBJ, 0, 0, OPT, "the cache settings")                                       \
-    F(resume, chat, OBJ, 0, 0, OPT, "the chat settings")                                         \
+    F(resume, cache, CACHESET, 0, 0, OPT, "the cache settings")                                  \
+    F(resume, chat, CHATSET, 0, 0, OPT, "the chat settings")                                     \
     E(RESTORED, restored, "a resume's caches in place, before its first action")                 \
     F(restored, prefilled, INTS, 1, EV_BIG, OPT,                                                 \
       "the conversations whose windows it prefilled again (the rest: --save-cache's snapshot)")  \
@@ -254,6 +278,8 @@ const char *ev_kind_name(ev_kind k); /* "prefill"; NULL for EVK_NONE */
     int n_##f;
 #define EV_MEMBER_SAMPLING(f) ev_sampling f;
 #define EV_MEMBER_CACHE(f) ev_cache f;
+#define EV_MEMBER_CACHESET(f) ev_cacheset f;
+#define EV_MEMBER_CHATSET(f) ev_chatset f;
 #define EV_MEMBER_OBJ(f) const json_t *f;
 #define EV_HAS_REQ(f)
 #define EV_HAS_OPT(f) int has_##f;
@@ -264,6 +290,12 @@ typedef struct {
 typedef struct {
     EV_CACHE_FIELDS(EV_MEMBER, cache)
 } ev_cache;
+typedef struct {
+    EV_CACHESET_FIELDS(EV_MEMBER, cacheset)
+} ev_cacheset;
+typedef struct {
+    EV_CHATSET_FIELDS(EV_MEMBER, chatset)
+} ev_chatset;
 #define EV_TYPEDEF(NAME, name, doc) typedef struct ev_##name ev_##name;
 EV_SCHEMA(EV_TYPEDEF, EV_SKIP_FIELD)
 #undef EV_TYPEDEF
@@ -307,6 +339,8 @@ static inline ev_set ev_set_of(const ev_sampling *s)
 #define EV_CTYPE_TURNS const json_t *
 #define EV_CTYPE_SAMPLING const json_t *
 #define EV_CTYPE_CACHE const json_t *
+#define EV_CTYPE_CACHESET const json_t *
+#define EV_CTYPE_CHATSET const json_t *
 #define EV_CTYPE_OBJ const json_t *
 #define EV_GET_INT(j) (int)json_integer_value(j)
 #define EV_GET_I64(j) (long long)json_integer_value(j)
@@ -320,6 +354,8 @@ static inline ev_set ev_set_of(const ev_sampling *s)
 #define EV_GET_TURNS(j) (j)
 #define EV_GET_SAMPLING(j) (j)
 #define EV_GET_CACHE(j) (j)
+#define EV_GET_CACHESET(j) (j)
+#define EV_GET_CHATSET(j) (j)
 #define EV_GET_OBJ(j) (j)
 #define EV_ACCESSOR(e, f, type, lo, hi, need, doc)               \
     static inline EV_CTYPE_##type ev_##e##_##f(const json_t *ev) \
@@ -337,6 +373,8 @@ static inline ev_set ev_set_of(const ev_sampling *s)
 EV_SCHEMA(EV_SKIP_EVENT, EV_ACCESSOR)
 EV_SAMPLING_FIELDS(EV_ACCESSOR, sampling)
 EV_CACHE_FIELDS(EV_ACCESSOR, cache)
+EV_CACHESET_FIELDS(EV_ACCESSOR, cacheset)
+EV_CHATSET_FIELDS(EV_ACCESSOR, chatset)
 #undef EV_ACCESSOR
 
 /* every event's own three */
@@ -362,6 +400,8 @@ const char *ev_check(const json_t *ev, long long W, long long V, int strict);
 /* the same for a sampling block alone (the session header's), and a cache block */
 const char *ev_check_sampling(const json_t *block);
 const char *ev_check_cache(const json_t *block);
+const char *ev_check_cacheset(const json_t *block);
+const char *ev_check_chatset(const json_t *block);
 /* model/README.md's events table, made from the schema */
 void ev_print_table(FILE *f);
 

@@ -98,7 +98,23 @@ typedef struct {
     size_t at, has, n; /* the value's offset, its has_ flag's and its length's (NONE: none) */
 } member;
 #define NONE ((size_t)-1)
-enum { INT, I64, NUM, STR, BOOL, IDS, INTS, NUMS, SPANS, TURNS, SAMPLING, CACHE, OBJ };
+enum {
+    INT,
+    I64,
+    NUM,
+    STR,
+    BOOL,
+    IDS,
+    INTS,
+    NUMS,
+    SPANS,
+    TURNS,
+    SAMPLING,
+    CACHE,
+    CACHESET,
+    CHATSET,
+    OBJ
+};
 #define HAS_REQ(s, f) NONE
 #define HAS_OPT(s, f) offsetof(s, has_##f)
 #define LEN_INT(s, f) NONE
@@ -113,6 +129,8 @@ enum { INT, I64, NUM, STR, BOOL, IDS, INTS, NUMS, SPANS, TURNS, SAMPLING, CACHE,
 #define LEN_TURNS(s, f) offsetof(s, n_##f)
 #define LEN_SAMPLING(s, f) NONE
 #define LEN_CACHE(s, f) NONE
+#define LEN_CACHESET(s, f) NONE
+#define LEN_CHATSET(s, f) NONE
 #define LEN_OBJ(s, f) NONE
 #define ROW_OF(s, e, f, type, need) \
     {#e, #f, type, HAS_##need(s, f) != NONE, offsetof(s, f), HAS_##need(s, f), LEN_##type(s, f)},
@@ -122,6 +140,10 @@ enum { INT, I64, NUM, STR, BOOL, IDS, INTS, NUMS, SPANS, TURNS, SAMPLING, CACHE,
 static const member ROWS[] = {EV_SCHEMA(EV_SKIP_EVENT, EVENT_ROW)};
 static const member SAMPLING_ROWS[] = {EV_SAMPLING_FIELDS(SAMPLING_ROW, sampling)};
 static const member CACHE_ROWS[] = {EV_CACHE_FIELDS(CACHE_ROW, cache)};
+#define CACHESET_ROW(e, f, type, lo, hi, need, doc) ROW_OF(ev_cacheset, e, f, type, need)
+#define CHATSET_ROW(e, f, type, lo, hi, need, doc) ROW_OF(ev_chatset, e, f, type, need)
+static const member CACHESET_ROWS[] = {EV_CACHESET_FIELDS(CACHESET_ROW, cacheset)};
+static const member CHATSET_ROWS[] = {EV_CHATSET_FIELDS(CHATSET_ROW, chatset)};
 #define COUNT(a) (int)(sizeof a / sizeof *a)
 
 static json_t *ints(const int *v, int n, int per)
@@ -174,6 +196,8 @@ static json_t *value(const char *s, const member *m)
         }
         case SAMPLING: return ev_sampling_json(p);
         case CACHE: return ev_cache_json(p);
+        case CACHESET: return ev_cacheset_json(p);
+        case CHATSET: return ev_chatset_json(p);
         case OBJ: return json_incref(*(json_t *const *)p);
     }
     return NULL;
@@ -207,6 +231,16 @@ json_t *ev_sampling_json(const ev_sampling *s)
 }
 
 json_t *ev_cache_json(const ev_cache *c) { return object_of(c, CACHE_ROWS, COUNT(CACHE_ROWS)); }
+
+json_t *ev_cacheset_json(const ev_cacheset *c)
+{
+    return object_of(c, CACHESET_ROWS, COUNT(CACHESET_ROWS));
+}
+
+json_t *ev_chatset_json(const ev_chatset *c)
+{
+    return object_of(c, CHATSET_ROWS, COUNT(CHATSET_ROWS));
+}
 
 static void emit(ev_bus *b, int conv, ev_kind kind, const void *fields)
 {

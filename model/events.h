@@ -28,6 +28,8 @@ EV_SCHEMA(EV_EMITTER, EV_SKIP_FIELD)
  * block: new references, NULL when out of memory */
 json_t *ev_sampling_json(const ev_sampling *s);
 json_t *ev_cache_json(const ev_cache *c);
+json_t *ev_cacheset_json(const ev_cacheset *c);
+json_t *ev_chatset_json(const ev_chatset *c);
 double ev_now(const ev_bus *b); /* seconds since the bus was created */
 double ev_clock(void);          /* monotonic seconds, for measuring durations */
 /* The process stops (SIGTSTP) and continues: ev_clock leaves the time between out, so no duration

@@ -273,17 +273,17 @@ int cmd_chat(int argc, char **argv)
             goto out;
         /* first: the re-prefill's events belong to this run (the reader takes its window from here)
          */
-        json_t *set = session_settings_json(&lm, &mo, &a.eo);
-        if (!set) /* its sampling stays out: a change of it is a set event, after the restore */
+        session_settings set;
+        if (session_settings_of(&set, &lm, &a.eo)) /* sampling stays out: a change of it is a set
+                                                     * event, after the restore */
             goto out;
         long long before = session_tell(&sw);
-        ev_emit_resume(
-            lm.bus, 0,
-            &(ev_resume){EV_OPT(from, a.resume), EV_OPT(window, kv_pool_opts(lm.pool)->window),
-                         EV_OPT(vocab_size, lm.model.cfg.vocab_size),
-                         EV_OPT(weights_dtype, ev_resume_weights_dtype(set)),
-                         EV_OPT(cache, ev_resume_cache(set)), EV_OPT(chat, ev_resume_chat(set))});
-        json_decref(set);
+        ev_emit_resume(lm.bus, 0,
+                       &(ev_resume){EV_OPT(from, a.resume),
+                                    EV_OPT(window, kv_pool_opts(lm.pool)->window),
+                                    EV_OPT(vocab_size, lm.model.cfg.vocab_size),
+                                    EV_OPT(weights_dtype, set.weights_dtype),
+                                    EV_OPT(cache, set.cache), EV_OPT(chat, set.chat)});
         if (restore(e, &lm, &hist, kv_path, fp, a.force)) {
             ev_unsubscribe(lm.bus, keep_event, resumed);
             char why[1024]; /* the failure is the error; its events leave the file */

@@ -25,39 +25,43 @@ const char *session_model_name(const loaded_model *lm)
     return name && name[1] ? name + 1 : lm->dir;
 }
 
-json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
+int session_settings_of(session_settings *s, const loaded_model *lm, const engine_opts *eo)
 {
     const kv_opts *ko = kv_pool_opts(lm->pool);
-    ev_sampling sampling = rec_sampling(&mo->sp, mo->n_predict);
-    json_t *j = json_pack(
-        "{s:s, s:o, s:{s:s, s:s, s:i, s:i, s:f, s:b, s:I}, s:{s:s, s:i, s:i, s:s, s:s, s:i, s:s}}",
-        "weights_dtype", dt_name(lm->model.wtype), "sampling", ev_sampling_json(&sampling), "cache",
-        "layout", ko->layout == KV_PAGED ? "paged" : "contiguous", "dtype", dt_name(ko->type),
-        "block_tokens", ko->block_tokens, "window", ko->window, "grow_factor",
-        (double)ko->grow_factor, "prealloc", ko->prealloc, "pool_bytes", (json_int_t)ko->pool_bytes,
-        "chat", "template", tpl_name(eo->tpl), "keep", eo->keep, "evict_min", eo->evict_min,
-        "evict",
-        eo->evict == EVICT_SHIFT       ? "shift"
-        : eo->policy == WIN_LEAST_READ ? "least-read"
-                                       : "exact",
-        "evict_at", eo->evict_at == WIN_AT_TURN ? "turn" : "full", "fidelity", eo->fidelity,
-        "system", eo->system ? eo->system : "");
-    /* speculative decoding's drafter: only when on, so a session without one reads as before */
     const draft_opts *d = &eo->draft;
-    json_t *chat = json_object_get(j, "chat");
-    char fp[17] = "";
-    if (j && d->kind != DRAFT_NONE &&
-        (json_object_set_new(chat, "draft", json_string(draft_name(d))) ||
-         json_object_set_new(chat, "draft_max", json_integer(d->max)) ||
-         json_object_set_new(chat, "draft_p_min", json_real(d->min_prob)) ||
-         /* a draft model's own fingerprint: a changed drafter is told from a divergence */
-         (d->kind == DRAFT_MODEL &&
-          (fp_model(d->dir, fp) ||
-           json_object_set_new(chat, "draft_fingerprint", json_string(fp)))))) {
-        json_decref(j);
-        return NULL;
+    memset(s, 0, sizeof *s);
+    s->weights_dtype = dt_name(lm->model.wtype);
+    s->cache = (ev_cacheset){.layout = ko->layout == KV_PAGED ? "paged" : "contiguous",
+                             .dtype = dt_name(ko->type),
+                             .block_tokens = ko->block_tokens,
+                             .window = ko->window,
+                             EV_OPT(grow_factor, (double)ko->grow_factor),
+                             EV_OPT(prealloc, ko->prealloc),
+                             EV_OPT(pool_bytes, (long long)ko->pool_bytes)};
+    s->chat = (ev_chatset){.template = tpl_name(eo->tpl),
+                           .keep = eo->keep,
+                           .evict_min = eo->evict_min,
+                           .evict = eo->evict == EVICT_SHIFT       ? "shift"
+                                    : eo->policy == WIN_LEAST_READ ? "least-read"
+                                                                   : "exact",
+                           EV_OPT(evict_at, eo->evict_at == WIN_AT_TURN ? "turn" : "full"),
+                           .fidelity = eo->fidelity,
+                           EV_OPT(system, eo->system ? eo->system : "")};
+    /* speculative decoding's drafter: only when on, so a session without one reads as before */
+    if (d->kind == DRAFT_NONE)
+        return 0;
+    s->chat.draft = draft_name(d);
+    s->chat.has_draft = s->chat.has_draft_max = s->chat.has_draft_p_min = 1;
+    s->chat.draft_max = d->max;
+    s->chat.draft_p_min = d->min_prob;
+    /* a draft model's own fingerprint: a changed drafter is told from a divergence */
+    if (d->kind == DRAFT_MODEL) {
+        if (fp_model(d->dir, s->draft_fp))
+            return -1;
+        s->chat.draft_fingerprint = s->draft_fp;
+        s->chat.has_draft_fingerprint = 1;
     }
-    return j;
+    return 0;
 }
 
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo)
@@ -74,12 +78,16 @@ json_t *session_header(const loaded_model *lm, const model_opts *mo, const engin
         "kvchat", KVCHAT_VERSION, "created", when, "model", "name", session_model_name(lm), "dir",
         dir, "fingerprint", fpm, "tokenizer", fpt, "vocab_size", lm->model.cfg.vocab_size,
         "random_weights", lm->model.cfg.random_weights, "backend", lm->backend->name);
-    json_t *set = session_settings_json(lm, mo, eo);
-    if (!h || !set || json_object_update(h, set)) {
+    ev_sampling sampling = rec_sampling(&mo->sp, mo->n_predict);
+    session_settings set;
+    if (!h || session_settings_of(&set, lm, eo) ||
+        json_object_set_new(h, "weights_dtype", json_string(set.weights_dtype)) ||
+        json_object_set_new(h, "sampling", ev_sampling_json(&sampling)) ||
+        json_object_set_new(h, "cache", ev_cacheset_json(&set.cache)) ||
+        json_object_set_new(h, "chat", ev_chatset_json(&set.chat))) {
         json_decref(h);
         h = NULL;
     }
-    json_decref(set);
     return h;
 }
 

@@ -28,9 +28,17 @@ typedef struct {
     int failed;
 } session_writer;
 
-/* the settings a run's results depend on: weights_dtype, sampling, cache and chat (the header holds
- * them; a resume event holds a resumed run's weights, cache and chat) */
-json_t *session_settings_json(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
+/* The settings a run's results depend on, besides sampling: the weights' type and the cache's and
+ * the chat's settings, as the schema types them (the header holds them with sampling; a resume
+ * event holds a resumed run's). chat.draft_fingerprint points into draft_fp: used in place. */
+typedef struct {
+    const char *weights_dtype;
+    ev_cacheset cache;
+    ev_chatset chat;
+    char draft_fp[17];
+} session_settings;
+/* 0, or -1 when a draft model's fingerprint cannot be read */
+int session_settings_of(session_settings *s, const loaded_model *lm, const engine_opts *eo);
 json_t *session_header(const loaded_model *lm, const model_opts *mo, const engine_opts *eo);
 /* the model directory's last component, as the header and the model event name it */
 const char *session_model_name(const loaded_model *lm);

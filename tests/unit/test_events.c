@@ -94,6 +94,27 @@ static void checks(void)
     const char *w = ev_check_sampling(block);
     CHECK(w && strstr(w, "'top_p' must be a number in 0..1"), "sampling block: %s", w);
     json_decref(block);
+
+    /* a resume's settings are typed blocks too: an older kvchat's (no evict_at, no system) pass,
+     * a block with a missing or mistyped setting does not */
+    const char *resume = "{\"ev\":\"resume\",\"conv\":0,\"t\":1,\"cache\":{\"layout\":"
+                         "\"paged\",\"dtype\":\"f32\",\"block_tokens\":16,\"window\":64,"
+                         "\"grow_factor\":2.0,\"prealloc\":false,\"pool_bytes\":131072},"
+                         "\"chat\":{\"template\":\"gpt2\",\"keep\":-1,\"evict_min\":0,"
+                         "\"evict\":\"exact\",\"fidelity\":0}}";
+    passes(resume);
+    refused("{\"ev\":\"resume\",\"conv\":0,\"t\":1,\"cache\":{\"layout\":\"paged\","
+            "\"dtype\":\"f32\",\"block_tokens\":0,\"window\":64}}",
+            0, "resume needs 'cache' to be the cache's settings");
+    refused("{\"ev\":\"resume\",\"conv\":0,\"t\":1,\"chat\":{\"keep\":0,\"evict_min\":0,"
+            "\"evict\":\"exact\",\"fidelity\":0}}",
+            0, "resume needs 'chat' to be the chat's settings");
+    block = json_loads("{\"template\":\"gpt2\",\"keep\":0,\"evict_min\":0,\"evict\":\"exact\","
+                       "\"fidelity\":0,\"draft_max\":\"4\"}",
+                       0, NULL);
+    w = ev_check_chatset(block);
+    CHECK(w && strstr(w, "'draft_max' must be an integer"), "chat settings block: %s", w);
+    json_decref(block);
 }
 
 static void accessors(void)

@@ -400,3 +400,30 @@ plain=$(gw)
 same "${TAG}chat/a tight pool: the plain replies come (4)" 4 "$(grep -vc 'KV pool' <<<"$plain")"
 same "${TAG}chat/... and with --draft self-q8 the same replies, no turn failed" "$plain" \
     "$(gw --draft self-q8)"
+
+# Ctrl-Z in the line mode: the time stopped is no reply token's (a token of 4054 ms made the
+# reply's tok/s; issue 62), as in the full-screen chat. A 124M shape, so that a reply lasts long
+# enough to be stopped in; stopped 2 s after its first token, then continued.
+ZM=$TMP/ctrlz-m
+"$KV" make-tiny-model "$ZM" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16 >/dev/null
+rm -f "$TMP/ctrlz.jsonl"
+printf 'hello there\n' | "$KV" chat --no-tui -m "$ZM" -n 400 --temp 0 --events "$TMP/ctrlz.jsonl" \
+    --no-save >/dev/null 2>&1 &
+zpid=$!
+if await "a first reply token" 'grep -q "\"ev\":\"token\"" "$TMP/ctrlz.jsonl" 2>/dev/null'; then
+    kill -TSTP $zpid
+    await "the chat to stop" '[ "$(ps -o stat= -p $zpid 2>/dev/null | cut -c1)" = T ]'
+    sleep 2 # the stop itself: the time that must not count
+    kill -CONT $zpid
+fi
+wait $zpid
+check "${TAG}chat/Ctrl-Z in the line mode: the stopped time is no token's" "$PYTHON" - \
+    "$TMP/ctrlz.jsonl" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+ms = [e["ms"] for e in ev if e.get("ev") == "token" and "ms" in e]
+end = [e for e in ev if e.get("ev") == "turn_end"]
+assert ms and end, (len(ms), len(end))
+assert max(ms) < 1500, max(ms)
+PY
+rm -rf "$ZM"

@@ -1,5 +1,6 @@
 /* kvchat chat --no-tui (and chat whenever stdin or stdout is not a terminal): one message a line
  * on stdin, each reply on one line of stdout, the chat's slash commands through app/actions.c. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,6 +111,18 @@ static void turn_failed(int *failed)
     ++*failed;
 }
 
+/* Ctrl-Z in the line mode: time stopped is no reply's time (its tok/s), as in the full-screen
+ * chat. SIGSTOP, not SIGTSTP again: an orphaned process group (no shell above) would discard it. */
+static void on_tstp(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    ev_clock_stop();
+    raise(SIGSTOP);
+    ev_clock_continue();
+    errno = saved;
+}
+
 /* messages until the input ends or /quit: the exit status */
 static int converse(act_host *host, loaded_model *lm, const chat_persist *persist,
                     const session_writer *sw, collector *col)
@@ -120,8 +133,11 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
     engine_on_text(e, print_text, &raw);
     running_engine = e;
     /* no SA_RESTART, and the wait for input polls the flag: Ctrl-C is seen while idle, too */
-    struct sigaction sa = {.sa_handler = on_sigint}, old_sa;
+    struct sigaction sa = {.sa_handler = on_sigint}, old_sa, tstp = {.sa_handler = on_tstp},
+                     old_tstp;
+    tstp.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &old_sa);
+    sigaction(SIGTSTP, &tstp, &old_tstp);
     line_reader in = {0};
     msg_block block = {0}; /* a message typed over lines, between """ and """ */
     char *line;
@@ -218,6 +234,7 @@ static int converse(act_host *host, loaded_model *lm, const chat_persist *persis
         rc = EXIT_RUNTIME;
     }
     sigaction(SIGINT, &old_sa, NULL);
+    sigaction(SIGTSTP, &old_tstp, NULL);
     running_engine = NULL;
     return rc;
 }

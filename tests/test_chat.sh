@@ -407,7 +407,7 @@ same "${TAG}chat/... and with --draft self-q8 the same replies, no turn failed" 
 ZM=$TMP/ctrlz-m
 "$KV" make-tiny-model "$ZM" --layers 12 --heads 12 --embd 768 --ctx 1024 --dtype bf16 >/dev/null
 rm -f "$TMP/ctrlz.jsonl"
-printf 'hello there\n' | "$KV" chat --no-tui -m "$ZM" -n 400 --temp 0 --events "$TMP/ctrlz.jsonl" \
+printf 'hello there\n' | "$KV" chat --no-tui -m "$ZM" -n 120 --temp 0 --events "$TMP/ctrlz.jsonl" \
     --no-save >/dev/null 2>&1 &
 zpid=$!
 if await "a first reply token" 'grep -q "\"ev\":\"token\"" "$TMP/ctrlz.jsonl" 2>/dev/null'; then

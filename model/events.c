@@ -1,6 +1,7 @@
 #include "events.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,6 +44,13 @@ void ev_clock_continue(void)
     long long began = atomic_exchange(&stop_began_ns, 0);
     if (began)
         atomic_fetch_add(&stopped_ns, mono_ns() - began);
+}
+
+void ev_clock_stop_process(void)
+{
+    ev_clock_stop();
+    raise(SIGSTOP);
+    ev_clock_continue();
 }
 
 ev_bus *ev_bus_create(void)

@@ -36,5 +36,8 @@ double ev_clock(void);          /* monotonic seconds, for measuring durations */
  * measured across a Ctrl-Z (a token's, a reply's tok/s) counts it. Async-signal-safe. */
 void ev_clock_stop(void);
 void ev_clock_continue(void);
+/* A SIGTSTP handler's stop: the process stops (SIGSTOP, not SIGTSTP again: an orphaned process
+ * group, with no shell above, would discard that) between ev_clock_stop and ev_clock_continue. */
+void ev_clock_stop_process(void);
 
 #endif

@@ -90,10 +90,7 @@ static void on_tstp(int sig)
     int saved = errno;
     ssize_t w = write(STDOUT_FILENO, MODES_OFF, sizeof MODES_OFF - 1);
     endwin(); /* as ncurses' own SIGTSTP handler does */
-    /* SIGSTOP, not SIGTSTP again: an orphaned process group (no shell above) would discard it */
-    ev_clock_stop();
-    raise(SIGSTOP);
-    ev_clock_continue();
+    ev_clock_stop_process();
     w = mouse_on ? write(STDOUT_FILENO, MODES_ON, sizeof MODES_ON - 1)
                  : write(STDOUT_FILENO, PASTE_ON, sizeof PASTE_ON - 1);
     (void)w;

@@ -112,14 +112,12 @@ static void turn_failed(int *failed)
 }
 
 /* Ctrl-Z in the line mode: time stopped is no reply's time (its tok/s), as in the full-screen
- * chat. SIGSTOP, not SIGTSTP again: an orphaned process group (no shell above) would discard it. */
+ * chat */
 static void on_tstp(int sig)
 {
     (void)sig;
     int saved = errno;
-    ev_clock_stop();
-    raise(SIGSTOP);
-    ev_clock_continue();
+    ev_clock_stop_process();
     errno = saved;
 }
 

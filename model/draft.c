@@ -193,12 +193,20 @@ static int lookup(const int *ids, int n, int max, int *out)
     return 0;
 }
 
+/* how much of ids[0..n) the cache holds, from the start */
+static int held_prefix(const drafter *d, const int *ids, int n)
+{
+    int have = kv_len(d->seq), keep = 0;
+    while (keep < have && keep < n && d->held[keep] == ids[keep])
+        keep++;
+    return keep;
+}
+
 /* the cache cut back to the longest prefix of ids[0..n) it holds, at most `most` positions */
 static int settle_to(drafter *d, const int *ids, int n, int most)
 {
-    int have = kv_len(d->seq), keep = 0;
-    while (keep < have && keep < n && keep < most && d->held[keep] == ids[keep])
-        keep++;
+    int have = kv_len(d->seq), keep = held_prefix(d, ids, n);
+    keep = keep < most ? keep : most;
     /* a round's rejected drafts keep their blocks for the next round; a longer cut (an eviction's)
      * gives them back */
     return have - keep <= DRAFT_MAX_TOKENS + 1 ? kv_rewind(d->seq, keep, 1)
@@ -238,14 +246,27 @@ static int choose(drafter *d, const float *logits, sampler *s, const int *hist, 
     return pick < 0 ? best : pick;
 }
 
-/* A pass of the drafter failed: for the pool's lack of room, it gives its memory back and this
- * round drafts nothing (0: the round goes on as a plain step); anything else is an error (-1) */
-static int gave_way(drafter *d, unsigned long refusals, int *n_out)
+/* A pass of the drafter failed: for the pool's lack of room, it gives its memory back (1: this
+ * round drafts nothing, and goes on as a plain step); anything else is an error (-1) */
+static int gave_way(drafter *d, unsigned long refusals)
 {
     if (kv_pool_refusals(d->pool) == refusals)
         return -1;
-    *n_out = 0;
     kv_drop_all(d->seq);
+    return 1;
+}
+
+/* The cache brought up to ids[0..n): cut back to what it holds of them (at most `most`), the rest
+ * run, the last position's logits into logits (or none). 0, or gave_way's answer. */
+static int bring_up(drafter *d, const int *ids, int n, int most, float *logits)
+{
+    if (settle_to(d, ids, n, most))
+        return -1;
+    int have = kv_len(d->seq);
+    unsigned long refusals = kv_pool_refusals(d->pool);
+    memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
+    if (have < n && gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, logits))
+        return gave_way(d, refusals);
     return 0;
 }
 
@@ -264,14 +285,12 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
     if (max < 1)
         return 0;
     size_t need = (size_t)n + (size_t)max;
-    if (err_grow(&d->held, &d->cap_held, need, sizeof *d->held, "the drafter's context") ||
-        settle_to(d, ids, n, n - 1)) /* its last position is run again, for its logits */
+    if (err_grow(&d->held, &d->cap_held, need, sizeof *d->held, "the drafter's context"))
         return -1;
-    int have = kv_len(d->seq);
+    int rc = bring_up(d, ids, n, n - 1, d->logits); /* the last position again, for its logits */
+    if (rc)
+        return rc < 0 ? -1 : 0;
     unsigned long refusals = kv_pool_refusals(d->pool);
-    memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
-    if (gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, d->logits))
-        return gave_way(d, refusals, n_out);
     size_t V = (size_t)model_of(d)->cfg.vocab_size;
     for (int k = 0; k < max; k++) {
         int t = choose(d, d->logits, s, d->held, n + k, q ? q + V * (size_t)k : NULL,
@@ -280,8 +299,10 @@ int draft_propose(drafter *d, const int *ids, int n, sampler *s, int max, int *o
             break;
         out[k] = d->held[n + k] = t;
         *n_out = k + 1;
-        if (k + 1 < max && gpt2_forward(model_of(d), d->b, d->seq, &t, 1, d->logits))
-            return gave_way(d, refusals, n_out);
+        if (k + 1 < max && gpt2_forward(model_of(d), d->b, d->seq, &t, 1, d->logits)) {
+            *n_out = 0;
+            return gave_way(d, refusals) < 0 ? -1 : 0;
+        }
     }
     return 0;
 }
@@ -290,9 +311,7 @@ kv_seq *draft_prepare(drafter *d, const int *ids, int n, const atomic_int *stop)
 {
     if (!d->seq || n > d->window)
         return NULL;
-    int keep = 0, have = kv_len(d->seq);
-    while (keep < have && keep < n && d->held[keep] == ids[keep])
-        keep++;
+    int keep = held_prefix(d, ids, n);
     kv_seq *s = kv_fork_background(d->seq, keep);
     if (s && keep < n && gpt2_forward_yielding(model_of(d), d->b, s, ids + keep, n - keep, stop)) {
         kv_seq_free(s);
@@ -318,12 +337,5 @@ int draft_catch_up(drafter *d, const int *ids, int n, kv_seq *prepared)
         kv_adopt(d->seq);
         memcpy(d->held, ids, sizeof *ids * (size_t)kv_len(d->seq));
     }
-    if (settle_to(d, ids, n, n))
-        return -1;
-    int have = kv_len(d->seq), refused = 0;
-    unsigned long refusals = kv_pool_refusals(d->pool);
-    memcpy(d->held + have, ids + have, sizeof *ids * (size_t)(n - have));
-    if (have < n && gpt2_forward(model_of(d), d->b, d->seq, ids + have, n - have, NULL))
-        return gave_way(d, refusals, &refused);
-    return 0;
+    return bring_up(d, ids, n, n, NULL) < 0 ? -1 : 0;
 }

@@ -18,6 +18,7 @@
 #define KVCHAT_EVENT_SCHEMA_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -327,6 +328,13 @@ static inline ev_set ev_set_of(const ev_sampling *s)
  * false, and ev_prefill_has_cached(ev) tells it apart. The sampling block's: ev_sampling_temp.
  * A string's length in bytes, ev_token_text_len(ev): a reply may hold the byte 0 (GPT-2's token
  * 188), where the C string stops. */
+/* an INT field as an int: a value no int holds reads as INT_MIN, which every range refuses (a cast
+ * first read 4294967300 as 4, inside a range) */
+static inline int ev_int_value(const json_t *j)
+{
+    json_int_t v = json_integer_value(j);
+    return v < INT_MIN + 1 || v > INT_MAX ? INT_MIN : (int)v;
+}
 #define EV_CTYPE_INT int
 #define EV_CTYPE_I64 long long
 #define EV_CTYPE_NUM double
@@ -342,7 +350,7 @@ static inline ev_set ev_set_of(const ev_sampling *s)
 #define EV_CTYPE_CACHESET const json_t *
 #define EV_CTYPE_CHATSET const json_t *
 #define EV_CTYPE_OBJ const json_t *
-#define EV_GET_INT(j) (int)json_integer_value(j)
+#define EV_GET_INT(j) ev_int_value(j)
 #define EV_GET_I64(j) (long long)json_integer_value(j)
 #define EV_GET_NUM(j) json_number_value(j)
 #define EV_GET_STR(j) json_string_value(j)

@@ -1,6 +1,5 @@
 /* The settings a session's results depend on, as its header and later events set them, and how
  * two sets of them differ: what resume and verify run with. */
-#include <limits.h>
 #include <string.h>
 
 #include "../../kernels/err.h"
@@ -8,14 +7,6 @@
 #include "../chat/records.h"
 #include "fingerprint.h"
 #include "session.h"
-
-/* an int field of o, clamped into what an int holds before any check (4294967300 read as 4 was a
- * cast before the range check): out of range, it reads as INT_MIN, which every check refuses */
-static int int_field(const json_t *o, const char *key)
-{
-    json_int_t v = json_integer_value(json_object_get(o, key));
-    return v < INT_MIN + 1 || v > INT_MAX ? INT_MIN : (int)v;
-}
 
 /* the weights, cache and chat settings of a header or a resume event */
 static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
@@ -25,31 +16,29 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
     mo->wtype_set |= wt != NULL;
     if (wt && (dt_parse(wt, &mo->wtype) || mo->wtype == DT_I8))
         return err_set("the session's weights dtype '%.16s' is unknown", wt);
-    const char *layout = json_string_value(json_object_get(ca, "layout")),
-               *dt = json_string_value(json_object_get(ca, "dtype"));
+    const char *layout = ev_cacheset_layout(ca), *dt = ev_cacheset_dtype(ca);
     mo->kv.layout = layout && !strcmp(layout, "contiguous") ? KV_CONTIGUOUS : KV_PAGED;
     if (dt && dt_parse(dt, &mo->kv.type))
         return err_set("the session's cache dtype '%.16s' is unknown", dt);
     mo->kv_type_set |= dt != NULL;
-    mo->kv.block_tokens = int_field(ca, "block_tokens");
-    mo->kv.window = int_field(ca, "window");
-    mo->kv.grow_factor = (float)json_number_value(json_object_get(ca, "grow_factor"));
-    mo->kv.prealloc = json_is_true(json_object_get(ca, "prealloc"));
+    mo->kv.block_tokens = ev_cacheset_block_tokens(ca);
+    mo->kv.window = ev_cacheset_window(ca);
+    mo->kv.grow_factor = (float)ev_cacheset_grow_factor(ca);
+    mo->kv.prealloc = ev_cacheset_prealloc(ca);
     /* a pool that full failed a turn, so the recorded size is part of the result */
-    json_int_t pool = json_integer_value(json_object_get(ca, "pool_bytes"));
+    long long pool = ev_cacheset_pool_bytes(ca);
     if (pool < 0 || pool > SESSION_MAX_POOL)
         return err_set("the session's cache pool size %lld is out of range", (long long)pool);
     mo->kv.pool_bytes = (size_t)pool;
-    const char *tpl = json_string_value(json_object_get(ch, "template")),
-               *ev = json_string_value(json_object_get(ch, "evict")),
-               *at = json_string_value(json_object_get(ch, "evict_at"));
+    const char *tpl = ev_chatset_template(ch), *ev = ev_chatset_evict(ch),
+               *at = ev_chatset_evict_at(ch);
     if (!tpl || tpl_parse(tpl, &eo->tpl))
         return err_set("the session's template is unknown");
     eo->tpl_why = "as the session was recorded";
-    const char *system = json_string_value(json_object_get(ch, "system"));
+    const char *system = ev_chatset_system(ch);
     eo->system = system && *system ? system : NULL; /* lives with the session */
-    eo->keep = int_field(ch, "keep");
-    eo->evict_min = int_field(ch, "evict_min");
+    eo->keep = ev_chatset_keep(ch);
+    eo->evict_min = ev_chatset_evict_min(ch);
     if (ev && strcmp(ev, "exact") && strcmp(ev, "shift") && strcmp(ev, "least-read"))
         return err_set("the session's evict '%.16s' is none of exact, shift and least-read", ev);
     eo->evict = ev && !strcmp(ev, "shift") ? EVICT_SHIFT : EVICT_EXACT;
@@ -58,15 +47,15 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
         return err_set("the session's evict_at '%.16s' is neither turn nor full", at);
     /* a session from before --evict-at was recorded evicting when full */
     eo->evict_at = at && !strcmp(at, "turn") ? WIN_AT_TURN : WIN_AT_FULL;
-    eo->fidelity = int_field(ch, "fidelity");
-    const char *draft = json_string_value(json_object_get(ch, "draft"));
+    eo->fidelity = ev_chatset_fidelity(ch);
+    const char *draft = ev_chatset_draft(ch);
     draft_opts_default(&eo->draft);
     /* the name lives with the session; a moved drafter: replay --verify --draft says where */
     if (draft && draft_parse_recorded(draft, &eo->draft))
         return err_wrap("the session's draft");
     if (draft) {
-        eo->draft.max = int_field(ch, "draft_max");
-        eo->draft.min_prob = (float)json_number_value(json_object_get(ch, "draft_p_min"));
+        eo->draft.max = ev_chatset_draft_max(ch);
+        eo->draft.min_prob = (float)ev_chatset_draft_p_min(ch);
         if (eo->draft.max < 1 || eo->draft.max > DRAFT_MAX_TOKENS || !(eo->draft.min_prob >= 0) ||
             eo->draft.min_prob > 1)
             return err_set("the session's draft settings are out of range");
@@ -82,8 +71,7 @@ static int settings_apply(const json_t *j, model_opts *mo, engine_opts *eo)
 
 int session_draft_same(const session *s, const engine_opts *eo)
 {
-    const char *want =
-        json_string_value(json_object_get(json_object_get(s->header, "chat"), "draft_fingerprint"));
+    const char *want = ev_chatset_draft_fingerprint(json_object_get(s->header, "chat"));
     char fp[17];
     /* a drafter that cannot be read is for its load to name (verify adds how to name another) */
     if (!want || eo->draft.kind != DRAFT_MODEL || fp_model(eo->draft.dir, fp))

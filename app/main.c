@@ -99,7 +99,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("kvchat " KVCHAT_VERSION "\nassets: %s\n", assets_dir());
+        printf("kvchat " KVCHAT_VERSION "\nassets: %s\ndevices: %s\n", assets_dir(),
+               kb_devices_built());
         return 0;
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)

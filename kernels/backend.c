@@ -52,6 +52,15 @@ static char fallback[512];
 
 const char *kb_fallback_reason(void) { return fallback[0] ? fallback : NULL; }
 
+const char *kb_devices_built(void)
+{
+#ifdef KVCHAT_CUDA
+    return "cpu, cuda";
+#else
+    return "cpu";
+#endif
+}
+
 void kb_process_start(char **argv) { cpu_blas_process(argv); }
 
 kb_backend *kb_create(const char *device, int threads)

@@ -193,6 +193,8 @@ kb_backend *kb_create(const char *device, int threads);
 /* Why the last "auto" fell back to the CPU, or NULL when it did not: the caller decides whether
  * that is worth telling the user. */
 const char *kb_fallback_reason(void);
+/* The devices this build can use, "cpu" or "cpu, cuda" (whether a GPU answers is kb_create's). */
+const char *kb_devices_built(void);
 /* First thing in main: what the backends' libraries need settled before any of them runs (under a
  * memory limit the process may start again, with the same arguments). */
 void kb_process_start(char **argv);

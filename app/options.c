@@ -121,7 +121,7 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
         if (r > 0)
             o->kv.layout = strcmp(v, "paged") ? KV_CONTIGUOUS : KV_PAGED;
     } else if (MATCH("--cache-dtype")) {
-        if (r > 0 && (dt_parse(v, &o->kv.type) || o->kv.type == DT_Q8))
+        if (r > 0 && (dt_parse(v, &o->kv.type) || o->kv.type == DT_Q8 || o->kv.type == DT_Q4))
             return err_set("--cache-dtype: expected f32, f16, bf16 or int8, got '%s'", v);
         o->kv_type_set = 1;
     } else if (opt_match(argc, argv, i, NULL, "--prealloc", NULL)) {
@@ -154,7 +154,7 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i)
     } else if (MATCH(NULL, "--dtype")) {
         o->wtype_set = 1;
         if (r > 0 && (dt_parse(v, &o->wtype) || o->wtype == DT_I8))
-            return err_set("--dtype: expected f32, bf16, f16 or q8, got '%s'", v);
+            return err_set("--dtype: expected f32, bf16, f16, q8 or q4, got '%s'", v);
     } else if (opt_match(argc, argv, i, "-v", "--verbose", NULL)) {
         o->verbose = 1;
         r = 1;

@@ -19,10 +19,13 @@
  * that. */
 double selftest_limit(dtype weights, dtype cache)
 {
-    /* q8: decode steps agree as closely as f32 (the same integer products), but a GPU prefill
+    /* q8, q4: decode steps agree as closely as f32 (the same integer products), but a GPU prefill
      * multiplies the dequantised weights with f32 activations where the CPU quantises them (2e-2
      * apart on random weights, tests/test_reference.sh) */
-    double w = weights == DT_F32 ? 1e-4 : weights == DT_F16 ? 5e-3 : weights == DT_Q8 ? 5e-2 : 3e-2;
+    double w = weights == DT_F32                      ? 1e-4
+               : weights == DT_F16                    ? 5e-3
+               : weights == DT_Q8 || weights == DT_Q4 ? 5e-2
+                                                      : 3e-2;
     /* a 16-bit or int8 cache: both sides round the same keys and values, but those differ in their
      * last f32 bits, so now and then one rounds the other way (a 16-bit step in one element) */
     return cache != DT_F32 && w < 5e-3 ? 5e-3 : w;

@@ -15,6 +15,7 @@ const char *dt_name(dtype t)
            : t == DT_F16  ? "f16"
            : t == DT_BF16 ? "bf16"
            : t == DT_Q8   ? "q8"
+           : t == DT_Q4   ? "q4"
                           : "int8";
 }
 
@@ -26,7 +27,7 @@ int dt_parse(const char *s, dtype *out)
     } names[] = {
         {"f32", DT_F32},   {"float32", DT_F32},   {"f16", DT_F16}, {"float16", DT_F16},
         {"bf16", DT_BF16}, {"bfloat16", DT_BF16}, {"int8", DT_I8}, {"i8", DT_I8},
-        {"q8", DT_Q8},     {"q8_0", DT_Q8},
+        {"q8", DT_Q8},     {"q8_0", DT_Q8},       {"q4", DT_Q4},   {"q4_0", DT_Q4},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcasecmp(s, names[i].name)) {
@@ -160,6 +161,7 @@ void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
             for (size_t i = 0; i < n; i++)
                 dst[i] = ((const int8_t *)src)[i];
             break;
+        case DT_Q4: break; /* blocks of nibbles, not elements: dt_q4_quantize */
     }
 }
 
@@ -169,6 +171,7 @@ void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
         case DT_F32: memcpy(dst, src, n * 4); break;
         case DT_BF16: runs(f32_to_bf16, dst, 2, src, 4, n); break;
         case DT_F16: runs(f32_to_f16, dst, 2, src, 4, n); break;
+        case DT_Q4: break;
         case DT_I8:
         case DT_Q8:
             for (size_t i = 0; i < n; i++)
@@ -206,5 +209,26 @@ void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x
             scale[b] = dt_f32_to_f16(d);
         if (scale_f32)
             scale_f32[b] = d;
+    }
+}
+
+void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n)
+{
+    enum { HALF = DT_Q4_BLOCK / 2 };
+    for (size_t b = 0; b < n / DT_Q4_BLOCK; b++) {
+        const float *xb = x + b * DT_Q4_BLOCK;
+        float amax = 0, m = 0;
+        for (int i = 0; i < DT_Q4_BLOCK; i++)
+            if (fabsf(xb[i]) > amax) {
+                amax = fabsf(xb[i]);
+                m = xb[i];
+            }
+        float d = m / -8, inv = d != 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < HALF; j++) {
+            int lo = (int8_t)(xb[j] * inv + 8.5f), hi = (int8_t)(xb[j + HALF] * inv + 8.5f);
+            q[b * HALF + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+        }
+        if (scale)
+            scale[b] = dt_f32_to_f16(d);
     }
 }

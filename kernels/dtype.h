@@ -13,9 +13,11 @@ extern "C" {
 
 /* DT_I8 is for KV caches only: int8 values with a float scale kept beside them. DT_Q8 is for
  * weights only: int8 values in blocks of DT_Q8_BLOCK along the reduction, an f16 scale per block
- * kept beside them (the shape of llama.cpp's q8_0); see kb_mat for the layout. */
-typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8 } dtype;
-enum { DT_Q8_BLOCK = 32 };
+ * kept beside them (the shape of llama.cpp's q8_0); see kb_mat for the layout. DT_Q4 is the same
+ * with 4-bit values (llama.cpp's q4_0): a block's 32 values in 16 bytes, byte j holding value j in
+ * its low nibble and value j + 16 in its high one, each nibble q standing for (q - 8) * d. */
+typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8, DT_Q4 } dtype;
+enum { DT_Q8_BLOCK = 32, DT_Q4_BLOCK = 32 };
 
 #ifdef __CUDACC__
 #define DT_FN __host__ __device__ static inline
@@ -23,14 +25,28 @@ enum { DT_Q8_BLOCK = 32 };
 #define DT_FN static inline
 #endif
 
-/* bytes per element (also in device code) */
-DT_FN size_t dt_elem(dtype t) { return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : 2; }
+/* bytes per element (also in device code); 0 for DT_Q4, whose values share bytes: dt_bytes */
+DT_FN size_t dt_elem(dtype t)
+{
+    return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : t == DT_Q4 ? 0 : 2;
+}
 size_t dt_size(dtype t);
-const char *dt_name(dtype t);            /* "f32", "f16", "bf16", "int8", "q8" */
-int dt_parse(const char *s, dtype *out); /* f32/f16/bf16 (and int8, q8), any case; -1 if unknown */
+/* bytes of n values' data (without DT_Q8's and DT_Q4's scales, kept apart: dt_scale_bytes) */
+DT_FN size_t dt_bytes(dtype t, size_t n) { return t == DT_Q4 ? n / 2 : n * dt_elem(t); }
+/* bytes of the f16 scales of n values of a block type (0 for the others) */
+DT_FN size_t dt_scale_bytes(dtype t, size_t n)
+{
+    return t == DT_Q8 || t == DT_Q4 ? n / DT_Q8_BLOCK * 2 : 0;
+}
+const char *dt_name(dtype t);            /* "f32", "f16", "bf16", "int8", "q8", "q4" */
+int dt_parse(const char *s, dtype *out); /* f32/f16/bf16 (and int8, q8, q4), any case; -1 if not */
 /* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x /
  * d); d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
 void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x, size_t n);
+/* n values (a multiple of DT_Q4_BLOCK) to q4_0 blocks as llama.cpp's quantize_row_q4_0_ref makes
+ * them: m the block's value of largest magnitude, d = m / -8, q = min(15, (int)(x / d + 8.5));
+ * n / 2 bytes to q, the f16 scales to scale */
+void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n);
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
  * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);

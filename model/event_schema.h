@@ -87,7 +87,7 @@
     F(model, workspace_bytes, I64, 0, 0, OPT, "the forward pass's scratch bytes")                \
     F(model, n_ctx, INT, 0, EV_BIG, OPT, "the model's context")                                  \
     F(model, random_weights, BOOL, 0, 0, OPT, "a test model of random weights")                  \
-    F(model, weights_dtype, STR, 0, 0, OPT, "f32, f16, bf16 or q8_0")                            \
+    F(model, weights_dtype, STR, 0, 0, OPT, "f32, f16, bf16, q8 or q4")                          \
     F(model, memory_total_bytes, I64, 0, 0, OPT, "the device's memory (host RAM on the CPU)")    \
     E(NEW, new, "a conversation started")                                                        \
     F(new, window, INT, 1, W, OPT, "the most tokens its cache will hold")                        \

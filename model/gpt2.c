@@ -118,24 +118,25 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     return dst;
 }
 
-/* The tensor [rows, cols] quantised to DT_Q8 along its reduction (kb_mat's layout): by column for a
- * product's weight, by row for the token embedding. Tiles of 32 vectors are gathered in f32 first,
- * reading the file in order, as as_type converts. */
+/* The tensor [rows, cols] quantised to DT_Q8 or DT_Q4 along its reduction (kb_mat's layout): by
+ * column for a product's weight, by row for the token embedding. Tiles of 32 vectors are gathered
+ * in f32 first, reading the file in order, as as_type converts. */
 static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols,
-                    int by_column)
+                    int by_column, dtype qt)
 {
     dtype have;
     int K = by_column ? rows : cols, V = by_column ? cols : rows, failed = 0;
     if (file_dtype(t, &have))
         return -1;
     if (K % DT_Q8_BLOCK)
-        return err_set("tensor '%s': q8 weights need widths that are multiples of %d, not %d",
-                       t->name, DT_Q8_BLOCK, K);
+        return err_set("tensor '%s': %s weights need widths that are multiples of %d, not %d",
+                       t->name, dt_name(m->wtype), DT_Q8_BLOCK, K);
     if (finite(t, have, (size_t)rows * cols))
         return -1;
-    int8_t *q = err_alloc_big((size_t)V * K, "quantised weights");
+    size_t row = dt_bytes(qt, (size_t)K);
+    uint8_t *q = err_alloc_big((size_t)V * row, "quantised weights");
     uint16_t *s =
-        q && !own(m, q) ? err_alloc_big((size_t)V * K / DT_Q8_BLOCK * 2, "their scales") : NULL;
+        q && !own(m, q) ? err_alloc_big(dt_scale_bytes(qt, (size_t)V * K), "their scales") : NULL;
     if (!s || own(m, s))
         return err_wrap("quantising tensor '%s'", t->name);
     const char *src = t->data;
@@ -156,9 +157,14 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
             for (int i = 0; !by_column && i < nv; i++)
                 dt_to_f32(tile + (size_t)i * K, src + (size_t)(v0 + i) * cols * es, have,
                           (size_t)K);
-            for (int i = 0; i < nv; i++)
-                dt_q8_quantize(q + (size_t)(v0 + i) * K, s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK),
-                               NULL, tile + (size_t)i * K, (size_t)K);
+            for (int i = 0; i < nv; i++) {
+                uint16_t *si = s + (size_t)(v0 + i) * (K / DT_Q8_BLOCK);
+                if (qt == DT_Q4)
+                    dt_q4_quantize(q + (size_t)(v0 + i) * row, si, tile + (size_t)i * K, (size_t)K);
+                else
+                    dt_q8_quantize((int8_t *)q + (size_t)(v0 + i) * row, si, NULL,
+                                   tile + (size_t)i * K, (size_t)K);
+            }
         }
         if (!tile) {
 #pragma omp atomic write
@@ -168,7 +174,7 @@ static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, in
     }
     if (failed)
         return err_set("out of memory quantising tensor '%s'", t->name);
-    *out = (kb_mat){.data = q, .type = DT_Q8, .rows = rows, .cols = cols, .scales = s};
+    *out = (kb_mat){.data = q, .type = qt, .rows = rows, .cols = cols, .scales = s};
     return 0;
 }
 
@@ -178,18 +184,28 @@ static const float *vec(gpt2_model *m, const char *name, int n)
     return t ? as_type(m, t, DT_F32) : NULL;
 }
 
-/* how a matrix is used, which decides its q8 layout */
+/* how a matrix is used, which decides its quantised layout */
 enum { PRODUCT, TOKENS, POSITIONS };
+
+/* the type a matrix of `role` is kept in for weights of type wtype: with q8 and q4 weights the
+ * position embeddings (one row read per token) stay f32, and with q4 the tied token embedding and
+ * LM head stay q8 (as llama.cpp keeps a q4_0 model's output above four bits: it is the one product
+ * every token's choice depends on whole) */
+static dtype type_for(dtype wtype, int role)
+{
+    if ((wtype == DT_Q8 || wtype == DT_Q4) && role == POSITIONS)
+        return DT_F32;
+    return wtype == DT_Q4 && role == TOKENS ? DT_Q8 : wtype;
+}
 
 static int mat(gpt2_model *m, kb_mat *out, const char *name, int rows, int cols, int role)
 {
     const st_tensor *t = find(m, name, rows, cols);
     if (!t)
         return -1;
-    /* with q8 weights, the position embeddings (one row read per token) stay f32 */
-    dtype want = m->wtype == DT_Q8 && role == POSITIONS ? DT_F32 : m->wtype;
-    if (want == DT_Q8)
-        return quantize(m, out, t, rows, cols, role == PRODUCT);
+    dtype want = type_for(m->wtype, role);
+    if (want == DT_Q8 || want == DT_Q4)
+        return quantize(m, out, t, rows, cols, role == PRODUCT, want);
     *out = (kb_mat){.data = as_type(m, t, want), .type = want, .rows = rows, .cols = cols};
     return out->data ? 0 : -1;
 }
@@ -251,9 +267,9 @@ int gpt2_load(gpt2_model *m, const char *dir, dtype wtype, const gpt2_progress *
         goto fail;
     char stage[64];
     snprintf(stage, sizeof stage,
-             m->file_type == wtype ? "reading weights"
-             : wtype == DT_Q8      ? "quantising weights to q8"
-                                   : "converting weights to %s",
+             m->file_type == wtype              ? "reading weights"
+             : wtype == DT_Q8 || wtype == DT_Q4 ? "quantising weights to %s"
+                                                : "converting weights to %s",
              dt_name(wtype));
     for (int l = 0; l < c->n_layer; l++) {
         if (load_layer(m, l))
@@ -281,9 +297,10 @@ static const void *place(gpt2_model *m, const void *host, size_t bytes)
 static int place_mat(gpt2_model *m, kb_mat *w)
 {
     size_t n = (size_t)w->rows * w->cols;
-    if (!(w->data = place(m, w->data, n * dt_size(w->type))))
+    if (!(w->data = place(m, w->data, dt_bytes(w->type, n))))
         return 0;
-    return w->type != DT_Q8 || (w->scales = place(m, w->scales, n / DT_Q8_BLOCK * 2)) != NULL;
+    return !dt_scale_bytes(w->type, n) ||
+           (w->scales = place(m, w->scales, dt_scale_bytes(w->type, n))) != NULL;
 }
 
 /* w in the backend's own layout, where it has one for w; the converted copy it replaces is freed,
@@ -381,8 +398,20 @@ int64_t gpt2_param_count(const gpt2_config *c)
     return (int64_t)c->vocab_size * C + (int64_t)c->n_ctx * C + 2 * C + c->n_layer * per_layer;
 }
 
+/* bytes of n values of type t with their scales */
+static uint64_t stored(dtype t, uint64_t n) { return dt_bytes(t, n) + dt_scale_bytes(t, n); }
+
 uint64_t gpt2_bytes_per_token(const gpt2_model *m)
 {
-    uint64_t C = m->cfg.n_embd, n = m->cfg.n_layer * 12 * C * C + (uint64_t)m->cfg.vocab_size * C;
-    return m->wtype == DT_Q8 ? n + n / DT_Q8_BLOCK * 2 : (uint64_t)dt_size(m->wtype) * n;
+    uint64_t C = m->cfg.n_embd, n = m->cfg.n_layer * 12 * C * C,
+             v = (uint64_t)m->cfg.vocab_size * C;
+    return stored(m->wtype, n) + stored(type_for(m->wtype, TOKENS), v);
+}
+
+uint64_t gpt2_weights_bytes(const gpt2_model *m)
+{
+    const gpt2_config *c = &m->cfg;
+    uint64_t C = c->n_embd, vectors = c->n_layer * 13 * C + 2 * C;
+    return gpt2_bytes_per_token(m) + stored(type_for(m->wtype, POSITIONS), (uint64_t)c->n_ctx * C) +
+           4 * vectors;
 }

@@ -78,6 +78,8 @@ int gpt2_place(gpt2_model *m, kb_backend *b, const gpt2_progress *progress);
 int64_t gpt2_param_count(const gpt2_config *c);
 /* Bytes of weights streamed to produce one token: every matrix once plus the LM head. */
 uint64_t gpt2_bytes_per_token(const gpt2_model *m);
+/* bytes of all the weights as loaded (the vectors in f32; q8 and q4 with their scales) */
+uint64_t gpt2_weights_bytes(const gpt2_model *m);
 /* Activation memory for a batch of n tokens (what the forward pass allocates). */
 size_t gpt2_workspace_bytes(const gpt2_config *c, int n);
 

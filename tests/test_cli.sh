@@ -123,6 +123,13 @@ for d in lookup self-q8 "$M"; do
     same "${TAG}cli/generate --draft ${d##*/}: greedy gives plain decoding's ids" "$want" \
         "$(greedy -q --draft "$d" --draft-max 3)"
 done
+# q4 weights: each verify pass's rows (up to 8 a pass, 16 drafted split in two) are decode steps'
+want=$("$KV" generate -m "$M" --dtype q4 --prompt-ids $IDS,$IDS -n 24 --temp 0 --output ids -q)
+for d in lookup self-q8; do
+    same "${TAG}cli/q4 weights, --draft $d: greedy gives plain decoding's ids" "$want" \
+        "$("$KV" generate -m "$M" --dtype q4 --prompt-ids $IDS,$IDS -n 24 --temp 0 --output ids -q \
+            --draft $d --draft-max 15)"
+done
 greedy --draft lookup >/dev/null 2>"$TMP/draft.err"
 n='[0-9]+'
 check "${TAG}cli/generate --draft says what the drafts did" grep -qE "^\[draft lookup: $n drafted, \

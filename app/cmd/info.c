@@ -50,7 +50,7 @@ int cmd_info(int argc, char **argv)
            c->n_layer, c->n_embd, c->n_head, c->n_embd / c->n_head, c->n_ctx, c->vocab_size);
     printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);
     human(a, sizeof a, (double)lm.model.st.map_len);
-    human(b, sizeof b, (double)params * dt_size(lm.model.wtype));
+    human(b, sizeof b, (double)gpt2_weights_bytes(&lm.model));
     printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file,
            dt_name(lm.model.file_type), b, dt_name(lm.model.wtype));
     printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));

@@ -38,8 +38,8 @@ int sc_parse_case(const char *s, sc_case *c)
         return err_set(
             "--cases: '%s' is not WEIGHTS/LAYOUT/CACHE/KERNELS (e.g. bf16/paged/f32/fast)", s);
     if (dt_parse(w, &c->w) || c->w == DT_I8)
-        return err_set("--cases: '%s': weights are f32, f16, bf16 or q8, not '%s'", s, w);
-    if (dt_parse(cache, &c->cache) || c->cache == DT_Q8)
+        return err_set("--cases: '%s': weights are f32, f16, bf16, q8 or q4, not '%s'", s, w);
+    if (dt_parse(cache, &c->cache) || c->cache == DT_Q8 || c->cache == DT_Q4)
         return err_set("--cases: '%s': a cache is f32, f16, bf16 or int8, not '%s'", s, cache);
     if (strcmp(lay, "paged") && strcmp(lay, "contiguous"))
         return err_set("--cases: '%s': the layout is paged or contiguous, not '%s'", s, lay);
@@ -193,7 +193,7 @@ static int load_weights(sc_run *r, dtype w, const char *dir)
 static int run_cases(sc_run *r, const char *dir)
 {
     const sc_plan *p = r->p;
-    int tested[DT_Q8 + 1][2] = {{0}}; /* the self-test ran: by weights, kernels */
+    int tested[DT_Q4 + 1][2] = {{0}}; /* the self-test ran: by weights, kernels */
     for (int i = 0; i < p->n_cases; i++) {
         const sc_case *c = &p->cases[i];
         if ((i == 0 || c->w != p->cases[i - 1].w) && load_weights(r, c->w, dir))

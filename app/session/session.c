@@ -287,7 +287,7 @@ void session_emit_model(loaded_model *lm)
     ev_emit_model(lm->bus, 0,
                   &(ev_model){EV_OPT(name, session_model_name(lm)),
                               EV_OPT(backend, lm->backend->name), EV_OPT(params, params),
-                              EV_OPT(weights_bytes, params * (long long)dt_size(lm->model.wtype)),
+                              EV_OPT(weights_bytes, (long long)gpt2_weights_bytes(&lm->model)),
                               EV_OPT(pool_bytes, (long long)kv_pool_opts(lm->pool)->pool_bytes),
                               EV_OPT(workspace_bytes, (long long)gpt2_workspace_bytes(c, c->n_ctx)),
                               EV_OPT(n_ctx, c->n_ctx), EV_OPT(random_weights, c->random_weights),

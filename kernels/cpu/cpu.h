@@ -82,6 +82,28 @@ int cpu_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
 /* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
+/* The streamed products' loop (q8_tokens.c, q4.c): each of the backend's threads takes its run
+ * [j0, j1) of the N outputs and runs BODY(NT) over it with n's count as a constant, 1 to
+ * CPU_STREAM_MAX_TOKENS (so that loops over the tokens unroll and the accumulators stay in
+ * registers), then applies the GELU to its run of y [n, N] (act) */
+#define CPU_STREAM_ROWS(b, y, n, N, act, BODY)                                        \
+    _Pragma("omp parallel num_threads((b)->threads)")                                 \
+    {                                                                                 \
+        int id_ = omp_get_thread_num(), nt_ = omp_get_num_threads();                  \
+        int j0 = (int)((long)(N)*id_ / nt_), j1 = (int)((long)(N) * (id_ + 1) / nt_); \
+        switch (n) {                                                                  \
+            case 1: BODY(1) break;                                                    \
+            case 2: BODY(2) break;                                                    \
+            case 3: BODY(3) break;                                                    \
+            case 4: BODY(4) break;                                                    \
+            case 5: BODY(5) break;                                                    \
+            case 6: BODY(6) break;                                                    \
+            case 7: BODY(7) break;                                                    \
+            default: BODY(CPU_STREAM_MAX_TOKENS) break;                               \
+        }                                                                             \
+        if ((act) == KB_GELU)                                                         \
+            vm_gelu_columns(y, n, N, j0, j1);                                         \
+    }
 /* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at
  * a time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL
  * floats per thread, and CPU_PANEL more), each panel multiplied in cache as soon as it is made: by
@@ -103,11 +125,20 @@ void cpu_round_bf16(float *dst, const float *src, size_t n);
 int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
                   const float *bias);
 #endif
-/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8-bit weights
- * (DT_Q8, stored along the reduction), for matmul (K = rows, N = cols) and matmul_t (K = cols, N =
- * rows) */
-int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
-                   const float *bias, kb_act act);
+/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8- and 4-bit
+ * weights (DT_Q8, DT_Q4, stored along the reduction) against q8_0 activations, for matmul (K =
+ * rows, N = cols) and matmul_t (K = cols, N = rows) */
+int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                      const float *bias, kb_act act);
+/* Its 4-bit parts (kernels/cpu/q4.c): the product for 1..CPU_STREAM_MAX_TOKENS tokens already
+ * quantised (xq [n][K], block scales dx [n][K / 32]), each token's output the same for any n, in
+ * room (cpu_q4_rows_room(n, K) floats); a GEMM panel of the dequantised values (a cpu_panel_fn);
+ * and the K values (q - 8) of stored row `row` as int8 */
+void cpu_q4_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
+                 const kb_mat *w, const float *bias, kb_act act, void *room);
+size_t cpu_q4_rows_room(int n, int K);
+void cpu_q4_dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1);
+void cpu_q4_values(int8_t *dst, const kb_mat *w, int row, int K);
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 /* y[n, N] for 2..CPU_STREAM_MAX_TOKENS tokens, already quantised (xq [n][K], their block scales
  * dx [n][K / 32]), each token's output bit for bit a one-token product's, each weight row read once

@@ -167,7 +167,8 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
                 case DT_BF16: band(acc, x, n, w->data, DT_BF16, K, N, r0, r1); break;
                 case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
                 case DT_I8:
-                case DT_Q8: break; /* int8 is a cache type; q8 weights take cpu_q8_product */
+                case DT_Q8:
+                case DT_Q4: break; /* int8 is a cache type; q8, q4 take cpu_quant_product */
             }
         }
         int strips = (N + STRIP - 1) / STRIP;
@@ -251,7 +252,8 @@ static int blocked_product(kb_backend *b, float *y, const float *x, int n, const
             case DT_BF16: block_product(y + j0, x, n, blk, DT_BF16, K, N, bands, bj, act); break;
             case DT_F16: block_product(y + j0, x, n, blk, DT_F16, K, N, bands, bj, act); break;
             case DT_I8:
-            case DT_Q8: break; /* never packed */
+            case DT_Q8:
+            case DT_Q4: break; /* never packed */
         }
     }
     return 0;
@@ -264,7 +266,7 @@ int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
 #ifdef VW
     size_t K = (size_t)w->rows, N = (size_t)w->cols, B = KB_COLUMN_BLOCK;
     size_t es = dt_elem(w->type);
-    if (w->type == DT_Q8 || w->type == DT_I8 || w->column_blocks || N % B)
+    if ((w->type != DT_F32 && w->type != DT_F16 && w->type != DT_BF16) || w->column_blocks || N % B)
         return 0;
     char *d = b->alloc(b, K * N * es, "weights in column blocks");
     if (!d)
@@ -357,10 +359,10 @@ int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, 
     if (w->column_blocks && n <= CPU_STREAM_MAX_TOKENS)
         return blocked_product(b, y, x, n, w, bias, act);
 #endif
-    if (w->type != DT_Q8 && n <= CPU_STREAM_MAX_TOKENS)
+    if (w->type == DT_Q8 || w->type == DT_Q4)
+        return cpu_quant_product(b, y, x, n, w->rows, w->cols, w, bias, act);
+    if (n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias, act);
-    if (w->type == DT_Q8)
-        return cpu_q8_product(b, y, x, n, w->rows, w->cols, w, bias, act);
     if (product(b, y, x, n, w, bias))
         return -1;
     return act == KB_GELU ? cpu_gelu(b, y, (size_t)n * w->cols) : 0;
@@ -394,8 +396,8 @@ INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V,
 
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
 {
-    if (w->type == DT_Q8)
-        return cpu_q8_product(b, y, x, n, w->cols, w->rows, w, NULL, KB_LINEAR);
+    if (w->type == DT_Q8 || w->type == DT_Q4)
+        return cpu_quant_product(b, y, x, n, w->cols, w->rows, w, NULL, KB_LINEAR);
     if (!(x = product_input(b, x, (size_t)n * w->cols, w->type)))
         return -1;
 #pragma omp parallel num_threads(b->threads)
@@ -404,7 +406,8 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
         case DT_BF16: dots(y, x, n, w->data, DT_BF16, w->rows, w->cols); break;
         case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
         case DT_I8:
-        case DT_Q8: break;
+        case DT_Q8:
+        case DT_Q4: break;
     }
     return 0;
 }

@@ -15,15 +15,6 @@
 #include "tile.h"
 #include "vecmath.h"
 
-INLINE float half(uint16_t h)
-{
-#ifdef __F16C__
-    return _cvtsh_ss(h);
-#else
-    return dt_f16_to_f32(h);
-#endif
-}
-
 enum {
     ROWS = 2,
     TOKENS = 4
@@ -131,7 +122,7 @@ INLINE void scale_products(float *s, const uint16_t *dw, const float *dx, int bl
                          _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dw + b))),
                                        _mm256_loadu_ps(dx + b)));
     for (; b < blocks; b++)
-        s[b] = half(dw[b]) * dx[b];
+        s[b] = simd_half(dw[b]) * dx[b];
 }
 
 enum { GROUP = 4 }; /* decode's rows whose sums are finished together (vsum8x4) */
@@ -172,11 +163,8 @@ static void decode_q8(float *y, const int8_t *xq, int8_t *ax, uint64_t *neg, con
             y[j] = (bias ? bias[j] : 0.0f) +
                    vsum8(row_q8(q + (size_t)j * K, xq, ax, neg, s[0], blocks));
         }
-        if (act == KB_GELU) {
-#pragma omp simd
-            for (int i = j0; i < j1; i++)
-                y[i] = vm_gelu(y[i]);
-        }
+        if (act == KB_GELU)
+            vm_gelu_columns(y, 1, N, j0, j1);
     }
 }
 #endif
@@ -244,11 +232,18 @@ INLINE __m512i pair(__m512i v, int hi)
 }
 
 /* stored rows [c0, c0 + nc) of w as bf16 pairs along the reduction, [K / 2][ncp] (zero past nc),
- * and their scales, [blocks][ncp] */
-static void pack_panel_q8(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0, int nc, int ncp)
+ * and their scales, [blocks][ncp]; 4-bit rows are first unpacked to int8 in `room` (nc * K bytes)
+ */
+static void pack_panel(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0, int nc, int ncp,
+                       int8_t *room)
 {
     int blocks = K / DT_Q8_BLOCK;
     const int8_t *q = (const int8_t *)w->data + (size_t)c0 * K;
+    if (w->type == DT_Q4) {
+        for (int j = 0; j < nc; j++)
+            cpu_q4_values(room + (size_t)j * K, w, c0 + j, K);
+        q = room;
+    }
     for (int j = 0; j < ncp; j += 16) {
         __mmask16 m = tile_lanes(nc - j);
         __m512i idx = _mm512_mullo_epi32(
@@ -263,7 +258,7 @@ static void pack_panel_q8(uint32_t *bp, float *dwp, const kb_mat *w, int K, int 
         for (int bl = 0; bl < blocks; bl++)
             for (int jj = j; jj < j + 16; jj++)
                 dwp[(size_t)bl * ncp + jj] =
-                    jj < nc ? half(w->scales[(size_t)(c0 + jj) * blocks + bl]) : 0.0f;
+                    jj < nc ? simd_half(w->scales[(size_t)(c0 + jj) * blocks + bl]) : 0.0f;
     }
 }
 
@@ -309,7 +304,8 @@ static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
                    const kb_mat *w, const float *bias, uint32_t *xp)
 {
     int kp = K / 2, blocks = K / DT_Q8_BLOCK, chunks = (N + CPU_PANEL - 1) / CPU_PANEL;
-    size_t panel = (size_t)kp * CPU_PANEL + (size_t)blocks * CPU_PANEL;
+    size_t panel = (size_t)kp * CPU_PANEL + (size_t)blocks * CPU_PANEL +
+                   (w->type == DT_Q4 ? (size_t)K * CPU_PANEL / 4 : 0);
     uint16_t bf[256];
     for (int v = 0; v < 256; v++)
         bf[v] = dt_f32_to_bf16((float)(int8_t)v);
@@ -320,11 +316,12 @@ static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
             xp[i] = bf[(uint8_t)xq[2 * i]] | (uint32_t)bf[(uint8_t)xq[2 * i + 1]] << 16;
         uint32_t *bp = xp + (size_t)n * kp + panel * (size_t)omp_get_thread_num();
         float *dwp = (float *)(bp + (size_t)kp * CPU_PANEL);
+        int8_t *room = (int8_t *)(dwp + (size_t)blocks * CPU_PANEL);
 #pragma omp for schedule(dynamic)
         for (int c = 0; c < chunks; c++) {
             int c0 = c * CPU_PANEL, nc = N - c0 < CPU_PANEL ? N - c0 : CPU_PANEL,
                 ncp = (nc + NR - 1) / NR * NR;
-            pack_panel_q8(bp, dwp, w, K, c0, nc, ncp);
+            pack_panel(bp, dwp, w, K, c0, nc, ncp, room);
             for (int j = 0; j < ncp; j += NR) {
                 const float *bj = bias ? bias + c0 + j : NULL;
                 int m = 0;
@@ -360,7 +357,7 @@ static void dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
         for (size_t bl = 0; bl < blocks; bl++) {
             float d[16];
             for (size_t j = 0; j < nj; j++)
-                d[j] = half(w->scales[(c0 + j0 + j) * blocks + bl]);
+                d[j] = simd_half(w->scales[(c0 + j0 + j) * blocks + bl]);
             for (size_t i = bl * DT_Q8_BLOCK; i < (bl + 1) * DT_Q8_BLOCK; i++)
                 for (size_t j = 0; j < nj; j++)
                     p[i * nc + j0 + j] = q[j * K + i] * d[j];
@@ -370,28 +367,31 @@ static void dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 
 #endif
 
-int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
-                   const float *bias, kb_act act)
+int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
+                      const float *bias, kb_act act)
 {
     if (K % DT_Q8_BLOCK || K > 256 * DT_Q8_BLOCK)
-        return err_set("a q8 product over %d values (the kernel takes multiples of %d up to 8,192)",
-                       K, DT_Q8_BLOCK);
+        return err_set("a %s product over %d values (the kernel takes multiples of %d up to 8,192)",
+                       dt_name(w->type), K, DT_Q8_BLOCK);
+    int q4 = w->type == DT_Q4;
 #if !defined(CPU_Q8_TOKENS) && defined(__AVX2__) && defined(__FMA__)
     /* two tokens as two decode steps: their products are the tile's bit for bit, in 80% of the
      * tile's time (a drafter's catch-up of 2 positions each round, a verify pass of 2) */
-    if (n == 2)
-        return cpu_q8_product(b, y, x, 1, K, N, w, bias, act) ||
-                       cpu_q8_product(b, y + N, x + K, 1, K, N, w, bias, act)
+    if (n == 2 && !q4)
+        return cpu_quant_product(b, y, x, 1, K, N, w, bias, act) ||
+                       cpu_quant_product(b, y + N, x + K, 1, K, N, w, bias, act)
                    ? -1
                    : 0;
 #endif
     int blocks = K / DT_Q8_BLOCK, gemm = n > CPU_STREAM_MAX_TOKENS;
     /* the activations' int8 values, their scales, and for a GEMM their f32 values and the panels
-     * (for a few tokens, the room cpu_q8_tokens takes) */
+     * (for a few tokens, the room cpu_q8_tokens or cpu_q4_rows takes) */
     size_t iq = ((size_t)n * K + 3) / 4 * (n == 1 ? 3 : 1), nx = gemm ? (size_t)n * K : 0;
-    size_t more = gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL : 0;
+    size_t more = gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL
+                  : q4 ? cpu_q4_rows_room(n, K)
+                       : 0;
 #ifdef CPU_Q8_TOKENS
-    if (n > 1 && !gemm)
+    if (n > 1 && !gemm && !q4)
         more = CPU_Q8_TOKENS_ROOM(n, K);
 #endif
     float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + more);
@@ -415,9 +415,14 @@ int cpu_q8_product(kb_backend *b, float *y, const float *x, int n, int K, int N,
          * scales */
         int rc = gemm_q8(b, y, xq, dx, n, K, N, w, bias, (uint32_t *)xf);
 #else
-        int rc = cpu_gemm_panels(b, y, xf, n, K, N, w, bias, dequantize_panel, xf + nx);
+        int rc = cpu_gemm_panels(b, y, xf, n, K, N, w, bias,
+                                 q4 ? cpu_q4_dequantize_panel : dequantize_panel, xf + nx);
 #endif
         return rc ? rc : act == KB_GELU ? cpu_gelu(b, y, (size_t)n * N) : 0;
+    }
+    if (q4) {
+        cpu_q4_rows(b, y, xq, dx, n, K, N, w, bias, act, xf);
+        return 0;
     }
 #ifdef CPU_Q8_TOKENS
     if (n > 1) {

@@ -92,27 +92,7 @@ void cpu_q8_tokens(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
     for (size_t i = 0; i < (size_t)n * K; i++)
         u[i] = (uint8_t)(xq[i] ^ 0x80);
     const int8_t *q = w->data;
-#pragma omp parallel num_threads(b->threads)
-    {
-        int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        int j0 = (int)((long)N * id / nt), j1 = (int)((long)N * (id + 1) / nt);
-        switch (n) {
-            case 2: ROWS_FOR(2) break;
-            case 3: ROWS_FOR(3) break;
-            case 4: ROWS_FOR(4) break;
-            case 5: ROWS_FOR(5) break;
-            case 6: ROWS_FOR(6) break;
-            case 7: ROWS_FOR(7) break;
-            default: ROWS_FOR(CPU_STREAM_MAX_TOKENS) break; /* 8 */
-        }
-        if (act == KB_GELU) /* decode's GELU: per thread, over its run of columns, in vectors */
-            for (int t = 0; t < n; t++) {
-                float *yt = y + (size_t)t * N;
-#pragma omp simd
-                for (int i = j0; i < j1; i++)
-                    yt[i] = vm_gelu(yt[i]);
-            }
-    }
+    CPU_STREAM_ROWS(b, y, n, N, act, ROWS_FOR)
 }
 
 #endif

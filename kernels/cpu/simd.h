@@ -13,6 +13,16 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* an f16 scale's value: F16C's conversion where the build has it */
+INLINE float simd_half(uint16_t h)
+{
+#ifdef __F16C__
+    return _cvtsh_ss(h);
+#else
+    return dt_f16_to_f32(h);
+#endif
+}
+
 #ifdef __AVX__
 /* the sum of v's 8 lanes: the halves, then lanes 0 + 2 and 1 + 3, then those two */
 INLINE float vsum8(__m256 v)

@@ -361,14 +361,34 @@ static void q8_ref_block(const float *v, double *q, double *d, int f16_scale)
     *d = dd;
 }
 
-static void q8_case(int n, int K, int N, int with_bias, kb_act act)
+/* q4_0 as llama.cpp defines it, in its float operations: m the block's value of largest magnitude
+ * (the first such), d = m / -8, q = min(15, (int)(x / d + 8.5)) with x / d as x * (1 / d); the
+ * value (q - 8) * d with d kept as f16 */
+static void q4_ref_block(const float *v, double *q, double *d)
 {
-    uint64_t s = (uint64_t)(n * 977 + K * 13 + N);
+    float m = 0;
+    for (int i = 0; i < 32; i++)
+        if (fabsf(v[i]) > fabsf(m))
+            m = v[i];
+    float dd = m / -8.0f, id = dd != 0 ? 1.0f / dd : 0.0f;
+    for (int i = 0; i < 32; i++) {
+        float t = v[i] * id + 8.5f;
+        int qi = (int)t;
+        q[i] = (qi < 15 ? qi : 15) - 8;
+    }
+    *d = dt_f16_to_f32(dt_f32_to_f16(dd));
+}
+
+/* the product of 8- or 4-bit weights (t) against its definition */
+static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
+{
+    uint64_t s = (uint64_t)(n * 977 + K * 13 + N + t);
     int blocks = K / 32;
+    const char *tn = dt_name(t);
     float *x = malloc(sizeof(float) * n * K), *w = malloc(sizeof(float) * K * N),
           *bias = malloc(sizeof(float) * N);
     float *col = malloc(sizeof(float) * K), *y = malloc(sizeof(float) * n * N);
-    int8_t *q = malloc((size_t)N * K);
+    uint8_t *q = malloc(dt_bytes(t, (size_t)N * K));
     uint16_t *sc = malloc(sizeof(uint16_t) * N * blocks);
     double *ref = malloc(sizeof(double) * n * N), *wq = malloc(sizeof(double) * N * K),
            *wd = malloc(sizeof(double) * N * blocks);
@@ -382,9 +402,18 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
     for (int j = 0; j < N; j++) {
         for (int k = 0; k < K; k++)
             col[k] = w[k * N + j];
-        dt_q8_quantize(q + (size_t)j * K, sc + (size_t)j * blocks, NULL, col, (size_t)K);
+        if (t == DT_Q4)
+            dt_q4_quantize(q + dt_bytes(t, (size_t)j * K), sc + (size_t)j * blocks, col, (size_t)K);
+        else
+            dt_q8_quantize((int8_t *)q + (size_t)j * K, sc + (size_t)j * blocks, NULL, col,
+                           (size_t)K);
         for (int b = 0; b < blocks; b++)
-            q8_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b, wd + (size_t)j * blocks + b, 1);
+            if (t == DT_Q4)
+                q4_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b,
+                             wd + (size_t)j * blocks + b);
+            else
+                q8_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b, wd + (size_t)j * blocks + b,
+                             1);
     }
     for (int r = 0; r < n; r++) {
         double xq[32], xd;
@@ -400,13 +429,13 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
             }
         }
     }
-    kb_mat m = {.data = q, .type = DT_Q8, .rows = K, .cols = N, .scales = sc};
+    kb_mat m = {.data = q, .type = t, .rows = K, .cols = N, .scales = sc};
     float *y1 = malloc(sizeof(float) * n * N);
     CHECK(be()->matmul(be(), y, x, n, &m, with_bias ? bias : NULL, act) == 0 &&
               be1()->matmul(be1(), y1, x, n, &m, with_bias ? bias : NULL, act) == 0,
-          "q8 matmul failed");
+          "%s matmul failed", tn);
     CHECK(!memcmp(y, y1, sizeof(float) * n * N),
-          "q8 matmul n=%d K=%d N=%d: one thread's differs from two threads'", n, K, N);
+          "%s matmul n=%d K=%d N=%d: one thread's differs from two threads'", tn, n, K, N);
     /* decode's own loop against the few-token products' sums, bit for bit: the token last among
      * 2..8 others (a verify pass's rows are decode steps) */
     for (int many = 2; many <= 8 && n == 1; many++) {
@@ -416,7 +445,7 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
         memcpy(x2 + (size_t)(many - 1) * K, x, sizeof(float) * K);
         CHECK(be()->matmul(be(), y2, x2, many, &m, with_bias ? bias : NULL, act) == 0 &&
                   !memcmp(y, y2 + (size_t)(many - 1) * N, sizeof(float) * N),
-              "q8 decode K=%d N=%d differs from the same token among %d", K, N, many);
+              "%s decode K=%d N=%d differs from the same token among %d", tn, K, N, many);
         free(x2);
         free(y2);
     }
@@ -426,17 +455,17 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
         ref[i] = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
     }
     double e = rel_l2(y, ref, (size_t)n * N);
-    CHECK(e < 1e-6, "q8 matmul n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
+    CHECK(e < 1e-6, "%s matmul n=%d K=%d N=%d: rel err %.3g", tn, n, K, N, e);
     if (act == KB_GELU)
         goto done; /* matmul_t has no activation */
     /* the LM head's layout: the same stored rows read as matmul_t's [N, K] */
-    kb_mat t = {.data = q, .type = DT_Q8, .rows = N, .cols = K, .scales = sc};
-    CHECK(be()->matmul_t(be(), y, x, n, &t) == 0, "q8 matmul_t failed");
+    kb_mat mt = {.data = q, .type = t, .rows = N, .cols = K, .scales = sc};
+    CHECK(be()->matmul_t(be(), y, x, n, &mt) == 0, "%s matmul_t failed", tn);
     for (int i = 0; i < n * N && with_bias; i++)
         ref[i] -= bias[i % N];
     e = rel_l2(y, ref, (size_t)n * N);
-    CHECK(e < 1e-6, "q8 matmul_t n=%d K=%d N=%d: rel err %.3g", n, K, N, e);
-    /* against the unquantised product: what q8 costs (a wrong layout would cost everything) */
+    CHECK(e < 1e-6, "%s matmul_t n=%d K=%d N=%d: rel err %.3g", tn, n, K, N, e);
+    /* against the unquantised product: what the type costs (a wrong layout costs everything) */
     double num = 0, den = 0;
     for (int r = 0; r < n; r++)
         for (int j = 0; j < N; j++) {
@@ -446,7 +475,8 @@ static void q8_case(int n, int K, int N, int with_bias, kb_act act)
             num += (y[r * N + j] - a) * (y[r * N + j] - a);
             den += a * a;
         }
-    CHECK(sqrt(num / den) < 2e-2, "q8 against f32: rel err %.3g", sqrt(num / den));
+    double most = t == DT_Q4 ? 0.15 : 2e-2;
+    CHECK(sqrt(num / den) < most, "%s against f32: rel err %.3g", tn, sqrt(num / den));
 done:
     free(x);
     free(w);
@@ -460,15 +490,22 @@ done:
     free(wd);
 }
 
+static void quant_cases(dtype t)
+{
+    quant_case(t, 1, 64, 96, 1, KB_LINEAR); /* decode */
+    /* decode: 19 blocks, an odd one last, scales in two vectors */
+    quant_case(t, 1, 608, 20, 0, KB_LINEAR);
+    /* decode's GELU, each thread's rows (11 and 12) in groups of 4 and single rows after them */
+    quant_case(t, 1, 96, 23, 1, KB_GELU);
+    quant_case(t, 5, 96, 33, 1, KB_LINEAR);   /* a few tokens, odd column count */
+    quant_case(t, 8, 160, 17, 1, KB_GELU);    /* the most a stream takes */
+    quant_case(t, 40, 128, 70, 0, KB_LINEAR); /* prefill */
+    quant_case(t, 13, 96, 40, 1, KB_GELU);    /* prefill over an odd block count */
+}
+
 static void q8_all(void)
 {
-    q8_case(1, 64, 96, 1, KB_LINEAR); /* decode */
-    /* decode: 19 blocks, an odd one last, scales in two vectors */
-    q8_case(1, 608, 20, 0, KB_LINEAR);
-    /* decode's GELU, each thread's rows (11 and 12) in groups of 4 and single rows after them */
-    q8_case(1, 96, 23, 1, KB_GELU);
-    q8_case(5, 96, 33, 1, KB_LINEAR);   /* a few tokens, odd column count */
-    q8_case(40, 128, 70, 0, KB_LINEAR); /* prefill */
+    quant_cases(DT_Q8);
     /* the quantiser: a block whose largest magnitude is 127 keeps integers as they are and rounds
      * halves away from zero; zeros stay zero */
     float v[64];
@@ -577,8 +614,30 @@ static void nonfinite_edges(void)
     free(un);
 }
 
+static void q4_all(void)
+{
+    quant_cases(DT_Q4);
+    /* the quantiser on known values: (i - 16) / 4 has m = -4, so d = 0.5 and q = (i + 1) / 2 (at
+     * most 15); value j in byte j's low nibble, j + 16 in its high one; zeros stay zero (q = 8,
+     * d = 0 / -8: -0, as llama.cpp stores it) */
+    float v[64];
+    uint8_t q[32];
+    uint16_t d[2];
+    for (int i = 0; i < 32; i++)
+        v[i] = (float)(i - 16) / 4, v[32 + i] = 0;
+    dt_q4_quantize(q, d, v, 64);
+    int ok = dt_f16_to_f32(d[0]) == 0.5f && d[1] == 0x8000;
+    for (int j = 0; j < 16; j++) {
+        int lo = (j + 1) / 2, hi = (j + 17) / 2 < 15 ? (j + 17) / 2 : 15;
+        ok &= q[j] == (lo | hi << 4) && q[16 + j] == 0x88;
+    }
+    CHECK(ok, "q4 quantiser: scale %g, %g; bytes %02x %02x %02x", dt_f16_to_f32(d[0]),
+          dt_f16_to_f32(d[1]), q[0], q[15], q[16]);
+}
+
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
-           {"kernels/q8_vs_definition", q8_all}, {"kernels/sums_at_once", sums_at_once},
+           {"kernels/q8_vs_definition", q8_all}, {"kernels/q4_vs_definition", q4_all},
+           {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed},
            {"kernels/alloc_big", alloc_big}, {"kernels/nonfinite_edges", nonfinite_edges});

@@ -250,22 +250,25 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
             rows_out(a, t, acc[t], v0, V); /* the LM head: no bias, act or residual */
 }
 
-/* q8 weights (stored along the reduction: each output's K values are one row) through the same rows
- * as linear_t_k, as the CPU twin computes them: the input is quantised per block of 32 (d = max|x|
- * / 127, q = round(x / d), the same float operations), a lane takes 16 bytes of a row (half a
- * block), dp4a makes the integer dot exact, and each half's is scaled by both blocks' scales. The
- * epilogue of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
-template <int NT>
+/* q8 and q4 weights (stored along the reduction: each output's K values are one row) through the
+ * same rows as linear_t_k, as the CPU twin computes them: the input is quantised per block of 32
+ * (d = max|x| / 127, q = round(x / d), the same float operations) and dp4a makes each block's
+ * integer dot exact. q8: a lane takes 16 bytes of a row (half a block), each half scaled by both
+ * blocks' scales. q4: a lane takes a block's 16 bytes, the nibbles (q, 0..15) as they are against
+ * the inputs, less 8 times the block's input sum. The epilogue of linear (bias, GELU, residual)
+ * follows; with none of those it is the LM head. */
+template <int NT, dtype W>
 __global__ static void __launch_bounds__(MT_THREADS)
-    rows_q8_k(mv_args a, const uint16_t *scales, int V, int n)
+    rows_quant_k(mv_args a, const uint16_t *scales, int V, int n)
 {
-    /* K inputs of one token, normalised; then each token's K int8 and K / 32 scales */
+    /* K inputs of one token, normalised; then each token's K int8, K / 32 scales, K / 32 sums */
     extern __shared__ float xs[];
     __shared__ float red[32];
     int K = a.K, blocks = K / DT_Q8_BLOCK, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int v0 = (blockIdx.x * MT_WARPS + warp) * MT_ROWS;
     signed char *xq = (signed char *)(xs + K);
     float *xd = xs + K + (size_t)n * K / 4;
+    int *xsum = (int *)(xd + (size_t)n * blocks);
     for (int t = 0; t < NT; t++) {
         if (!has<NT>(t, n))
             continue;
@@ -275,9 +278,14 @@ __global__ static void __launch_bounds__(MT_THREADS)
             for (int o = 16; o > 0; o >>= 1)
                 amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             float d = amax / 127.0f, inv = d > 0 ? 1.0f / d : 0.0f;
-            xq[(size_t)t * K + b * DT_Q8_BLOCK + lane] = (signed char)roundf(v * inv);
-            if (lane == 0)
+            int qv = (int)roundf(v * inv), sum = qv;
+            xq[(size_t)t * K + b * DT_Q8_BLOCK + lane] = (signed char)qv;
+            for (int o = 16; o > 0; o >>= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (lane == 0) {
                 xd[t * blocks + b] = d;
+                xsum[t * blocks + b] = sum;
+            }
         }
         __syncthreads(); /* and xs is free for the next token */
     }
@@ -287,23 +295,37 @@ __global__ static void __launch_bounds__(MT_THREADS)
 #pragma unroll
         for (int q = 0; q < MT_ROWS; q++)
             acc[t][q] = 0;
-    for (int k = lane * 16; k < K; k += 32 * 16) {
+    enum { SPAN = W == DT_Q4 ? DT_Q4_BLOCK : 16 }; /* a lane's values: one load of 16 bytes */
+    for (int k = lane * SPAN; k < K; k += 32 * SPAN) {
         int b = k / DT_Q8_BLOCK;
 #pragma unroll
         for (int q = 0; q < MT_ROWS; q++) {
             if (v0 + q >= V)
                 continue;
-            uint4 w = __ldg((const uint4 *)((const signed char *)a.w + (size_t)(v0 + q) * K + k));
+            size_t row = (size_t)(v0 + q) * (W == DT_Q4 ? K / 2 : K);
+            uint4 w = __ldg((const uint4 *)((const unsigned char *)a.w + row +
+                                            (W == DT_Q4 ? (size_t)k / 2 : (size_t)k)));
             float dw = __half2float(__ushort_as_half(scales[(size_t)(v0 + q) * blocks + b]));
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (!has<NT>(t, n))
                     continue;
                 const int *xw = (const int *)(xq + (size_t)t * K + k);
-                int dot = __dp4a((int)w.x, xw[0], 0);
-                dot = __dp4a((int)w.y, xw[1], dot);
-                dot = __dp4a((int)w.z, xw[2], dot);
-                dot = __dp4a((int)w.w, xw[3], dot);
+                int dot;
+                if constexpr (W == DT_Q4) { /* bytes j: values j (low nibble) and j + 16 */
+                    const unsigned lo = 0x0f0f0f0fu, u[4] = {w.x, w.y, w.z, w.w};
+                    dot = -8 * xsum[t * blocks + b];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        dot = __dp4a((int)(u[i] & lo), xw[i], dot);
+                        dot = __dp4a((int)((u[i] >> 4) & lo), xw[4 + i], dot);
+                    }
+                } else {
+                    dot = __dp4a((int)w.x, xw[0], 0);
+                    dot = __dp4a((int)w.y, xw[1], dot);
+                    dot = __dp4a((int)w.z, xw[2], dot);
+                    dot = __dp4a((int)w.w, xw[3], dot);
+                }
                 acc[t][q] += dw * xd[t * blocks + b] * (float)dot;
             }
         }
@@ -335,20 +357,22 @@ static int in_groups(mv_args a, int n, size_t fixed, size_t each, const char *wh
     return 0;
 }
 
-static int launch_rows_q8(kb_backend *b, mv_args a, int n, const uint16_t *scales, int V)
+template <dtype W>
+static int launch_rows_quant(kb_backend *b, mv_args a, int n, const uint16_t *scales, int V)
 {
     if (a.K % DT_Q8_BLOCK)
-        return err_set("a q8 product over %d values: the kernel takes multiples of %d", a.K,
-                       DT_Q8_BLOCK);
+        return err_set("a %s product over %d values: the kernel takes multiples of %d", dt_name(W),
+                       a.K, DT_Q8_BLOCK);
     unsigned blocks = (unsigned)((V + MT_WARPS * MT_ROWS - 1) / (MT_WARPS * MT_ROWS));
     size_t fixed = sizeof(float) * (size_t)a.K,
-           each = (size_t)a.K + sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
-    return in_groups(a, n, fixed, each, "a q8 product", [&](mv_args g, int k) {
+           each = (size_t)a.K + 2 * sizeof(float) * (size_t)(a.K / DT_Q8_BLOCK);
+    return in_groups(a, n, fixed, each, "a quantised product", [&](mv_args g, int k) {
         size_t shared = fixed + each * (size_t)k;
         if (k == 1)
-            rows_q8_k<1><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, 1);
+            rows_quant_k<1, W><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, 1);
         else
-            rows_q8_k<CU_TOKENS><<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, k);
+            rows_quant_k<CU_TOKENS, W>
+                <<<blocks, MT_THREADS, shared, cuda_stream(b)>>>(g, scales, V, k);
         CK_LAUNCH();
         return 0;
     });
@@ -373,7 +397,7 @@ static mv_args args_for(float *y, const float *x, const kb_mat *w, const float *
                  0,
                  NULL,
                  NULL};
-    a.vec = ((size_t)w->data & 15) == 0 && (size_t)w->cols * dt_size(w->type) % 16 == 0;
+    a.vec = ((size_t)w->data & 15) == 0 && dt_bytes(w->type, (size_t)w->cols) % 16 == 0;
     return a;
 }
 
@@ -430,7 +454,8 @@ int cuda_linear(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
     mv_args a = args_for(y, x, w, bias, norm, act, residual, w->rows, w->cols);
     cuda_rounded_forget(b, y);
     switch (w->type) {
-        case DT_Q8: return launch_rows_q8(b, a, n, w->scales, w->cols);
+        case DT_Q8: return launch_rows_quant<DT_Q8>(b, a, n, w->scales, w->cols);
+        case DT_Q4: return launch_rows_quant<DT_Q4>(b, a, n, w->scales, w->cols);
         case DT_F32: return launch_linear<DT_F32>(b, a, n);
         case DT_BF16: return launch_linear<DT_BF16>(b, a, n);
         case DT_F16: return launch_linear<DT_F16>(b, a, n);
@@ -459,7 +484,8 @@ int cuda_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *
     mv_args a = args_for(y, x, w, NULL, norm, KB_LINEAR, 0, w->cols, w->rows);
     cuda_rounded_forget(b, y);
     switch (w->type) {
-        case DT_Q8: return launch_rows_q8(b, a, n, w->scales, w->rows);
+        case DT_Q8: return launch_rows_quant<DT_Q8>(b, a, n, w->scales, w->rows);
+        case DT_Q4: return launch_rows_quant<DT_Q4>(b, a, n, w->scales, w->rows);
         case DT_F32: return launch_linear_t<DT_F32>(b, a, n, w->rows);
         case DT_BF16: return launch_linear_t<DT_BF16>(b, a, n, w->rows);
         case DT_F16: return launch_linear_t<DT_F16>(b, a, n, w->rows);

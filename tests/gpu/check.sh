@@ -177,7 +177,7 @@ IDS=464,3290,373,1043,287,257,2214,50256,0,31373,995,13
 if [ $EMULATED = 1 ]; then
     CORRECT_MODEL="2 4 64 128" CORRECT_LEN="--prompt 12 --force 3 --greedy 3"
     CORRECT_CASES=f32/paged/f32/fast,f32/paged/f32/basic,f32/contiguous/int8/basic
-    CORRECT_CASES+=,bf16/paged/bf16/fast,bf16/paged/bf16/basic,q8/paged/f16/basic
+    CORRECT_CASES+=,bf16/paged/bf16/fast,bf16/paged/bf16/basic,q8/paged/f16/basic,q4/paged/f16/fast
     # the 124M shape: one case, its prefill and two forced steps take about half a minute here
     SHAPES=("124M 12 12 768 1024") SHAPE_CASES=bf16/paged/bf16/fast
     SHAPE_LEN="--prompt 16 --force 2 --greedy 2 --no-gate"
@@ -185,18 +185,19 @@ if [ $EMULATED = 1 ]; then
     CHAT_FORCED=("f32 40 12 24K basic")
     CHAT_OPTS=("--cache-layout contiguous --cache-dtype int8" "--ctx 32 --evict-min 8")
     CHAT_TOKENS=3 CHAT_SET=basic
-    SANITIZER_RUNS=("memcheck 60 cuda/q8" "racecheck 60 cuda/kernels")
+    SANITIZER_RUNS=("memcheck 60 cuda/quantised" "racecheck 60 cuda/kernels")
     SPEC_MODEL="2 4 64 128" SPEC_TOKENS=8
 else
     # the 124M shape, every step of a teacher-forced decode past 256 positions of context (several
     # attention chunks, step replay): each cache dtype on both kernel sets, the contiguous layout,
-    # 16-bit and q8 weights
+    # 16-bit, q8 and q4 weights
     CORRECT_MODEL="12 12 768 1024" CORRECT_LEN="--prompt 300 --force 64 --greedy 16"
     CORRECT_CASES=f32/paged/f32/fast,f32/paged/f32/basic,f32/paged/f16/fast,f32/paged/f16/basic
     CORRECT_CASES+=,f32/paged/bf16/fast,f32/paged/bf16/basic,f32/paged/int8/fast
     CORRECT_CASES+=,f32/paged/int8/basic,f32/contiguous/f32/fast,f32/contiguous/int8/fast
     CORRECT_CASES+=,f16/paged/f32/fast,bf16/paged/bf16/fast,bf16/paged/bf16/basic
-    CORRECT_CASES+=,bf16/paged/f32/fast,q8/paged/f16/fast,q8/paged/f16/basic
+    CORRECT_CASES+=,bf16/paged/f32/fast,q8/paged/f16/fast,q8/paged/f16/basic,q4/paged/f16/fast
+    CORRECT_CASES+=,q4/paged/f16/basic
     SHAPES=("355M 24 16 1024 1024" "774M 36 20 1280 1024" "1.5B 48 25 1600 1024")
     SHAPE_CASES=bf16/paged/bf16/fast,f32/paged/f32/fast
     SHAPE_LEN="--prompt 140 --force 8 --greedy 4"
@@ -258,7 +259,7 @@ if section twins "every kernel against its CPU twin ($UT cuda/)"; then
     run $([ $EMULATED = 1 ] && echo 240 || echo 60) "$UT" cuda/
     out=$T/stdout
     names="kernels_match_cpu_twins fused_matches_cpu_twin fused_tokens_are_steps
-        q8_matches_cpu_twin attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu
+        quantised_match_cpu_twin attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu
         speculative_matches_cpu speculative_exact_on_device driver_messages"
     # and any other cuda/ test that failed
     others=$(grep -oE '^FAIL cuda/[a-z0-9_]+' "$out" | cut -d/ -f2 |
@@ -309,6 +310,10 @@ if section speed "speed ($KV bench --device cuda: each step's device time by CUD
         run 30 "$KV" bench -m "$T/m124" --device cuda --gpu-kernels basic --dtype bf16 --runs 3 \
             --prefill 128 --context 0,512,1000 --json "$OUT/b124-basic.json"
         failed "bench, 124M shape, basic kernels"
+        # what four bits buy on the device: q4 decode against q8's (not a target yet)
+        run 30 "$KV" bench -m "$T/m124" --device cuda --dtype q8,q4 --runs 3 --prefill 128 \
+            --context 0,512
+        failed "bench, 124M shape, q8 and q4" || sed 's/^/  /' "$T/stdout" >>"$OUT/check.txt"
         rm -rf "$T/m124"
         # kept for the shapes section
         tiny "$T/m-1.5B" --layers 48 --heads 25 --embd 1600 --ctx 1024 --dtype bf16
@@ -437,7 +442,7 @@ find_sanitizer() {
 if section speculative "speculative decoding on the device: greedy = plain greedy, each dtype"; then
     read -r L H E C <<<"$SPEC_MODEL"
     tiny "$T/m-spec" --layers "$L" --heads "$H" --embd "$E" --ctx "$C" --seed 5
-    for dt in f32 bf16 q8; do
+    for dt in f32 bf16 q8 q4; do
         [ -d "$T/m-spec" ] || break
         spec=(generate -m "$T/m-spec" --device cuda --dtype $dt --temp 0 --repeat-penalty 1.1
             -n $SPEC_TOKENS --output ids -q -p "Prompt number 7: the quick brown fox 259 jumps")

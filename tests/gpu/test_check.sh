@@ -8,7 +8,7 @@ G=$TMP/gpucheck
 mkdir -p "$G/bin"
 judge() { "$PYTHON" tests/gpu/judge.py "$@" 2>&1 | cut -d' ' -f1; }
 S='========= COMPUTE-SANITIZER'
-OK1='ok   cuda/q8_matches_cpu_twin'
+OK1='ok   cuda/quantised_match_cpu_twin'
 UNIT="$OK1"$'\nunit: 1 passed, 0 failed, 0 skipped'
 MEM0='========= ERROR SUMMARY: 0 errors'
 RACE0='========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'
@@ -30,7 +30,7 @@ sanitizer_case "a run stopped at its limit is incomplete" incomplete memcheck 12
 sanitizer_case "a clean summary after the tests crashed fails" FAIL racecheck 139 \
     "$S" "$OK1" "$RACE0"
 sanitizer_case "a clean summary after a failed test fails" FAIL memcheck 1 "$S" \
-    'FAIL cuda/q8_matches_cpu_twin: rel err' 'unit: 0 passed, 1 failed, 0 skipped' "$MEM0"
+    'FAIL cuda/quantised_match_cpu_twin: rel err' 'unit: 0 passed, 1 failed, 0 skipped' "$MEM0"
 sanitizer_case "no summary fails" FAIL memcheck 0 "$S" "$UNIT"
 sanitizer_case "a device the tool refuses is incomplete" incomplete memcheck 1 "$S" \
     '========= Error: Device not supported' 'unit: 0 passed, 1 failed, 0 skipped'
@@ -116,7 +116,7 @@ rc=$?
 named=$(grep -c '^FAIL  *twins: kernels_match_cpu_twins .*layernorm' "$G/fault.out")
 forced=$(grep -c -E '^FAIL  *smoke: forced: .*basic kernels  *worst rel L2' "$G/fault.out")
 same "gpu-check/with a fault planted in layernorm_k it fails, naming kernels_match_cpu_twins" \
-    "1 1 1 yes" "$rc $named $(grep -c '^ok  *twins: q8_matches' "$G/fault.out") \
+    "1 1 1 yes" "$rc $named $(grep -c '^ok  *twins: quantised_match' "$G/fault.out") \
 $([ "$forced" -gt 0 ] && echo yes)"
 
 # the sanitizer step, through a stand-in: what it runs, then the summary it is told to print

@@ -336,7 +336,7 @@ static void fused_twins(void)
     c->destroy(c);
 }
 
-/* The fused products over several tokens (a verify pass), in f32, bf16 and q8: each token's row is
+/* The fused products over several tokens (a verify pass), in f32, bf16, q8 and q4: each token's row is
  * the one-token call's bit for bit (the decode step's), and near the CPU twin's. The shapes take
  * one slice of rows and several, and 3,072 inputs a token make the LM head's 5 tokens two
  * launches (its shared memory holds 4). */
@@ -348,10 +348,10 @@ static void fused_tokens(void)
     g->use_kernels(g, KB_KERNELS_FAST);
     enum { T = 5 };
     static const int shapes[2][2] = {{96, 160}, {3072, 768}};
-    dtype types[3] = {DT_F32, DT_BF16, DT_Q8};
-    uint64_t s = 29;
+    dtype types[4] = {DT_F32, DT_BF16, DT_Q8, DT_Q4};
     for (int sh = 0; sh < 2; sh++)
-        for (int ty = 0; ty < 3; ty++) {
+        for (int ty = 0; ty < 4; ty++) {
+            uint64_t s = 29; /* each case its own data, whichever cases come before it */
             int K = shapes[sh][0], N = shapes[sh][1], big = K > N ? K : N;
             size_t blocks = (size_t)K * N / DT_Q8_BLOCK;
             float *x = malloc(sizeof(float) * T * big), *wf = malloc(sizeof(float) * K * N),
@@ -369,16 +369,19 @@ static void fused_tokens(void)
                 wf[i] = rnd(&s) * 0.1f;
             for (int i = 0; i < N; i++)
                 bias[i] = rnd(&s);
-            /* q8 is stored along the reduction: wf's rows of K are the outputs' rows */
-            if (types[ty] == DT_Q8)
-                for (int j = 0; j < N; j++)
+            /* q8 and q4 are stored along the reduction: wf's rows of K are the outputs' rows */
+            int quant = types[ty] == DT_Q8 || types[ty] == DT_Q4;
+            for (int j = 0; j < N && quant; j++)
+                if (types[ty] == DT_Q4)
+                    dt_q4_quantize((uint8_t *)w + (size_t)j * K / 2, sc + (size_t)j * (K / 32),
+                                   wf + (size_t)j * K, (size_t)K);
+                else
                     dt_q8_quantize((int8_t *)w + (size_t)j * K, sc + (size_t)j * (K / 32), NULL,
                                    wf + (size_t)j * K, (size_t)K);
-            else
+            if (!quant)
                 dt_from_f32(w, wf, types[ty], (size_t)K * N);
-            size_t wbytes = types[ty] == DT_Q8 ? (size_t)K * N : dt_size(types[ty]) * K * N;
-            void *dwd = up(g, w, wbytes);
-            uint16_t *dsc = types[ty] == DT_Q8 ? up(g, sc, 2 * blocks) : NULL;
+            void *dwd = up(g, w, dt_bytes(types[ty], (size_t)K * N));
+            uint16_t *dsc = quant ? up(g, sc, 2 * blocks) : NULL;
             float *dx = up(g, x, sizeof(float) * T * big), *db = up(g, bias, sizeof(float) * N),
                   *dg = up(g, gam, sizeof(float) * big), *dbe = up(g, bet, sizeof(float) * big),
                   *dy = g->alloc(g, sizeof(float) * T * big, "y");
@@ -387,8 +390,8 @@ static void fused_tokens(void)
                 kb_mat hw = {w, types[ty], K, N, sc, 0}, dw = {dwd, types[ty], K, N, dsc, 0};
                 int out = v == 2 ? K : N, in = v == 2 ? N : K;
                 if (v == 2) { /* the same weights as the LM head's [V = K, N] rows (q8: [N, K]) */
-                    hw.rows = dw.rows = types[ty] == DT_Q8 ? N : K;
-                    hw.cols = dw.cols = types[ty] == DT_Q8 ? K : N;
+                    hw.rows = dw.rows = quant ? N : K;
+                    hw.cols = dw.cols = quant ? K : N;
                     out = hw.rows;
                     in = hw.cols;
                 }
@@ -427,8 +430,12 @@ static void fused_tokens(void)
                     CHECK(cpu_linear(c, ref, x, T, &hw, bias, v ? NULL : &hn,
                                      v ? KB_LINEAR : KB_GELU, v) == 0,
                           "cpu: %s", err_msg());
-                double e = rel_err(many, ref, (size_t)T * out);
-                CHECK(e < 1e-5, "%s %dx%d variant %d: rel err %.3g against the CPU twin",
+                /* bf16 behind a norm: the two sides' normalised inputs may differ in their last
+                 * bit, and where one sits at a bf16 rounding midpoint it rounds the other way (a
+                 * 2^-8 step of one term; 3e-5 over 3,072 inputs, measured) */
+                double e = rel_err(many, ref, (size_t)T * out),
+                       most = types[ty] == DT_BF16 && v == 0 ? 1e-4 : 1e-5;
+                CHECK(e < most, "%s %dx%d variant %d: rel err %.3g against the CPU twin",
                       dt_name(types[ty]), K, N, v, e);
             }
             g->release(g, dwd);
@@ -454,32 +461,32 @@ static void fused_tokens(void)
     c->destroy(c);
 }
 
-/* q8 weights on the device against the CPU twin: the one-token kernel quantises its input as the
+/* q8 and q4 weights on the device against the CPU twin: the one-token kernel quantises its input as the
  * CPU does, so without a norm in front (whose last bits could move a rounding) they agree to the
  * order of summation; the GEMM path (prefill, the basic set) expands the weights to f32 and keeps
  * f32 activations, so there the CPU's activation quantisation is the difference (a wrong layout or
  * scale would be of order 1). */
-static void q8_twins(void)
+static void quant_twins_of(kb_backend *c, kb_backend *g, dtype t)
 {
-    kb_backend *c, *g = twin_backends(&c);
-    if (!g)
-        return;
-    g->use_kernels(g, KB_KERNELS_FAST);
     enum { K = 256, N = 96, n = 7 };
     uint64_t s = 23;
+    const char *tn = dt_name(t);
     static float x[n * K], col[K], bias[N], y0[N], y1[n * N], y2[n * N];
-    static int8_t q[N * K];
+    static uint8_t q[N * K];
     static uint16_t sc[N * K / 32];
     for (int i = 0; i < n * K; i++)
         x[i] = rnd(&s) * (i % 5 ? 1 : 4);
     for (int j = 0; j < N; j++) {
         for (int k = 0; k < K; k++)
             col[k] = rnd(&s) * 0.2f;
-        dt_q8_quantize(q + (size_t)j * K, sc + (size_t)j * (K / 32), NULL, col, K);
+        if (t == DT_Q4)
+            dt_q4_quantize(q + (size_t)j * K / 2, sc + (size_t)j * (K / 32), col, K);
+        else
+            dt_q8_quantize((int8_t *)q + (size_t)j * K, sc + (size_t)j * (K / 32), NULL, col, K);
         bias[j] = rnd(&s), y0[j] = rnd(&s);
     }
-    kb_mat hw = {q, DT_Q8, K, N, sc, 0},
-           dw = {up(g, q, sizeof q), DT_Q8, K, N, up(g, sc, sizeof sc), 0};
+    kb_mat hw = {q, t, K, N, sc, 0},
+           dw = {up(g, q, dt_bytes(t, sizeof q)), t, K, N, up(g, sc, sizeof sc), 0};
     float *dx = up(g, x, sizeof x), *db = up(g, bias, sizeof bias),
           *dy = g->alloc(g, sizeof y2, "y");
     for (int v = 0; v < 3; v++) { /* GELU, residual, none */
@@ -490,24 +497,34 @@ static void q8_twins(void)
         GPU_OK(g->linear(g, dy, dx, 1, &dw, v == 2 ? NULL : db, NULL, v == 0 ? KB_GELU : KB_LINEAR,
                          v == 1));
         g->copy(g, y2, dy, sizeof y0);
-        CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear variant %d: rel err %.3g", v,
+        CHECK(rel_err(y2, y1, N) < 1e-5, "%s linear variant %d: rel err %.3g", tn, v,
               rel_err(y2, y1, N));
     }
-    kb_mat ht = {q, DT_Q8, N, K, sc, 0}, dt = {dw.data, DT_Q8, N, K, dw.scales, 0};
+    kb_mat ht = {q, t, N, K, sc, 0}, dt = {dw.data, t, N, K, dw.scales, 0};
     cpu_linear_t(c, y1, x, 1, &ht, NULL);
     GPU_OK(g->linear_t(g, dy, dx, 1, &dt, NULL));
     g->copy(g, y2, dy, sizeof(float) * N);
-    CHECK(rel_err(y2, y1, N) < 1e-5, "q8 linear_t: rel err %.3g", rel_err(y2, y1, N));
+    CHECK(rel_err(y2, y1, N) < 1e-5, "%s linear_t: rel err %.3g", tn, rel_err(y2, y1, N));
     c->matmul(c, y1, x, n, &hw, bias, KB_LINEAR);
     GPU_OK(g->matmul(g, dy, dx, n, &dw, db, KB_LINEAR));
     g->copy(g, y2, dy, sizeof(float) * n * N);
-    CHECK(rel_err(y2, y1, n * N) < 3e-2, "q8 matmul (GEMM path): rel err %.3g",
+    CHECK(rel_err(y2, y1, n * N) < 3e-2, "%s matmul (GEMM path): rel err %.3g", tn,
           rel_err(y2, y1, n * N));
     g->release(g, (void *)dw.data);
     g->release(g, (void *)dw.scales);
     g->release(g, dx);
     g->release(g, db);
     g->release(g, dy);
+}
+
+static void quant_twins(void)
+{
+    kb_backend *c, *g = twin_backends(&c);
+    if (!g)
+        return;
+    g->use_kernels(g, KB_KERNELS_FAST);
+    quant_twins_of(c, g, DT_Q8);
+    quant_twins_of(c, g, DT_Q4);
     c->destroy(c);
 }
 
@@ -987,7 +1004,7 @@ static void speculative_twins(void)
     c->destroy(c);
 }
 
-/* Speculative decoding on the device is exact there (fast set): for f32, bf16 and q8 weights, a
+/* Speculative decoding on the device is exact there (fast set): for f32, bf16, q8 and q4 weights, a
  * verify pass's rows are the device's decode steps bit for bit, and greedy replies with a q8 self
  * draft and with lookup are plain greedy decoding's on the device, token for token. */
 static void speculative_exact(void)
@@ -997,9 +1014,9 @@ static void speculative_exact(void)
         return;
     g->use_kernels(g, KB_KERNELS_FAST);
     const char *dir = fixture_checkpoint(2, 96, 3, 300, "f32"); /* few ids: the emulator is slow */
-    dtype types[3] = {DT_F32, DT_BF16, DT_Q8};
+    dtype types[4] = {DT_F32, DT_BF16, DT_Q8, DT_Q4};
     enum { ROWS = DRAFT_MAX_TOKENS + 1, N = 24 };
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         gpt2_model m;
         if (gpt2_load(&m, dir, types[t], NULL) || gpt2_place(&m, g, NULL)) {
             CHECK(0, "load: %s", err_msg());
@@ -1056,7 +1073,8 @@ static void speculative_exact(void)
 
 TEST_TABLE(cuda_tests, {"cuda/kernels_match_cpu_twins", twins},
            {"cuda/fused_matches_cpu_twin", fused_twins},
-           {"cuda/fused_tokens_are_steps", fused_tokens}, {"cuda/q8_matches_cpu_twin", q8_twins},
+           {"cuda/fused_tokens_are_steps", fused_tokens},
+           {"cuda/quantised_match_cpu_twin", quant_twins},
            {"cuda/model_steps_match_cpu", model_steps},
            {"cuda/attention_matches_cpu_twin", attention_twins},
            {"cuda/sample_matches_cpu_twin", sample_twins}, {"cuda/odds_match_cpu_twin", odds_twins},

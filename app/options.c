@@ -121,8 +121,8 @@ static int cache_opt(model_opts *o, int argc, char **argv, int *i)
         if (r > 0)
             o->kv.layout = strcmp(v, "paged") ? KV_CONTIGUOUS : KV_PAGED;
     } else if (MATCH("--cache-dtype")) {
-        if (r > 0 && (dt_parse(v, &o->kv.type) || o->kv.type == DT_Q8 || o->kv.type == DT_Q4))
-            return err_set("--cache-dtype: expected f32, f16, bf16 or int8, got '%s'", v);
+        if (r > 0 && (dt_parse(v, &o->kv.type) || o->kv.type == DT_Q8))
+            return err_set("--cache-dtype: expected f32, f16, bf16, int8 or q4, got '%s'", v);
         o->kv_type_set = 1;
     } else if (opt_match(argc, argv, i, NULL, "--prealloc", NULL)) {
         o->kv.prealloc = 1;

@@ -41,9 +41,9 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "                         half the free memory); at most 2^31 - 1 blocks and 909T\n"         \
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
     "      --block-tokens N   positions per paged block (default 16)\n"                          \
-    "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale); default: "    \
-    "bf16\n"                                                                                     \
-    "                         on a GPU; on the CPU f32 with f32 weights (exact), else f16\n"     \
+    "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale) | q4 (q4_0\n"  \
+    "                         blocks of 32 along a head); default: bf16 on a GPU; on the CPU\n"   \
+    "                         f32 with f32 weights (exact), else f16\n"                          \
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"
 #define SAMPLING_OPTS_HELP                                                                      \

@@ -214,21 +214,23 @@ void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x
 
 void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n)
 {
+    for (size_t b = 0; b < n / DT_Q4_BLOCK; b++) {
+        uint16_t d;
+        dt_q4_block(q + b * DT_Q4_BLOCK / 2, &d, x + b * DT_Q4_BLOCK);
+        if (scale)
+            scale[b] = d;
+    }
+}
+
+void dt_q4_dequantize(float *x, const uint8_t *q, const uint16_t *scale, size_t n)
+{
     enum { HALF = DT_Q4_BLOCK / 2 };
     for (size_t b = 0; b < n / DT_Q4_BLOCK; b++) {
-        const float *xb = x + b * DT_Q4_BLOCK;
-        float amax = 0, m = 0;
-        for (int i = 0; i < DT_Q4_BLOCK; i++)
-            if (fabsf(xb[i]) > amax) {
-                amax = fabsf(xb[i]);
-                m = xb[i];
-            }
-        float d = m / -8, inv = d != 0 ? 1.0f / d : 0.0f;
+        float d = dt_f16_to_f32(scale[b]), *o = x + b * DT_Q4_BLOCK;
+        const uint8_t *v = q + b * HALF;
         for (int j = 0; j < HALF; j++) {
-            int lo = (int8_t)(xb[j] * inv + 8.5f), hi = (int8_t)(xb[j + HALF] * inv + 8.5f);
-            q[b * HALF + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+            o[j] = (float)((v[j] & 15) - 8) * d;
+            o[j + HALF] = (float)((v[j] >> 4) - 8) * d;
         }
-        if (scale)
-            scale[b] = dt_f32_to_f16(d);
     }
 }

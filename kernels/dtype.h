@@ -47,6 +47,8 @@ void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x
  * them: m the block's value of largest magnitude, d = m / -8, q = min(15, (int)(x / d + 8.5));
  * n / 2 bytes to q, the f16 scales to scale */
 void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n);
+/* and back: n values (q - 8) * d */
+void dt_q4_dequantize(float *x, const uint8_t *q, const uint16_t *scale, size_t n);
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
  * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);
@@ -96,7 +98,7 @@ static inline float dt_f16_to_f32(uint16_t h)
     return f;
 }
 
-static inline uint16_t dt_f32_to_f16(float f)
+DT_FN uint16_t dt_f32_to_f16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -117,6 +119,29 @@ static inline uint16_t dt_f32_to_f16(float f)
     uint32_t r = a - 0x38000000u; /* rebias the exponent from 127 to 15 */
     r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
     return (uint16_t)(sign | r);
+}
+
+/* One q4_0 block of DT_Q4_BLOCK values (dt_q4_quantize's): the CPU and the GPU make the same bytes.
+ * x * inv + 8.5 is rounded twice, as llama.cpp's C computes it (no fused multiply-add). */
+DT_FN void dt_q4_block(uint8_t *q, uint16_t *scale, const float *x)
+{
+    float amax = 0, m = 0;
+    for (int i = 0; i < DT_Q4_BLOCK; i++)
+        if ((x[i] < 0 ? -x[i] : x[i]) > amax) {
+            amax = x[i] < 0 ? -x[i] : x[i];
+            m = x[i];
+        }
+    float d = m / -8, inv = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < DT_Q4_BLOCK / 2; j++) {
+#ifdef __CUDA_ARCH__
+        int lo = (int8_t)__fadd_rn(__fmul_rn(x[j], inv), 8.5f),
+            hi = (int8_t)__fadd_rn(__fmul_rn(x[j + DT_Q4_BLOCK / 2], inv), 8.5f);
+#else
+        int lo = (int8_t)(x[j] * inv + 8.5f), hi = (int8_t)(x[j + DT_Q4_BLOCK / 2] * inv + 8.5f);
+#endif
+        q[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+    }
+    *scale = dt_f32_to_f16(d);
 }
 
 #ifdef __cplusplus

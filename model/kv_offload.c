@@ -21,23 +21,32 @@ int kv_export(kv_seq *s, void *out)
 
 /* Imported rows hold numbers: a NaN or an infinity (a forged snapshot with its checksum recomputed)
  * would reach the attention's softmax. Each f32 value and int8 scale is finite; each 16-bit value's
- * exponent is not all ones. */
+ * and q4 scale's exponent is not all ones. */
 static int finite_rows(const kv_pool *p, const unsigned char *in, int len)
 {
     size_t rows = (size_t)p->L * 2 * p->H * len, n = rows * p->hd;
     dtype t = p->o.type;
-    for (size_t i = 0; i < (t == DT_I8 ? rows : n); i++) {
+    /* what is checked: its count, where it starts, how many make a row */
+    size_t count = t == DT_I8   ? rows
+                   : t == DT_Q4 ? n / DT_Q4_BLOCK
+                                : n,
+           at = t == DT_I8   ? n
+                : t == DT_Q4 ? n / 2
+                             : 0,
+           per_row = t == DT_Q4   ? (size_t)p->hd / DT_Q4_BLOCK
+                     : t == DT_I8 ? 1
+                                  : (size_t)p->hd;
+    for (size_t i = 0; i < count; i++) {
         float f = 0;
         uint16_t h = 0;
         if (t == DT_F32 || t == DT_I8)
-            memcpy(&f, in + (t == DT_I8 ? n : 0) + 4 * i, 4);
+            memcpy(&f, in + at + 4 * i, 4);
         else
-            memcpy(&h, in + 2 * i, 2);
-        int all_ones =
-            (t == DT_F16 && (h & 0x7c00) == 0x7c00) || (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
+            memcpy(&h, in + at + 2 * i, 2);
+        int all_ones = ((t == DT_F16 || t == DT_Q4) && (h & 0x7c00) == 0x7c00) ||
+                       (t == DT_BF16 && (h & 0x7f80) == 0x7f80);
         if (!isfinite(f) || all_ones)
-            return err_set("cached position %zu holds a NaN or an infinity",
-                           (t == DT_I8 ? i : i / p->hd) % len);
+            return err_set("cached position %zu holds a NaN or an infinity", i / per_row % len);
     }
     return 0;
 }

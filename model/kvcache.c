@@ -35,11 +35,12 @@ size_t kvi_flat_bytes(const kv_pool *p, int tokens)
 }
 
 /* Copies positions [sp, sp + n) of src to [dp, dp + n) of dst, run by run within blocks: each run
- * is one strided copy over every (layer, K/V, head) row, plus one for int8 scales. Safe for dst ==
- * src when dp <= sp. */
+ * is one strided copy over every (layer, K/V, head) row, plus one for the scales (int8, q4). Safe
+ * for dst == src when dp <= sp. */
 int kvi_copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int sp, int n)
 {
-    size_t row = (size_t)src->head_dim * dt_size(src->type),
+    size_t row = dt_bytes(src->type, (size_t)src->head_dim),
+           sc = kvl_scale_bytes(src->type, src->head_dim),
            rows = (size_t)src->n_layer * 2 * src->n_head;
     while (n > 0) {
         int run = n;
@@ -51,10 +52,8 @@ int kvi_copy_rows(kb_backend *b, const kb_kv *dst, int dp, const kb_kv *src, int
                   : run;
         if (b->copy2d(b, kvl_row(dst, 0, 0, 0, dp), row * dst->block_tokens,
                       kvl_row(src, 0, 0, 0, sp), row * src->block_tokens, row * run, rows) ||
-            (src->type == DT_I8 &&
-             b->copy2d(b, kvl_scale(dst, 0, 0, 0, dp), sizeof(float) * dst->block_tokens,
-                       kvl_scale(src, 0, 0, 0, sp), sizeof(float) * src->block_tokens,
-                       sizeof(float) * run, rows)))
+            (sc && b->copy2d(b, kvl_scales(dst, 0, 0, 0, dp), sc * dst->block_tokens,
+                             kvl_scales(src, 0, 0, 0, sp), sc * src->block_tokens, sc * run, rows)))
             return err_wrap("copying %d cached positions", run);
         dp += run;
         sp += run;
@@ -106,6 +105,10 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
                NULL;
     if (o->grow_factor < 1.01f || o->grow_factor > 16)
         return err_set("--grow-factor %g is not in 1.01..16", o->grow_factor), NULL;
+    if (o->type == DT_Q4 && (cfg->n_embd / cfg->n_head) % DT_Q4_BLOCK)
+        return err_set("--cache-dtype q4: a head's %d values do not fill blocks of %d",
+                       cfg->n_embd / cfg->n_head, DT_Q4_BLOCK),
+               NULL;
     kv_pool *p = err_calloc(1, sizeof *p, "the KV pool");
     if (!p)
         return NULL;
@@ -115,8 +118,7 @@ kv_pool *kv_pool_create(kb_backend *b, const gpt2_config *cfg, const kv_opts *o,
     p->L = cfg->n_layer;
     p->H = cfg->n_head;
     p->hd = cfg->n_embd / cfg->n_head;
-    p->tok_bytes = 2 * (size_t)p->L * cfg->n_embd * dt_size(o->type) +
-                   (o->type == DT_I8 ? 2 * (size_t)p->L * p->H * 4 : 0);
+    p->tok_bytes = 2 * (size_t)p->L * p->H * kvl_row_bytes(o->type, p->hd);
     if (!p->o.pool_bytes) { /* four full windows, at most half of the backend's free memory */
         /* in whole blocks: a window shorter than a block still needs one */
         int bt = o->layout == KV_PAGED ? o->block_tokens : 1;

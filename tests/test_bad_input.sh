@@ -76,7 +76,10 @@ for f in none.txt blank.txt .; do
     expect_error "${TAG}bad/bench --policy --text $f" 1 "$why" \
         "$KV" bench --policy -m "$B/p64" --text "$B/$f"
 done
-expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16 or int8, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
+expect_error "${TAG}bad/--cache-dtype q8" 2 "--cache-dtype: expected f32, f16, bf16, int8 or q4, got 'q8'" "$KV" generate -m "$B/good" --cache-dtype q8
+expect_error "${TAG}bad/--cache-dtype q4 on heads of 8" 1 "--cache-dtype q4: a head's 8 values do not fill blocks of 32" \
+    "$KV" generate -m "$B/good" --cache-dtype q4 -p hi
+expect_error "${TAG}bad/--dtype q5" 2 "--dtype: expected f32, bf16, f16, q8 or q4, got 'q5'" "$KV" generate -m "$B/good" --dtype q5
 expect_error "${TAG}bad/--gpu-kernels turbo" 2 "--gpu-kernels: expected fast or basic, got 'turbo'" "$KV" generate -m "$B/good" --gpu-kernels turbo
 expect_error "${TAG}bad/--cache-mem past 1e15 bytes" 2 "'2000T' is more than the largest size" \
     "$KV" generate -m "$B/good" --cache-mem 2000T

@@ -43,6 +43,8 @@ same "${TAG}cli/tokenize --special" "50256 15496" "$("$KV" tokenize -m "$M" --sp
 info=$("$KV" info -m "$M")
 check "${TAG}cli/info parameter count" grep -q "parameters  $((50257 * 64 + 48 * 64 + 2 * 64 + 2 * (4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64)))" <<<"$info"
 check "${TAG}cli/info kv table" grep -qE "f32 +1.0 KiB +48.0 KiB" <<<"$info"
+# q4 rows: 2 layers x K, V x 2 heads x (16 bytes of values + an f16 scale) = 144 bytes a position
+check "${TAG}cli/info kv table counts q4 with its scales" grep -qE "q4 +144 B +6.8 KiB" <<<"$info"
 
 # get-model offline: one clear line, nothing left that looks complete
 expect_error "${TAG}cli/get-model offline" 1 "downloading https://huggingface.co/.*(resolve|connect|network)" \

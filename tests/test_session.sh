@@ -127,6 +127,28 @@ for mode in "--temp 0" "--temp 1.0 --top-k 0 --top-p 1 --seed 7"; do
     rm -f "$S"/r.jsonl* "$S"/r2.jsonl*
 done
 
+# a q4 cache (a model of its own: heads of 32 fill its blocks): a chat that evicts and forks
+# verifies on replay; resumed from its snapshot it goes on as unbroken; the snapshot names its type
+Q4M=$S/q4model
+"$KV" make-tiny-model "$Q4M" --layers 2 --heads 2 --embd 64 --ctx 64 --seed 21 >/dev/null
+q4chat() { "$KV" chat --no-tui -m "$Q4M" -n 10 --cache-dtype q4 --ctx 40 --temp 0 "$@"; }
+printf '%s\n/fork\nIn the fork\n' "$MSGS" | q4chat --session "$S/q4f.jsonl" >/dev/null 2>&1
+check "${TAG}session/a q4-cache chat with evictions and a fork verifies" \
+    "$KV" replay "$S/q4f.jsonl" --verify
+check "${TAG}session/... it evicted" grep -q '"ev":"evict"' "$S/q4f.jsonl"
+printf '%s\n' "$MSGS" | q4chat >"$S/q4.unbroken"
+printf '%s\n' "$MSGS" | head -3 | q4chat --session "$S/q4.jsonl" --save-cache >"$S/q4.p1"
+cp "$S/q4.jsonl.kv" "$S/q4.kv.saved" # the resume below goes on without --save-cache: it removes it
+printf '%s\n' "$MSGS" | tail -2 | "$KV" chat --no-tui --resume "$S/q4.jsonl" >"$S/q4.p2" 2>"$S/q4.err"
+same "${TAG}session/q4 cache: resume from the snapshot = unbroken" "$(cat "$S/q4.unbroken")" \
+    "$(cat "$S/q4.p1" "$S/q4.p2")"
+check "${TAG}session/q4 cache: the snapshot was used" bash -c "! grep -q re-prefilling '$S/q4.err'"
+printf 'hi\n' | q4chat --cache-dtype int8 --session "$S/i8.jsonl" --save-cache >/dev/null 2>&1
+cp "$S/q4.kv.saved" "$S/i8.jsonl.kv"
+printf 'again\n' | "$KV" chat --no-tui --resume "$S/i8.jsonl" >/dev/null 2>"$S/i8.err"
+check "${TAG}session/a q4 snapshot is refused by an int8 cache, by name" \
+    grep -q "holds a q4 cache, this run uses int8" "$S/i8.err"
+
 # another model: refused, --force re-prefills; a snapshot from another model is not loaded
 "$KV" make-tiny-model "$S/other" --layers 2 --heads 2 --embd 32 --ctx 64 --seed 22 >/dev/null
 printf 'hi\n' | chat --session "$S/m.jsonl" --save-cache >/dev/null

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../../kernels/err.h"
+#include "../../kernels/kvlayout.h"
 #include "../chat/template.h"
 #include "commands.h"
 #include "../options.h"
@@ -58,16 +59,17 @@ int cmd_info(int argc, char **argv)
     template_kind tpl = tpl_for_model(c, lm.dir, &why);
     printf("template    %s (%s)\n", tpl_name(tpl), why);
     printf("\nKV cache    per token    full context (%d tokens)\n", c->n_ctx);
-    const char *names[] = {"f32", "f16", "bf16", "int8"};
-    const double elem[] = {4, 2, 2, 1};
-    for (int i = 0; i < 4; i++) {
-        double per = 2.0 * c->n_layer * c->n_embd * elem[i];
+    const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q4};
+    int hd = c->n_embd / c->n_head;
+    for (int i = 0; i < 5; i++) {
+        if (types[i] == DT_Q4 && hd % DT_Q4_BLOCK)
+            continue; /* heads that do not fill its blocks */
+        double per = 2.0 * c->n_layer * c->n_head * (double)kvl_row_bytes(types[i], hd);
         human(a, sizeof a, per);
         human(b, sizeof b, per * c->n_ctx);
-        printf("  %-8s  %11s  %12s\n", names[i], a, b);
+        printf("  %-8s  %11s  %12s\n", dt_name(types[i]), a, b);
     }
-    printf("(int8 adds a float scale per token and head: %d bytes per token)\n",
-           2 * c->n_layer * c->n_head * 4);
+    printf("(int8 and q4 count their scales: a float per token and head, an f16 per 32 values)\n");
     unload_model(&lm);
     return 0;
 }

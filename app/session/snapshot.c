@@ -162,7 +162,7 @@ static int check_header(const snap_header *h, const char *path, const snap_kind 
         return err_set("%s: made by another %smodel", path, k->draft ? "draft " : "");
     if (h->dtype != (uint32_t)k->kv)
         return err_set("%s: holds a %s cache, this run uses %s", path,
-                       h->dtype <= DT_Q8 ? dt_name((dtype)h->dtype) : "unknown", dt_name(k->kv));
+                       h->dtype <= DT_Q4 ? dt_name((dtype)h->dtype) : "unknown", dt_name(k->kv));
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /* Causal self-attention reading keys and values through the cache layout of kernels/kvlayout.h
- * (paged or contiguous; f32, f16, bf16 or int8 rows). Decode (few queries) walks the cached rows
+ * (paged or contiguous; f32, f16, bf16, int8 or q4 rows). Decode (few queries) walks the cached rows
  * directly, each thread a run of heads, block by block; prefill first widens each head's rows into
  * contiguous f32 and runs GEMMs, in row blocks that skip the masked upper triangle. */
 #include <cblas.h>
@@ -37,6 +37,10 @@ static void store_row(const kb_kv *kv, int layer, int which, int head, int pos, 
 {
     void *dst = kvl_row(kv, layer, which, head, pos);
     int hd = kv->head_dim;
+    if (kv->type == DT_Q4) {
+        dt_q4_quantize(dst, kvl_scales(kv, layer, which, head, pos), src, (size_t)hd);
+        return;
+    }
     if (kv->type != DT_I8) {
         dt_from_f32(dst, src, kv->type, (size_t)hd);
         return;
@@ -57,6 +61,11 @@ static void widen_head(float *dst, const kb_kv *kv, int layer, int which, int he
     int hd = kv->head_dim;
     for (int p = 0; p < len; p++) {
         float *d = dst + (size_t)p * hd;
+        if (kv->type == DT_Q4) {
+            dt_q4_dequantize(d, kvl_row(kv, layer, which, head, p),
+                             kvl_scales(kv, layer, which, head, p), (size_t)hd);
+            continue;
+        }
         dt_to_f32(d, kvl_row(kv, layer, which, head, p), kv->type, (size_t)hd);
         if (kv->type == DT_I8) {
             float s = *kvl_scale(kv, layer, which, head, p);
@@ -121,6 +130,36 @@ INLINE int block_run(int j, int len, int bt)
     return bt - j % bt < len - j ? bt - j % bt : len - j;
 }
 
+/* query_heads_t over q4 rows: each run of a block's rows widened to f32 (Q4_RUN rows at a time,
+ * in registers' reach), then the f32 runs; a head's sums keep their order as for the other types */
+enum { Q4_RUN = 16, Q4_MAX_HEAD = 256 };
+static void query_heads_q4(float *o, const float *q, const kb_kv *kv, int layer, int h0, int h1,
+                           int len, float scale, float *s)
+{
+    int hd = kv->head_dim, bt = kv->block_tokens;
+    float rows[Q4_RUN * Q4_MAX_HEAD];
+    for (int which = 0; which < 2; which++) {
+        for (int j = 0, run; j < len; j += run) {
+            run = block_run(j, len, bt);
+            run = run < Q4_RUN ? run : Q4_RUN;
+            for (int h = h0; h < h1; h++) {
+                for (int r = 0; r < run; r++)
+                    dt_q4_dequantize(rows + (size_t)r * hd, kvl_row(kv, layer, which, h, j + r),
+                                     kvl_scales(kv, layer, which, h, j + r), (size_t)hd);
+                float *sh = s + (size_t)(h - h0) * len + j;
+                if (which == 0)
+                    key_run(sh, q + (size_t)h * hd, rows, NULL, run, hd, DT_F32);
+                else
+                    value_run(o + (size_t)h * hd, sh, (const char *)rows, NULL, run, hd, DT_F32);
+            }
+        }
+        for (int h = h0; h < h1 && which == 0; h++) {
+            softmax_row(s + (size_t)(h - h0) * len, len, scale);
+            memset(o + (size_t)h * hd, 0, sizeof(float) * hd);
+        }
+    }
+}
+
 /* One query against heads [h0, h1) of a layer: their scores in s, one row of len per head, and
  * their outputs in o. A paged block holds a layer's heads one after the other (kernels/kvlayout.h),
  * so each block's run is taken for all these heads before the next block: one stream through the
@@ -158,8 +197,8 @@ static void query_heads(float *o, const float *q, const kb_kv *kv, int layer, in
         case DT_F16: query_heads_t(o, q, kv, layer, h0, h1, len, scale, s, DT_F16); break;
         case DT_BF16: query_heads_t(o, q, kv, layer, h0, h1, len, scale, s, DT_BF16); break;
         case DT_I8: query_heads_t(o, q, kv, layer, h0, h1, len, scale, s, DT_I8); break;
-        case DT_Q8:
-        case DT_Q4: break; /* weight types, never a cache's */
+        case DT_Q4: query_heads_q4(o, q, kv, layer, h0, h1, len, scale, s); break;
+        case DT_Q8: break; /* a weight type, never a cache's */
     }
 }
 

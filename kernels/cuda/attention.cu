@@ -1,5 +1,6 @@
 /* Causal attention through the cache layout (kernels/kvlayout.h): paged or contiguous, f32, f16,
- * bf16 or int8 rows, the block table read from the device copy the cache manager keeps, the length
+ * bf16, int8 or q4 rows (q4 through the element-wise kernels only: the basic decode kernel serves it
+ * in the fast set too), the block table read from the device copy the cache manager keeps, the length
  * from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
  *   prefill (many queries): tiles of queries against tiles of keys in shared memory with an online
  *   softmax (head dims 16, 32, 64), else one block per (query, head) with every score in shared
@@ -19,12 +20,26 @@
 
 #include "common.cuh"
 
+/* element c of a q4 row with its block scales */
+__device__ __forceinline__ float q4_value(const void *row, const void *scales, int c)
+{
+    unsigned char v = ((const unsigned char *)row)[c / DT_Q4_BLOCK * 16 + c % 16];
+    float d = __half2float(__ushort_as_half(((const uint16_t *)scales)[c / DT_Q4_BLOCK]));
+    return (float)((c % DT_Q4_BLOCK < 16 ? v & 15 : v >> 4) - 8) * d;
+}
+
 __device__ static void store(const kb_kv kv, int layer, int which, int head, int pos,
                              const float *src, float *scale_tmp)
 {
     int hd = kv.head_dim;
     void *dst = kvl_row(&kv, layer, which, head, pos);
-    if (kv.type == DT_F32) {
+    if (kv.type == DT_Q4) {
+        for (int b = threadIdx.x; b < hd / DT_Q4_BLOCK; b += blockDim.x)
+            dt_q4_block((uint8_t *)dst + b * DT_Q4_BLOCK / 2,
+                        (uint16_t *)kvl_scales(&kv, layer, which, head, pos) + b,
+                        src + b * DT_Q4_BLOCK);
+        __syncthreads();
+    } else if (kv.type == DT_F32) {
         for (int c = threadIdx.x; c < hd; c += blockDim.x)
             ((float *)dst)[c] = src[c];
     } else if (kv.type == DT_F16) {
@@ -79,6 +94,12 @@ __device__ static float key_dot(const kb_kv &kv, const float *q, int layer, int 
 {
     const void *k = kvl_row(&kv, layer, 0, h, j);
     float d = 0;
+    if (kv.type == DT_Q4) {
+        const void *sc = kvl_scales(&kv, layer, 0, h, j);
+        for (int c = 0; c < kv.head_dim; c++)
+            d += q[c] * q4_value(k, sc, c);
+        return d;
+    }
     for (int c = 0; c < kv.head_dim; c++)
         d += q[c] * cu_load(k, c, kv.type);
     return kv.type == DT_I8 ? d * *kvl_scale(&kv, layer, 0, h, j) : d;
@@ -87,7 +108,10 @@ __device__ static float key_dot(const kb_kv &kv, const float *q, int layer, int 
 /* element c of a cached key (which = 0) or value (1), widened and scaled */
 __device__ static float value_of(const kb_kv &kv, int layer, int which, int h, int j, int c)
 {
-    float v = cu_load(kvl_row(&kv, layer, which, h, j), c, kv.type);
+    const void *row = kvl_row(&kv, layer, which, h, j);
+    if (kv.type == DT_Q4)
+        return q4_value(row, kvl_scales(&kv, layer, which, h, j), c);
+    float v = cu_load(row, c, kv.type);
     return kv.type == DT_I8 ? v * *kvl_scale(&kv, layer, which, h, j) : v;
 }
 
@@ -466,9 +490,9 @@ static void (*flash_for(const kb_kv *kv, int chunks))(float *, cu_rounded, float
                                                       const float *, kb_kv, int, const cu_step *,
                                                       int, float, cu_probe)
 {
-    size_t bytes = (size_t)kv->head_dim * dt_size(kv->type);
+    size_t bytes = dt_bytes(kv->type, (size_t)kv->head_dim);
     int lanes = (int)(bytes / 16);
-    if (bytes % 16 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)) ||
+    if (kv->type == DT_Q4 || bytes % 16 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)) ||
         kv->head_dim > FD_MAX_HD || chunks > FD_MAX_CHUNKS)
         return NULL;
     switch (kv->type) {

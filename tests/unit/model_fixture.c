@@ -12,10 +12,17 @@ enum { MAX_FIXTURES = 16 };
 
 const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const char *dtype_name)
 {
+    return fixture_shaped(layers, 4, 32, ctx, seed, vocab, dtype_name);
+}
+
+const char *fixture_shaped(int layers, int heads, int embd, int ctx, int seed, int vocab,
+                           const char *dtype_name)
+{
     static char dirs[MAX_FIXTURES][4200];
     static char keys[MAX_FIXTURES][64];
     char key[64];
-    snprintf(key, sizeof key, "%s-%d-l%d-s%d-v%d", dtype_name, ctx, layers, seed, vocab);
+    snprintf(key, sizeof key, "%s-%d-l%d-h%d-e%d-s%d-v%d", dtype_name, ctx, layers, heads, embd,
+             seed, vocab);
     int i = 0;
     for (; i < MAX_FIXTURES && keys[i][0]; i++)
         if (!strcmp(keys[i], key))
@@ -24,15 +31,17 @@ const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const c
         return NULL;
     snprintf(keys[i], sizeof keys[i], "%s", key);
     snprintf(dirs[i], sizeof dirs[i], "%s/m-%s", temp_dir(), key);
-    char ctx_s[16], layers_s[16], seed_s[16], vocab_s[16];
+    char ctx_s[16], layers_s[16], seed_s[16], vocab_s[16], heads_s[16], embd_s[16];
+    snprintf(heads_s, sizeof heads_s, "%d", heads);
+    snprintf(embd_s, sizeof embd_s, "%d", embd);
     snprintf(ctx_s, sizeof ctx_s, "%d", ctx);
     snprintf(layers_s, sizeof layers_s, "%d", layers);
     snprintf(seed_s, sizeof seed_s, "%d", seed);
     snprintf(vocab_s, sizeof vocab_s, "%d", vocab);
     char *argv[] = {"make-tiny-model", dirs[i],
                     "--layers",        layers_s,
-                    "--heads",         "4",
-                    "--embd",          "32",
+                    "--heads",         heads_s,
+                    "--embd",          embd_s,
                     "--ctx",           ctx_s,
                     "--seed",          seed_s,
                     "--dtype",         (char *)dtype_name,

@@ -8,6 +8,9 @@
  * (one of fewer layers from the same seed shares the embeddings, so its choices overlap: a
  * drafter's), its first `vocab` ids (0: GPT-2's 50257), weights in dtype_name. */
 const char *fixture_checkpoint(int layers, int ctx, int seed, int vocab, const char *dtype_name);
+/* the same with its heads and width chosen (fixture_checkpoint's: 4 heads of 8) */
+const char *fixture_shaped(int layers, int heads, int embd, int ctx, int seed, int vocab,
+                           const char *dtype_name);
 /* DIR of a 2-layer checkpoint with context `ctx` (seed 3), weights in `dtype_name`. */
 const char *fixture_model(const char *dtype_name, int ctx);
 

@@ -558,6 +558,24 @@ static double probe_twins(kb_backend *c, kb_backend *g, float *y, const float *q
     return worst;
 }
 
+/* whether layer 1's first n positions hold the same bytes (values and scales) in both caches */
+static int same_rows(kb_backend *g, const kb_kv *kv, const kb_kv *dkv, int n)
+{
+    size_t row = dt_bytes(kv->type, (size_t)kv->head_dim),
+           sc = kvl_scale_bytes(kv->type, kv->head_dim);
+    unsigned char got[1024];
+    for (int p = 0; p < n; p++)
+        for (int w = 0; w < 2; w++)
+            for (int h = 0; h < kv->n_head; h++) {
+                g->copy(g, got, kvl_row(dkv, 1, w, h, p), row);
+                g->copy(g, got + row, kvl_scales(dkv, 1, w, h, p), sc);
+                if (memcmp(got, kvl_row(kv, 1, w, h, p), row) ||
+                    memcmp(got + row, kvl_scales(kv, 1, w, h, p), sc))
+                    return 0;
+            }
+    return 1;
+}
+
 static void attention_twins(void)
 {
     kb_backend *c, *g = twin_backends(&c);
@@ -567,10 +585,12 @@ static void attention_twins(void)
      * separately, as decode steps (split over chunks of 128 positions, or of 64 in the fast set:
      * past crosses one). Head dims of 16 and 64 take the tiled prefill kernel and the fast set's
      * flash-decoding kernel, 24 the general prefill kernel and the basic decode kernel. Both sets.
+     * A q4 cache (heads of 64 only: whole blocks of 32) takes the element-wise kernels, and its
+     * stored rows must be the CPU's bit for bit.
      */
     enum { past = 140, n = 5, T = past + n };
     static const int heads[3][2] = {{4, 16}, {2, 64}, {3, 24}};
-    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    dtype types[5] = {DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q4};
     for (int run = 0; run < 2 * 3; run++) {
         kb_kernels set = (kb_kernels)(run / 3);
         int hc = run % 3;
@@ -585,10 +605,12 @@ static void attention_twins(void)
             qkv_pre[i] = rnd(&s) * 2;
         for (int i = 0; i < n * 3 * C; i++)
             qkv[i] = rnd(&s) * 2;
-        for (int tl = 0; tl < 8; tl++) { /* each cache dtype, paged (blocks of 4 in reverse order),
-                                          * then contiguous (one block holding every position) */
-            int t = tl % 4, bt = tl < 4 ? 4 : T;
-            double tol = types[t] == DT_F32 ? 1e-5 : 1e-2;
+        for (int tl = 0; tl < 10; tl++) { /* each cache dtype, paged (blocks of 4 in reverse
+                                           * order), then contiguous (one block, every position) */
+            int t = tl % 5, bt = tl < 5 ? 4 : T;
+            if (types[t] == DT_Q4 && hd % DT_Q4_BLOCK)
+                continue;
+            double tol = types[t] == DT_F32 || types[t] == DT_Q4 ? 1e-5 : 1e-2;
             int nb = (T + bt - 1) / bt, table[64];
             for (int i = 0; i < nb; i++)
                 table[i] = nb - 1 - i;
@@ -610,6 +632,8 @@ static void attention_twins(void)
             poison(g, dy, sizeof(float) * past * C);
             GPU_OK(g->attention(g, dy, dpre, &dkv, 1, 0, past, NULL));
             g->copy(g, y2, dy, sizeof(float) * past * C);
+            if (types[t] == DT_Q4)
+                CHECK(same_rows(g, &kv, &dkv, past), "q4 rows stored on the device differ");
             double e = rel_err(y2, yp, past * C);
             CHECK(e < tol, "prefill attention hd %d %s, %d-position blocks (%s): rel err %.3g", hd,
                   dt_name(types[t]), bt, set_name(set), e);

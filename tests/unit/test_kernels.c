@@ -246,6 +246,11 @@ static void layernorm_gelu_add(void)
 static double cached(const kb_kv *kv, int layer, int which, int head, int pos, int c)
 {
     const void *row = kvl_row(kv, layer, which, head, pos);
+    if (kv->type == DT_Q4) { /* block c / 32: byte c % 16 holds values c % 16 and c % 16 + 16 */
+        uint8_t b = ((const uint8_t *)row)[c / 32 * 16 + c % 16];
+        const uint16_t *d = kvl_scales(kv, layer, which, head, pos);
+        return (double)((c % 32 < 16 ? b & 15 : b >> 4) - 8) * dt_f16_to_f32(d[c / 32]);
+    }
     double v = kv->type == DT_F32    ? ((const float *)row)[c]
                : kv->type == DT_F16  ? dt_f16_to_f32(((const uint16_t *)row)[c])
                : kv->type == DT_BF16 ? dt_bf16_to_f32(((const uint16_t *)row)[c])
@@ -286,7 +291,12 @@ static void attention_case(int past, int n, int H, int C, dtype t, int paged)
           "attention %s past=%d n=%d H=%d: one thread's differs from two threads'", dt_name(t),
           past, n, H);
     free(y1);
-    double tol = t == DT_F32 ? 1e-6 : t == DT_I8 ? 0.02 : t == DT_BF16 ? 0.01 : 0.001, worst = 0;
+    double tol = t == DT_F32  ? 1e-6
+                 : t == DT_Q4 ? 0.13 /* a step of 2 / 8 where q4_0 clamps (q = 15 is 7 / 8 of m) */
+                 : t == DT_I8 ? 0.02
+                 : t == DT_BF16 ? 0.01
+                                : 0.001,
+           worst = 0;
     for (int tok = 0; tok < n; tok++)
         for (int h = 0; h < H; h++) {
             for (int c = 0; c < hd; c++) { /* stored rows are close to their sources */
@@ -341,6 +351,14 @@ static void attention_all(void)
             attention_case(0, 70, 2, 32, types[t], paged);  /* GEMM path, two row blocks */
             attention_case(11, 20, 4, 32, types[t], paged); /* GEMM path after a cached prefix */
         }
+    for (int paged = 0; paged < 2; paged++) { /* q4 rows: heads of whole blocks of 32 */
+        attention_case(0, 1, 2, 64, DT_Q4, paged);
+        attention_case(9, 5, 2, 64, DT_Q4, paged);
+        attention_case(40, 1, 2, 128, DT_Q4, paged);
+        attention_case(37, 2, 5, 320, DT_Q4, paged);
+        attention_case(0, 70, 2, 128, DT_Q4, paged);  /* GEMM path */
+        attention_case(11, 20, 4, 128, DT_Q4, paged); /* GEMM path after a cached prefix */
+    }
 }
 
 /* q8 as its definition: a block of 32 is scaled by max|v| / 127 (weights: the scale kept as f16)

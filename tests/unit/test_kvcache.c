@@ -62,8 +62,8 @@ static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int
     o.grow_factor = 1.5f;
     o.window = WINDOW;
     /* room for about two and a half full windows: four sequences must take turns in it */
-    size_t tok = 2 * (size_t)r->m.cfg.n_layer * r->m.cfg.n_embd * dt_size(type) +
-                 (type == DT_I8 ? 2 * 2 * 4 * 4 : 0);
+    int H = r->m.cfg.n_head;
+    size_t tok = 2 * (size_t)r->m.cfg.n_layer * H * kvl_row_bytes(type, r->m.cfg.n_embd / H);
     o.pool_bytes = tok * WINDOW * 5 / 2 + 4096;
     kv_pool *pool = kv_pool_create(r->b, &r->m.cfg, &o, NULL);
     CHECK(pool != NULL, "pool: %s", err_msg());
@@ -131,10 +131,12 @@ static double run_config(rig *r, kv_layout layout, int prealloc, dtype type, int
     return worst;
 }
 
-static void random_operations(void)
+/* bounds per cache dtype: f32 is exact up to rounding; the others are what storing keys and values
+ * in fewer bits costs on the model (README reports the measured figures) */
+static void random_operations_on(const char *dir, const dtype *types, const double *bound, int n)
 {
     rig r = {0};
-    CHECK(gpt2_load(&r.m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    CHECK(gpt2_load(&r.m, dir, DT_F32, NULL) == 0, "load: %s", err_msg());
     r.b = kb_create("cpu", 2);
     kv_opts o;
     kv_opts_default(&o, &r.m.cfg);
@@ -144,12 +146,8 @@ static void random_operations(void)
     r.fresh = kv_seq_new(r.ref, 0);
     r.got = malloc(sizeof(float) * r.m.cfg.vocab_size);
     r.want = malloc(sizeof(float) * r.m.cfg.vocab_size);
-    /* bounds per cache dtype: f32 is exact up to rounding; the others are what storing keys and
-     * values in 16 or 8 bits costs on this model (README reports the measured figures) */
-    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    double bound[4] = {1e-5, 2e-3, 2e-2, 5e-2};
     const char *names[3] = {"paged", "contiguous", "contiguous-prealloc"};
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < n; t++)
         for (int l = 0; l < 3; l++) {
             int offloads = 0;
             double worst =
@@ -166,37 +164,42 @@ static void random_operations(void)
     r.b->destroy(r.b);
 }
 
+static void random_operations(void)
+{
+    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    double bound[4] = {1e-5, 2e-3, 2e-2, 5e-2};
+    random_operations_on(fixture_model("f32", 64), types, bound, 4);
+}
+
 /* every row of the first n positions, copied out through the layout */
 static char *snapshot(kv_seq *s, int n, size_t *bytes)
 {
     const kb_kv *v = kv_view(s);
-    size_t row = (size_t)v->head_dim * dt_size(v->type);
-    *bytes = (size_t)n * v->n_layer * 2 * v->n_head * (row + 4);
+    size_t row = dt_bytes(v->type, (size_t)v->head_dim), sc = kvl_scale_bytes(v->type, v->head_dim);
+    *bytes = (size_t)n * v->n_layer * 2 * v->n_head * (row + sc);
     char *out = malloc(*bytes), *p = out;
     for (int pos = 0; pos < n; pos++)
         for (int l = 0; l < v->n_layer; l++)
             for (int kv = 0; kv < 2; kv++)
                 for (int h = 0; h < v->n_head; h++) {
                     memcpy(p, kvl_row(v, l, kv, h, pos), row);
-                    p += row;
-                    float sc = v->type == DT_I8 ? *kvl_scale(v, l, kv, h, pos) : 0;
-                    memcpy(p, &sc, 4);
-                    p += 4;
+                    memcpy(p + row, kvl_scales(v, l, kv, h, pos), sc);
+                    p += row + sc;
                 }
     return out;
 }
 
-static void pool_exhaustion(void)
+static void pool_exhaustion_on(const char *dir, const dtype *types, int n)
 {
     gpt2_model m;
-    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    CHECK(gpt2_load(&m, dir, DT_F32, NULL) == 0, "load: %s", err_msg());
     kb_backend *b = kb_create("cpu", 2);
     for (int layout = 0; layout < 2; layout++)
-        for (int ti = 0; ti < 2; ti++) {
+        for (int ti = 0; ti < n; ti++) {
             kv_opts o;
             kv_opts_default(&o, &m.cfg);
             o.layout = layout ? KV_CONTIGUOUS : KV_PAGED;
-            o.type = ti ? DT_I8 : DT_F32;
+            o.type = types[ti];
             o.window = 64;
             /* 64 positions: one sequence of 40 fits, two do not */
             o.pool_bytes = 4 * kvl_block_bytes(o.type, m.cfg.n_layer, m.cfg.n_head,
@@ -242,6 +245,12 @@ static void pool_exhaustion(void)
         }
     gpt2_free(&m);
     b->destroy(b);
+}
+
+static void pool_exhaustion(void)
+{
+    dtype types[2] = {DT_F32, DT_I8};
+    pool_exhaustion_on(fixture_model("f32", 64), types, 2);
 }
 
 typedef struct {
@@ -349,13 +358,12 @@ static void growth_bytes(void)
 /* A snapshot's rows go back in only if they hold numbers: one NaN, or one infinity, in any cache
  * dtype (an int8 cache: in a row's scale) is refused, naming the position; the rows as exported go
  * in. */
-static void import_refuses_non_finite(void)
+static void import_refuses_non_finite_on(const char *dir, const dtype *types, int nt)
 {
     gpt2_model m;
-    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    CHECK(gpt2_load(&m, dir, DT_F32, NULL) == 0, "load: %s", err_msg());
     kb_backend *b = kb_create("cpu", 2);
-    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < nt; t++) {
         kv_opts o;
         kv_opts_default(&o, &m.cfg);
         o.type = types[t];
@@ -372,16 +380,19 @@ static void import_refuses_non_finite(void)
         const char *name = dt_name(types[t]);
         CHECK(kv_import(c, flat, 12) == 0 && kv_len(c) == 12, "%s: the exported rows: %s", name,
               err_msg());
-        /* position 5 of the first row: its value, or for int8 its scale after all the values */
+        /* position 5 of the first row: its value, or for int8 and q4 its (first) scale after all
+         * the values */
         size_t hd = (size_t)(m.cfg.n_embd / m.cfg.n_head);
-        size_t at = types[t] == DT_I8 ? rows * hd + 4 * 5 : 5 * hd * dt_size(types[t]);
+        size_t at = types[t] == DT_I8   ? rows * hd + 4 * 5
+                    : types[t] == DT_Q4 ? rows * hd / 2 + 5 * kvl_scale_bytes(DT_Q4, (int)hd)
+                                        : 5 * hd * dt_size(types[t]);
         static const unsigned char nan32[4] = {0, 0, 0xc0, 0x7f}, inf16[2] = {0, 0x7c},
                                    nan_bf16[2] = {0xc0, 0x7f};
-        int half = types[t] == DT_F16 || types[t] == DT_BF16;
+        int half = types[t] == DT_F16 || types[t] == DT_BF16 || types[t] == DT_Q4;
         memcpy(flat + at,
-               types[t] == DT_F16    ? inf16
-               : types[t] == DT_BF16 ? nan_bf16
-                                     : nan32,
+               types[t] == DT_F16 || types[t] == DT_Q4 ? inf16
+               : types[t] == DT_BF16                   ? nan_bf16
+                                                       : nan32,
                half ? 2 : 4);
         err_set("%s", "");
         int rc = kv_import(d, flat, 12);
@@ -391,6 +402,38 @@ static void import_refuses_non_finite(void)
         free(flat);
         kv_pool_free(pool);
     }
+    gpt2_free(&m);
+    b->destroy(b);
+}
+
+static void import_refuses_non_finite(void)
+{
+    dtype types[4] = {DT_F32, DT_F16, DT_BF16, DT_I8};
+    import_refuses_non_finite_on(fixture_model("f32", 64), types, 4);
+}
+
+/* A q4 cache through the same paths, on heads of 32 (two of 64 wide; the fixture's heads of 8 do
+ * not fill a block): against fresh recomputation in every layout, offload and restore byte for
+ * byte, and a NaN scale refused at import. A model with heads of 8 refuses a q4 cache. */
+static void q4_rows(void)
+{
+    const char *dir = fixture_shaped(2, 2, 64, 64, 3, 0, "f32");
+    dtype q4 = DT_Q4;
+    double bound = 0.3; /* what four bits cost here: 0.16-0.19 measured */
+    random_operations_on(dir, &q4, &bound, 1);
+    pool_exhaustion_on(dir, &q4, 1);
+    import_refuses_non_finite_on(dir, &q4, 1);
+    gpt2_model m;
+    CHECK(gpt2_load(&m, fixture_model("f32", 64), DT_F32, NULL) == 0, "load: %s", err_msg());
+    kb_backend *b = kb_create("cpu", 1);
+    kv_opts o;
+    kv_opts_default(&o, &m.cfg);
+    o.type = DT_Q4;
+    err_set("%s", "");
+    kv_pool *p = kv_pool_create(b, &m.cfg, &o, NULL);
+    CHECK(!p && strstr(err_msg(), "--cache-dtype q4: a head's 8 values do not fill blocks of 32"),
+          "a q4 cache on heads of 8: '%s'", err_msg());
+    kv_pool_free(p);
     gpt2_free(&m);
     b->destroy(b);
 }
@@ -476,4 +519,5 @@ TEST_TABLE(kvcache_tests, {"kvcache/allocation_failures_clean", allocation_failu
            {"kvcache/shares_after_fork_told", shares_after_fork},
            {"kvcache/random_operations_vs_fresh", random_operations},
            {"kvcache/pool_exhaustion_offload_restore", pool_exhaustion},
-           {"kvcache/import_refuses_non_finite", import_refuses_non_finite});
+           {"kvcache/import_refuses_non_finite", import_refuses_non_finite},
+           {"kvcache/q4_rows", q4_rows});

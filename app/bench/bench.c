@@ -192,7 +192,7 @@ int cmd_bench(int argc, char **argv)
 {
     model_opts mo;
     model_opts_init(&mo);
-    static const char default_types[] = "f32,bf16,f16,q8";
+    static const char default_types[] = "f32,bf16,f16,q8,q4";
     const char *json_path = NULL, *dtypes = default_types;
     const char *messages = NULL, *text = NULL, *chats = NULL, *recall = NULL;
     int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy, 4:
@@ -317,7 +317,7 @@ int cmd_bench(int argc, char **argv)
     for (char *save = NULL, *tokn = strtok_r(buf, ",", &save); tokn;
          tokn = strtok_r(NULL, ",", &save)) {
         if (n_types == 8 || dt_parse(tokn, &list[n_types]) || list[n_types] == DT_I8)
-            return err_set("--dtype: expected a list of f32, bf16, f16, q8, got '%s'", dtypes),
+            return err_set("--dtype: expected a list of f32, bf16, f16, q8, q4, got '%s'", dtypes),
                    EXIT_USAGE;
         n_types++;
     }

@@ -14,7 +14,7 @@ const char BENCH_HELP[] =
     "                    [--chats FILE] [--runs N] [--json FILE]\n"
     "\n"
     "Measures prefill tokens/s (128 and 512 tokens) and decode tokens/s at context 0 and 512,\n"
-    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8).\n"
+    "median of --runs runs (default 5), for each weight dtype in LIST (default f32,bf16,f16,q8,q4).\n"
     "Decode prints the bytes of weights read per token and the bandwidth that implies; on a GPU "
     "also\n"
     "the nodes of the decode step's graph and each decode figure beside its floor (the rate at "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kvchat against llama.cpp on the CPU, side by side (make bench-peer): the same checkpoint (a
 # random 124M-shaped one by default, or -m DIR), converted to GGUF by tests/peer/hf_to_gguf.py
-# (f32) and llama-quantize (bf16, f16, q8_0), the same thread count, interleaved rounds (kvchat
+# (f32) and llama-quantize (bf16, f16, q8_0, q4_0), the same thread count, interleaved rounds (kvchat
 # bench and llama-bench per weight type, which first alternating), medians of the rounds; decode
 # at depth 0 and 512 (llama-bench -d), prefill of 128 and 512; with one thread and with THREADS
 # (default: every core), a table each (tests/peer/peer_table.py): tok/s each, the ratio kvchat /
@@ -10,17 +10,18 @@
 # state), and each decode figure's fraction of the read bandwidth of one thread and of THREADS
 # (tests/peer/readbw.c, measured before every round; the highest, since a shared machine only ever
 # reads slower than it can). Both keep an f16 cache, with f32 weights too (llama-bench has no f32
-# cache), so that both read the same bytes.
+# cache), so that both read the same bytes; the type q4kv is q4 weights with a q4 cache on both
+# (llama-bench -ctk q4_0 -ctv q4_0, with its flash attention, which a quantised V cache needs).
 # First, without llama.cpp, build/matvec_bw's pace per core.
 # Needs a llama.cpp checkout with llama-bench and llama-quantize built: LLAMA_CPP=DIR (default
 # ../llama.cpp); without it, says so and exits 0.
-# Usage: tests/peer/bench_peer.sh [-m DIR] [-t THREADS] [--rounds N] [--types f32,bf16,f16,q8]
+# Usage: tests/peer/bench_peer.sh [-m DIR] [-t THREADS] [--rounds N] [--types f32,bf16,f16,q8,q4,q4kv]
 set -u
 cd "$(dirname "$0")/../.."
 LLAMA=${LLAMA_CPP:-../llama.cpp}
 KV=build/kvchat
 PY=${PYTHON:-/usr/bin/python3} # Debian's, with NumPy
-model= threads=$(nproc) rounds=5 types=f32,bf16,f16,q8
+model= threads=$(nproc) rounds=5 types=f32,bf16,f16,q8,q4,q4kv
 while [ $# -gt 0 ]; do
     case $1 in
     -m) model=$2; shift 2 ;;
@@ -51,7 +52,7 @@ if [ -z "$model" ]; then
         --ctx 1024 >/dev/null || exit 1
 fi
 . tests/peer/gguf.sh
-peer_gguf "$model" "$W" "$types" || exit 1
+peer_gguf "$model" "$W" "${types//q4kv/q4}" || exit 1
 cc -O3 -march=native -ffast-math -fopenmp -o "$W/readbw" tests/peer/readbw.c || exit 1
 commit=$(git -C "$LLAMA" log -1 --format='%h %cs' 2>/dev/null || echo unknown)
 # kvchat's f32 prefill is OpenBLAS's GEMM, whose kernels depend on the CPU it detects or
@@ -70,16 +71,19 @@ for r in $(seq "$rounds"); do
         for t in ${types//,/ }; do
             # odd rounds run kvchat first, even ones llama.cpp: neither always meets a fresher
             # machine
+            # the weights' type and each side's cache
+            wt=${t%kv} kc=f16 lc=()
+            [ "$t" = q4kv ] && kc=q4 lc=(-ctk q4_0 -ctv q4_0 -fa 1)
             for who in $( ((r % 2)) && echo kv ll || echo ll kv); do
                 if [ "$who" = kv ]; then
                     # llama-bench keeps no f32 cache: kvchat keeps f16 with f32 weights too, so
                     # that both read the same bytes (its default there: the exact path's f32)
-                    $KV bench -m "$model" --device cpu --dtype "$t" --cache-dtype f16 -t "$tc" \
+                    $KV bench -m "$model" --device cpu --dtype "$wt" --cache-dtype $kc -t "$tc" \
                         --runs 3 --prefill 128,512 --context 0,512 --json "$W/kv-$t-$tc-$r.json" \
                         >/dev/null 2>>"$W/kv.log" ||
                         { echo "kvchat bench $t failed: $(tail -1 "$W/kv.log")"; exit 1; }
                 else
-                    "$LB" -m "$W/$t.gguf" -t "$tc" -p 128,512 -n 16 -d 0,512 -r 3 -o json \
+                    "$LB" -m "$W/$wt.gguf" -t "$tc" -p 128,512 -n 16 -d 0,512 -r 3 "${lc[@]}" -o json \
                         >"$W/ll-$t-$tc-$r.json" 2>>"$W/ll.log" ||
                         { echo "llama-bench $t failed: $(tail -1 "$W/ll.log")"; exit 1; }
                 fi

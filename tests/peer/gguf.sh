@@ -5,7 +5,7 @@ peer_gguf() {
     local model=$1 dir=$2 t q
     [ -e "$dir/f32.gguf" ] || "$PY" tests/peer/hf_to_gguf.py "$model" "$dir/f32.gguf" "$LLAMA" || return 1
     for t in ${3//,/ }; do
-        q=$(case $t in bf16) echo BF16 ;; f16) echo F16 ;; q8) echo Q8_0 ;; *) echo ;; esac)
+        q=$(case $t in bf16) echo BF16 ;; f16) echo F16 ;; q8) echo Q8_0 ;; q4) echo Q4_0 ;; *) echo ;; esac)
         [ -z "$q" ] || [ -e "$dir/$t.gguf" ] || "$LQ" "$dir/f32.gguf" "$dir/$t.gguf" "$q" >"$dir/quantize.log" 2>&1 || {
             echo "llama-quantize to $q failed: $(tail -1 "$dir/quantize.log")"; return 1; }
     done

@@ -24,10 +24,10 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU "      \
     "when\n"                                                                                       \
     "                         one answers, else the CPU)\n"                                        \
-    "      --dtype T          weights in f32 | bf16 | f16 | q8 | q4 (default: bf16 where the CPU\n" \
-    "                         has AVX-512 BF16, else f32; f32 is the exact reference path; q8:\n" \
-    "                         int8 in blocks of 32 with an f16 scale, as llama.cpp's q8_0; q4:\n" \
-    "                         4 bits as llama.cpp's q4_0, the embedding and LM head in q8)\n"     \
+    "      --dtype T          weights in f32 | bf16 | f16 | q8 | q4 (default: bf16 where the\n" \
+    "                         CPU has AVX-512 BF16, else f32; f32 is the exact reference path;\n" \
+    "                         q8: int8 in blocks of 32 with an f16 scale, as llama.cpp's q8_0;\n" \
+    "                         q4: 4 bits as llama.cpp's q4_0, the embedding and LM head in q8)\n" \
     "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it "       \
     "fails\n"                                                                                      \
     "                         its self-test on this GPU; basic is the previous release's)\n"       \

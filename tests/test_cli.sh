@@ -237,12 +237,12 @@ make -s --no-print-directory uninstall PREFIX="$P" >/dev/null 2>&1
 check "${TAG}cli/make uninstall removes them" \
     bash -c "[ -z \"\$(find '$P' -type f)\" ] && [ ! -d '$P/share/kvchat' ]"
 
-# each subcommand's usage line offers the weight dtypes its --dtype option lists (q8 too)
+# each subcommand's usage line offers the weight dtypes its --dtype option lists (q8, q4 too)
 for c in generate chat info selftest perplexity bench replay convert; do
     h=$("$KV" $c --help 2>&1)
     u=$(sed -n '1,3p' <<<"$h" | grep -o -- '--dtype [a-z0-9|]*' | head -1)
     if [ -n "$u" ] && grep -q -- '--dtype T  *weights in f32 | bf16 | f16 | q8' <<<"$h"; then
-        same "${TAG}cli/$c --help: the usage line's dtypes are the option's" "--dtype f32|bf16|f16|q8" "$u"
+        same "${TAG}cli/$c --help: the usage line's dtypes are the option's" "--dtype f32|bf16|f16|q8|q4" "$u"
     fi
 done
 # bench --help: every option its prose names is in its list of options

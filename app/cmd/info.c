@@ -12,7 +12,7 @@
 #include "../selftest.h"
 
 const char INFO_HELP[] =
-    "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16|q8]\n"
+    "usage: kvchat info [-m DIR] [--dtype f32|bf16|f16|q8|q4]\n"
     "\n"
     "Prints the model's shape, parameter count, weight bytes, and the KV-cache memory per token\n"
     "and at full context for each cache dtype (2 x n_layer x n_ctx x n_embd x bytes per element).\n"

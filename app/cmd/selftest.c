@@ -10,7 +10,7 @@
 #include "selftest_cases.h"
 
 const char SELFTEST_HELP[] = "usage: kvchat selftest [-m DIR] [--device auto|cuda] [--dtype "
-                             "f32|bf16|f16|q8] [--gpu-kernels fast|basic]\n"
+                             "f32|bf16|f16|q8|q4] [--gpu-kernels fast|basic]\n"
                              "       [--cache-dtype T]\n"
                              "\n"
                              "Runs the GPU self-test now and prints its figures: the model "

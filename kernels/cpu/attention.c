@@ -1,7 +1,7 @@
 /* Causal self-attention reading keys and values through the cache layout of kernels/kvlayout.h
- * (paged or contiguous; f32, f16, bf16, int8 or q4 rows). Decode (few queries) walks the cached rows
- * directly, each thread a run of heads, block by block; prefill first widens each head's rows into
- * contiguous f32 and runs GEMMs, in row blocks that skip the masked upper triangle. */
+ * (paged or contiguous; f32, f16, bf16, int8 or q4 rows). Decode (few queries) walks the cached
+ * rows directly, each thread a run of heads, block by block; prefill first widens each head's rows
+ * into contiguous f32 and runs GEMMs, in row blocks that skip the masked upper triangle. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>

@@ -1,7 +1,7 @@
 /* Causal attention through the cache layout (kernels/kvlayout.h): paged or contiguous, f32, f16,
- * bf16, int8 or q4 rows (q4 through the element-wise kernels only: the basic decode kernel serves it
- * in the fast set too), the block table read from the device copy the cache manager keeps, the length
- * from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
+ * bf16, int8 or q4 rows (q4 through the element-wise kernels only: the basic decode kernel serves
+ * it in the fast set too), the block table read from the device copy the cache manager keeps, the
+ * length from the step's scalars in device memory. The CPU twin is kernels/cpu/attention.c.
  *   prefill (many queries): tiles of queries against tiles of keys in shared memory with an online
  *   softmax (head dims 16, 32, 64), else one block per (query, head) with every score in shared
  * memory; decode (one query): the context split into chunks, one block per (head, chunk) with its

@@ -259,7 +259,8 @@ if section twins "every kernel against its CPU twin ($UT cuda/)"; then
     run $([ $EMULATED = 1 ] && echo 240 || echo 60) "$UT" cuda/
     out=$T/stdout
     names="kernels_match_cpu_twins fused_matches_cpu_twin fused_tokens_are_steps
-        quantised_match_cpu_twin attention_matches_cpu_twin sample_matches_cpu_twin model_steps_match_cpu
+        quantised_match_cpu_twin attention_matches_cpu_twin sample_matches_cpu_twin
+        model_steps_match_cpu
         speculative_matches_cpu speculative_exact_on_device driver_messages"
     # and any other cuda/ test that failed
     others=$(grep -oE '^FAIL cuda/[a-z0-9_]+' "$out" | cut -d/ -f2 |

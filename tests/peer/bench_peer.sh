@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvchat against llama.cpp on the CPU, side by side (make bench-peer): the same checkpoint (a
 # random 124M-shaped one by default, or -m DIR), converted to GGUF by tests/peer/hf_to_gguf.py
-# (f32) and llama-quantize (bf16, f16, q8_0, q4_0), the same thread count, interleaved rounds (kvchat
+# (f32) and llama-quantize (bf16, f16, q8_0, q4_0), the same thread count, interleaved rounds
+# (kvchat
 # bench and llama-bench per weight type, which first alternating), medians of the rounds; decode
 # at depth 0 and 512 (llama-bench -d), prefill of 128 and 512; with one thread and with THREADS
 # (default: every core), a table each (tests/peer/peer_table.py): tok/s each, the ratio kvchat /
@@ -15,7 +16,8 @@
 # First, without llama.cpp, build/matvec_bw's pace per core.
 # Needs a llama.cpp checkout with llama-bench and llama-quantize built: LLAMA_CPP=DIR (default
 # ../llama.cpp); without it, says so and exits 0.
-# Usage: tests/peer/bench_peer.sh [-m DIR] [-t THREADS] [--rounds N] [--types f32,bf16,f16,q8,q4,q4kv]
+# Usage: tests/peer/bench_peer.sh [-m DIR] [-t THREADS] [--rounds N]
+#                                 [--types f32,bf16,f16,q8,q4,q4kv]
 set -u
 cd "$(dirname "$0")/../.."
 LLAMA=${LLAMA_CPP:-../llama.cpp}
@@ -83,7 +85,8 @@ for r in $(seq "$rounds"); do
                         >/dev/null 2>>"$W/kv.log" ||
                         { echo "kvchat bench $t failed: $(tail -1 "$W/kv.log")"; exit 1; }
                 else
-                    "$LB" -m "$W/$wt.gguf" -t "$tc" -p 128,512 -n 16 -d 0,512 -r 3 "${lc[@]}" -o json \
+                    "$LB" -m "$W/$wt.gguf" -t "$tc" -p 128,512 -n 16 -d 0,512 -r 3 "${lc[@]}" \
+                        -o json \
                         >"$W/ll-$t-$tc-$r.json" 2>>"$W/ll.log" ||
                         { echo "llama-bench $t failed: $(tail -1 "$W/ll.log")"; exit 1; }
                 fi

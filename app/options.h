@@ -16,23 +16,23 @@ int model_opts_parse(model_opts *o, int argc, char **argv, int *i);
  * first other argument and `cmd`'s help. */
 int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
 /* The help lines for those options, as literals so commands can append them to their own. */
-#define MODEL_OPTS_HELP                                                                            \
-    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors or\n"   \
-    "                         pytorch_model.bin, vocab.json, merges.txt); default\n"               \
-    "                         $KVCHAT_MODEL, else the gpt2 download in "                           \
-    "~/.cache/kvchat/models/gpt2\n"                                                                \
-    "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU "      \
-    "when\n"                                                                                       \
-    "                         one answers, else the CPU)\n"                                        \
-    "      --dtype T          weights in f32 | bf16 | f16 | q8 | q4 (default: bf16 where the\n" \
+#define MODEL_OPTS_HELP                                                                           \
+    "  -m, --model DIR        Hugging Face GPT-2 directory (config.json, model.safetensors or\n"  \
+    "                         pytorch_model.bin, vocab.json, merges.txt); default\n"              \
+    "                         $KVCHAT_MODEL, else the gpt2 download in "                          \
+    "~/.cache/kvchat/models/gpt2\n"                                                               \
+    "      --device D         auto | cpu | cuda (default $KVCHAT_DEVICE, else auto: the GPU "     \
+    "when\n"                                                                                      \
+    "                         one answers, else the CPU)\n"                                       \
+    "      --dtype T          weights in f32 | bf16 | f16 | q8 | q4 (default: bf16 where the\n"   \
     "                         CPU has AVX-512 BF16, else f32; f32 is the exact reference path;\n" \
     "                         q8: int8 in blocks of 32 with an f16 scale, as llama.cpp's q8_0;\n" \
     "                         q4: 4 bits as llama.cpp's q4_0, the embedding and LM head in q8)\n" \
-    "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it "       \
-    "fails\n"                                                                                      \
-    "                         its self-test on this GPU; basic is the previous release's)\n"       \
-    "  -t, --threads N        CPU threads (default: the cores this process may run on)\n"          \
-    "  -v, --verbose          say on stderr when there is no usable GPU and why (info and\n"       \
+    "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it "      \
+    "fails\n"                                                                                     \
+    "                         its self-test on this GPU; basic is the previous release's)\n"      \
+    "  -t, --threads N        CPU threads (default: the cores this process may run on)\n"         \
+    "  -v, --verbose          say on stderr when there is no usable GPU and why (info and\n"      \
     "                         /show always say it)\n"
 #define CACHE_OPTS_HELP                                                                          \
     "  -c, --ctx N            context window in tokens (default and maximum: the model's;\n"     \
@@ -42,7 +42,7 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --cache-layout L   paged (default) | contiguous\n"                                    \
     "      --block-tokens N   positions per paged block (default 16)\n"                          \
     "      --cache-dtype T    f32 | f16 | bf16 | int8 (per-token, per-head scale) | q4 (q4_0\n"  \
-    "                         blocks of 32 along a head); default: bf16 on a GPU; on the CPU\n"   \
+    "                         blocks of 32 along a head); default: bf16 on a GPU; on the CPU\n"  \
     "                         f32 with f32 weights (exact), else f16\n"                          \
     "      --grow-factor F    contiguous growth factor (default 2)\n"                            \
     "      --prealloc         contiguous: allocate the whole window at once\n"

@@ -17,7 +17,7 @@ expect_error "${TAG}bad/unknown flag" 2 "unknown option '--frob'" "$KV" generate
 expect_error "${TAG}bad/--temp abc" 2 "--temp: expected a number" "$KV" generate -m "$B/good" --temp abc
 expect_error "${TAG}bad/--top-p 2" 2 "--top-p: expected a number from 0 to 1" "$KV" generate -m "$B/good" --top-p 2
 expect_error "${TAG}bad/-n -1" 2 "--max-tokens: expected an integer" "$KV" generate -m "$B/good" -n -1
-expect_error "${TAG}bad/--dtype q4" 2 "--dtype: expected" "$KV" generate -m "$B/good" --dtype q4
+expect_error "${TAG}bad/--dtype q5" 2 "--dtype: expected" "$KV" generate -m "$B/good" --dtype q5
 expect_error "${TAG}bad/missing value" 2 "--seed needs a value" "$KV" generate -m "$B/good" --seed
 expect_error "${TAG}bad/--prompt-ids junk" 2 "--prompt-ids: expected" "$KV" generate -m "$B/good" --prompt-ids 1,x
 expect_error "${TAG}bad/--device tpu" 2 "--device: expected auto, cpu or cuda" "$KV" generate -m "$B/good" --device tpu

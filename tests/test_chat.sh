@@ -48,7 +48,7 @@ expect_error "${TAG}chat/--prepare-evict bad" 2 "--prepare-evict: expected on or
 expect_error "${TAG}chat/--template bad" 2 "--template: expected gpt2, dialogpt or none" "$KV" chat --no-tui -m "$CM" --template llama
 expect_error "${TAG}chat/--cache-layout bad" 2 "--cache-layout: expected paged or contiguous" "$KV" chat --no-tui -m "$CM" --cache-layout ring
 expect_error "${TAG}chat/--cache-mem bad" 2 "--cache-mem: expected a size" "$KV" chat --no-tui -m "$CM" --cache-mem 12Q
-expect_error "${TAG}chat/--cache-dtype bad" 2 "--cache-dtype: expected" "$KV" chat --no-tui -m "$CM" --cache-dtype q4
+expect_error "${TAG}chat/--cache-dtype bad" 2 "--cache-dtype: expected" "$KV" chat --no-tui -m "$CM" --cache-dtype q5
 expect_error "${TAG}chat/--ctx above the model" 1 "--ctx 100 is not in 1..64" "$KV" chat --no-tui -m "$CM" --ctx 100
 expect_error "${TAG}chat/--events unwritable" 1 "--events $TMP/missing/ev.jsonl" \
     "$KV" chat --no-tui -m "$CM" --events "$TMP/missing/ev.jsonl"

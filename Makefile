@@ -36,6 +36,12 @@ ifeq ($(CUDA),auto)
   CUDA := $(if $(NVCC),1,0)
 endif
 CUDA_SRC := $(wildcard kernels/cuda/*.cu)
+# the objects whose code depends on the setting (KVCHAT_CUDA) are made again when it changes: a
+# CUDA=0 build's backend.o linked into a CUDA build made a binary that never loads its backend
+CUDA_SET := $(BUILD)/obj/cuda-setting
+$(shell mkdir -p $(BUILD)/obj; [ "$$(cat $(CUDA_SET) 2>/dev/null)" = "$(CUDA)" ] \
+    || echo "$(CUDA)" > $(CUDA_SET))
+$(BUILD)/obj/kernels/backend.o $(BUILD)/obj/tests/unit/test_cuda.o: $(CUDA_SET)
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unknown-pragmas -Wno-format-truncation
 NVCC_WARN := -Xcompiler -Wall,-Wextra

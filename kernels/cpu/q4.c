@@ -83,29 +83,40 @@ INLINE __m512i unpack(const uint8_t *w, int q, int one)
     return _mm512_and_si512(b, _mm512_set1_epi8(15));
 }
 
-/* out[t] = the row's sum for NT tokens (dw: the row's f16 scales) */
+/* out[t] = the row's sum for NT tokens (dw: the row's f16 scales). Each block's scale product
+ * dw * dx is made first for the whole row, sixteen at a time, and the scales of the row four on
+ * are fetched meanwhile: they are a stream of their own, and loads of them waited on the memory
+ * (a third of one thread's decode time) */
 INLINE void row_q4(float *out, const uint8_t *w, const uint16_t *dw, const prep *p, int NT,
                    int blocks)
 {
+    float s[CPU_STREAM_MAX_TOKENS][256 + 16]; /* reductions up to 8,192 */
+    int span = 2 * p->pairs;
+    for (int o = 0; o < 2 * blocks; o += 64) /* the scales of the row 4 on */
+        _mm_prefetch((const char *)(dw + 4 * blocks) + o, _MM_HINT_T0);
+    for (int b = 0; b < blocks; b += 16) {
+        __mmask16 m = blocks - b >= 16 ? 0xffff : (__mmask16)((1u << (blocks - b)) - 1);
+        __m512 d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dw + b));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) /* past the last block: 0 * 0 */
+            _mm512_storeu_ps(
+                s[t] + b, _mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, p->d + (size_t)t * span + b)));
+    }
     const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
     __m512 acc[CPU_STREAM_MAX_TOKENS];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     for (int q = 0; q < p->pairs; q++) {
-        int one = 2 * q + 1 == blocks;
-        __m512i wv = unpack(w, q, one);
-        uint32_t d2 = dw[2 * q];
-        if (!one)
-            d2 |= (uint32_t)dw[2 * q + 1] << 16;
-        __m128 dw2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2));
+        __m512i wv = unpack(w, q, 2 * q + 1 == blocks);
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             size_t at = (size_t)t * p->pairs + q;
             __m512i dot = _mm512_dpbusd_epi32(_mm512_loadu_si512(p->c + at * 16), wv,
                                               _mm512_loadu_si512(p->x + at * PAIR));
-            __m128 dx2 = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(p->d + at * 2)));
-            __m512 sc = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_mul_ps(dw2, dx2)));
+            __m512 sc = _mm512_permutexvar_ps(
+                lanes,
+                _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(s[t] + 2 * q)))));
             acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(dot), acc[t]);
         }
     }

@@ -17,7 +17,7 @@
 
 typedef struct {
     kb_mat m;
-    size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's scales */
+    size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's and DT_Q4's scales */
 } mat;
 
 /* a random matrix in the layout the backend multiplies (kb_backend.pack where `pack`), as a
@@ -27,9 +27,10 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
     size_t n = (size_t)rows * cols;
     float *f = malloc(n * sizeof *f);
     /* as the loader's converted weights are (a file's may be less aligned) */
-    void *d = err_alloc_big(n * dt_size(t) + 64, "a matrix");
-    uint16_t *sc = t == DT_Q8 ? err_alloc_big(n / DT_Q8_BLOCK * sizeof *sc, "scales") : NULL;
-    if (!f || !d || (t == DT_Q8 && !sc)) {
+    void *d = err_alloc_big(dt_bytes(t, n) + 64, "a matrix");
+    size_t nsc = dt_scale_bytes(t, n);
+    uint16_t *sc = nsc ? err_alloc_big(nsc, "scales") : NULL;
+    if (!f || !d || (nsc && !sc)) {
         free(f), free(d), free(sc);
         return -1;
     }
@@ -37,11 +38,12 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
         f[i] = (float)rand_r(seed) / RAND_MAX - 0.5f;
     if (t == DT_Q8)
         dt_q8_quantize(d, sc, NULL, f, n);
+    else if (t == DT_Q4)
+        dt_q4_quantize(d, sc, f, n);
     else
         dt_from_f32(d, f, t, n);
     free(f);
-    size_t nsc = sc ? n / DT_Q8_BLOCK * sizeof *sc : 0;
-    *out = (mat){{d, t, rows, cols, sc, 0}, n * dt_size(t) + nsc, nsc};
+    *out = (mat){{d, t, rows, cols, sc, 0}, dt_bytes(t, n) + nsc, nsc};
     kb_mat packed;
     if (!pack)
         return 0;
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     kb_backend *b = threads > 0 ? kb_create("cpu", threads) : NULL;
     static const int shape[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
-    static const dtype types[] = {DT_F32, DT_BF16, DT_F16, DT_Q8};
+    static const dtype types[] = {DT_F32, DT_BF16, DT_F16, DT_Q8, DT_Q4};
     enum { VOCAB = 50257 };
     float *x = malloc(3072 * sizeof *x), *y = malloc(VOCAB * sizeof *y);
     unsigned seed = 1;

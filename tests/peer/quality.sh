@@ -18,14 +18,19 @@ while [ $# -gt 0 ]; do
     *) echo "quality: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
     esac
 done
-[ -r "$text" ] || { echo "quality: cannot read $text (tests/train/corpus.py makes the held-out text)" >&2; exit 1; }
+if [ ! -r "$text" ]; then
+    echo "quality: cannot read $text (tests/train/corpus.py makes the held-out text)" >&2
+    exit 1
+fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 ppl() { # ppl WEIGHTS CACHE [perplexity options]: the run's stdout in $W/out
     local w=$1 c=$2
     shift 2
-    "$KV" perplexity -m "$model" "$text" --dtype "$w" --cache-dtype "$c" --tokens "$tokens" -q "$@" \
-        >"$W/out" 2>"$W/err" || { echo "quality: --dtype $w --cache-dtype $c: $(tail -1 "$W/err")" >&2; exit 1; }
+    "$KV" perplexity -m "$model" "$text" --dtype "$w" --cache-dtype "$c" --tokens "$tokens" -q \
+        "$@" >"$W/out" 2>"$W/err" && return
+    echo "quality: --dtype $w --cache-dtype $c: $(tail -1 "$W/err")" >&2
+    exit 1
 }
 ppl f32 f32 --save-logits "$W/base.bin"
 base=$(sed -n 's/^perplexity: \([0-9.]*\).*/\1/p' "$W/out")
@@ -33,9 +38,11 @@ echo "kvchat perplexity -m $model $text --tokens $tokens: f32 weights and cache,
 echo
 echo "| weights | cache | PPL | ΔPPL | mean KL | KL p99 | top-1 agreement |"
 echo "|---|---|---:|---:|---:|---:|---:|"
-for cfg in "f32 f32" "bf16 f32" "f16 f32" "q8 f32" "q4 f32" "f32 f16" "f32 bf16" "f32 int8" "f32 q4" "q8 int8" "q4 q4"; do
+for cfg in "f32 f32" "bf16 f32" "f16 f32" "q8 f32" "q4 f32" "f32 f16" "f32 bf16" "f32 int8" \
+    "f32 q4" "q8 int8" "q4 q4"; do
     set -- $cfg
     ppl "$1" "$2" --kl-divergence "$W/base.bin"
-    sed -n 's/^against .*: mean KL \([^ ]*\)  99th percentile \([^ ]*\)  top-1 agreement \([^ ]*\)  PPL [^ ]* -> \([^ ]*\) (\([^)]*\))$/\1 \2 \3 \4 \5/p' "$W/out" |
+    # "against FILE: mean KL K  99th percentile P  top-1 agreement A  PPL B -> R (D)"
+    awk '/^against / { d = $16; gsub(/[()]/, "", d); print $5, $8, $11, $15, d }' "$W/out" |
         { read -r kl p99 top1 p dp && echo "| $1 | $2 | $p | $dp | $kl | $p99 | $top1 |"; }
 done

@@ -130,18 +130,19 @@ INLINE int block_run(int j, int len, int bt)
     return bt - j % bt < len - j ? bt - j % bt : len - j;
 }
 
-/* query_heads_t over q4 rows: each run of a block's rows widened to f32 (Q4_RUN rows at a time,
- * in registers' reach), then the f32 runs; a head's sums keep their order as for the other types */
-enum { Q4_RUN = 16, Q4_MAX_HEAD = 256 };
+/* query_heads_t over q4 rows: each run of a block's rows widened to f32 (as many rows at a time as
+ * Q4_FLOATS holds: 16 of GPT-2's heads of 64), then the f32 runs; a head's sums keep their order as
+ * for the other types. cpu_attention refuses heads wider than Q4_FLOATS. */
+enum { Q4_FLOATS = 4096 };
 static void query_heads_q4(float *o, const float *q, const kb_kv *kv, int layer, int h0, int h1,
                            int len, float scale, float *s)
 {
     int hd = kv->head_dim, bt = kv->block_tokens;
-    float rows[Q4_RUN * Q4_MAX_HEAD];
+    float rows[Q4_FLOATS];
     for (int which = 0; which < 2; which++) {
         for (int j = 0, run; j < len; j += run) {
             run = block_run(j, len, bt);
-            run = run < Q4_RUN ? run : Q4_RUN;
+            run = run < Q4_FLOATS / hd ? run : Q4_FLOATS / hd;
             for (int h = h0; h < h1; h++) {
                 for (int r = 0; r < run; r++)
                     dt_q4_dequantize(rows + (size_t)r * hd, kvl_row(kv, layer, which, h, j + r),
@@ -236,6 +237,9 @@ int cpu_attention(kb_backend *b, float *y, const float *qkv, const kb_kv *kv, in
 {
     if (probe && n != 1)
         return err_set("an attention probe is for one-token steps, not %d tokens", n);
+    if (kv->type == DT_Q4 && kv->head_dim > Q4_FLOATS)
+        return err_set("a q4 cache's heads of %d values (the CPU's attention takes up to %d)",
+                       kv->head_dim, Q4_FLOATS);
     int H = kv->n_head, hd = kv->head_dim, C = H * hd, T = past + n, gemm = n >= GEMM_MIN_QUERIES;
     for (int t = 0; t < n; t++)
         for (int h = 0; h < H; h++) {

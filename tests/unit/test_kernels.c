@@ -358,6 +358,7 @@ static void attention_all(void)
         attention_case(37, 2, 5, 320, DT_Q4, paged);
         attention_case(0, 70, 2, 128, DT_Q4, paged);  /* GEMM path */
         attention_case(11, 20, 4, 128, DT_Q4, paged); /* GEMM path after a cached prefix */
+        attention_case(13, 2, 1, 512, DT_Q4, paged);  /* a head of 512: runs of 8 rows */
     }
 }
 

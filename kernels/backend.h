@@ -21,13 +21,16 @@ extern "C" {
 /* A matmul W the CPU backend packed (kb_backend.pack; f32, f16, bf16) has column_blocks set: its
  * columns in blocks of KB_COLUMN_BLOCK, each block's rows one after the other (element (k, j) at
  * data[(j - j % B) * rows + k * B + j % B], B = KB_COLUMN_BLOCK; cols a multiple of B), so that a
- * one-token product reads one ascending stream and keeps its sums in registers. */
+ * one-token product reads one ascending stream and keeps its sums in registers. A packed DT_Q4 W
+ * (AVX-512 VNNI builds) has its columns in groups of 16, each group's blocks in turn: block b of
+ * group g is 4 runs of 64 bytes, run r holding bytes 4r..4r+3 of the 16 columns' block b in column
+ * order, and its 16 scales side by side (scales[(g * rows / 32 + b) * 16 + j % 16]). */
 enum { KB_COLUMN_BLOCK = 64 };
 typedef struct {
     const void *data;
     dtype type;
     int rows, cols;
-    const uint16_t *scales; /* DT_Q8 only */
+    const uint16_t *scales; /* DT_Q8 and DT_Q4 only */
     int column_blocks;      /* the layout above (kernels/cpu only) */
 } kb_mat;
 

@@ -303,6 +303,19 @@ static int place_mat(gpt2_model *m, kb_mat *w)
            (w->scales = place(m, w->scales, dt_scale_bytes(w->type, n))) != NULL;
 }
 
+/* frees p if the model owns it (converted at load); 0 where it does not */
+static int drop_owned(gpt2_model *m, const void *p)
+{
+    size_t i = 0;
+    while (i < m->n_owned && m->owned[i] != p)
+        i++;
+    if (i == m->n_owned)
+        return 0;
+    free(m->owned[i]);
+    m->owned[i] = m->owned[--m->n_owned];
+    return 1;
+}
+
 /* w in the backend's own layout, where it has one for w; the converted copy it replaces is freed,
  * or the mapped file's pages it was read from handed back */
 static int pack_mat(gpt2_model *m, kb_mat *w)
@@ -313,14 +326,11 @@ static int pack_mat(gpt2_model *m, kb_mat *w)
     if (!p.data)
         return 1;
     m->placed_bufs[m->n_placed++] = (void *)p.data;
-    size_t i = 0;
-    while (i < m->n_owned && m->owned[i] != w->data)
-        i++;
-    if (i < m->n_owned) {
-        free(m->owned[i]);
-        m->owned[i] = m->owned[--m->n_owned];
-    } else { /* read in place from the file's mapping: its pages go back (a read-only private
-              * mapping gives them again from the file should another tensor share them) */
+    if (p.scales != w->scales) /* the packed copy holds its own (q4 scales in groups) */
+        drop_owned(m, w->scales);
+    if (!drop_owned(m, w->data)) {
+        /* read in place from the file's mapping: its pages go back (a read-only private mapping
+         * gives them again from the file should another tensor share them) */
         uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)w->data,
                   b = a + (size_t)w->rows * w->cols * dt_size(w->type), map = (uintptr_t)m->st.map;
         int mapped = map && a >= map && b <= map + m->st.map_len;

@@ -83,26 +83,27 @@ int cpu_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
 /* The streamed products' loop (q8_tokens.c, q4.c): each of the backend's threads takes its run
- * [j0, j1) of the N outputs and runs BODY(NT) over it with n's count as a constant, 1 to
- * CPU_STREAM_MAX_TOKENS (so that loops over the tokens unroll and the accumulators stay in
- * registers), then applies the GELU to its run of y [n, N] (act) */
-#define CPU_STREAM_ROWS(b, y, n, N, act, BODY)                                        \
-    _Pragma("omp parallel num_threads((b)->threads)")                                 \
-    {                                                                                 \
-        int id_ = omp_get_thread_num(), nt_ = omp_get_num_threads();                  \
-        int j0 = (int)((long)(N)*id_ / nt_), j1 = (int)((long)(N) * (id_ + 1) / nt_); \
-        switch (n) {                                                                  \
-            case 1: BODY(1) break;                                                    \
-            case 2: BODY(2) break;                                                    \
-            case 3: BODY(3) break;                                                    \
-            case 4: BODY(4) break;                                                    \
-            case 5: BODY(5) break;                                                    \
-            case 6: BODY(6) break;                                                    \
-            case 7: BODY(7) break;                                                    \
-            default: BODY(CPU_STREAM_MAX_TOKENS) break;                               \
-        }                                                                             \
-        if ((act) == KB_GELU)                                                         \
-            vm_gelu_columns(y, n, N, j0, j1);                                         \
+ * [j0, j1) of the N outputs (whole runs of G: N a multiple of G) and runs BODY(NT) over it with
+ * n's count as a constant, 1 to CPU_STREAM_MAX_TOKENS (so that loops over the tokens unroll and
+ * the accumulators stay in registers), then applies the GELU to its run of y [n, N] (act) */
+#define CPU_STREAM_ROWS(b, y, n, N, G, act, BODY)                                       \
+    _Pragma("omp parallel num_threads((b)->threads)")                                   \
+    {                                                                                   \
+        int id_ = omp_get_thread_num(), nt_ = omp_get_num_threads(), runs_ = (N) / (G); \
+        int j0 = (int)((long)runs_ * id_ / nt_) * (G);                                  \
+        int j1 = (int)((long)runs_ * (id_ + 1) / nt_) * (G);                            \
+        switch (n) {                                                                    \
+            case 1: BODY(1) break;                                                      \
+            case 2: BODY(2) break;                                                      \
+            case 3: BODY(3) break;                                                      \
+            case 4: BODY(4) break;                                                      \
+            case 5: BODY(5) break;                                                      \
+            case 6: BODY(6) break;                                                      \
+            case 7: BODY(7) break;                                                      \
+            default: BODY(CPU_STREAM_MAX_TOKENS) break;                                 \
+        }                                                                               \
+        if ((act) == KB_GELU)                                                           \
+            vm_gelu_columns(y, n, N, j0, j1);                                           \
     }
 /* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at
  * a time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL
@@ -139,6 +140,11 @@ void cpu_q4_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int
 size_t cpu_q4_rows_room(int n, int K);
 void cpu_q4_dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1);
 void cpu_q4_values(int8_t *dst, const kb_mat *w, int row, int K);
+float cpu_q4_scale(const kb_mat *w, int K, int row, int block); /* packed or not */
+/* w (matmul's DT_Q4 W) packed in groups of CPU_Q4_GROUP output columns (backend.h) where the
+ * build's kernel reads them so (AVX-512 VNNI), else out->data NULL */
+enum { CPU_Q4_GROUP = 16 };
+int cpu_q4_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 /* y[n, N] for 2..CPU_STREAM_MAX_TOKENS tokens, already quantised (xq [n][K], their block scales
  * dx [n][K / 32]), each token's output bit for bit a one-token product's, each weight row read once

@@ -262,6 +262,8 @@ static int blocked_product(kb_backend *b, float *y, const float *x, int n, const
 
 int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
 {
+    if (w->type == DT_Q4)
+        return cpu_q4_pack(b, out, w);
     *out = (kb_mat){0};
 #ifdef VW
     size_t K = (size_t)w->rows, N = (size_t)w->cols, B = KB_COLUMN_BLOCK;
@@ -355,12 +357,12 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                kb_act act)
 {
+    if (w->type == DT_Q8 || w->type == DT_Q4)
+        return cpu_quant_product(b, y, x, n, w->rows, w->cols, w, bias, act);
 #ifdef VW
     if (w->column_blocks && n <= CPU_STREAM_MAX_TOKENS)
         return blocked_product(b, y, x, n, w, bias, act);
 #endif
-    if (w->type == DT_Q8 || w->type == DT_Q4)
-        return cpu_quant_product(b, y, x, n, w->rows, w->cols, w, bias, act);
     if (n <= CPU_STREAM_MAX_TOKENS)
         return matmul_stream(b, y, x, n, w, bias, act);
     if (product(b, y, x, n, w, bias))

@@ -231,15 +231,25 @@ INLINE __m512i pair(__m512i v, int hi)
                            _mm512_and_si512(fb, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
+/* values k..k+3 of a q4 group's 16 columns (backend.h's layout), as int8: their block's run,
+ * its low nibbles for the block's first 16 values, its high ones for the rest, less 8 */
+INLINE __m512i q4_run(const uint8_t *group, int k)
+{
+    int r = k % DT_Q4_BLOCK;
+    __m512i v = _mm512_loadu_si512(group + ((size_t)k / DT_Q4_BLOCK * 4 + r % 16 / 4) * 64);
+    v = _mm512_and_si512(r < 16 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+    return _mm512_sub_epi8(v, _mm512_set1_epi8(8));
+}
+
 /* stored rows [c0, c0 + nc) of w as bf16 pairs along the reduction, [K / 2][ncp] (zero past nc),
  * and their scales, [blocks][ncp]; 4-bit rows are first unpacked to int8 in `room` (nc * K bytes)
  */
 static void pack_panel(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0, int nc, int ncp,
                        int8_t *room)
 {
-    int blocks = K / DT_Q8_BLOCK;
+    int blocks = K / DT_Q8_BLOCK, grouped = w->type == DT_Q4 && w->column_blocks;
     const int8_t *q = (const int8_t *)w->data + (size_t)c0 * K;
-    if (w->type == DT_Q4) {
+    if (w->type == DT_Q4 && !grouped) {
         for (int j = 0; j < nc; j++)
             cpu_q4_values(room + (size_t)j * K, w, c0 + j, K);
         q = room;
@@ -250,15 +260,20 @@ static void pack_panel(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0,
             _mm512_add_epi32(_mm512_set1_epi32(j), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
                                                                      10, 11, 12, 13, 14, 15)),
             _mm512_set1_epi32(K));
+        const uint8_t *g = (const uint8_t *)w->data + (size_t)(c0 + j) * K / 2;
         for (int k = 0; k < K; k += 4) {
-            __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, q + k, 1);
+            __m512i v = grouped
+                            ? q4_run(g, k)
+                            : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, q + k, 1);
             _mm512_storeu_si512(bp + (size_t)(k / 2) * ncp + j, pair(v, 0));
             _mm512_storeu_si512(bp + (size_t)(k / 2 + 1) * ncp + j, pair(v, 1));
         }
         for (int bl = 0; bl < blocks; bl++)
             for (int jj = j; jj < j + 16; jj++)
                 dwp[(size_t)bl * ncp + jj] =
-                    jj < nc ? simd_half(w->scales[(size_t)(c0 + jj) * blocks + bl]) : 0.0f;
+                    jj >= nc           ? 0.0f
+                    : w->type == DT_Q4 ? cpu_q4_scale(w, K, c0 + jj, bl)
+                                       : simd_half(w->scales[(size_t)(c0 + jj) * blocks + bl]);
     }
 }
 

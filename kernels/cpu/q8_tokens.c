@@ -92,7 +92,7 @@ void cpu_q8_tokens(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
     for (size_t i = 0; i < (size_t)n * K; i++)
         u[i] = (uint8_t)(xq[i] ^ 0x80);
     const int8_t *q = w->data;
-    CPU_STREAM_ROWS(b, y, n, N, act, ROWS_FOR)
+    CPU_STREAM_ROWS(b, y, n, N, 1, act, ROWS_FOR)
 }
 
 #endif

@@ -1,7 +1,8 @@
 /* What one core does per byte in decode: the CPU backend's one-token product (backend.h's matmul)
  * timed against a plain read of the same bytes, three times: over the 124M shape's 48 transformer
  * matrices (85M weights, far past the caches: the memory's pace), over its LM head (matmul_t of
- * the 50257 x 768 token embedding, a third of a decode step's bytes) and over one of its 768 x 768
+ * the 50257 x 768 token embedding, a third of a decode step's bytes; q8 in the q4 row, as the
+ * model keeps it) and over one of its 768 x 768
  * matrices, read again and again from the caches (the core's own pace: a product slower than the
  * read there is bound by its instructions, not by the memory; a smaller matrix would time the
  * product's fixed costs instead). Best of 5 passes, GB/s of weights; memory as the model's
@@ -51,9 +52,18 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
         return -1;
     if (b->pack && packed.data) {
         free(d);
+        if (packed.scales != sc) /* q4's scales packed with the data, in one allocation */
+            free(sc);
         out->m = packed;
     }
     return 0;
+}
+
+static void drop(mat *m)
+{
+    free((void *)m->m.data);
+    if (!(m->m.column_blocks && m->m.type == DT_Q4)) /* else packed in the data's allocation */
+        free((void *)m->m.scales);
 }
 
 /* the read: integers summed, vectorised (a float sum is a dependent chain, slower than memory) */
@@ -117,7 +127,7 @@ int main(int argc, char **argv)
             if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed, 1))
                 return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         if (make(b, &small, types[t], 768, 768, &seed, 1) ||
-            make(b, &head, types[t], VOCAB, 768, &seed, 0))
+            make(b, &head, types[t] == DT_Q4 ? DT_Q8 : types[t], VOCAB, 768, &seed, 0))
             return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         double p[3] = {pace(b, big, 48, 2, y, x, 0), pace(b, &head, 1, 2, y, x, 1),
                        pace(b, &small, 1, 400, y, x, 0)},
@@ -128,9 +138,9 @@ int main(int argc, char **argv)
             snprintf(col[i], sizeof col[i], "%.1f / %.1f (%.0f%%)", p[i], r[i], 100 * p[i] / r[i]);
         printf("%-7s %-26s %-26s %s\n", dt_name(types[t]), col[0], col[1], col[2]);
         for (int i = 0; i < 48; i++)
-            free((void *)big[i].m.data), free((void *)big[i].m.scales);
-        free((void *)small.m.data), free((void *)small.m.scales);
-        free((void *)head.m.data), free((void *)head.m.scales);
+            drop(&big[i]);
+        drop(&small);
+        drop(&head);
     }
     b->destroy(b);
     free(x), free(y);

@@ -58,8 +58,15 @@ static double input(float v, dtype t)
 static void packed_case(const kb_mat *m, const float *x, int n, const float *bias)
 {
     kb_mat pk;
+#if defined(VW) && defined(CPU_Q8_TOKENS)
+    int q4 = 1; /* 4-bit W in groups of 16 columns, where AVX-512 VNNI reads them so */
+#else
+    int q4 = 0;
+#endif
 #ifdef VW
-    int want = m->cols % KB_COLUMN_BLOCK == 0;
+    int want = m->type == DT_Q4   ? q4 && m->cols % CPU_Q4_GROUP == 0
+               : m->type == DT_Q8 ? 0
+                                  : m->cols % KB_COLUMN_BLOCK == 0;
 #else
     int want = 0; /* a build without vectors keeps every W as it is */
 #endif
@@ -455,6 +462,7 @@ static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
           "%s matmul failed", tn);
     CHECK(!memcmp(y, y1, sizeof(float) * n * N),
           "%s matmul n=%d K=%d N=%d: one thread's differs from two threads'", tn, n, K, N);
+    packed_case(&m, x, n, with_bias ? bias : NULL); /* q4: packed, the same sums bit for bit */
     /* decode's own loop against the few-token products' sums, bit for bit: the token last among
      * 2..8 others (a verify pass's rows are decode steps) */
     for (int many = 2; many <= 8 && n == 1; many++) {
@@ -516,8 +524,13 @@ static void quant_cases(dtype t)
     quant_case(t, 1, 608, 20, 0, KB_LINEAR);
     /* decode's GELU, each thread's rows (11 and 12) in groups of 4 and single rows after them */
     quant_case(t, 1, 96, 23, 1, KB_GELU);
-    quant_case(t, 5, 96, 33, 1, KB_LINEAR);   /* a few tokens, odd column count */
-    quant_case(t, 8, 160, 17, 1, KB_GELU);    /* the most a stream takes */
+    quant_case(t, 5, 96, 33, 1, KB_LINEAR); /* a few tokens, odd column count */
+    quant_case(t, 8, 160, 17, 1, KB_GELU);  /* the most a stream takes */
+    /* q4 packed in groups of 16 columns: threads' runs of 2 and 3 groups, a few tokens, a GEMM */
+    quant_case(t, 1, 608, 80, 0, KB_LINEAR);
+    quant_case(t, 5, 96, 48, 1, KB_LINEAR);
+    quant_case(t, 8, 160, 32, 1, KB_GELU);
+    quant_case(t, 21, 96, 64, 1, KB_GELU);
     quant_case(t, 40, 128, 70, 0, KB_LINEAR); /* prefill */
     quant_case(t, 13, 96, 40, 1, KB_GELU);    /* prefill over an odd block count */
 }

@@ -247,7 +247,10 @@ static int report(const draft_opts *o, const drafter_run *dr, const prompts *p, 
     safe_copy(name, sizeof name, slash && slash[1] ? slash + 1 : draft_name(o));
     snprintf(even_s, sizeof even_s, isinf(even) ? "never" : "%.2f", even);
     snprintf(acc_s, sizeof acc_s, "%.0f%% [%.0f,%.0f]", 100 * acc, 100 * ci[0], 100 * ci[1]);
-    snprintf(speed_s, sizeof speed_s, "%.2fx [%.2f,%.2f]", speed, ratio[0], ratio[runs - 1]);
+    /* fewer decimals past 10x, so that a busy machine's wide spread keeps the row in 80 columns */
+    int dp = ratio[runs - 1] >= 99.95 ? 0 : ratio[runs - 1] >= 9.995 ? 1 : 2;
+    snprintf(speed_s, sizeof speed_s, "%.*fx [%.*f,%.*f]", dp, speed, dp, ratio[0], dp,
+             ratio[runs - 1]);
     printf("%-7.7s %5.0f %-17s %-14s %4.0f%% %5.2f %5.2f %5.2f %3s %5s\n", name, tokens / spec_secs,
            speed_s, acc_s, tested * 100, per_pass, draft_step / step, verify_pass / step,
            greedy ? (dr->same ? "yes" : "NO") : "-", even_s);

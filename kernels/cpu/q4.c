@@ -36,7 +36,7 @@ INLINE int nibble(const uint8_t *blk, int i)
     return (i < HALF ? blk[i] & 15 : blk[i - HALF] >> 4) - 8;
 }
 
-/* column j's block b: its 16 bytes (bytes 4q..4q+3 of a packed group's quad q) and its scale */
+/* column j's block b as its 16 stored bytes (from a packed group's four runs, 4 bytes each) */
 INLINE void block_bytes(uint8_t dst[HALF], const kb_mat *w, int K, int j, int b)
 {
     size_t blocks = (size_t)K / DT_Q4_BLOCK;

@@ -62,7 +62,7 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
 static void drop(mat *m)
 {
     free((void *)m->m.data);
-    if (!(m->m.column_blocks && m->m.type == DT_Q4)) /* else packed in the data's allocation */
+    if (!m->m.column_blocks) /* a packed matrix's scales (q4's) share its data's allocation */
         free((void *)m->m.scales);
 }
 

@@ -24,13 +24,17 @@ extern "C" {
  * one-token product reads one ascending stream and keeps its sums in registers. A packed DT_Q4 W
  * (AVX-512 VNNI builds) has its columns in groups of 16, each group's blocks in turn: block b of
  * group g is 4 runs of 64 bytes, run r holding bytes 4r..4r+3 of the 16 columns' block b in column
- * order, and its 16 scales side by side (scales[(g * rows / 32 + b) * 16 + j % 16]). */
+ * order, and its 16 scales side by side (scales[(g * rows / 32 + b) * 16 + j % 16]). A packed
+ * DT_Q6 matrix (the token embedding, matmul_t's [V, K]; AVX-512 VBMI builds) has its rows in
+ * groups of 16 the same way: block b of group g is 8 runs of 48 bytes, run r holding bytes
+ * 3r..3r + 2 (values 4r..4r + 3) of the 16 rows' block b in row order, then the scales as q4's;
+ * the last group's missing rows are zeros, and 64 bytes follow the scales. */
 enum { KB_COLUMN_BLOCK = 64 };
 typedef struct {
     const void *data;
     dtype type;
     int rows, cols;
-    const uint16_t *scales; /* DT_Q8 and DT_Q4 only */
+    const uint16_t *scales; /* the block types' (DT_Q8, DT_Q4, DT_Q6) only */
     int column_blocks;      /* the layout above (kernels/cpu only) */
 } kb_mat;
 

@@ -16,6 +16,7 @@ const char *dt_name(dtype t)
            : t == DT_BF16 ? "bf16"
            : t == DT_Q8   ? "q8"
            : t == DT_Q4   ? "q4"
+           : t == DT_Q6   ? "q6"
                           : "int8";
 }
 
@@ -161,7 +162,8 @@ void dt_to_f32(float *dst, const void *src, dtype t, size_t n)
             for (size_t i = 0; i < n; i++)
                 dst[i] = ((const int8_t *)src)[i];
             break;
-        case DT_Q4: break; /* blocks of nibbles, not elements: dt_q4_quantize */
+        case DT_Q4: /* blocks of bits, not elements: dt_q4_quantize, dt_q6_quantize */
+        case DT_Q6: break;
     }
 }
 
@@ -171,7 +173,8 @@ void dt_from_f32(void *dst, const float *src, dtype t, size_t n)
         case DT_F32: memcpy(dst, src, n * 4); break;
         case DT_BF16: runs(f32_to_bf16, dst, 2, src, 4, n); break;
         case DT_F16: runs(f32_to_f16, dst, 2, src, 4, n); break;
-        case DT_Q4: break;
+        case DT_Q4:
+        case DT_Q6: break;
         case DT_I8:
         case DT_Q8:
             for (size_t i = 0; i < n; i++)
@@ -219,6 +222,32 @@ void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n)
         dt_q4_block(q + b * DT_Q4_BLOCK / 2, &d, x + b * DT_Q4_BLOCK);
         if (scale)
             scale[b] = d;
+    }
+}
+
+void dt_q6_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n)
+{
+    for (size_t b = 0; b < n / DT_Q6_BLOCK; b++) {
+        const float *xb = x + b * DT_Q6_BLOCK;
+        uint8_t *o = q + b * DT_Q6_BLOCK_BYTES;
+        float amax = 0, m = 0;
+        for (int i = 0; i < DT_Q6_BLOCK; i++)
+            if (fabsf(xb[i]) > amax) {
+                amax = fabsf(xb[i]);
+                m = xb[i];
+            }
+        float d = m / -32, inv = d != 0 ? 1.0f / d : 0.0f;
+        memset(o, 0, DT_Q6_BLOCK_BYTES);
+        for (int i = 0; i < DT_Q6_BLOCK; i++) {
+            int v = (int)(xb[i] * inv + 32.5f);
+            v = v < 63 ? v : 63;
+            int bit = 6 * i; /* dt_q6_value's place: one byte, or the low bits of the next */
+            o[bit / 8] |= (uint8_t)(v << bit % 8);
+            if (bit % 8 > 2)
+                o[bit / 8 + 1] |= (uint8_t)(v >> (8 - bit % 8));
+        }
+        if (scale)
+            scale[b] = dt_f32_to_f16(d);
     }
 }
 

@@ -15,9 +15,14 @@ extern "C" {
  * weights only: int8 values in blocks of DT_Q8_BLOCK along the reduction, an f16 scale per block
  * kept beside them (the shape of llama.cpp's q8_0); see kb_mat for the layout. DT_Q4 is the same
  * with 4-bit values (llama.cpp's q4_0): a block's 32 values in 16 bytes, byte j holding value j in
- * its low nibble and value j + 16 in its high one, each nibble q standing for (q - 8) * d. */
-typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8, DT_Q4 } dtype;
-enum { DT_Q8_BLOCK = 32, DT_Q4_BLOCK = 32 };
+ * its low nibble and value j + 16 in its high one, each nibble q standing for (q - 8) * d. DT_Q6 is
+ * the tied token embedding and LM head of a q4 model only (llama.cpp keeps a q4_0 file's output in
+ * its 6-bit q6_K): blocks of 32 in 24 bytes, an f16 scale each kept beside them, each value 6 bits q
+ * standing for (q - 32) * d, value i in bits 6i to 6i + 5 of the block read as one little-endian
+ * number (dt_q6_value): 8 values to 6 bytes, which AVX-512 VBMI spreads and shifts in two
+ * instructions. */
+typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8, DT_Q4, DT_Q6 } dtype;
+enum { DT_Q8_BLOCK = 32, DT_Q4_BLOCK = 32, DT_Q6_BLOCK = 32, DT_Q6_BLOCK_BYTES = 24 };
 
 #ifdef __CUDACC__
 #define DT_FN __host__ __device__ static inline
@@ -25,20 +30,24 @@ enum { DT_Q8_BLOCK = 32, DT_Q4_BLOCK = 32 };
 #define DT_FN static inline
 #endif
 
-/* bytes per element (also in device code); 0 for DT_Q4, whose values share bytes: dt_bytes */
+/* bytes per element (also in device code); 0 for DT_Q4 and DT_Q6, whose values share bytes:
+ * dt_bytes */
 DT_FN size_t dt_elem(dtype t)
 {
-    return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : t == DT_Q4 ? 0 : 2;
+    return t == DT_F32 ? 4 : t == DT_I8 || t == DT_Q8 ? 1 : t == DT_Q4 || t == DT_Q6 ? 0 : 2;
 }
 size_t dt_size(dtype t);
-/* bytes of n values' data (without DT_Q8's and DT_Q4's scales, kept apart: dt_scale_bytes) */
-DT_FN size_t dt_bytes(dtype t, size_t n) { return t == DT_Q4 ? n / 2 : n * dt_elem(t); }
+/* bytes of n values' data (without the block types' scales, kept apart: dt_scale_bytes) */
+DT_FN size_t dt_bytes(dtype t, size_t n)
+{
+    return t == DT_Q4 ? n / 2 : t == DT_Q6 ? n / 32 * DT_Q6_BLOCK_BYTES : n * dt_elem(t);
+}
 /* bytes of the f16 scales of n values of a block type (0 for the others) */
 DT_FN size_t dt_scale_bytes(dtype t, size_t n)
 {
-    return t == DT_Q8 || t == DT_Q4 ? n / DT_Q8_BLOCK * 2 : 0;
+    return t == DT_Q8 || t == DT_Q4 || t == DT_Q6 ? n / DT_Q8_BLOCK * 2 : 0;
 }
-const char *dt_name(dtype t);            /* "f32", "f16", "bf16", "int8", "q8", "q4" */
+const char *dt_name(dtype t);            /* "f32", "f16", "bf16", "int8", "q8", "q4", "q6" */
 int dt_parse(const char *s, dtype *out); /* f32/f16/bf16 (and int8, q8, q4), any case; -1 if not */
 /* n values (a multiple of DT_Q8_BLOCK) to int8 blocks: per block d = max|x| / 127, q = round(x /
  * d); d goes to scale[] as f16 (weights) or to scale_f32[] (activations); the other may be NULL */
@@ -49,6 +58,17 @@ void dt_q8_quantize(int8_t *q, uint16_t *scale, float *scale_f32, const float *x
 void dt_q4_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n);
 /* and back: n values (q - 8) * d */
 void dt_q4_dequantize(float *x, const uint8_t *q, const uint16_t *scale, size_t n);
+/* n values (a multiple of DT_Q6_BLOCK) to DT_Q6 blocks in q4_0's way: m the block's value of
+ * largest magnitude, d = m / -32, q = min(63, (int)(x / d + 32.5)); n / 32 * 24 bytes to q */
+void dt_q6_quantize(uint8_t *q, uint16_t *scale, const float *x, size_t n);
+/* value i (0..31) of a DT_Q6 block's 24 bytes: q - 32 (-32..31); times the block's scale it is the
+ * value the block stands for */
+DT_FN int dt_q6_value(const uint8_t *blk, int i)
+{
+    int bit = 6 * i, at = bit / 8, sh = bit % 8; /* sh 0, 6, 4, 2: in one byte or two */
+    unsigned v = sh <= 2 ? blk[at] : blk[at] | (unsigned)blk[at + 1] << 8;
+    return (int)(v >> sh & 63) - 32;
+}
 /* Whole-array conversions, multithreaded for large arrays (DT_I8 as plain integers, scale 1).
  * dt_to_f32's src may lie at any address: a 16-bit tensor read in place from a file. */
 void dt_to_f32(float *dst, const void *src, dtype t, size_t n);

@@ -59,7 +59,8 @@ logits_case "${TAG}ref/logits prefixed names as --dtype q8" "$R/prefixed" q8
 expect_error "${TAG}ref/q8 needs widths in blocks of 32" 1 "q8 weights need widths that are multiples of 32, not 48" \
     "$KV" generate -m "$R/l3-h3-e48-f16" --dtype q8 --prompt-ids 1 -n 1
 # 4-bit weights against NumPy's q4_0 model (ROUND=q4: llama.cpp's blocks in its float32 operations,
-# the embedding in q8, the inputs quantised as for q8), to the same limit; an f16 checkpoint too
+# the embedding in 6-bit blocks, the inputs quantised as for q8), to the same limit; an f16
+# checkpoint too; 32 wide: an odd count of blocks
 logits_case "${TAG}ref/logits 2x64x4 as --dtype q4" "$R/l2-h4-e64-f32" q4
 logits_case "${TAG}ref/logits f16 file as --dtype q4" "$R/l2-h4-e64-f16" q4
 logits_case "${TAG}ref/logits prefixed names as --dtype q4" "$R/prefixed" q4

@@ -52,8 +52,10 @@ int cmd_info(int argc, char **argv)
     printf("parameters  %lld (%.1fM)\n", (long long)params, params / 1e6);
     human(a, sizeof a, (double)lm.model.st.map_len);
     human(b, sizeof b, (double)gpt2_weights_bytes(&lm.model));
-    printf("weights     %s in %s (%s); %s as loaded (%s)\n", a, lm.model.file,
-           dt_name(lm.model.file_type), b, dt_name(lm.model.wtype));
+    printf("weights     %s in %s (%s); %s as loaded (%s%s%s)\n", a, lm.model.file,
+           dt_name(lm.model.file_type), b, dt_name(lm.model.wtype),
+           lm.model.wte.type != lm.model.wtype ? "; token embedding and LM head " : "",
+           lm.model.wte.type != lm.model.wtype ? dt_name(lm.model.wte.type) : "");
     printf("tokenizer   %d tokens, <|endoftext|> = %d\n", tok_vocab_size(lm.tok), tok_eos(lm.tok));
     const char *why;
     template_kind tpl = tpl_for_model(c, lm.dir, &why);

@@ -199,7 +199,8 @@ static void query_heads(float *o, const float *q, const kb_kv *kv, int layer, in
         case DT_BF16: query_heads_t(o, q, kv, layer, h0, h1, len, scale, s, DT_BF16); break;
         case DT_I8: query_heads_t(o, q, kv, layer, h0, h1, len, scale, s, DT_I8); break;
         case DT_Q4: query_heads_q4(o, q, kv, layer, h0, h1, len, scale, s); break;
-        case DT_Q8: break; /* a weight type, never a cache's */
+        case DT_Q8:
+        case DT_Q6: break; /* weight types, never a cache's */
     }
 }
 

@@ -105,6 +105,12 @@ enum { CPU_STREAM_MAX_TOKENS = 8 };
         if ((act) == KB_GELU)                                                           \
             vm_gelu_columns(y, n, N, j0, j1);                                           \
     }
+/* y[t][j] = out[t] (+ bias[j]) for n tokens, y's rows N apart: a streamed product's output j */
+static inline void cpu_row_store(float *y, int N, int j, const float *out, const float *bias, int n)
+{
+    for (int t = 0; t < n; t++)
+        y[(size_t)t * N + j] = (bias ? bias[j] : 0.0f) + out[t];
+}
 /* y[n, N] = x[n, K] . W (+ bias), W widened (or dequantised) to f32 a panel of CPU_PANEL columns at
  * a time by `panel` (output columns [c0, c1) as [K][c1 - c0]) into panels (room for K * CPU_PANEL
  * floats per thread, and CPU_PANEL more), each panel multiplied in cache as soon as it is made: by
@@ -126,9 +132,9 @@ void cpu_round_bf16(float *dst, const float *src, size_t n);
 int cpu_bf16_gemm(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
                   const float *bias);
 #endif
-/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8- and 4-bit
- * weights (DT_Q8, DT_Q4, stored along the reduction) against q8_0 activations, for matmul (K =
- * rows, N = cols) and matmul_t (K = cols, N = rows) */
+/* y[n, N] = act(x[n, K] . each of w's N stored rows of K (+ bias)): the product of 8-, 6- and 4-bit
+ * weights (DT_Q8, DT_Q6, DT_Q4, stored along the reduction) against q8_0 activations, for matmul
+ * (K = rows, N = cols) and matmul_t (K = cols, N = rows) */
 int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int N, const kb_mat *w,
                       const float *bias, kb_act act);
 /* Its 4-bit parts (kernels/cpu/q4.c): the product for 1..CPU_STREAM_MAX_TOKENS tokens already
@@ -145,6 +151,20 @@ float cpu_q4_scale(const kb_mat *w, int K, int row, int block); /* packed or not
  * build's kernel reads them so (AVX-512 VNNI), else out->data NULL */
 enum { CPU_Q4_GROUP = 16 };
 int cpu_q4_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
+/* Its 6-bit parts (kernels/cpu/q6.c), as the 4-bit ones: the product for a few tokens (room:
+ * cpu_q6_rows_room(n, K) floats), a GEMM panel, the K values (q - 32) of stored row `row`, a
+ * block's scale and the row's K values as floats, packed or not; and w (matmul_t's DT_Q6 [N, K]: the token embedding) packed in
+ * groups of CPU_Q6_GROUP rows (backend.h) where the build's kernel reads them so (AVX-512 VBMI and
+ * VNNI), else out->data NULL */
+void cpu_q6_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
+                 const kb_mat *w, const float *bias, kb_act act, void *room);
+size_t cpu_q6_rows_room(int n, int K);
+void cpu_q6_dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1);
+void cpu_q6_values(int8_t *dst, const kb_mat *w, int row, int K);
+float cpu_q6_scale(const kb_mat *w, int K, int row, int block);
+void cpu_q6_row(float *dst, const kb_mat *w, int row, int K);
+enum { CPU_Q6_GROUP = 16 };
+int cpu_q6_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
 /* y[n, N] for 2..CPU_STREAM_MAX_TOKENS tokens, already quantised (xq [n][K], their block scales
  * dx [n][K / 32]), each token's output bit for bit a one-token product's, each weight row read once

@@ -10,9 +10,13 @@ int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb
         float *row = x + (size_t)i * C, tmp[256];
         const char *te = (const char *)wte->data + (size_t)ids[i] * C * es;
         const char *pe = (const char *)wpe->data + (size_t)(pos0 + i) * C * ps;
+        if (wte->type == DT_Q6) /* packed or not */
+            cpu_q6_row(row, wte, ids[i], C);
         for (int c = 0; c < C; c += 256) {
             int m = C - c < 256 ? C - c : 256;
-            if (wte->type == DT_Q8) /* blocks of 32 along the row, an f16 scale each */
+            if (wte->type == DT_Q6)
+                ;
+            else if (wte->type == DT_Q8) /* blocks of 32 along the row, an f16 scale each */
                 for (int j = 0; j < m; j++)
                     row[c + j] =
                         (float)((const int8_t *)te)[c + j] *

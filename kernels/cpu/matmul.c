@@ -168,7 +168,8 @@ static int matmul_stream(kb_backend *b, float *y, const float *x, int n, const k
                 case DT_F16: band(acc, x, n, w->data, DT_F16, K, N, r0, r1); break;
                 case DT_I8:
                 case DT_Q8:
-                case DT_Q4: break; /* int8 is a cache type; q8, q4 take cpu_quant_product */
+                case DT_Q4:
+                case DT_Q6: break; /* int8 is a cache type; q8, q4, q6 take cpu_quant_product */
             }
         }
         int strips = (N + STRIP - 1) / STRIP;
@@ -253,7 +254,8 @@ static int blocked_product(kb_backend *b, float *y, const float *x, int n, const
             case DT_F16: block_product(y + j0, x, n, blk, DT_F16, K, N, bands, bj, act); break;
             case DT_I8:
             case DT_Q8:
-            case DT_Q4: break; /* never packed */
+            case DT_Q4:
+            case DT_Q6: break; /* never packed */
         }
     }
     return 0;
@@ -264,6 +266,8 @@ int cpu_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
 {
     if (w->type == DT_Q4)
         return cpu_q4_pack(b, out, w);
+    if (w->type == DT_Q6)
+        return cpu_q6_pack(b, out, w);
     *out = (kb_mat){0};
 #ifdef VW
     size_t K = (size_t)w->rows, N = (size_t)w->cols, B = KB_COLUMN_BLOCK;
@@ -357,7 +361,9 @@ static int product(kb_backend *b, float *y, const float *x, int n, const kb_mat 
 int cpu_matmul(kb_backend *b, float *y, const float *x, int n, const kb_mat *w, const float *bias,
                kb_act act)
 {
-    if (w->type == DT_Q8 || w->type == DT_Q4)
+    if (w->type == DT_Q6 && w->column_blocks) /* cpu_q6_pack grouped its rows: matmul_t's */
+        return err_set("a product of 6-bit weights packed as the token embedding's rows");
+    if (w->type == DT_Q8 || w->type == DT_Q4 || w->type == DT_Q6)
         return cpu_quant_product(b, y, x, n, w->rows, w->cols, w, bias, act);
 #ifdef VW
     if (w->column_blocks && n <= CPU_STREAM_MAX_TOKENS)
@@ -398,7 +404,7 @@ INLINE void dots(float *y, const float *x, int n, const void *w, dtype t, int V,
 
 int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w)
 {
-    if (w->type == DT_Q8 || w->type == DT_Q4)
+    if (w->type == DT_Q8 || w->type == DT_Q4 || w->type == DT_Q6)
         return cpu_quant_product(b, y, x, n, w->cols, w->rows, w, NULL, KB_LINEAR);
     if (!(x = product_input(b, x, (size_t)n * w->cols, w->type)))
         return -1;
@@ -409,7 +415,8 @@ int cpu_matmul_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
         case DT_F16: dots(y, x, n, w->data, DT_F16, w->rows, w->cols); break;
         case DT_I8:
         case DT_Q8:
-        case DT_Q4: break;
+        case DT_Q4:
+        case DT_Q6: break;
     }
     return 0;
 }

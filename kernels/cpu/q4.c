@@ -8,12 +8,12 @@
  * With AVX-512 VNNI the weights are packed at load (cpu_q4_pack) in groups of 16 output columns,
  * the lanes of a vector: a block's 4-byte runs of the 16 columns side by side, so that a dot
  * instruction takes four values of each column against the same four activations (broadcast).
- * A column's sum is then defined as column_ref computes it: each block's integer, scaled by
+ * A column's sum is then defined as cpu_block_ref (groups.h) computes it: each block's integer, scaled by
  * d_w * d_x (rounded once, in f32) and added by one fused multiply-add, block after block; packed
  * or not, the results are the same bit for bit. A row at a time, a vector's lanes held parts of
  * blocks and each row ended in a sum across lanes: from the caches a third of the instructions
  * and twice the pace (a 768 x 768 product 24 -> 52 GB/s on one Zen 4 core, build/matvec_bw).
- * Without AVX-512 VNNI the rows stay as they are: AVX2 sums lanes of blocks, plain C column_ref.
+ * Without AVX-512 VNNI the rows stay as they are: AVX2 sums lanes of blocks, plain C cpu_block_ref.
  *
  * Up to CPU_STREAM_MAX_TOKENS tokens one loop streams the weights, each read once for all the
  * tokens and each token's sums in its own accumulator in the same order whatever the count: a
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "groups.h"
 #include "simd.h"
 #include "vecmath.h"
 
@@ -58,44 +59,13 @@ float cpu_q4_scale(const kb_mat *w, int K, int j, int b)
                          : w->scales[(size_t)j * blocks + b]);
 }
 
-/* out[t] = column j's sum for n tokens, by the definition above */
-INLINE void column_ref(float *out, const kb_mat *w, int K, int j, const int8_t *xq, const float *dx,
-                       int n)
-{
-    int blocks = K / DT_Q4_BLOCK;
-    for (int t = 0; t < n; t++) {
-        float acc = 0;
-        for (int b = 0; b < blocks; b++) {
-            uint8_t by[HALF];
-            block_bytes(by, w, K, j, b);
-            int32_t d = 0;
-            for (int i = 0; i < DT_Q4_BLOCK; i++)
-                d += nibble(by, i) * xq[(size_t)t * K + (size_t)b * DT_Q4_BLOCK + i];
-            acc = fmaf(cpu_q4_scale(w, K, j, b) * dx[(size_t)t * blocks + b], (float)d, acc);
-        }
-        out[t] = acc;
-    }
-}
-
 #if defined(CPU_Q8_TOKENS)
-/* c[t][b] = -8 times the sum of token t's block b */
-static void corrections(int32_t *c, const int8_t *xq, int n, int K)
-{
-    for (size_t i = 0; i < (size_t)n * K / DT_Q4_BLOCK; i++) {
-        int32_t s = 0;
-        for (int k = 0; k < DT_Q4_BLOCK; k++)
-            s += xq[i * DT_Q4_BLOCK + k];
-        c[i] = -8 * s;
-    }
-}
-
 #define CPU_Q4_ROOM(n, K) ((size_t)(n) * (K) / DT_Q4_BLOCK * 4)
 
-/* out[t][0..16) = a packed group's 16 sums for NT tokens (gw: its bytes, gs: its scales). A
- * block's integers take two chains of dot products (one for the low nibbles, one for the high), so
- * that a one-token product waits on four of them in a row, not eight. */
-INLINE void group_q4(float (*out)[GROUP], const uint8_t *gw, const uint16_t *gs, const int8_t *xq,
-                     const float *dx, const int32_t *c, int NT, int K, int blocks)
+/* y's 16 columns of a packed group for NT tokens (gw: its bytes, gs: its scales) */
+INLINE void group_q4(float *y, int N, int j, const uint8_t *gw, const uint16_t *gs,
+                     const int8_t *xq, const float *dx, const int32_t *c, const float *bias, int NT,
+                     int K, int blocks)
 {
     __m512 acc[CPU_STREAM_MAX_TOKENS];
 #pragma GCC unroll 8
@@ -111,25 +81,9 @@ INLINE void group_q4(float (*out)[GROUP], const uint8_t *gw, const uint16_t *gs,
             v[4 + q] = _mm512_and_si512(_mm512_srli_epi16(r, 4), m4);
         }
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gs + (size_t)b * GROUP)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) {
-            const int8_t *x = xq + (size_t)t * K + (size_t)b * DT_Q4_BLOCK;
-            __m512i lo = _mm512_set1_epi32(c[(size_t)t * blocks + b]), hi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) {
-                int32_t a, e;
-                memcpy(&a, x + 4 * q, 4);
-                memcpy(&e, x + HALF + 4 * q, 4);
-                lo = _mm512_dpbusd_epi32(lo, v[q], _mm512_set1_epi32(a));
-                hi = _mm512_dpbusd_epi32(hi, v[4 + q], _mm512_set1_epi32(e));
-            }
-            __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dx[(size_t)t * blocks + b]));
-            acc[t] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), acc[t]);
-        }
+        cpu_group_block(acc, v, dw, xq, dx, c, NT, K, blocks, b);
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++)
-        _mm512_storeu_ps(out[t], acc[t]);
+    cpu_group_store(y, N, j, acc, bias, NT);
 }
 
 int cpu_q4_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
@@ -218,7 +172,7 @@ INLINE void row_q4(float *out, const uint8_t *w, const uint16_t *dw, const prep 
         out[t] = vsum8(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 #else
-#define CPU_Q4_ROOM(n, K) 0
+#define CPU_Q4_ROOM(n, K) ((void)(n), (void)(K), 0)
 #endif
 
 #if !defined(CPU_Q8_TOKENS) /* rows as they are */
@@ -233,30 +187,17 @@ int cpu_q4_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
 size_t cpu_q4_rows_room(int n, int K) { return (CPU_Q4_ROOM(n, K) + 3) / 4; }
 
 /* the loops for a constant token count, so that the accumulators stay in registers */
-#define GROUPS_FOR(NT)                                                                             \
-    for (int j = j0; j < j1; j += GROUP) {                                                         \
-        float out[CPU_STREAM_MAX_TOKENS][GROUP];                                                   \
-        group_q4(out, q + (size_t)j * K / 2, w->scales + (size_t)j * blocks, xq, dx, c, NT, K,     \
-                 blocks);                                                                          \
-        for (int t = 0; t < NT; t++)                                                               \
-            _mm512_storeu_ps(y + (size_t)t * N + j,                                                \
-                             _mm512_add_ps(bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps(), \
-                                           _mm512_loadu_ps(out[t])));                              \
-    }
+#define GROUPS_FOR(NT)                                                                            \
+    for (int j = j0; j < j1; j += GROUP)                                                          \
+        group_q4(y, N, j, q + (size_t)j * K / 2, w->scales + (size_t)j * blocks, xq, dx, c, bias, \
+                 NT, K, blocks);
 #define ROWS_FOR(NT)                                                                        \
     for (int j = j0; j < j1; j++) {                                                         \
         float out[CPU_STREAM_MAX_TOKENS];                                                   \
         row_q4(out, q + (size_t)j * K / 2, w->scales + (size_t)j * blocks, &p, NT, blocks); \
-        for (int t = 0; t < NT; t++)                                                        \
-            y[(size_t)t * N + j] = (bias ? bias[j] : 0.0f) + out[t];                        \
+        cpu_row_store(y, N, j, out, bias, NT);                                              \
     }
-#define COLUMNS_FOR(NT)                                              \
-    for (int j = j0; j < j1; j++) {                                  \
-        float out[CPU_STREAM_MAX_TOKENS];                            \
-        column_ref(out, w, K, j, xq, dx, NT);                        \
-        for (int t = 0; t < NT; t++)                                 \
-            y[(size_t)t * N + j] = (bias ? bias[j] : 0.0f) + out[t]; \
-    }
+#define COLUMNS_FOR(NT) CPU_BLOCK_REF_FOR(NT, cpu_q4_values, cpu_q4_scale)
 
 void cpu_q4_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
                  const kb_mat *w, const float *bias, kb_act act, void *room)
@@ -266,7 +207,7 @@ void cpu_q4_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int
 #if defined(CPU_Q8_TOKENS)
     if (w->column_blocks) {
         int32_t *c = room;
-        corrections(c, xq, n, K);
+        cpu_group_offsets(c, xq, n, K, 8);
         CPU_STREAM_ROWS(b, y, n, N, GROUP, act, GROUPS_FOR)
         return;
     }

@@ -249,9 +249,9 @@ static void pack_panel(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0,
 {
     int blocks = K / DT_Q8_BLOCK, grouped = w->type == DT_Q4 && w->column_blocks;
     const int8_t *q = (const int8_t *)w->data + (size_t)c0 * K;
-    if (w->type == DT_Q4 && !grouped) {
+    if ((w->type == DT_Q4 && !grouped) || w->type == DT_Q6) {
         for (int j = 0; j < nc; j++)
-            cpu_q4_values(room + (size_t)j * K, w, c0 + j, K);
+            (w->type == DT_Q4 ? cpu_q4_values : cpu_q6_values)(room + (size_t)j * K, w, c0 + j, K);
         q = room;
     }
     for (int j = 0; j < ncp; j += 16) {
@@ -272,7 +272,8 @@ static void pack_panel(uint32_t *bp, float *dwp, const kb_mat *w, int K, int c0,
             for (int jj = j; jj < j + 16; jj++)
                 dwp[(size_t)bl * ncp + jj] =
                     jj >= nc           ? 0.0f
-                    : w->type == DT_Q4 ? cpu_q4_scale(w, K, c0 + jj, bl)
+                    : w->type == DT_Q6 ? cpu_q6_scale(w, K, c0 + jj, bl)
+                    : grouped          ? cpu_q4_scale(w, K, c0 + jj, bl)
                                        : simd_half(w->scales[(size_t)(c0 + jj) * blocks + bl]);
     }
 }
@@ -320,7 +321,7 @@ static int gemm_q8(kb_backend *b, float *y, const int8_t *xq, const float *dx, i
 {
     int kp = K / 2, blocks = K / DT_Q8_BLOCK, chunks = (N + CPU_PANEL - 1) / CPU_PANEL;
     size_t panel = (size_t)kp * CPU_PANEL + (size_t)blocks * CPU_PANEL +
-                   (w->type == DT_Q4 ? (size_t)K * CPU_PANEL / 4 : 0);
+                   (w->type == DT_Q4 || w->type == DT_Q6 ? (size_t)K * CPU_PANEL / 4 : 0);
     uint16_t bf[256];
     for (int v = 0; v < 256; v++)
         bf[v] = dt_f32_to_bf16((float)(int8_t)v);
@@ -388,11 +389,11 @@ int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int
     if (K % DT_Q8_BLOCK || K > 256 * DT_Q8_BLOCK)
         return err_set("a %s product over %d values (the kernel takes multiples of %d up to 8,192)",
                        dt_name(w->type), K, DT_Q8_BLOCK);
-    int q4 = w->type == DT_Q4;
+    int q4 = w->type == DT_Q4, q6 = w->type == DT_Q6;
 #if !defined(CPU_Q8_TOKENS) && defined(__AVX2__) && defined(__FMA__)
     /* two tokens as two decode steps: their products are the tile's bit for bit, in 80% of the
      * tile's time (a drafter's catch-up of 2 positions each round, a verify pass of 2) */
-    if (n == 2 && !q4)
+    if (n == 2 && !q4 && !q6)
         return cpu_quant_product(b, y, x, 1, K, N, w, bias, act) ||
                        cpu_quant_product(b, y + N, x + K, 1, K, N, w, bias, act)
                    ? -1
@@ -404,9 +405,10 @@ int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int
     size_t iq = ((size_t)n * K + 3) / 4 * (n == 1 ? 3 : 1), nx = gemm ? (size_t)n * K : 0;
     size_t more = gemm ? (size_t)cpu_max_threads(b) * K * CPU_PANEL + CPU_PANEL
                   : q4 ? cpu_q4_rows_room(n, K)
+                  : q6 ? cpu_q6_rows_room(n, K)
                        : 0;
 #ifdef CPU_Q8_TOKENS
-    if (n > 1 && !gemm && !q4)
+    if (n > 1 && !gemm && !q4 && !q6)
         more = CPU_Q8_TOKENS_ROOM(n, K);
 #endif
     float *scratch = cpu_scratch(b, iq + (size_t)n * blocks + nx + more);
@@ -431,12 +433,15 @@ int cpu_quant_product(kb_backend *b, float *y, const float *x, int n, int K, int
         int rc = gemm_q8(b, y, xq, dx, n, K, N, w, bias, (uint32_t *)xf);
 #else
         int rc = cpu_gemm_panels(b, y, xf, n, K, N, w, bias,
-                                 q4 ? cpu_q4_dequantize_panel : dequantize_panel, xf + nx);
+                                 q4 ? cpu_q4_dequantize_panel
+                                 : q6 ? cpu_q6_dequantize_panel
+                                      : dequantize_panel,
+                                 xf + nx);
 #endif
         return rc ? rc : act == KB_GELU ? cpu_gelu(b, y, (size_t)n * N) : 0;
     }
-    if (q4) {
-        cpu_q4_rows(b, y, xq, dx, n, K, N, w, bias, act, xf);
+    if (q4 || q6) {
+        (q4 ? cpu_q4_rows : cpu_q6_rows)(b, y, xq, dx, n, K, N, w, bias, act, xf);
         return 0;
     }
 #ifdef CPU_Q8_TOKENS

@@ -79,18 +79,22 @@ void cuda_rounded_forget(kb_backend *b, const void *p)
         s->round_src = NULL;
 }
 
-/* q8 and q4 weights as the f32 matrix [rows, cols] they stand for (row-major), for the GEMMs of
- * prefill and of the basic kernels: by_column (matmul's storage) holds column j's rows
+/* q8, q4 and q6 weights as the f32 matrix [rows, cols] they stand for (row-major), for the GEMMs
+ * of prefill and of the basic kernels: by_column (matmul's storage) holds column j's rows
  * contiguously; a q4 block's byte j holds its values j and j + 16 */
 __global__ static void dequant(float *dst, const unsigned char *q, const uint16_t *scales, int rows,
-                               int cols, int by_column, int q4)
+                               int cols, int by_column, dtype t)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)rows * cols)
         return;
     size_t r = i / cols, c = i % cols, at = by_column ? c * rows + r : i;
     float d = __half2float(__ushort_as_half(scales[at / DT_Q8_BLOCK]));
-    if (q4) {
+    if (t == DT_Q6) {
+        dst[i] =
+            (float)dt_q6_value(q + at / DT_Q6_BLOCK * DT_Q6_BLOCK_BYTES, (int)(at % DT_Q6_BLOCK)) *
+            d;
+    } else if (t == DT_Q4) {
         size_t e = at % DT_Q4_BLOCK;
         unsigned char v = q[at / DT_Q4_BLOCK * 16 + e % 16];
         dst[i] = (float)((e < 16 ? v & 15 : v >> 4) - 8) * d;
@@ -99,11 +103,11 @@ __global__ static void dequant(float *dst, const unsigned char *q, const uint16_
     }
 }
 
-/* w itself, or (q8, q4) its f32 expansion in scratch */
+/* w itself, or (q8, q4, q6) its f32 expansion in scratch */
 static int gemm_weights(kb_backend *b, const kb_mat *w, int by_column, kb_mat *out)
 {
     *out = *w;
-    if (w->type != DT_Q8 && w->type != DT_Q4)
+    if (w->type != DT_Q8 && w->type != DT_Q4 && w->type != DT_Q6)
         return 0;
     size_t n = (size_t)w->rows * w->cols;
     void *f;
@@ -111,7 +115,7 @@ static int gemm_weights(kb_backend *b, const kb_mat *w, int by_column, kb_mat *o
         return -1;
     dequant<<<(unsigned)((n + 255) / 256), 256, 0, cuda_stream(b)>>>(
         (float *)f, (const unsigned char *)w->data, w->scales, w->rows, w->cols, by_column,
-        w->type == DT_Q4);
+        w->type);
     CK_LAUNCH();
     *out = (kb_mat){f, DT_F32, w->rows, w->cols, NULL, 0};
     return 0;

@@ -255,7 +255,8 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
  * (d = max|x| / 127, q = round(x / d), the same float operations) and dp4a makes each block's
  * integer dot exact. q8: a lane takes 16 bytes of a row (half a block), each half scaled by both
  * blocks' scales. q4: a lane takes a block's 16 bytes, the nibbles (q, 0..15) as they are against
- * the inputs, less 8 times the block's input sum. The epilogue of linear (bias, GELU, residual)
+ * the inputs, less 8 times the block's input sum; q6 (the LM head of q4 weights) a block's 24
+ * bytes, three bytes cut into four values (0..63) at a time, less 32 times the sum. The epilogue of linear (bias, GELU, residual)
  * follows; with none of those it is the LM head. */
 template <int NT, dtype W>
 __global__ static void __launch_bounds__(MT_THREADS)
@@ -295,16 +296,38 @@ __global__ static void __launch_bounds__(MT_THREADS)
 #pragma unroll
         for (int q = 0; q < MT_ROWS; q++)
             acc[t][q] = 0;
-    enum { SPAN = W == DT_Q4 ? DT_Q4_BLOCK : 16 }; /* a lane's values: one load of 16 bytes */
+    /* a lane's values: one load of 16 bytes (q8, q4), or a block's 24 (q6) */
+    enum { SPAN = W == DT_Q8 ? 16 : DT_Q4_BLOCK };
     for (int k = lane * SPAN; k < K; k += 32 * SPAN) {
         int b = k / DT_Q8_BLOCK;
 #pragma unroll
         for (int q = 0; q < MT_ROWS; q++) {
             if (v0 + q >= V)
                 continue;
-            size_t row = (size_t)(v0 + q) * (W == DT_Q4 ? K / 2 : K);
-            uint4 w = __ldg((const uint4 *)((const unsigned char *)a.w + row +
-                                            (W == DT_Q4 ? (size_t)k / 2 : (size_t)k)));
+            const unsigned char *at =
+                (const unsigned char *)a.w + dt_bytes(W, (size_t)(v0 + q) * K + k);
+            uint4 w;
+            unsigned f6[8];             /* q6: values 4r..4r + 3 (bits 24r..24r + 23) a byte each */
+            if constexpr (W == DT_Q6) { /* 8-byte aligned: rows and blocks are 24 bytes apart */
+                unsigned long long h[3];
+#pragma unroll
+                for (int i = 0; i < 3; i++) {
+                    uint2 p = __ldg((const uint2 *)at + i);
+                    h[i] = p.x | (unsigned long long)p.y << 32;
+                }
+#pragma unroll
+                for (int r = 0; r < 8; r++) {
+                    int bit = 24 * r % 64;
+                    unsigned long long v = h[24 * r / 64] >> bit;
+                    if (bit > 40)
+                        v |= h[24 * r / 64 + 1] << (64 - bit);
+                    unsigned u = (unsigned)v;
+                    f6[r] =
+                        (u & 63) | (u >> 6 & 63) << 8 | (u >> 12 & 63) << 16 | (u >> 18 & 63) << 24;
+                }
+            } else {
+                w = __ldg((const uint4 *)at);
+            }
             float dw = __half2float(__ushort_as_half(scales[(size_t)(v0 + q) * blocks + b]));
 #pragma unroll
             for (int t = 0; t < NT; t++) {
@@ -312,7 +335,12 @@ __global__ static void __launch_bounds__(MT_THREADS)
                     continue;
                 const int *xw = (const int *)(xq + (size_t)t * K + k);
                 int dot;
-                if constexpr (W == DT_Q4) { /* bytes j: values j (low nibble) and j + 16 */
+                if constexpr (W == DT_Q6) {
+                    dot = -32 * xsum[t * blocks + b];
+#pragma unroll
+                    for (int r = 0; r < 8; r++)
+                        dot = __dp4a((int)f6[r], xw[r], dot);
+                } else if constexpr (W == DT_Q4) { /* bytes j: values j (low nibble) and j + 16 */
                     const unsigned lo = 0x0f0f0f0fu, u[4] = {w.x, w.y, w.z, w.w};
                     dot = -8 * xsum[t * blocks + b];
 #pragma unroll
@@ -456,6 +484,7 @@ int cuda_linear(kb_backend *b, float *y, const float *x, int n, const kb_mat *w,
     switch (w->type) {
         case DT_Q8: return launch_rows_quant<DT_Q8>(b, a, n, w->scales, w->cols);
         case DT_Q4: return launch_rows_quant<DT_Q4>(b, a, n, w->scales, w->cols);
+        case DT_Q6: return launch_rows_quant<DT_Q6>(b, a, n, w->scales, w->cols);
         case DT_F32: return launch_linear<DT_F32>(b, a, n);
         case DT_BF16: return launch_linear<DT_BF16>(b, a, n);
         case DT_F16: return launch_linear<DT_F16>(b, a, n);
@@ -486,6 +515,7 @@ int cuda_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *
     switch (w->type) {
         case DT_Q8: return launch_rows_quant<DT_Q8>(b, a, n, w->scales, w->rows);
         case DT_Q4: return launch_rows_quant<DT_Q4>(b, a, n, w->scales, w->rows);
+        case DT_Q6: return launch_rows_quant<DT_Q6>(b, a, n, w->scales, w->rows);
         case DT_F32: return launch_linear_t<DT_F32>(b, a, n, w->rows);
         case DT_BF16: return launch_linear_t<DT_BF16>(b, a, n, w->rows);
         case DT_F16: return launch_linear_t<DT_F16>(b, a, n, w->rows);

@@ -5,16 +5,19 @@
 
 #include "common.cuh"
 
-/* ids and the first position come from the step's scalars in device memory; q8 token rows carry an
- * f16 scale per block of 32 */
+/* ids and the first position come from the step's scalars in device memory; q8 and q6 token rows
+ * carry an f16 scale per block of 32 */
 __global__ static void embed_k(float *x, const cu_step *st, const void *wte, dtype tt,
                                const uint16_t *scales, const void *wpe, dtype pt, int C)
 {
     int i = blockIdx.x;
     size_t te = (size_t)cu_ids(st)[i] * C, pe = (size_t)(st->pos + i) * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float t = cu_load(wte, te + c, tt);
-        if (tt == DT_Q8)
+        float t = tt == DT_Q6 ? (float)dt_q6_value((const unsigned char *)wte +
+                                                       (te + c) / DT_Q6_BLOCK * DT_Q6_BLOCK_BYTES,
+                                                   (int)((te + c) % DT_Q6_BLOCK))
+                              : cu_load(wte, te + c, tt);
+        if (tt == DT_Q8 || tt == DT_Q6)
             t *= __half2float(__ushort_as_half(scales[(te + c) / DT_Q8_BLOCK]));
         x[(size_t)i * C + c] = t + cu_load(wpe, pe + c, pt);
     }

@@ -1,8 +1,8 @@
 /* What one core does per byte in decode: the CPU backend's one-token product (backend.h's matmul)
  * timed against a plain read of the same bytes, three times: over the 124M shape's 48 transformer
  * matrices (85M weights, far past the caches: the memory's pace), over its LM head (matmul_t of
- * the 50257 x 768 token embedding, a third of a decode step's bytes; q8 in the q4 row, as the
- * model keeps it) and over one of its 768 x 768
+ * the 50257 x 768 token embedding, a third of a decode step's bytes; 6-bit in the q4 row, as
+ * the model keeps it) and over one of its 768 x 768
  * matrices, read again and again from the caches (the core's own pace: a product slower than the
  * read there is bound by its instructions, not by the memory; a smaller matrix would time the
  * product's fixed costs instead). Best of 5 passes, GB/s of weights; memory as the model's
@@ -18,7 +18,7 @@
 
 typedef struct {
     kb_mat m;
-    size_t bytes, scale_bytes; /* all the product reads; of them, DT_Q8's and DT_Q4's scales */
+    size_t bytes, scale_bytes; /* all the product reads; of them, the block types' scales */
 } mat;
 
 /* a random matrix in the layout the backend multiplies (kb_backend.pack where `pack`), as a
@@ -41,6 +41,8 @@ static int make(kb_backend *b, mat *out, dtype t, int rows, int cols, unsigned *
         dt_q8_quantize(d, sc, NULL, f, n);
     else if (t == DT_Q4)
         dt_q4_quantize(d, sc, f, n);
+    else if (t == DT_Q6)
+        dt_q6_quantize(d, sc, f, n);
     else
         dt_from_f32(d, f, t, n);
     free(f);
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
             if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed, 1))
                 return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         if (make(b, &small, types[t], 768, 768, &seed, 1) ||
-            make(b, &head, types[t] == DT_Q4 ? DT_Q8 : types[t], VOCAB, 768, &seed, 0))
+            make(b, &head, types[t] == DT_Q4 ? DT_Q6 : types[t], VOCAB, 768, &seed, 0))
             return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         double p[3] = {pace(b, big, 48, 2, y, x, 0), pace(b, &head, 1, 2, y, x, 1),
                        pace(b, &small, 1, 400, y, x, 0)},

@@ -11,7 +11,8 @@ llama.cpp's q8_0) definition: the matrices but the position embedding in blocks 
 reduction, int8 values and an f16 scale (the largest magnitude / 127), each product's input quantised
 the same way with an f32 scale; ROUND=q8w quantises the weights only, the products taking exact
 inputs: what the weight format alone costs. ROUND=q4 (and q4w) is llama.cpp's q4_0 for the blocks'
-four matrices, in its float32 operations, the token embedding staying q8 as kvchat keeps it.
+four matrices, in its float32 operations, the token embedding in kvchat's 6-bit blocks (q4_0's rule
+with d = m / -32 and q = min(63, trunc(x * (1 / d) + 32.5))).
 A bf16-rounded input within 3e-6 (relative) of a rounding midpoint is a near-tie: kvchat's f32
 arithmetic may land it on the other side, one bf16 step away, which in a tiny random model moves the
 logits by up to ~3e-3. Each ROUND=bf16 run prints on stderr how many near-ties it met ("near-ties N");
@@ -61,15 +62,16 @@ def q8_blocks(a, scale=lambda d: d):
     return (q * scale(d).astype(np.float64)).reshape(a.shape)
 
 
-def q4_blocks(a):
+def q4_blocks(a, half=8):
     """a's last axis in blocks of 32 as q4_0 values (q - 8) times their block's f16 scale: m the
-    first value of largest magnitude, d = m / -8, q = min(15, trunc(x * (1 / d) + 8.5)) in f32"""
+    first value of largest magnitude, d = m / -8, q = min(15, trunc(x * (1 / d) + 8.5)) in f32;
+    half=32 is the 6-bit blocks' rule (d = m / -32, q = min(63, trunc(x * (1 / d) + 32.5)))"""
     b = a.reshape(a.shape[:-1] + (a.shape[-1] // 32, 32)).astype(np.float32)
     m = np.take_along_axis(b, np.abs(b).argmax(-1)[..., None], -1)
-    d = (m / np.float32(-8)).astype(np.float32)
+    d = (m / np.float32(-half)).astype(np.float32)
     inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
-    t = (b * inv).astype(np.float32) + np.float32(8.5)
-    q = np.minimum(15, np.trunc(t)).astype(np.float64) - 8
+    t = (b * inv).astype(np.float32) + np.float32(half + 0.5)
+    q = np.minimum(2 * half - 1, np.trunc(t)).astype(np.float64) - half
     return (q * d.astype(np.float16).astype(np.float64)).reshape(a.shape)
 
 
@@ -103,8 +105,8 @@ class GPT2:
             if kind in ("q8", "q8w", "q4", "q4w"):
                 if k.endswith(MATRICES) and k != "wpe.weight":
                     w = self.w[k] if k == "wte.weight" else self.w[k].T  # reduction along the last axis
-                    if kind.startswith("q4") and k != "wte.weight":
-                        w = q4_blocks(w)
+                    if kind.startswith("q4"):
+                        w = q4_blocks(w, 32 if k == "wte.weight" else 8)
                     else:
                         w = q8_blocks(w, lambda d: d.astype(np.float16))
                     self.w[k] = w if k == "wte.weight" else w.T

@@ -203,6 +203,28 @@ static void twins(void)
             g->release(g, (void *)dpe.data);
             g->release(g, de);
         }
+        /* a q4 model's 6-bit token rows (64 wide: two blocks), f32 positions */
+        static float t6f[V * 64], p6[P * 64], g1[ne * 64], g2[ne * 64];
+        static uint8_t t6[V * 48];
+        static uint16_t t6s[V * 2];
+        for (int i = 0; i < V * 64; i++)
+            t6f[i] = rnd(&s);
+        for (int i = 0; i < P * 64; i++)
+            p6[i] = rnd(&s);
+        dt_q6_quantize(t6, t6s, t6f, V * 64);
+        kb_mat hte = {t6, DT_Q6, V, 64, t6s, 0}, hpe = {p6, DT_F32, P, 64, NULL, 0};
+        kb_mat dte = {up(g, t6, sizeof t6), DT_Q6, V, 64, up(g, t6s, sizeof t6s), 0},
+               dpe = {up(g, p6, sizeof p6), DT_F32, P, 64, NULL, 0};
+        float *de = g->alloc(g, sizeof g2, "x");
+        c->embed(c, g1, ids, ne, 30, &hte, &hpe);
+        poison(g, de, sizeof g2);
+        GPU_OK(g->embed(g, de, ids, ne, 30, &dte, &dpe));
+        g->copy(g, g2, de, sizeof g2);
+        CHECK(!memcmp(g1, g2, sizeof g2), "embed q6: the device's rows differ from the CPU's");
+        g->release(g, (void *)dte.data);
+        g->release(g, (void *)dte.scales);
+        g->release(g, (void *)dpe.data);
+        g->release(g, de);
     }
     /* layernorm, alone and fused with the residual add */
     float g1[K], b1[K], out1[n * K], out2[n * K];
@@ -336,7 +358,7 @@ static void fused_twins(void)
     c->destroy(c);
 }
 
-/* The fused products over several tokens (a verify pass), in f32, bf16, q8 and q4: each token's row is
+/* The fused products over several tokens (a verify pass), in f32, bf16, q8, q4 and q6: each token's row is
  * the one-token call's bit for bit (the decode step's), and near the CPU twin's. The shapes take
  * one slice of rows and several, and 3,072 inputs a token make the LM head's 5 tokens two
  * launches (its shared memory holds 4). */
@@ -348,9 +370,9 @@ static void fused_tokens(void)
     g->use_kernels(g, KB_KERNELS_FAST);
     enum { T = 5 };
     static const int shapes[2][2] = {{96, 160}, {3072, 768}};
-    dtype types[4] = {DT_F32, DT_BF16, DT_Q8, DT_Q4};
+    dtype types[5] = {DT_F32, DT_BF16, DT_Q8, DT_Q4, DT_Q6};
     for (int sh = 0; sh < 2; sh++)
-        for (int ty = 0; ty < 4; ty++) {
+        for (int ty = 0; ty < 5; ty++) {
             uint64_t s = 29; /* each case its own data, whichever cases come before it */
             int K = shapes[sh][0], N = shapes[sh][1], big = K > N ? K : N;
             size_t blocks = (size_t)K * N / DT_Q8_BLOCK;
@@ -369,12 +391,15 @@ static void fused_tokens(void)
                 wf[i] = rnd(&s) * 0.1f;
             for (int i = 0; i < N; i++)
                 bias[i] = rnd(&s);
-            /* q8 and q4 are stored along the reduction: wf's rows of K are the outputs' rows */
-            int quant = types[ty] == DT_Q8 || types[ty] == DT_Q4;
+            /* q8, q4, q6 are stored along the reduction: wf's rows of K are the outputs' rows */
+            int quant = types[ty] == DT_Q8 || types[ty] == DT_Q4 || types[ty] == DT_Q6;
             for (int j = 0; j < N && quant; j++)
                 if (types[ty] == DT_Q4)
                     dt_q4_quantize((uint8_t *)w + (size_t)j * K / 2, sc + (size_t)j * (K / 32),
                                    wf + (size_t)j * K, (size_t)K);
+                else if (types[ty] == DT_Q6)
+                    dt_q6_quantize((uint8_t *)w + dt_bytes(DT_Q6, (size_t)j * K),
+                                   sc + (size_t)j * (K / 32), wf + (size_t)j * K, (size_t)K);
                 else
                     dt_q8_quantize((int8_t *)w + (size_t)j * K, sc + (size_t)j * (K / 32), NULL,
                                    wf + (size_t)j * K, (size_t)K);
@@ -461,7 +486,7 @@ static void fused_tokens(void)
     c->destroy(c);
 }
 
-/* q8 and q4 weights on the device against the CPU twin: the one-token kernel quantises its input as the
+/* q8, q4 and q6 weights on the device against the CPU twin: the one-token kernel quantises its input as the
  * CPU does, so without a norm in front (whose last bits could move a rounding) they agree to the
  * order of summation; the GEMM path (prefill, the basic set) expands the weights to f32 and keeps
  * f32 activations, so there the CPU's activation quantisation is the difference (a wrong layout or
@@ -481,6 +506,8 @@ static void quant_twins_of(kb_backend *c, kb_backend *g, dtype t)
             col[k] = rnd(&s) * 0.2f;
         if (t == DT_Q4)
             dt_q4_quantize(q + (size_t)j * K / 2, sc + (size_t)j * (K / 32), col, K);
+        else if (t == DT_Q6)
+            dt_q6_quantize(q + dt_bytes(t, (size_t)j * K), sc + (size_t)j * (K / 32), col, K);
         else
             dt_q8_quantize((int8_t *)q + (size_t)j * K, sc + (size_t)j * (K / 32), NULL, col, K);
         bias[j] = rnd(&s), y0[j] = rnd(&s);
@@ -525,6 +552,7 @@ static void quant_twins(void)
     g->use_kernels(g, KB_KERNELS_FAST);
     quant_twins_of(c, g, DT_Q8);
     quant_twins_of(c, g, DT_Q4);
+    quant_twins_of(c, g, DT_Q6); /* the LM head's type, through every product all the same */
     c->destroy(c);
 }
 

@@ -58,15 +58,17 @@ static double input(float v, dtype t)
 static void packed_case(const kb_mat *m, const float *x, int n, const float *bias)
 {
     kb_mat pk;
+    if (m->type == DT_Q6)
+        return; /* packed as the LM head's rows: q6_packed_case */
 #if defined(VW) && defined(CPU_Q8_TOKENS)
     int q4 = 1; /* 4-bit W in groups of 16 columns, where AVX-512 VNNI reads them so */
 #else
     int q4 = 0;
 #endif
 #ifdef VW
-    int want = m->type == DT_Q4   ? q4 && m->cols % CPU_Q4_GROUP == 0
-               : m->type == DT_Q8 ? 0
-                                  : m->cols % KB_COLUMN_BLOCK == 0;
+    int want = m->type == DT_Q4                       ? q4 && m->cols % CPU_Q4_GROUP == 0
+               : m->type == DT_Q8 || m->type == DT_Q6 ? 0
+                                                      : m->cols % KB_COLUMN_BLOCK == 0;
 #else
     int want = 0; /* a build without vectors keeps every W as it is */
 #endif
@@ -405,7 +407,71 @@ static void q4_ref_block(const float *v, double *q, double *d)
     *d = dt_f16_to_f32(dt_f32_to_f16(dd));
 }
 
-/* the product of 8- or 4-bit weights (t) against its definition */
+/* the 6-bit blocks' rule (dtype.h) in the same float operations: d = m / -32, q = min(63, (int)(x
+ * * (1 / d) + 32.5)), the value q - 32 with d kept as f16 */
+static void q6_ref_block(const float *v, double *q, double *d)
+{
+    float m = 0;
+    for (int i = 0; i < 32; i++)
+        if (fabsf(v[i]) > fabsf(m))
+            m = v[i];
+    float dd = m / -32.0f, id = dd != 0 ? 1.0f / dd : 0.0f;
+    for (int i = 0; i < 32; i++) {
+        int qi = (int)(v[i] * id + 32.5f);
+        q[i] = (qi < 63 ? qi : 63) - 32;
+    }
+    *d = dt_f16_to_f32(dt_f32_to_f16(dd));
+}
+
+/* A 6-bit row's sum as q6.c defines it: each block's integer times d_w * d_x (f32), added by one
+ * fused multiply-add, block after block */
+static float q6_sum(const double *wq, const double *wd, const double *xq, const double *xd,
+                    int blocks)
+{
+    float acc = 0;
+    for (int b = 0; b < blocks; b++) {
+        double dot = 0;
+        for (int i = 0; i < 32; i++)
+            dot += wq[32 * b + i] * xq[32 * b + i];
+        acc = fmaf((float)wd[b] * (float)xd[b], (float)dot, acc);
+    }
+    return acc;
+}
+
+/* The LM head's 6-bit rows packed in the backend's groups (where it packs them): matmul_t the
+ * same bit for bit with one thread and two, the embedding's rows the same values, and matmul
+ * refused (the groups are rows, not matmul's columns) */
+static void q6_packed_case(const kb_mat *mt, const float *x, int n)
+{
+    kb_mat pk;
+    CHECK(be()->pack(be(), &pk, mt) == 0, "pack failed");
+    if (!pk.data)
+        return;
+    size_t len = (size_t)n * mt->rows;
+    float *y = malloc(sizeof(float) * len), *yp = malloc(sizeof(float) * len);
+    for (int b = 0; b < 2; b++) {
+        kb_backend *k = b ? be1() : be();
+        CHECK(k->matmul_t(k, y, x, n, mt) == 0 && k->matmul_t(k, yp, x, n, &pk) == 0,
+              "matmul_t failed");
+        CHECK(!memcmp(y, yp, sizeof(float) * len),
+              "packed q6 n=%d [%d, %d] (%d thread(s)) differs from its rows", n, mt->rows, mt->cols,
+              k->threads);
+    }
+    int ids[3] = {0, mt->rows - 1, mt->rows / 2};
+    float *e = malloc(sizeof(float) * 3 * mt->cols), *ep = malloc(sizeof(float) * 3 * mt->cols);
+    float *pos = calloc((size_t)3 * mt->cols, sizeof(float));
+    kb_mat wpe = {.data = pos, .type = DT_F32, .rows = 3, .cols = mt->cols};
+    CHECK(be()->embed(be(), e, ids, 3, 0, mt, &wpe) == 0 &&
+              be()->embed(be(), ep, ids, 3, 0, &pk, &wpe) == 0 &&
+              !memcmp(e, ep, sizeof(float) * 3 * mt->cols),
+          "packed q6 [%d, %d]: the embedding's rows differ", mt->rows, mt->cols);
+    CHECK(be()->matmul(be(), y, x, n, &pk, NULL, KB_LINEAR) != 0,
+          "matmul took the packed LM head's rows as its columns");
+    be()->release(be(), (void *)pk.data);
+    free(y), free(yp), free(e), free(ep), free(pos);
+}
+
+/* the product of 8-, 6- or 4-bit weights (t) against its definition */
 static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
 {
     uint64_t s = (uint64_t)(n * 977 + K * 13 + N + t);
@@ -430,12 +496,17 @@ static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
             col[k] = w[k * N + j];
         if (t == DT_Q4)
             dt_q4_quantize(q + dt_bytes(t, (size_t)j * K), sc + (size_t)j * blocks, col, (size_t)K);
+        else if (t == DT_Q6)
+            dt_q6_quantize(q + dt_bytes(t, (size_t)j * K), sc + (size_t)j * blocks, col, (size_t)K);
         else
             dt_q8_quantize((int8_t *)q + (size_t)j * K, sc + (size_t)j * blocks, NULL, col,
                            (size_t)K);
         for (int b = 0; b < blocks; b++)
             if (t == DT_Q4)
                 q4_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b,
+                             wd + (size_t)j * blocks + b);
+            else if (t == DT_Q6)
+                q6_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b,
                              wd + (size_t)j * blocks + b);
             else
                 q8_ref_block(col + 32 * b, wq + (size_t)j * K + 32 * b, wd + (size_t)j * blocks + b,
@@ -492,6 +563,20 @@ static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
         ref[i] -= bias[i % N];
     e = rel_l2(y, ref, (size_t)n * N);
     CHECK(e < 1e-6, "%s matmul_t n=%d K=%d N=%d: rel err %.3g", tn, n, K, N, e);
+    /* the LM head's 6-bit sums are defined to the bit for the streamed token counts */
+    for (int r = 0; t == DT_Q6 && n <= 8 && r < n; r++) {
+        double xq[8192], xd[256];
+        for (int b = 0; b < blocks; b++)
+            q8_ref_block(x + (size_t)r * K + 32 * b, xq + 32 * b, xd + b, 0);
+        int same = 1;
+        for (int j = 0; j < N; j++)
+            same &= y[(size_t)r * N + j] ==
+                    q6_sum(wq + (size_t)j * K, wd + (size_t)j * blocks, xq, xd, blocks);
+        CHECK(same, "q6 matmul_t n=%d K=%d N=%d: token %d's sums are not the definition's bits", n,
+              K, N, r);
+    }
+    if (t == DT_Q6)
+        q6_packed_case(&mt, x, n);
     /* against the unquantised product: what the type costs (a wrong layout costs everything) */
     double num = 0, den = 0;
     for (int r = 0; r < n; r++)
@@ -502,7 +587,7 @@ static void quant_case(dtype t, int n, int K, int N, int with_bias, kb_act act)
             num += (y[r * N + j] - a) * (y[r * N + j] - a);
             den += a * a;
         }
-    double most = t == DT_Q4 ? 0.15 : 2e-2;
+    double most = t == DT_Q4 ? 0.15 : t == DT_Q6 ? 4e-2 : 2e-2;
     CHECK(sqrt(num / den) < most, "%s against f32: rel err %.3g", tn, sqrt(num / den));
 done:
     free(x);
@@ -667,9 +752,31 @@ static void q4_all(void)
           dt_f16_to_f32(d[1]), q[0], q[15], q[16]);
 }
 
+static void q6_all(void)
+{
+    quant_cases(DT_Q6);
+    /* the quantiser on known values: (i - 16) / 8 has m = -2, so d = 1 / 16 and q = 2 * i (at
+     * most 63), value i in bits 6i..6i + 5; zeros stay zero (q = 32, d = -0) */
+    float v[64];
+    uint8_t q[48];
+    uint16_t d[2];
+    for (int i = 0; i < 32; i++)
+        v[i] = (float)(i - 16) / 8, v[32 + i] = 0;
+    dt_q6_quantize(q, d, v, 64);
+    int ok = dt_f16_to_f32(d[0]) == 0.0625f && d[1] == 0x8000;
+    for (int i = 0; i < 32; i++) {
+        int want = 2 * i < 63 ? 2 * i : 63, bit = 6 * i;
+        unsigned got = (q[bit / 8] | (bit / 8 + 1 < 24 ? q[bit / 8 + 1] << 8 : 0)) >> bit % 8;
+        ok &= (int)(got & 63) == want && dt_q6_value(q, i) == want - 32 &&
+              dt_q6_value(q + 24, i) == 0;
+    }
+    CHECK(ok, "q6 quantiser: scale %g, %g; bytes %02x %02x %02x", dt_f16_to_f32(d[0]),
+          dt_f16_to_f32(d[1]), q[0], q[1], q[23]);
+}
+
 TEST_TABLE(kernel_tests, {"kernels/matmul_vs_definition", matmul_all},
            {"kernels/q8_vs_definition", q8_all}, {"kernels/q4_vs_definition", q4_all},
-           {"kernels/sums_at_once", sums_at_once},
+           {"kernels/q6_vs_definition", q6_all}, {"kernels/sums_at_once", sums_at_once},
            {"kernels/layernorm_gelu_add", layernorm_gelu_add},
            {"kernels/attention_vs_definition", attention_all}, {"kernels/embed", embed},
            {"kernels/alloc_big", alloc_big}, {"kernels/nonfinite_edges", nonfinite_edges});

@@ -129,7 +129,8 @@ int main(int argc, char **argv)
             if (make(b, &big[i], types[t], shape[i % 4][0], shape[i % 4][1], &seed, 1))
                 return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         if (make(b, &small, types[t], 768, 768, &seed, 1) ||
-            make(b, &head, types[t] == DT_Q4 ? DT_Q6 : types[t], VOCAB, 768, &seed, 0))
+            make(b, &head, types[t] == DT_Q4 ? DT_Q6 : types[t], VOCAB, 768, &seed,
+                 types[t] == DT_Q4)) /* packed as the model packs a 6-bit head (rows in groups) */
             return fprintf(stderr, "matvec_bw: out of memory\n"), 1;
         double p[3] = {pace(b, big, 48, 2, y, x, 0), pace(b, &head, 1, 2, y, x, 1),
                        pace(b, &small, 1, 400, y, x, 0)},

@@ -195,6 +195,7 @@ int cmd_bench(int argc, char **argv)
     static const char default_types[] = "f32,bf16,f16,q8,q4";
     const char *json_path = NULL, *dtypes = default_types;
     const char *messages = NULL, *text = NULL, *chats = NULL, *recall = NULL;
+    const char *gate_text = NULL, *gate_recall = NULL; /* --policy's model gates' files */
     int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy, 4:
                                           --speculative */
     const char *drafters = "lookup,self-q8";
@@ -249,6 +250,14 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             text = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--gate-text", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            gate_text = v;
+        } else if ((r = opt_match(argc, argv, &i, NULL, "--gate-recall", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            gate_recall = v;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--documents", &v)) != 0) {
             if (r < 0 || opt_int("--documents", v, 1, 100000, &docs))
                 return EXIT_USAGE;
@@ -269,6 +278,12 @@ int cmd_bench(int argc, char **argv)
                                  : NULL;
     if (track && mode != 3 && !(mode == 4 && chats && !messages && !recall && !text))
         return err_set("%s: only with --policy", track), EXIT_USAGE;
+    if ((gate_text || gate_recall) && mode != 3)
+        return err_set("%s: only with --policy", gate_text ? "--gate-text" : "--gate-recall"),
+               EXIT_USAGE;
+    if (gate_text && text)
+        return err_set("--gate-text with --text: the text track's gate reads its own text"),
+               EXIT_USAGE;
     if (!!messages + !!chats + !!recall + !!text > 1)
         return err_set("%s and %s: one track at a time", track,
                        text     ? "--text"
@@ -304,8 +319,9 @@ int cmd_bench(int argc, char **argv)
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
                  : mode == 4 ? bench_speculative(&lm, &mo, drafters, &dopts, chats, runs, json_path)
-                 : text      ? bench_text(&lm, text, docs, json_path, mo.sp.seed)
-                             : bench_policy(&lm, &mo, messages, chats, recall, json_path);
+                 : text      ? bench_text(&lm, text, gate_recall, docs, json_path, mo.sp.seed)
+                        : bench_policy(&lm, &mo, messages, chats, recall, gate_text, gate_recall,
+                                       json_path);
         rc = rc ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;

@@ -14,11 +14,13 @@ int bench_turns(loaded_model *lm, const model_opts *mo, const char *json_path);
 int bench_reading(loaded_model *lm, const int *ctx, int n_ctx, int runs);
 /* kvchat bench --policy: KL and top-1 of oldest-first and least-read against no eviction */
 int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *chats,
-                 const char *recall, const char *json);
+                 const char *recall, const char *gate_text, const char *gate_recall,
+                 const char *json);
 /* kvchat bench --policy --text: kvchat's rules and the literature's token-level ones on documents
  * of a held-out text, at budgets of 12.5%, 25% and 50% of the model's positions; seed: the
  * bootstrap's */
-int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed);
+int bench_text(loaded_model *lm, const char *path, const char *gate_recall, int n_docs,
+               const char *json, uint64_t seed);
 
 /* kvchat bench --speculative: each drafter of the comma-separated list against plain decoding,
  * on the fixed prompt or on each chat of chats (JSON lines), runs times alternating */

@@ -216,6 +216,28 @@ static int given_reply(bench *b, template_kind tpl, const char *reply)
     return rc;
 }
 
+/* a run's first user turn (the whole-history run's: a recall chat's fact), and whether another
+ * run's window still holds all of it (a kept prefix that keeps its first tokens keeps no fact) */
+static const win_turn *first_user_turn(const run *r)
+{
+    int n;
+    const win_turn *t = engine_turns(r->e, r->conv, &n);
+    for (int i = 0; i < n; i++)
+        if (t[i].role == ROLE_USER)
+            return &t[i];
+    return NULL;
+}
+
+static int holds_turn(const run *r, const win_turn *whole)
+{
+    int n;
+    const win_turn *t = engine_turns(r->e, r->conv, &n);
+    for (int i = 0; whole && i < n; i++)
+        if (t[i].no == whole->no)
+            return t[i].len == whole->len;
+    return 0;
+}
+
 /* One conversation in every run, turn by turn in step: the whole-history run first (its logits are
  * what the others are compared with), then each rule taking the same reply. */
 static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P, json_t *out)
@@ -256,9 +278,11 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
                              full->k);
         }
         for (int i = 0; i < b->n_runs && c->recall && t == c->n - 1 && !rc; i++) {
-            b->runs[i].costs[b->u].asked = 1;
-            b->runs[i].costs[b->u].answer_lp = -b->runs[i].reply_nll;
-            b->runs[i].costs[b->u].answered = b->runs[i].reply_top;
+            conv_cost *cc = &b->runs[i].costs[b->u];
+            cc->asked = 1;
+            cc->answer_lp = -b->runs[i].reply_nll;
+            cc->answered = b->runs[i].reply_top;
+            cc->fact_evicted = !holds_turn(&b->runs[i], first_user_turn(full));
         }
     }
     if (!rc && !turns)
@@ -355,7 +379,8 @@ static int longest_reply(bench *b, const bench_conv *c, int n, template_kind tpl
 }
 
 int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, const char *chats,
-                 const char *recall, const char *json)
+                 const char *recall, const char *gate_text, const char *gate_recall,
+                 const char *json)
 {
     const gpt2_config *cfg = &lm->model.cfg;
     int P = cfg->n_ctx, windows[2] = {P / 4, P / 2}, n_windows = 2, n_convs = 0, rc = -1;
@@ -385,7 +410,8 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     b.top_full = malloc(sizeof(int) * (size_t)b.cap);
     b.full_len = malloc(sizeof(int) * (size_t)b.cap);
     b.lp = malloc(sizeof(double) * (size_t)b.V);
-    json_t *out = json_array(), *rules = json_array(), *gates = json_array();
+    json_t *out = json_array(), *rules = json_array(), *gates = json_array(),
+           *model_gates = json_object();
     if (longest < 0 || !b.lp_rows || !b.top_full || !b.full_len || !b.lp) {
         if (longest >= 0)
             err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap);
@@ -407,7 +433,9 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     for (int w = 1; w < n_windows; w++)
         printf(" and %d", windows[w]);
     printf(" of the model's %d positions, by each rule\n", P);
-    rc = 0;
+    policy_gates mg;
+    if ((rc = policy_gates_run(lm, gate_text, gate_recall, from, &mg, model_gates)))
+        goto done;
     int bar = isatty(STDERR_FILENO);
     for (b.u = 0; b.u < n_convs && !rc; b.u++) {
         rc = conversation(&b, &convs[b.u], tpl, P, out);
@@ -417,10 +445,11 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     if (bar)
         fprintf(stderr, "\n");
     for (int w = 0; w < n_windows && !rc; w++)
-        rc = policy_summary(&b, windows[w], n_convs, recall != NULL, rules, gates);
+        rc = policy_summary(&b, windows[w], n_convs, recall != NULL, &mg, rules, gates);
     if (!rc && json) {
-        json_t *doc = json_pack("{s:s, s:i, s:O, s:O, s:O}", "model", lm->dir, "positions", P,
-                                "conversations", out, "rules", rules, "gates", gates);
+        json_t *doc = json_pack("{s:s, s:i, s:O, s:O, s:O, s:O}", "model", lm->dir, "positions", P,
+                                "conversations", out, "rules", rules, "gates", gates, "model_gates",
+                                json_object_get(model_gates, "model_gates"));
         rc = json_dump_file(doc, json, JSON_COMPACT) ? err_set("--json %s: cannot write", json) : 0;
         json_decref(doc);
     }
@@ -429,6 +458,7 @@ done:
     json_decref(out);
     json_decref(rules);
     json_decref(gates);
+    json_decref(model_gates);
     free(b.lp_rows);
     free(b.full_len);
     free(b.top_full);

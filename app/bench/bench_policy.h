@@ -9,6 +9,7 @@
 
 #include "../chat/engine.h"
 #include "bench_stats.h"
+#include "policy_gates.h"
 
 enum { FULL, OLDEST, SINKS, LEAST, LAST, RANDOM, ORACLE, SHIFT, N_RULES };
 extern const char *const RULE[N_RULES]; /* each rule's name */
@@ -19,6 +20,7 @@ typedef struct {
     long evictions, recomputed;
     double evict_ms, answer_lp;
     int asked, answered; /* the question fitted the model's positions; its answer all top-1 */
+    int fact_evicted;    /* recall: the fact's turn had left the window by the answer's end */
 } conv_cost;
 
 /* one rule in one window: its pool, engine and conversation, and what it measured */
@@ -59,8 +61,10 @@ typedef struct {
 } bench;
 
 /* the table of the rules in window (n_convs conversations; recall: the answers' figures too), its
- * rows onto rules and its gate onto gates */
-int policy_summary(bench *b, int window, int n_convs, int recall, json_t *rules, json_t *gates);
+ * rows onto rules and its gate onto gates; each rule ranked against oldest-first only where the
+ * model's gates (mg) and the random turn's against the oracle hold and the intervals part */
+int policy_summary(bench *b, int window, int n_convs, int recall, const policy_gates *mg,
+                   json_t *rules, json_t *gates);
 /* path's SHA-256 and where it came from, for the header */
 void policy_print_file(const char *path);
 

@@ -24,7 +24,7 @@
 #include "bench.h"
 #include "bench_convs.h"
 #include "bench_stats.h"
-#include "../cmd/copying.h"
+#include "policy_gates.h"
 
 enum { R_EXACT, R_SHIFT, R_WINDOW, R_SINKS, R_H2O, R_TOVA, N_RULES };
 static const char *const RULE[N_RULES] = {"exact",        "shift", "window",
@@ -224,13 +224,27 @@ static int document(text_bench *tb, int d)
     return rc;
 }
 
-static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
+/* each rule against exact (kvchat's oldest-first) by mean KL: ranked only where the model's gates
+ * hold and the two intervals part */
+static const char *text_verdict(int rule, const bs_row *row, const bs_row *exact, int hold)
 {
+    if (rule == R_EXACT)
+        return "(the default)";
+    if (hold && row->ci[BS_KL][1] < exact->ci[BS_KL][0])
+        return "closer than exact";
+    if (hold && row->ci[BS_KL][0] > exact->ci[BS_KL][1])
+        return "further than exact";
+    return "no difference measured";
+}
+
+static int print_budget(text_bench *tb, int B, uint64_t seed, int hold, json_t *out)
+{
+    bs_row exact = {0};
     printf("\nbudget %d of %d positions (%.1f%%): over the tokens whose run had lost history "
            "(95%% intervals over the %d documents)\n",
            B, tb->P, 100.0 * B / tb->P, tb->n_docs);
     bs_row_head("rule");
-    printf(" %10s %8s %8s\n", "recomputed", "time", "worst");
+    printf(" %10s %8s %8s  %s\n", "recomputed", "time", "worst", "verdict");
     for (int i = 0; i < tb->n_runs; i++) {
         rule_run *r = &tb->runs[i];
         bs_row row;
@@ -238,49 +252,37 @@ static int print_budget(text_bench *tb, int B, uint64_t seed, json_t *out)
             continue;
         if (bs_row_of(r->units, tb->n_docs, &r->kls, seed, &row))
             return -1;
+        if (r->rule == R_EXACT)
+            exact = row;
+        const char *v = text_verdict(r->rule, &row, &exact, hold);
         bs_row_print(RULE[r->rule], &row);
-        printf(" %10ld %7.2fs %6.1fms\n", r->recomputed, r->secs, 1e3 * r->worst);
-        json_array_append_new(out,
-                              json_pack("{s:s, s:i, s:o, s:I, s:f, s:f, s:O}", "rule",
-                                        RULE[r->rule], "budget", B, "figures", bs_row_json(&row),
-                                        "recomputed", (json_int_t)r->recomputed, "seconds", r->secs,
-                                        "worst_step_seconds", r->worst, "documents", r->docs));
+        printf(" %10ld %7.2fs %6.1fms  %s\n", r->recomputed, r->secs, 1e3 * r->worst, v);
+        json_array_append_new(
+            out, json_pack("{s:s, s:i, s:o, s:I, s:f, s:f, s:O, s:s}", "rule", RULE[r->rule],
+                           "budget", B, "figures", bs_row_json(&row), "recomputed",
+                           (json_int_t)r->recomputed, "seconds", r->secs, "worst_step_seconds",
+                           r->worst, "documents", r->docs, "verdict", v));
     }
     return 0;
 }
 
-/* Before any comparison: whether the model copies from far back (perplexity --repeat on the same
- * text: passages read again after the text that follows them), and its attention on position 0.
- * A model that does not copy reads nothing an exact eviction could lose. */
-static int gates(text_bench *tb, const int *ids, int n, json_t *doc)
+/* Before any comparison: the model's gates (policy_gates.h, the repeat gate on this same text),
+ * and its attention on position 0 */
+static int gates(text_bench *tb, const char *path, const char *recall, policy_gates *mg,
+                 json_t *doc)
 {
     double sink = tb->sink / tb->sink_steps, uniform = tb->sink_uniform / tb->sink_steps;
-    copy_figures copy = {0};
-    int measured = tb->P >= 350;
-    printf("gate: whether the model copies from far back (kvchat perplexity --repeat):\n");
-    if (!measured)
-        printf("repeat: not measured (a passage, 150 tokens and the passage again need 350 "
-               "positions; the model has %d)\n",
-               tb->P);
-    else if (copy_repeat(tb->lm, ids, n, 100, 1, &copy))
+    if (policy_gates_run(tb->lm, path, recall, path, mg, doc))
         return -1;
     printf("the sink: position 0 gets %.1f%% of the attention (mean over layers, heads and "
            "steps; a uniform reading %.1f%%)\n",
            100 * sink, 100 * uniform);
-    if (!copy.holds)
-        printf("The model does not copy from far back: what follows says nothing about which "
-               "rule keeps it faithful (no difference can be measured).\n");
-    json_t *g =
-        json_pack("{s:b, s:f, s:f}", "copies", copy.holds, "sink", sink, "sink_uniform", uniform);
-    if (measured)
-        json_object_set_new(g, "repeat",
-                            json_pack("{s:f, s:[f,f], s:i}", "drop", copy.drop, "drop_95",
-                                      copy.ci[0], copy.ci[1], "passages", copy.passages));
-    json_object_set_new(doc, "gates", g);
+    json_object_set_new(doc, "sink", json_pack("{s:f, s:f}", "sink", sink, "uniform", uniform));
     return 0;
 }
 
-int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json, uint64_t seed)
+int bench_text(loaded_model *lm, const char *path, const char *gate_recall, int n_docs,
+               const char *json, uint64_t seed)
 {
     const gpt2_config *cfg = &lm->model.cfg;
     text_bench tb = {.lm = lm,
@@ -370,10 +372,11 @@ int bench_text(loaded_model *lm, const char *path, int n_docs, const char *json,
     json_object_set_new(doc, "text_sha256", json_string(hex));
     json_object_set_new(doc, "positions", json_integer(tb.P));
     json_object_set_new(doc, "starts", json_incref(starts));
-    if (gates(&tb, ids, n, doc))
+    policy_gates mg;
+    if (gates(&tb, path, gate_recall, &mg, doc))
         goto out;
     for (int b = 0; b < 3; b++)
-        if (print_budget(&tb, budgets[b], seed, rows))
+        if (print_budget(&tb, budgets[b], seed, mg.holds, rows))
             goto out;
     json_object_set_new(doc, "rules", json_incref(rows));
     rc = json && json_dump_file(doc, json, JSON_COMPACT) ? err_set("--json %s: cannot write", json)

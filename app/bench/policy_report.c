@@ -2,6 +2,7 @@
  * recall), the gate that says whether the rules can be told apart, and the header's files. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../files.h"
 #include "bench_convs.h"
@@ -21,62 +22,125 @@ static int gate(const bs_row *random, const bs_row *oracle, int window)
     return holds;
 }
 
-int policy_summary(bench *b, int window, int n_convs, int recall, json_t *rules, json_t *gates)
+/* a rule against oldest-first (the default) by mean KL: ranked only where every gate holds and the
+ * two intervals part */
+static const char *verdict(int rule, const bs_row *rows, int hold)
 {
-    bs_row rows[N_RULES];
-    printf("\nwindow %d of %d positions: over the reply tokens whose window had lost history "
-           "(95%% intervals over the %d conversations)\n",
-           window, b->lm->model.cfg.n_ctx, n_convs);
-    bs_row_head("rule");
-    printf(" %9s %10s %9s %8s\n", "evictions", "recomputed", "evicting", "worst");
-    for (int i = 1; i < b->n_runs; i++) {
-        run *r = &b->runs[i];
-        if (r->window != window)
-            continue;
-        long ev = 0, rec = 0, answered = 0, asked = 0;
-        double ms = 0, lp = 0;
-        for (int u = 0; u < n_convs; u++) {
-            ev += r->costs[u].evictions, rec += r->costs[u].recomputed;
-            ms += r->costs[u].evict_ms, lp += r->costs[u].answer_lp;
-            answered += r->costs[u].answered, asked += r->costs[u].asked;
-        }
-        if (bs_row_of(r->units, n_convs, &r->kls, b->mo.sp.seed, &rows[r->rule]))
-            return -1;
-        bs_row_print(RULE[r->rule], &rows[r->rule]);
-        printf(" %9ld %10ld %7.0fms %6.1fms\n", ev, rec, ms, r->worst_ms);
-        json_t *row =
-            json_pack("{s:s, s:i, s:b, s:o, s:I, s:I, s:f, s:f}", "rule", RULE[r->rule], "window",
-                      window, "approximate", r->rule == SHIFT, "figures",
-                      bs_row_json(&rows[r->rule]), "evictions", (json_int_t)ev, "recomputed",
-                      (json_int_t)rec, "evict_ms", ms, "worst_evict_ms", r->worst_ms);
-        if (recall)
-            json_object_set_new(row, "recall",
-                                json_pack("{s:f, s:I, s:I}", "answer_logprob",
-                                          asked ? lp / asked : 0, "answered", (json_int_t)answered,
-                                          "asked", (json_int_t)asked));
-        json_array_append_new(rules, row);
+    if (rule == OLDEST || rule == RANDOM || rule == ORACLE)
+        return rule == OLDEST ? "(the default)" : rule == RANDOM ? "(the control)" : "(the bound)";
+    const bs_row *r = &rows[rule], *o = &rows[OLDEST];
+    if (hold && r->ci[BS_KL][1] < o->ci[BS_KL][0])
+        return "closer than oldest-first";
+    if (hold && r->ci[BS_KL][0] > o->ci[BS_KL][1])
+        return "further than oldest-first";
+    return "no difference measured";
+}
+
+/* recall: the share of the asked questions answered (every token the most likely one) */
+typedef struct {
+    const conv_cost *c;
+    int n;
+} answers;
+
+static double answered_share(const void *ctx, const int *times)
+{
+    const answers *a = ctx;
+    double right = 0, asked = 0;
+    for (int u = 0; u < a->n; u++) {
+        double t = times ? times[u] : 1;
+        right += t * a->c[u].answered, asked += t * a->c[u].asked;
     }
-    json_array_append_new(gates,
-                          json_pack("{s:i, s:b}", "window", window, "random_worse_than_oracle",
-                                    gate(&rows[RANDOM], &rows[ORACLE], window)));
-    if (!recall)
-        return 0;
-    printf("recall: the answer's mean log-probability, and the answers whose every token is the "
-           "most likely one\n");
+    return asked ? right / asked : 0;
+}
+
+/* Per rule, over the questions that fitted the model's positions: the answers right, with their
+ * interval, the chats whose fact's turn the rule had evicted by the answer's end, and the cost;
+ * each rule's answers ranked against oldest-first's as its KL is */
+static int recall_table(bench *b, int window, int n_convs, int hold, json_t *rules)
+{
+    printf("recall: the answers whose every token is the most likely one (95%% intervals over the "
+           "questions), the chats whose fact's turn the rule evicted, the cost\n");
+    printf("%-13s %-22s %13s %10s %8s\n", "rule", "answered [95%]", "fact evicted", "recomputed",
+           "worst");
+    double ci[N_RULES][2] = {{0}}, share[N_RULES] = {0};
     for (int i = 0; i < b->n_runs; i++) {
         run *r = &b->runs[i];
         if (r->window != window && r->rule != FULL)
             continue;
-        double lp = 0;
-        long answered = 0, asked = 0;
-        for (int u = 0; u < n_convs; u++) {
-            lp += r->costs[u].answer_lp, answered += r->costs[u].answered;
-            asked += r->costs[u].asked;
+        answers a = {r->costs, n_convs};
+        long asked = 0, evicted = 0, rec = 0;
+        for (int u = 0; u < n_convs; u++)
+            asked += r->costs[u].asked, rec += r->costs[u].recomputed,
+                evicted += r->costs[u].asked && r->costs[u].fact_evicted;
+        share[r->rule] = answered_share(&a, NULL);
+        if (bs_interval(answered_share, &a, n_convs, 2000, b->mo.sp.seed, ci[r->rule]))
+            return -1;
+        const char *v = "";
+        if (r->rule != FULL && r->rule != OLDEST && r->rule != RANDOM && r->rule != ORACLE)
+            v = hold && ci[r->rule][0] > ci[OLDEST][1]   ? "more than oldest-first"
+                : hold && ci[r->rule][1] < ci[OLDEST][0] ? "fewer than oldest-first"
+                                                         : "no difference measured";
+        char c[64];
+        snprintf(c, sizeof c, "%.1f%% [%.1f, %.1f]", 100 * share[r->rule], 100 * ci[r->rule][0],
+                 100 * ci[r->rule][1]);
+        printf("%-13s %-22s %5ld of %-5ld %10ld %6.1fms  %s\n", RULE[r->rule], c, evicted, asked,
+               rec, r->worst_ms, v);
+        if (r->rule == FULL)
+            continue;
+        for (size_t k = 0; k < json_array_size(rules); k++) {
+            json_t *row = json_array_get(rules, k);
+            if (json_integer_value(json_object_get(row, "window")) == window &&
+                !strcmp(json_string_value(json_object_get(row, "rule")), RULE[r->rule]))
+                json_object_set_new(row, "recall",
+                                    json_pack("{s:f, s:[f,f], s:I, s:I, s:s}", "answered",
+                                              share[r->rule], "answered_95", ci[r->rule][0],
+                                              ci[r->rule][1], "asked", (json_int_t)asked,
+                                              "fact_evicted", (json_int_t)evicted, "verdict", v));
         }
-        printf("%-13s %8.3f  %ld of the %ld questions that fitted the model's positions\n",
-               RULE[r->rule], asked ? lp / asked : 0, answered, asked);
     }
     return 0;
+}
+
+int policy_summary(bench *b, int window, int n_convs, int recall, const policy_gates *mg,
+                   json_t *rules, json_t *gates)
+{
+    bs_row rows[N_RULES];
+    run *at[N_RULES] = {0};
+    for (int i = 1; i < b->n_runs; i++) {
+        run *r = &b->runs[i];
+        if (r->window != window)
+            continue;
+        if (bs_row_of(r->units, n_convs, &r->kls, b->mo.sp.seed, &rows[r->rule]))
+            return -1;
+        at[r->rule] = r;
+    }
+    printf("\nwindow %d of %d positions: over the reply tokens whose window had lost history "
+           "(95%% intervals over the %d conversations)\n",
+           window, b->lm->model.cfg.n_ctx, n_convs);
+    int apart = gate(&rows[RANDOM], &rows[ORACLE], window), hold = mg->holds && apart;
+    bs_row_head("rule");
+    printf(" %9s %10s %9s %8s  %s\n", "evictions", "recomputed", "evicting", "worst", "verdict");
+    for (int rule = 1; rule < N_RULES; rule++) {
+        run *r = at[rule];
+        if (!r)
+            continue;
+        long ev = 0, rec = 0;
+        double ms = 0;
+        for (int u = 0; u < n_convs; u++)
+            ev += r->costs[u].evictions, rec += r->costs[u].recomputed, ms += r->costs[u].evict_ms;
+        const char *v = verdict(rule, rows, hold);
+        bs_row_print(RULE[rule], &rows[rule]);
+        printf(" %9ld %10ld %7.0fms %6.1fms  %s\n", ev, rec, ms, r->worst_ms, v);
+        json_array_append_new(rules,
+                              json_pack("{s:s, s:i, s:b, s:o, s:I, s:I, s:f, s:f, s:s}", "rule",
+                                        RULE[rule], "window", window, "approximate", rule == SHIFT,
+                                        "figures", bs_row_json(&rows[rule]), "evictions",
+                                        (json_int_t)ev, "recomputed", (json_int_t)rec, "evict_ms",
+                                        ms, "worst_evict_ms", r->worst_ms, "verdict", v));
+    }
+    json_array_append_new(
+        gates, json_pack("{s:i, s:b}", "window", window, "random_worse_than_oracle", apart));
+    return recall ? recall_table(b, window, n_convs, hold, rules) : 0;
 }
 
 /* the file's SHA-256 and where it came from, for the header: a rerun can tell it ran on the same */

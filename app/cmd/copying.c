@@ -144,7 +144,8 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
     printf("repeat gate (a drop of at least 1.0 nat, its interval above 0.5): %s\n",
            holds ? "holds" : "fails");
     if (out)
-        *out = (copy_figures){drop, {ci_drop[0], ci_drop[1]}, count, holds};
+        *out = (copy_figures){
+            .drop = drop, .ci = {ci_drop[0], ci_drop[1]}, .passages = count, .holds = holds};
 out:
     free(units);
     free(rows);
@@ -230,7 +231,7 @@ out:
     return rc;
 }
 
-static int recall_report(const unit *units, int n, int left_out)
+static int recall_report(const unit *units, int n, int left_out, copy_figures *out)
 {
     double with, without, gain, ci_with[2], ci_without[2], ci_gain[2], right[2] = {0, 0};
     long tokens = 0;
@@ -247,12 +248,19 @@ static int recall_report(const unit *units, int n, int left_out)
            100 * ci_without[0], 100 * ci_without[1]);
     printf("recall: the fact adds %.1f points [95%% %.1f, %.1f]\n", 100 * gain, 100 * ci_gain[0],
            100 * ci_gain[1]);
+    int holds = with >= 0.6 && gain >= 0.4;
     printf("recall gate (at least 60%% with the fact and 40 points above without it): %s\n",
-           with >= 0.6 && gain >= 0.4 ? "holds" : "fails");
+           holds ? "holds" : "fails");
+    if (out)
+        *out = (copy_figures){.drop = gain,
+                              .ci = {ci_gain[0], ci_gain[1]},
+                              .passages = n,
+                              .holds = holds,
+                              .with = with};
     return 0;
 }
 
-int copy_recall(loaded_model *lm, const char *path, int quiet)
+int copy_recall(loaded_model *lm, const char *path, int quiet, copy_figures *out)
 {
     bench_conv *convs = NULL;
     int n = 0, V = lm->model.cfg.vocab_size, rc = bench_convs_read(NULL, NULL, path, &convs, &n);
@@ -294,7 +302,7 @@ int copy_recall(loaded_model *lm, const char *path, int quiet)
                      kv_pool_opts(lm->pool)->window);
     if (!rc) {
         units[used].n = -1;
-        rc = recall_report(units, used, left_out);
+        rc = recall_report(units, used, left_out, out);
     }
     free(units);
     free(rows);

@@ -453,7 +453,7 @@ int cmd_perplexity(int argc, char **argv)
     if (a.recall) {
         if (selftest_load(&lm, &a.mo))
             return EXIT_RUNTIME;
-        int rc = copy_recall(&lm, a.recall, a.quiet || !isatty(STDERR_FILENO));
+        int rc = copy_recall(&lm, a.recall, a.quiet || !isatty(STDERR_FILENO), NULL);
         unload_model(&lm);
         return rc ? EXIT_RUNTIME : 0;
     }

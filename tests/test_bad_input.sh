@@ -59,6 +59,12 @@ expect_error "${TAG}bad/bench --policy --ctx of the model's positions" 1 \
 expect_error "${TAG}bad/bench --policy on positions too few for a turn" 1 \
     "the model's 32 positions hold no turn of conversation 1 and its 64-token replies" \
     "$KV" bench --policy -m "$B/good" --ctx 8
+expect_error "${TAG}bad/bench --control without --policy" 2 "--control: only with --policy" \
+    "$KV" bench -m "$B/good" --control
+expect_error "${TAG}bad/bench --gate-text with --text" 2 "--gate-text with --text" \
+    "$KV" bench --policy -m "$B/good" --text "$B/blank.txt" --gate-text "$B/blank.txt"
+expect_error "${TAG}bad/bench --policy --gate-recall missing" 1 "$B/none.jsonl" \
+    "$KV" bench --policy -m "$B/good" --ctx 16 --gate-recall "$B/none.jsonl"
 expect_error "${TAG}bad/bench --text without --policy" 2 "--text: only with --policy" \
     "$KV" bench -m "$B/good" --text "$B/blank.txt"
 expect_error "${TAG}bad/bench --policy with two tracks" 2 "--messages and --text: one track" \

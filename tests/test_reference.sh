@@ -133,6 +133,34 @@ for track in "" "--chats $TMP/chats.jsonl" "--recall $TMP/recall.jsonl"; do
     fi
 done
 
+# --control runs the track again on random weights of the model's shape and puts the two side by
+# side; the model's gates come first, and where they were not measured (160 positions hold no
+# repeat passage; no recall chats beside the file) no rule may be ranked, on either model
+name="${TAG}ref/bench --policy --control: the control's rows beside the model's, no rule ranked"
+if ! TMPDIR=$TMP "$KV" bench --policy -m "$P" --dtype f32 --cache-dtype f32 --ctx 48 -n 8 \
+    --chats "$TMP/chats.jsonl" --control --json "$TMP/control.json" >"$TMP/control.out" 2>&1; then
+    fail "$name" "the bench failed: $(tail -1 "$TMP/control.out")"
+elif ! out=$("$PYTHON" - "$TMP/control.json" "$TMP/control.out" "$TMP" <<'PY'
+import glob, json, sys
+doc = json.load(open(sys.argv[1])); text = open(sys.argv[2]).read()
+m, c = doc["model"], doc["control"]
+rules = lambda d: sorted((r["rule"], r["window"]) for r in d["rules"])
+assert rules(m) == rules(c) and len(rules(m)) == 7, "the two runs' rules differ"
+assert m["model_gates"]["holds"] is False and "repeat" not in m["model_gates"], m["model_gates"]
+ranked = [r["rule"] for d in (m, c) for r in d["rules"] if not r["verdict"].startswith("(")
+          and r["verdict"] != "no difference measured"]
+assert not ranked, "ranked without gates: %s" % ranked
+assert m["rules"][0]["figures"] != c["rules"][0]["figures"], "the control read the same weights"
+assert "repeat: not measured" in text and "the model and its control" in text, "no gates or table"
+assert not glob.glob(sys.argv[3] + "/kvchat-control-*"), "the control's folder was left"
+print("7 rules on each, every verdict 'no difference measured'")
+PY
+); then
+    fail "$name" "$out"
+else
+    pass "$name ($out)"
+fi
+
 # bench --policy's text track against a NumPy GPT-2 that keeps its own cache: every eviction is
 # the rule's choice (by NumPy's attention for H2O and TOVA), and every token's KL, top-1 and loss
 # are those of NumPy's runs replaying it (exact recomputes, shift and the token rules do not).

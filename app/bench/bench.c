@@ -8,6 +8,7 @@
 
 #include "../../kernels/err.h"
 #include "bench.h"
+#include "policy_control.h"
 #include "../cmd/commands.h"
 #include "../options.h"
 #include "../safe_text.h"
@@ -196,6 +197,7 @@ int cmd_bench(int argc, char **argv)
     const char *json_path = NULL, *dtypes = default_types;
     const char *messages = NULL, *text = NULL, *chats = NULL, *recall = NULL;
     const char *gate_text = NULL, *gate_recall = NULL; /* --policy's model gates' files */
+    int control = 0;
     int runs = 5, mode = 0, docs = 24; /* mode 1: --turns, 2: --attention, 3: --policy, 4:
                                           --speculative */
     const char *drafters = "lookup,self-q8";
@@ -250,6 +252,8 @@ int cmd_bench(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             text = v;
+        } else if (opt_match(argc, argv, &i, NULL, "--control", NULL)) {
+            control = 1;
         } else if ((r = opt_match(argc, argv, &i, NULL, "--gate-text", &v)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -278,8 +282,10 @@ int cmd_bench(int argc, char **argv)
                                  : NULL;
     if (track && mode != 3 && !(mode == 4 && chats && !messages && !recall && !text))
         return err_set("%s: only with --policy", track), EXIT_USAGE;
-    if ((gate_text || gate_recall) && mode != 3)
-        return err_set("%s: only with --policy", gate_text ? "--gate-text" : "--gate-recall"),
+    if ((gate_text || gate_recall || control) && mode != 3)
+        return err_set("%s: only with --policy", control     ? "--control"
+                                                 : gate_text ? "--gate-text"
+                                                             : "--gate-recall"),
                EXIT_USAGE;
     if (gate_text && text)
         return err_set("--gate-text with --text: the text track's gate reads its own text"),
@@ -312,6 +318,7 @@ int cmd_bench(int argc, char **argv)
             return err_set("--dtype: with %s, one of f32, bf16, f16, q8", name), EXIT_USAGE;
         if (selftest_load(&lm, &mo))
             return EXIT_RUNTIME;
+        policy_track track_of = {messages, chats, recall, text, gate_text, gate_recall, docs};
         char dir[4 * PATH_MAX]; /* shown as text: a folder's name may hold escape sequences */
         printf("kvchat bench %s: %s, %s weights, %s cache, %s, %d threads\n\n", name,
                safe_copy(dir, sizeof dir, lm.dir), dt_name(lm.model.wtype),
@@ -319,9 +326,8 @@ int cmd_bench(int argc, char **argv)
         int rc = mode == 1   ? bench_turns(&lm, &mo, json_path)
                  : mode == 2 ? bench_reading(&lm, plan.ctx, plan.n_ctx, runs)
                  : mode == 4 ? bench_speculative(&lm, &mo, drafters, &dopts, chats, runs, json_path)
-                 : text      ? bench_text(&lm, text, gate_recall, docs, json_path, mo.sp.seed)
-                        : bench_policy(&lm, &mo, messages, chats, recall, gate_text, gate_recall,
-                                       json_path);
+                 : control   ? policy_with_control(&lm, &mo, &track_of, json_path)
+                             : policy_track_run(&lm, &mo, &track_of, json_path);
         rc = rc ? EXIT_RUNTIME : 0;
         unload_model(&lm);
         return rc;

@@ -2,6 +2,11 @@
 #ifndef KVCHAT_COMMANDS_H
 #define KVCHAT_COMMANDS_H
 
+#include <stdint.h>
+
+#include "../../kernels/dtype.h"
+#include "../../model/config.h"
+
 /* `kvchat CMD --help` prints CMD's text; main.c handles it for every command. */
 extern const char GENERATE_HELP[], TOKENIZE_HELP[], INFO_HELP[], MAKE_TINY_MODEL_HELP[],
     BENCH_HELP[], GET_MODEL_HELP[], CHAT_HELP[], REPLAY_HELP[], SELFTEST_HELP[], CONVERT_HELP[],
@@ -19,5 +24,9 @@ int cmd_convert(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+
+/* make-tiny-model's checkpoint (random weights, the tokenizer, config.json) of shape c in dir:
+ * bench --policy --control's model */
+int tiny_model_write(const char *dir, const gpt2_config *c, dtype type, uint64_t seed);
 
 #endif

@@ -216,6 +216,15 @@ static int write_model(const char *dir, const gpt2_config *c, dtype type, uint64
     return rc;
 }
 
+int tiny_model_write(const char *dir, const gpt2_config *c, dtype type, uint64_t seed)
+{
+    char path[PATH_MAX];
+    if (make_dirs(dir) || write_tokenizer(dir, c->vocab_size))
+        return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return cfg_save(c, path) || write_model(dir, c, type, seed, 0, 1) ? -1 : 0;
+}
+
 int cmd_make_tiny_model(int argc, char **argv)
 {
     gpt2_config c = {.n_layer = 2,

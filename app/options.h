@@ -27,7 +27,7 @@ int model_opts_parse_all(model_opts *o, int argc, char **argv, const char *cmd);
     "      --dtype T          weights in f32 | bf16 | f16 | q8 | q4 (default: bf16 where the\n"   \
     "                         CPU has AVX-512 BF16, else f32; f32 is the exact reference path;\n" \
     "                         q8: int8 in blocks of 32 with an f16 scale, as llama.cpp's q8_0;\n" \
-    "                         q4: 4 bits as llama.cpp's q4_0; the embedding, LM head: 6)\n" \
+    "                         q4: 4 bits as llama.cpp's q4_0; the embedding, LM head: 6)\n"       \
     "      --gpu-kernels K    fast | basic: the GPU's kernel set (default: fast, unless it "      \
     "fails\n"                                                                                     \
     "                         its self-test on this GPU; basic is the previous release's)\n"      \

@@ -16,11 +16,11 @@ extern "C" {
  * kept beside them (the shape of llama.cpp's q8_0); see kb_mat for the layout. DT_Q4 is the same
  * with 4-bit values (llama.cpp's q4_0): a block's 32 values in 16 bytes, byte j holding value j in
  * its low nibble and value j + 16 in its high one, each nibble q standing for (q - 8) * d. DT_Q6 is
- * the tied token embedding and LM head of a q4 model only (llama.cpp keeps a q4_0 file's output in
- * its 6-bit q6_K): blocks of 32 in 24 bytes, an f16 scale each kept beside them, each value 6 bits q
- * standing for (q - 32) * d, value i in bits 6i to 6i + 5 of the block read as one little-endian
- * number (dt_q6_value): 8 values to 6 bytes, which AVX-512 VBMI spreads and shifts in two
- * instructions. */
+ * the tied token embedding and LM head of a q4 model only (llama.cpp keeps a q4_0 file's output
+ * in its 6-bit q6_K): blocks of 32 in 24 bytes, an f16 scale each kept beside them, each value 6
+ * bits q standing for (q - 32) * d, value i in bits 6i to 6i + 5 of the block read as one
+ * little-endian number (dt_q6_value): 8 values to 6 bytes, which AVX-512 VBMI spreads and shifts
+ * in two instructions. */
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I8, DT_Q8, DT_Q4, DT_Q6 } dtype;
 enum { DT_Q8_BLOCK = 32, DT_Q4_BLOCK = 32, DT_Q6_BLOCK = 32, DT_Q6_BLOCK_BYTES = 24 };
 

@@ -118,9 +118,9 @@ static const void *as_type(gpt2_model *m, const st_tensor *t, dtype want)
     return dst;
 }
 
-/* The tensor [rows, cols] quantised to DT_Q8, DT_Q4 or DT_Q6 along its reduction (kb_mat's layout): by
- * column for a product's weight, by row for the token embedding. Tiles of 32 vectors are gathered
- * in f32 first, reading the file in order, as as_type converts. */
+/* The tensor [rows, cols] quantised to DT_Q8, DT_Q4 or DT_Q6 along its reduction (kb_mat's
+ * layout): by column for a product's weight, by row for the token embedding. Tiles of 32
+ * vectors are gathered in f32 first, reading the file in order, as as_type converts. */
 static int quantize(gpt2_model *m, kb_mat *out, const st_tensor *t, int rows, int cols,
                     int by_column, dtype qt)
 {

@@ -153,9 +153,9 @@ enum { CPU_Q4_GROUP = 16 };
 int cpu_q4_pack(kb_backend *b, kb_mat *out, const kb_mat *w);
 /* Its 6-bit parts (kernels/cpu/q6.c), as the 4-bit ones: the product for a few tokens (room:
  * cpu_q6_rows_room(n, K) floats), a GEMM panel, the K values (q - 32) of stored row `row`, a
- * block's scale and the row's K values as floats, packed or not; and w (matmul_t's DT_Q6 [N, K]: the token embedding) packed in
- * groups of CPU_Q6_GROUP rows (backend.h) where the build's kernel reads them so (AVX-512 VBMI and
- * VNNI), else out->data NULL */
+ * block's scale and the row's K values as floats, packed or not; and w (matmul_t's DT_Q6 [N, K]:
+ * the token embedding) packed in groups of CPU_Q6_GROUP rows (backend.h) where the build's kernel
+ * reads them so (AVX-512 VBMI and VNNI), else out->data NULL */
 void cpu_q6_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int n, int K, int N,
                  const kb_mat *w, const float *bias, kb_act act, void *room);
 size_t cpu_q6_rows_room(int n, int K);

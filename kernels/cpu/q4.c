@@ -8,8 +8,9 @@
  * With AVX-512 VNNI the weights are packed at load (cpu_q4_pack) in groups of 16 output columns,
  * the lanes of a vector: a block's 4-byte runs of the 16 columns side by side, so that a dot
  * instruction takes four values of each column against the same four activations (broadcast).
- * A column's sum is then defined as cpu_block_ref (groups.h) computes it: each block's integer, scaled by
- * d_w * d_x (rounded once, in f32) and added by one fused multiply-add, block after block; packed
+ * A column's sum is then defined as cpu_block_ref (groups.h) computes it: each block's integer,
+ * scaled by d_w * d_x (rounded once, in f32) and added by one fused multiply-add, block after
+ * block; packed
  * or not, the results are the same bit for bit. A row at a time, a vector's lanes held parts of
  * blocks and each row ended in a sum across lanes: from the caches a third of the instructions
  * and twice the pace (a 768 x 768 product 24 -> 52 GB/s on one Zen 4 core, build/matvec_bw).

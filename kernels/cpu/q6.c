@@ -4,8 +4,9 @@
  * exact integer sum of (q - 32) * x, made as sum(q * x) - 32 * sum(x) with the values q (0..63) the
  * unsigned side of the u8 x s8 dot instructions as they are.
  *
- * A row's sum is defined as q4.c's columns are (groups.h's cpu_block_ref): each block's integer, scaled by
- * d_w * d_x (rounded once, in f32) and added by one fused multiply-add, block after block.
+ * A row's sum is defined as q4.c's columns are (groups.h's cpu_block_ref): each block's integer,
+ * scaled by d_w * d_x (rounded once, in f32) and added by one fused multiply-add, block after
+ * block.
  *
  * With AVX-512 VBMI and VNNI the rows are packed at load (cpu_q6_pack, backend.h) in groups of 16,
  * the lanes of a vector: a block's four values of each row are three bytes, the 16 rows' side by

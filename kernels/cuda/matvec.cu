@@ -256,8 +256,8 @@ __global__ static void __launch_bounds__(MT_THREADS) linear_t_k(mv_args a, int V
  * integer dot exact. q8: a lane takes 16 bytes of a row (half a block), each half scaled by both
  * blocks' scales. q4: a lane takes a block's 16 bytes, the nibbles (q, 0..15) as they are against
  * the inputs, less 8 times the block's input sum; q6 (the LM head of q4 weights) a block's 24
- * bytes, three bytes cut into four values (0..63) at a time, less 32 times the sum. The epilogue of linear (bias, GELU, residual)
- * follows; with none of those it is the LM head. */
+ * bytes, three bytes cut into four values (0..63) at a time, less 32 times the sum. The epilogue
+ * of linear (bias, GELU, residual) follows; with none of those it is the LM head. */
 template <int NT, dtype W>
 __global__ static void __launch_bounds__(MT_THREADS)
     rows_quant_k(mv_args a, const uint16_t *scales, int V, int n)

@@ -277,12 +277,14 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
                 rc = err_set("the %s run took %d tokens of a %d-token reply", RULE[r->rule], r->k,
                              full->k);
         }
-        for (int i = 0; i < b->n_runs && c->recall && t == c->n - 1 && !rc; i++) {
+        int answer = c->recall && t == c->n - 1;
+        const win_turn *fact = answer ? first_user_turn(full) : NULL;
+        for (int i = 0; i < b->n_runs && answer && !rc; i++) {
             conv_cost *cc = &b->runs[i].costs[b->u];
             cc->asked = 1;
             cc->answer_lp = -b->runs[i].reply_nll;
             cc->answered = b->runs[i].reply_top;
-            cc->fact_evicted = !holds_turn(&b->runs[i], first_user_turn(full));
+            cc->fact_evicted = !holds_turn(&b->runs[i], fact);
         }
     }
     if (!rc && !turns)

@@ -230,11 +230,8 @@ static const char *text_verdict(int rule, const bs_row *row, const bs_row *exact
 {
     if (rule == R_EXACT)
         return "(the default)";
-    if (hold && row->ci[BS_KL][1] < exact->ci[BS_KL][0])
-        return "closer than exact";
-    if (hold && row->ci[BS_KL][0] > exact->ci[BS_KL][1])
-        return "further than exact";
-    return "no difference measured";
+    return policy_rank(row->ci[BS_KL], exact->ci[BS_KL], hold, "closer than exact",
+                       "further than exact");
 }
 
 static int print_budget(text_bench *tb, int B, uint64_t seed, int hold, json_t *out)

@@ -28,12 +28,8 @@ static const char *verdict(int rule, const bs_row *rows, int hold)
 {
     if (rule == OLDEST || rule == RANDOM || rule == ORACLE)
         return rule == OLDEST ? "(the default)" : rule == RANDOM ? "(the control)" : "(the bound)";
-    const bs_row *r = &rows[rule], *o = &rows[OLDEST];
-    if (hold && r->ci[BS_KL][1] < o->ci[BS_KL][0])
-        return "closer than oldest-first";
-    if (hold && r->ci[BS_KL][0] > o->ci[BS_KL][1])
-        return "further than oldest-first";
-    return "no difference measured";
+    return policy_rank(rows[rule].ci[BS_KL], rows[OLDEST].ci[BS_KL], hold,
+                       "closer than oldest-first", "further than oldest-first");
 }
 
 /* recall: the share of the asked questions answered (every token the most likely one) */
@@ -77,9 +73,8 @@ static int recall_table(bench *b, int window, int n_convs, int hold, json_t *rul
             return -1;
         const char *v = "";
         if (r->rule != FULL && r->rule != OLDEST && r->rule != RANDOM && r->rule != ORACLE)
-            v = hold && ci[r->rule][0] > ci[OLDEST][1]   ? "more than oldest-first"
-                : hold && ci[r->rule][1] < ci[OLDEST][0] ? "fewer than oldest-first"
-                                                         : "no difference measured";
+            v = policy_rank(ci[r->rule], ci[OLDEST], hold, "fewer than oldest-first",
+                            "more than oldest-first");
         char c[64];
         snprintf(c, sizeof c, "%.1f%% [%.1f, %.1f]", 100 * share[r->rule], 100 * ci[r->rule][0],
                  100 * ci[r->rule][1]);

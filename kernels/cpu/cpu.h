@@ -82,28 +82,30 @@ int cpu_linear_t(kb_backend *b, float *y, const float *x, int n, const kb_mat *w
 /* Up to this many tokens a product reads its weights once per call (decode: 16-bit rows streamed,
  * q8 integer tiles); more tokens go to OpenBLAS's GEMM, which re-reads them from cache. */
 enum { CPU_STREAM_MAX_TOKENS = 8 };
-/* The streamed products' loop (q8_tokens.c, q4.c): each of the backend's threads takes its run
- * [j0, j1) of the N outputs (whole runs of G: N a multiple of G) and runs BODY(NT) over it with
- * n's count as a constant, 1 to CPU_STREAM_MAX_TOKENS (so that loops over the tokens unroll and
- * the accumulators stay in registers), then applies the GELU to its run of y [n, N] (act) */
-#define CPU_STREAM_ROWS(b, y, n, N, G, act, BODY)                                       \
-    _Pragma("omp parallel num_threads((b)->threads)")                                   \
-    {                                                                                   \
-        int id_ = omp_get_thread_num(), nt_ = omp_get_num_threads(), runs_ = (N) / (G); \
-        int j0 = (int)((long)runs_ * id_ / nt_) * (G);                                  \
-        int j1 = (int)((long)runs_ * (id_ + 1) / nt_) * (G);                            \
-        switch (n) {                                                                    \
-            case 1: BODY(1) break;                                                      \
-            case 2: BODY(2) break;                                                      \
-            case 3: BODY(3) break;                                                      \
-            case 4: BODY(4) break;                                                      \
-            case 5: BODY(5) break;                                                      \
-            case 6: BODY(6) break;                                                      \
-            case 7: BODY(7) break;                                                      \
-            default: BODY(CPU_STREAM_MAX_TOKENS) break;                                 \
-        }                                                                               \
-        if ((act) == KB_GELU)                                                           \
-            vm_gelu_columns(y, n, N, j0, j1);                                           \
+/* The streamed products' loop (q8_tokens.c, q4.c, q6.c): each of the backend's threads takes its
+ * run [j0, j1) of the N outputs (runs of G, the last thread's last one cut at N: a BODY stepping by
+ * G meets a group of fewer outputs only there) and runs BODY(NT) over it with n's count as a
+ * constant, 1 to CPU_STREAM_MAX_TOKENS (so that loops over the tokens unroll and the accumulators
+ * stay in registers), then applies the GELU to its run of y [n, N] (act) */
+#define CPU_STREAM_ROWS(b, y, n, N, G, act, BODY)                                   \
+    _Pragma("omp parallel num_threads((b)->threads)")                               \
+    {                                                                               \
+        int id_ = omp_get_thread_num(), nt_ = omp_get_num_threads();                \
+        int runs_ = ((N) + (G)-1) / (G);                                            \
+        int j0 = (int)((long)runs_ * id_ / nt_) * (G);                              \
+        int j1 = id_ + 1 == nt_ ? (N) : (int)((long)runs_ * (id_ + 1) / nt_) * (G); \
+        switch (n) {                                                                \
+            case 1: BODY(1) break;                                                  \
+            case 2: BODY(2) break;                                                  \
+            case 3: BODY(3) break;                                                  \
+            case 4: BODY(4) break;                                                  \
+            case 5: BODY(5) break;                                                  \
+            case 6: BODY(6) break;                                                  \
+            case 7: BODY(7) break;                                                  \
+            default: BODY(CPU_STREAM_MAX_TOKENS) break;                             \
+        }                                                                           \
+        if ((act) == KB_GELU)                                                       \
+            vm_gelu_columns(y, n, N, j0, j1);                                       \
     }
 /* y[t][j] = out[t] (+ bias[j]) for n tokens, y's rows N apart: a streamed product's output j */
 static inline void cpu_row_store(float *y, int N, int j, const float *out, const float *bias, int n)

@@ -12,17 +12,14 @@ int cpu_embed(kb_backend *b, float *x, const int *ids, int n, int pos0, const kb
         const char *pe = (const char *)wpe->data + (size_t)(pos0 + i) * C * ps;
         if (wte->type == DT_Q6) /* packed or not */
             cpu_q6_row(row, wte, ids[i], C);
-        for (int c = 0; c < C; c += 256) {
+        else if (wte->type == DT_Q8) /* blocks of 32 along the row, an f16 scale each */
+            for (int j = 0; j < C; j++)
+                row[j] = (float)((const int8_t *)te)[j] *
+                         dt_f16_to_f32(wte->scales[((size_t)ids[i] * C + j) / DT_Q8_BLOCK]);
+        else
+            dt_to_f32(row, te, wte->type, (size_t)C);
+        for (int c = 0; c < C; c += 256) { /* then the position's row, widened a piece at a time */
             int m = C - c < 256 ? C - c : 256;
-            if (wte->type == DT_Q6)
-                ;
-            else if (wte->type == DT_Q8) /* blocks of 32 along the row, an f16 scale each */
-                for (int j = 0; j < m; j++)
-                    row[c + j] =
-                        (float)((const int8_t *)te)[c + j] *
-                        dt_f16_to_f32(wte->scales[((size_t)ids[i] * C + c + j) / DT_Q8_BLOCK]);
-            else
-                dt_to_f32(row + c, te + (size_t)c * es, wte->type, (size_t)m);
             dt_to_f32(tmp, pe + (size_t)c * ps, wpe->type, (size_t)m);
             for (int j = 0; j < m; j++)
                 row[c + j] += tmp[j];

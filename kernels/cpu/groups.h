@@ -35,6 +35,24 @@ static inline void cpu_block_ref(float *out, const kb_mat *w, int K, int j, cons
     }
 }
 
+/* stored rows [c0, c1) of w as the f32 values they stand for, [K][c1 - c0] (a cpu_panel_fn's
+ * work, by `values` and `scale` as cpu_block_ref) */
+static inline void cpu_block_panel(float *p, const kb_mat *w, int K, int c0, int c1,
+                                   void (*values)(int8_t *, const kb_mat *, int, int),
+                                   float (*scale)(const kb_mat *, int, int, int))
+{
+    size_t nc = (size_t)(c1 - c0);
+    int8_t v[8192];
+    for (size_t j = 0; j < nc; j++) {
+        values(v, w, (int)(c0 + j), K);
+        for (int b = 0; b < K / 32; b++) {
+            float d = scale(w, K, (int)(c0 + j), b);
+            for (int i = b * 32; i < (b + 1) * 32; i++)
+                p[(size_t)i * nc + j] = (float)v[i] * d;
+        }
+    }
+}
+
 /* CPU_STREAM_ROWS's loop over outputs [j0, j1) by cpu_block_ref */
 #define CPU_BLOCK_REF_FOR(NT, values, scale)                    \
     for (int j = j0; j < j1; j++) {                             \
@@ -80,13 +98,15 @@ INLINE void cpu_group_block(__m512 *acc, const __m512i v[8], __m512 dw, const in
     }
 }
 
-/* y[t][j..j + 16) = acc[t] (+ bias) for NT tokens, y's rows N apart */
+/* y[t][j..j + 16) = acc[t] (+ bias) for NT tokens, y's rows N apart; outputs from N on (a last
+ * group of fewer: its missing rows zeros in the packed copy) are left alone */
 INLINE void cpu_group_store(float *y, int N, int j, const __m512 *acc, const float *bias, int NT)
 {
-    __m512 bv = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
+    __mmask16 m = N - j >= 16 ? 0xffff : (__mmask16)((1u << (N - j)) - 1);
+    __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + j) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
-        _mm512_storeu_ps(y + (size_t)t * N + j, _mm512_add_ps(bv, acc[t]));
+        _mm512_mask_storeu_ps(y + (size_t)t * N + j, m, _mm512_add_ps(bv, acc[t]));
 }
 #endif
 

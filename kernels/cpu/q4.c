@@ -224,15 +224,7 @@ void cpu_q4_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int
 
 void cpu_q4_dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 {
-    size_t nc = (size_t)(c1 - c0);
-    for (size_t j = 0; j < nc; j++)
-        for (int bl = 0; bl < K / DT_Q4_BLOCK; bl++) {
-            uint8_t by[HALF];
-            block_bytes(by, w, K, (int)(c0 + j), bl);
-            float d = cpu_q4_scale(w, K, (int)(c0 + j), bl);
-            for (int i = 0; i < DT_Q4_BLOCK; i++)
-                p[((size_t)bl * DT_Q4_BLOCK + i) * nc + j] = (float)nibble(by, i) * d;
-        }
+    cpu_block_panel(p, w, K, c0, c1, cpu_q4_values, cpu_q4_scale);
 }
 
 void cpu_q4_values(int8_t *dst, const kb_mat *w, int row, int K)

@@ -59,7 +59,7 @@ static void block_bytes(uint8_t dst[BYTES], const kb_mat *w, int K, int j, int b
         memcpy(dst + 3 * r, g + r * RUN, 3);
 }
 
-static float block_scale(const kb_mat *w, int K, int j, int b)
+float cpu_q6_scale(const kb_mat *w, int K, int j, int b)
 {
     size_t blocks = (size_t)K / BLK;
     return simd_half(w->column_blocks
@@ -128,8 +128,6 @@ int cpu_q6_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
     return 0;
 }
 #elif defined(Q6_ROWS)
-#define CPU_Q6_ROOM(n, K) ((void)(n), (void)(K), 0)
-
 /* a block's 32 values (0..63) from its 24 bytes: three bytes to four values in each 32-bit lane */
 INLINE __m256i block_values(const uint8_t *blk)
 {
@@ -192,11 +190,11 @@ INLINE void row_q6(float *out, const uint8_t *w, const uint16_t *dw, const int8_
         }
     }
 }
-#else
-#define CPU_Q6_ROOM(n, K) ((void)(n), (void)(K), 0)
 #endif
 
 #if !defined(Q6_GROUPS) /* rows as they are */
+#define CPU_Q6_ROOM(n, K) ((void)(n), (void)(K), 0)
+
 int cpu_q6_pack(kb_backend *b, kb_mat *out, const kb_mat *w)
 {
     (void)b, (void)w;
@@ -228,18 +226,9 @@ void cpu_q6_rows(kb_backend *b, float *y, const int8_t *xq, const float *dx, int
     (void)q, (void)blocks, (void)room;
 #if defined(Q6_GROUPS)
     if (w->column_blocks) {
-        int32_t *c = room, whole = N / GROUP * GROUP;
+        int32_t *c = room;
         cpu_group_offsets(c, xq, n, K, 32);
-        CPU_STREAM_ROWS(b, y, n, whole, GROUP, KB_LINEAR, GROUPS_FOR)
-        /* the rows past the last whole group: a few, by the definition itself */
-        for (int j = whole; j < N; j++) {
-            float out[CPU_STREAM_MAX_TOKENS];
-            cpu_block_ref(out, w, K, j, xq, dx, n, cpu_q6_values, cpu_q6_scale);
-            for (int t = 0; t < n; t++)
-                y[(size_t)t * N + j] = (bias ? bias[j] : 0.0f) + out[t];
-        }
-        if (act == KB_GELU) /* never the LM head's; the loop's GELU would take y as `whole` wide */
-            cpu_gelu(b, y, (size_t)n * N);
+        CPU_STREAM_ROWS(b, y, n, N, GROUP, act, GROUPS_FOR)
         return;
     }
     CPU_STREAM_ROWS(b, y, n, N, 1, act, COLUMNS_FOR)
@@ -260,17 +249,12 @@ void cpu_q6_values(int8_t *dst, const kb_mat *w, int row, int K)
     }
 }
 
-float cpu_q6_scale(const kb_mat *w, int K, int row, int block)
-{
-    return block_scale(w, K, row, block);
-}
-
 void cpu_q6_row(float *dst, const kb_mat *w, int row, int K)
 {
     for (int b = 0; b < K / BLK; b++) {
         uint8_t by[BYTES];
         block_bytes(by, w, K, row, b);
-        float d = block_scale(w, K, row, b);
+        float d = cpu_q6_scale(w, K, row, b);
         for (int i = 0; i < BLK; i++)
             dst[b * BLK + i] = (float)dt_q6_value(by, i) * d;
     }
@@ -278,11 +262,5 @@ void cpu_q6_row(float *dst, const kb_mat *w, int row, int K)
 
 void cpu_q6_dequantize_panel(float *p, const kb_mat *w, int K, int c0, int c1)
 {
-    size_t nc = (size_t)(c1 - c0);
-    float v[8192]; /* cpu_quant_product's longest reduction */
-    for (size_t j = 0; j < nc; j++) {
-        cpu_q6_row(v, w, (int)(c0 + j), K);
-        for (int k = 0; k < K; k++)
-            p[(size_t)k * nc + j] = v[k];
-    }
+    cpu_block_panel(p, w, K, c0, c1, cpu_q6_values, cpu_q6_scale);
 }

@@ -213,7 +213,7 @@ int engine_prefill_window(engine *e, int id, void (*progress)(void *ctx, int don
     enum { CHUNK = 128 };
     for (int done = kv_len(c->seq); done < c->n_ids;) {
         int k = c->n_ids - done < CHUNK ? c->n_ids - done : CHUNK;
-        if (eng_forward(e, c, c->ids + done, k, 0))
+        if (eng_forward(e, c, c->ids + done, k, ENG_NOTHING))
             return -1;
         done += k;
         if (progress)

@@ -73,8 +73,13 @@ void eng_prep_halt(engine *e);
 void eng_prep_begin(engine *e, conv *c);
 
 /* ---- turn.c: a turn, a retry, an edit (above conv.c) ---- */
-/* new tokens through the model; pick: also chooses the token that follows them (into e->next) */
-int eng_forward(engine *e, conv *c, const int *ids, int n, int pick);
+/* what a forward pass leaves for the reply's next token: nothing, the logits (the token is given:
+ * engine_force_reply reads them, and no sampling is wasted on it), or the token drawn (e->next) */
+enum { ENG_NOTHING, ENG_LOGITS, ENG_DRAW };
+/* new tokens through the model, leaving `next` (ENG_*) */
+int eng_forward(engine *e, conv *c, const int *ids, int n, int next);
+/* what the step before the reply's token `made` leaves (ENG_*) */
+int eng_next(const engine *e, int made);
 /* a turn (a message and its reply), or a retry of the last reply, on the caller's thread or the
  * worker's; *out gets the reply */
 int eng_run_turn(engine *e, int id, const char *text, char **out);

@@ -13,25 +13,30 @@
 
 /* runs new tokens through the model; pick: also chooses the token that follows them (into e->next)
  */
-int eng_forward(engine *e, conv *c, const int *ids, int n, int pick)
+int eng_forward(engine *e, conv *c, const int *ids, int n, int next)
 {
-    kb_sample s = pick ? sampler_draw(&c->smp, c->ids, c->n_ids) : (kb_sample){0};
-    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, pick ? &s : NULL, &e->next,
-                     NULL);
+    kb_sample s = next == ENG_DRAW ? sampler_draw(&c->smp, c->ids, c->n_ids) : (kb_sample){0};
+    return gpt2_step(&e->lm->model, e->lm->backend, c->seq, ids, n, next == ENG_DRAW ? &s : NULL,
+                     &e->next, next == ENG_LOGITS ? e->logits : NULL);
+}
+
+int eng_next(const engine *e, int made)
+{
+    return made >= e->mo.n_predict ? ENG_NOTHING : made < e->n_forced ? ENG_LOGITS : ENG_DRAW;
 }
 
 /* A reply's decode step of id (pushed last), with its reading probed when attention events are
  * on: the probe is the model's for this step alone (an eviction's passes, a prefill and the
  * preparation between turns run without it) */
-static int read_step(engine *e, conv *c, const int *id, int pick)
+static int read_step(engine *e, conv *c, const int *id, int next)
 {
     gpt2_model *m = &e->lm->model;
     if (e->o.attention <= 0)
-        return eng_forward(e, c, id, 1, pick);
+        return eng_forward(e, c, id, 1, next);
     if (rd_spans(&e->reading, c->turns, c->n_turns, c->keep, c->n_ids, e->lm->bus, c->id))
         return -1;
     m->probe = &e->reading.probe;
-    int rc = eng_forward(e, c, id, 1, pick);
+    int rc = eng_forward(e, c, id, 1, next);
     m->probe = NULL;
     if (rc)
         return rc;
@@ -197,7 +202,7 @@ static int user_turn(engine *e, conv *c, const char *text)
         c->turns[c->n_turns - 1].len = np;
     if (ok && (ok = !eng_push_turn(c, ROLE_USER, c->n_ids) && !eng_push_ids(c, m, nm)))
         c->turns[c->n_turns - 1].len = nm;
-    if (!ok || eng_forward(e, c, c->ids + cached, c->n_ids - cached, 1)) {
+    if (!ok || eng_forward(e, c, c->ids + cached, c->n_ids - cached, eng_next(e, 0))) {
         /* the message leaves no trace: the cache kept its length, the conversation drops it again
          */
         c->n_turns = turns_before;
@@ -272,7 +277,7 @@ static int eng_reply(engine *e, conv *c, char **out, int *n_tok)
         if (e->spec && (spec_queued(e->spec) || room > 1)) {
             if ((rc = spec_step(e, c, room)))
                 break;
-        } else if ((rc = read_step(e, c, &id, !end && made < n_predict))) {
+        } else if ((rc = read_step(e, c, &id, end ? ENG_NOTHING : eng_next(e, made)))) {
             break;
         }
         probed += e->o.attention > 0;
@@ -426,7 +431,9 @@ int eng_run_retry(engine *e, int id, char **out)
     if (!rc) {
         c->n_turns = t;
         /* the reply is drawn again from the logits of the position before it */
-        rc = kv_truncate_told(c->seq, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, 1) ? -1 : 0;
+        rc = kv_truncate_told(c->seq, to - 1) || eng_forward(e, c, c->ids + to - 1, 1, ENG_DRAW)
+                 ? -1
+                 : 0;
     }
     char *r = NULL;
     int n_tok = 0;

@@ -463,7 +463,11 @@ expect_error "${TAG}bad/perplexity --recall of a text" 1 "line 1: not {\"turns\"
 printf '{"turns": ["I am Ann.", "Yes.", "Who am I?"], "answer": "You are Ann.", "fill": "Bo"}\n' \
     >"$B/nofill.jsonl"
 expect_error "${TAG}bad/perplexity --recall of a chat whose answer lacks its fill" 1 \
-    "chat 1: no \"fill\" inside its answer" "$KV" perplexity -m "$B/good" --recall "$B/nofill.jsonl"
+    "--recall $B/nofill.jsonl: line 1: no \"fill\" inside its answer" \
+    "$KV" perplexity -m "$B/good" --recall "$B/nofill.jsonl"
+expect_error "${TAG}bad/bench --policy --recall of a chat whose answer lacks its fill" 1 \
+    "--recall $B/nofill.jsonl: line 1: no \"fill\" inside its answer" \
+    "$KV" bench --policy -m "$B/good" --recall "$B/nofill.jsonl"
 printf '{"turns": ["%s", "Yes.", "Who am I?"], "answer": "You are Ann.", "fill": "Ann"}\n' \
     "$(printf 'very long %.0s' {1..40})" >"$B/long.jsonl"
 expect_error "${TAG}bad/perplexity --recall of chats longer than the window" 1 \

@@ -116,16 +116,22 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"turns": talk[k:] + talk[:k]}) + "\n")
 with open(sys.argv[2], "w") as f:
     f.write(json.dumps({"turns": ["My name is Louisa.", "I shall remember it."] + talk[:6]
-                        + ["What is my name?"], "answer": "Your name is Louisa."}) + "\n")
+                        + ["What is my name?"], "answer": "Your name is Louisa.",
+                        "fill": "Louisa"}) + "\n")
 PY
 for track in "" "--chats $TMP/chats.jsonl" "--recall $TMP/recall.jsonl"; do
     name="${TAG}ref/bench --policy${track:+ ${track%% *}}: KL and top-1 = NumPy's (--ctx 48, 7 rules)"
+    chats=() # the recall chats: their answers' fill tokens checked too
+    [[ $track == --recall* ]] && chats=("$TMP/recall.jsonl")
     # shellcheck disable=SC2086
     if ! "$KV" bench --policy -m "$P" --dtype f32 --cache-dtype f32 --ctx 48 -n 8 $track \
         --json "$TMP/policy.json" >"$TMP/policy.out" 2>&1; then
         fail "$name" "the bench failed: $(tail -1 "$TMP/policy.out")"
-    elif ! out=$(cd tests/reference && "$PYTHON" policy_ref.py "$P" "$TMP/policy.json" 2>&1); then
+    elif ! out=$(cd tests/reference && "$PYTHON" policy_ref.py "$P" "$TMP/policy.json" \
+        "${chats[@]}" 2>&1); then
         fail "$name" "$out"
+    elif [[ $track == --recall* && $out != *" fill tokens"* || $out == *" 0 fill tokens"* ]]; then
+        fail "$name" "no fill token checked: $out"
     elif ! grep -q '^oracle  *[1-9]' "$TMP/policy.out" || [[ $out == *" 0 oracle picks"* ]]; then
         fail "$name" "no window lost history: $(grep -m1 '^oracle' "$TMP/policy.out")"
     else

@@ -79,8 +79,14 @@ static int parse_conv(const char *text, int recall, bench_conv *c, const char *p
                        recall ? ", \"answer\": ... with the question last" : "");
     }
     c->recall = recall;
-    json_t *fill = json_object_get(o, "fill");
-    if (recall && json_is_string(fill) && !(c->fill = strdup(json_string_value(fill)))) {
+    const char *fill = json_string_value(json_object_get(o, "fill"));
+    if (recall && (!fill || !*fill || !strstr(json_string_value(answer), fill) || n < 3)) {
+        json_decref(o);
+        return err_set("%s: line %d: no \"fill\" inside its answer, or no exchange before the "
+                       "question",
+                       path, line);
+    }
+    if (recall && !(c->fill = strdup(fill))) {
         json_decref(o);
         return err_set("out of memory for a recall chat");
     }
@@ -174,4 +180,14 @@ void bench_print_sources(const char *path)
         printf("\n");
     }
     json_decref(c);
+}
+
+int bench_conv_fill(const tokenizer *tok, const int *answer, int k, size_t from, size_t to)
+{
+    size_t at = 0, len = 0;
+    for (int i = 0; i <= k; i++) {
+        at += len;
+        tok_piece(tok, answer[i], &len);
+    }
+    return at < to && at + len > from;
 }

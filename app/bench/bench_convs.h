@@ -5,12 +5,16 @@
 #ifndef KVCHAT_BENCH_CONVS_H
 #define KVCHAT_BENCH_CONVS_H
 
+#include <stddef.h>
+
+#include "../../model/tokenizer.h"
+
 typedef struct {
     char **msgs;    /* the user's messages */
     char **replies; /* the reply to each; NULL throughout for a chat whose replies are drawn */
     int n;
     int recall; /* the last reply is the answer to a question about an early turn */
-    char *fill; /* --recall's "fill": the part of the answer only the early turn gives (or NULL) */
+    char *fill; /* --recall's "fill": the part of the answer only the early turn gives */
 } bench_conv;
 
 /* At most one of messages, chats, recall set (none: the built-in chat). 0, or -1 with an error
@@ -18,6 +22,9 @@ typedef struct {
 int bench_convs_read(const char *messages, const char *chats, const char *recall, bench_conv **out,
                      int *n);
 void bench_convs_free(bench_conv *c, int n);
+/* whether the answer's token k holds part of the fill: its bytes overlap [from, to) of the text
+ * answer[0..k] decodes to (a recall answer's fill is scored by its tokens alone) */
+int bench_conv_fill(const tokenizer *tok, const int *answer, int k, size_t from, size_t to);
 /* the Debian packages and versions a held-out file came from, when corpus.py's corpus.json is
  * beside it (a line on stdout; nothing otherwise) */
 void bench_print_sources(const char *path);

@@ -12,7 +12,6 @@
 /* a trial's reply loss, token by token */
 typedef struct {
     const oracle_turn *o;
-    double *lp;
     int k;
     double nll;
 } trial;
@@ -21,9 +20,8 @@ static void trial_logits(void *ctx, const float *logits, int V)
 {
     trial *t = ctx;
     int id = t->k < t->o->n_reply ? t->o->reply[t->k] : -1;
-    bs_log_softmax(logits, V, t->lp);
     if (id >= 0 && id != t->o->eos)
-        t->nll -= t->lp[id];
+        t->nll += bs_lse(logits, V, NULL) - logits[id];
     t->k++;
 }
 
@@ -38,16 +36,15 @@ static int try_ranks(const oracle_turn *o, engine *from, int conv, const char *m
     kv_pool *was = lm->pool, *pool = kv_pool_create(lm->backend, &lm->model.cfg, o->kv, NULL);
     lm->pool = pool;
     engine *e = pool ? engine_create(lm, o->mo, o->eo) : NULL;
-    trial t = {.o = o, .lp = malloc(sizeof(double) * (size_t)lm->model.cfg.vocab_size)};
+    trial t = {.o = o};
     char *reply = NULL;
-    int rc = !e || !t.lp || engine_restore(e, 1, ids, n, turns, nt, o->keep, &o->mo->sp, 0, 0, 0) ||
+    int rc = !e || engine_restore(e, 1, ids, n, turns, nt, o->keep, &o->mo->sp, 0, 0, 0) ||
              engine_prefill_window(e, 1, NULL, NULL) || engine_rank(e, 1, ranks, nt);
     if (!rc) {
         engine_force_reply(e, o->reply, o->n_reply, trial_logits, &t);
         rc = engine_turn(e, 1, msg, &reply);
     }
     free(reply);
-    free(t.lp);
     engine_free(e);
     kv_pool_free(pool);
     lm->pool = was;

@@ -63,35 +63,38 @@ static void on_logits(void *ctx, const float *logits, int V)
     int k = r->k, n;
     if (note_window(b, r) || k >= b->cap)
         return;
-    int id = k < b->n_ids ? b->ids[k] : -1, scored = id >= 0 && id != b->eos;
+    int id = k < b->n_ids ? b->ids[k] : -1, scored = id >= 0 && id != b->eos, top;
     engine_window(r->e, r->conv, &n);
-    int top = bs_log_softmax(logits, V, b->lp);
-    if (scored) {
-        r->reply_nll -= b->lp[id];
-        r->reply_top &= top == id;
-    }
-    const double *lp_full = b->lp_rows + (size_t)k * V;
+    full_token *f = &b->full[k];
+    double *p_full = b->p_rows + (size_t)k * V, lse;
     if (r->rule == FULL) {
-        memcpy(b->lp_rows + (size_t)k * V, b->lp, sizeof(double) * (size_t)V);
-        b->top_full[k] = top;
-        b->full_len[k] = n;
+        bs_softmax(logits, V, p_full, &f->d);
+        f->lp = scored ? logits[id] - f->d.lse : 0;
+        f->len = n;
+        top = f->d.top, lse = f->d.lse;
     } else {
-        int top_full = b->top_full[k];
-        double kl = bs_kl(lp_full, b->lp, V);
+        lse = bs_lse(logits, V, &top);
+        double kl = bs_kl(p_full, &f->d, logits, lse, V);
         json_array_append_new(r->kl, json_real(kl));
-        json_array_append_new(r->top1, json_boolean(top == top_full));
+        json_array_append_new(r->top1, json_boolean(top == f->d.top));
         bs_sums *s = &r->units[b->u];
-        if (n < b->full_len[k]) { /* this rule's window has lost part of the history */
+        if (n < f->len) { /* this rule's window has lost part of the history */
             s->n++;
-            s->top1 += top == top_full;
+            s->top1 += top == f->d.top;
             s->kl += kl;
             bs_values_add(&r->kls, (float)kl, b->u);
             if (scored) {
                 s->n_nll++;
-                s->nll -= b->lp[id];
-                s->nll_full -= lp_full[id];
+                s->nll -= logits[id] - lse;
+                s->nll_full -= f->lp;
             }
         }
+    }
+    if (scored)
+        r->reply_nll -= logits[id] - lse;
+    if (scored && bench_conv_fill(b->lm->tok, b->ids, k, b->fill[0], b->fill[1])) {
+        r->fills[b->u].n++;
+        r->fills[b->u].top1 += top == id;
     }
     r->k++;
     r->at++;
@@ -123,7 +126,6 @@ static int run_turn(bench *b, run *r, const char *msg)
     b->active = r;
     r->k = 0;
     r->reply_nll = 0;
-    r->reply_top = 1;
     int given = r->rule != FULL || b->forced;
     engine_force_reply(r->e, given ? b->ids : NULL, given ? b->n_ids : 0, on_logits, b);
     char *reply = NULL;
@@ -252,6 +254,12 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
     for (int t = 0; t < c->n && !rc; t++, turns++) {
         const char *msg = c->msgs[t];
         int need = turn_tokens(b, tpl, msg, t == 0);
+        b->fill[0] = b->fill[1] = 0;
+        if (c->recall && t == c->n - 1) { /* given_reply's text: the answer after its space */
+            const char *answer = c->replies[t];
+            b->fill[0] = (tpl == TPL_GPT2) + (size_t)(strstr(answer, c->fill) - answer);
+            b->fill[1] = b->fill[0] + strlen(c->fill);
+        }
         if (need < 0 || (b->forced && given_reply(b, tpl, c->replies[t]))) {
             rc = -1;
             break;
@@ -282,8 +290,6 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
         for (int i = 0; i < b->n_runs && answer && !rc; i++) {
             conv_cost *cc = &b->runs[i].costs[b->u];
             cc->asked = 1;
-            cc->answer_lp = -b->runs[i].reply_nll;
-            cc->answered = b->runs[i].reply_top;
             cc->fact_evicted = !holds_turn(&b->runs[i], fact);
         }
     }
@@ -340,7 +346,8 @@ static int open_runs(bench *b, const int *windows, int n_windows, int n_convs, t
         o.pool_bytes = 0;
         r->units = calloc((size_t)n_convs, sizeof *r->units);
         r->costs = calloc((size_t)n_convs, sizeof *r->costs);
-        if (!r->units || !r->costs ||
+        r->fills = calloc((size_t)n_convs, sizeof *r->fills);
+        if (!r->units || !r->costs || !r->fills ||
             !(r->pool = kv_pool_create(lm->backend, &lm->model.cfg, &o, lm->bus)))
             return err_wrap("bench --policy's runs");
     }
@@ -359,6 +366,7 @@ static void close_runs(bench *b)
         free(r->prev);
         free(r->units);
         free(r->costs);
+        free(r->fills);
         bs_values_free(&r->kls);
         json_decref(r->kl);
         json_decref(r->top1);
@@ -408,13 +416,11 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     if (longest > 0)
         b.mo.n_predict = longest;
     b.cap = b.mo.n_predict + 2;
-    b.lp_rows = malloc(sizeof(double) * (size_t)b.V * (size_t)b.cap);
-    b.top_full = malloc(sizeof(int) * (size_t)b.cap);
-    b.full_len = malloc(sizeof(int) * (size_t)b.cap);
-    b.lp = malloc(sizeof(double) * (size_t)b.V);
+    b.p_rows = malloc(sizeof(double) * (size_t)b.V * (size_t)b.cap);
+    b.full = malloc(sizeof *b.full * (size_t)b.cap);
     json_t *out = json_array(), *rules = json_array(), *gates = json_array(),
            *model_gates = json_object();
-    if (longest < 0 || !b.lp_rows || !b.top_full || !b.full_len || !b.lp) {
+    if (longest < 0 || !b.p_rows || !b.full) {
         if (longest >= 0)
             err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap);
         goto done;
@@ -461,10 +467,8 @@ done:
     json_decref(rules);
     json_decref(gates);
     json_decref(model_gates);
-    free(b.lp_rows);
-    free(b.full_len);
-    free(b.top_full);
-    free(b.lp);
+    free(b.p_rows);
+    free(b.full);
     free(b.ids);
     bench_convs_free(convs, n_convs);
     return rc;

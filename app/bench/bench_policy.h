@@ -14,14 +14,21 @@
 enum { FULL, OLDEST, SINKS, LEAST, LAST, RANDOM, ORACLE, SHIFT, N_RULES };
 extern const char *const RULE[N_RULES]; /* each rule's name */
 
-/* one conversation's cost for one run, and its recall answer: its log-probability, and whether
- * each of its tokens was the most likely one */
+/* one conversation's cost for one run, and where its recall question stood */
 typedef struct {
     long evictions, recomputed;
-    double evict_ms, answer_lp;
-    int asked, answered; /* the question fitted the model's positions; its answer all top-1 */
-    int fact_evicted;    /* recall: the fact's turn had left the window by the answer's end */
+    double evict_ms;
+    int asked;        /* recall: the question fitted the model's positions */
+    int fact_evicted; /* recall: the fact's turn had left the window by the answer's end */
 } conv_cost;
+
+/* the whole-history run at a reply token: its distribution's figures, the reply token's
+ * log-probability, its window's length */
+typedef struct {
+    bs_ref d;
+    double lp;
+    int len;
+} full_token;
 
 /* one rule in one window: its pool, engine and conversation, and what it measured */
 typedef struct {
@@ -34,9 +41,9 @@ typedef struct {
     int at;            /* the conversation's reply tokens so far */
     int *prev, n_prev; /* the window at the last reply token */
     double worst_ms;   /* its longest eviction */
-    double reply_nll;  /* this reply's loss, and whether each of its tokens was the top one */
-    int reply_top;
-    bs_sums *units; /* per conversation, over the reply tokens whose window had lost history */
+    double reply_nll;  /* this reply's loss */
+    bs_sums *units;    /* per conversation, over the reply tokens whose window had lost history */
+    bs_sums *fills; /* recall, per conversation: the answer's fill tokens (n), top-1 right (top1) */
     conv_cost *costs;
     bs_values kls;
     json_t *kl, *top1, *windows; /* the conversation in progress's, per token */
@@ -47,15 +54,15 @@ typedef struct {
     model_opts mo; /* -n: the longest given reply and its end */
     run *runs;
     int n_runs, V, cap, eos, keep;
-    double *lp_rows; /* the whole-history run's log-softmax, one row per reply token */
-    int *top_full;   /* its most likely token at each of them */
-    int *full_len;   /* and its window */
-    int *ids, n_ids; /* the reply's tokens (given, or drawn by the whole-history run) */
+    double *p_rows;   /* the whole-history run's distribution, one row per reply token */
+    full_token *full; /* and its figures at each */
+    int *ids, n_ids;  /* the reply's tokens (given, or drawn by the whole-history run) */
     size_t ids_cap;
     int forced; /* the reply is given */
     run *active;
-    double *lp;
-    int u;        /* the conversation in progress */
+    int u; /* the conversation in progress */
+    size_t
+        fill[2];  /* the answer in progress: its fill's bytes in the reply's text ({0, 0}: none) */
     uint64_t rng; /* the random rule's ranks */
     json_t *reply_ids, *full_windows;
 } bench;

@@ -8,25 +8,79 @@
 
 #include "../../kernels/err.h"
 
-int bs_log_softmax(const float *x, int n, double *out)
+/* A row's chunks: fixed, whatever the threads, so that sums keep their order. A chunk of the
+ * vocabulary's 50257 is about 3,000 values: each thread's share outweighs starting the threads. */
+enum { CHUNKS = 16 };
+
+static int chunk_at(int n, int c) { return (int)((long long)n * c / CHUNKS); }
+
+double bs_lse(const float *x, int n, int *top)
 {
-    int top = 0;
-    for (int i = 1; i < n; i++)
-        top = x[i] > x[top] ? i : top;
-    double mx = x[top], s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp(x[i] - mx);
-    double lse = mx + log(s);
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] - lse;
-    return top;
+    int best[CHUNKS], t = 0;
+    double part[CHUNKS], s = 0, mx = 0;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int c = 0; c < CHUNKS; c++) {
+            int b = chunk_at(n, c);
+            for (int i = b + 1; i < chunk_at(n, c + 1); i++)
+                b = x[i] > x[b] ? i : b;
+            best[c] = b;
+        }
+#pragma omp single
+        {
+            t = best[0];
+            for (int c = 1; c < CHUNKS; c++)
+                t = x[best[c]] > x[t] ? best[c] : t;
+            mx = x[t];
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < CHUNKS; c++) {
+            double sum = 0;
+            for (int i = chunk_at(n, c); i < chunk_at(n, c + 1); i++)
+                sum += exp(x[i] - mx);
+            part[c] = sum;
+        }
+    }
+    for (int c = 0; c < CHUNKS; c++)
+        s += part[c];
+    if (top)
+        *top = t;
+    return mx + log(s);
 }
 
-double bs_kl(const double *lp, const double *lq, int n)
+void bs_softmax(const float *x, int n, double *p, bs_ref *ref)
 {
-    double kl = 0;
-    for (int i = 0; i < n; i++)
-        kl += exp(lp[i]) * (lp[i] - lq[i]);
+    double lse = bs_lse(x, n, &ref->top), part[CHUNKS], s = 0;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < CHUNKS; c++) {
+        double sum = 0;
+        for (int i = chunk_at(n, c); i < chunk_at(n, c + 1); i++) {
+            double lp = x[i] - lse;
+            p[i] = exp(lp);
+            sum += p[i] * lp;
+        }
+        part[c] = sum;
+    }
+    for (int c = 0; c < CHUNKS; c++)
+        s += part[c];
+    ref->lse = lse;
+    ref->plogp = s;
+}
+
+double bs_kl(const double *p, const bs_ref *ref, const float *xq, double lse_q, int n)
+{
+    double part[CHUNKS], dot = 0;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < CHUNKS; c++) {
+        double sum = 0;
+        for (int i = chunk_at(n, c); i < chunk_at(n, c + 1); i++)
+            sum += p[i] * xq[i];
+        part[c] = sum;
+    }
+    for (int c = 0; c < CHUNKS; c++)
+        dot += part[c];
+    double kl = ref->plogp - dot + lse_q;
     return kl > 0 ? kl : 0;
 }
 
@@ -154,6 +208,24 @@ int bs_row_of(const bs_sums *units, int n_units, bs_values *kls, uint64_t seed, 
     return 0;
 }
 
+typedef struct {
+    pooled a, b;
+} paired;
+
+static double paired_figure(const void *ctx, const int *times)
+{
+    const paired *p = ctx;
+    return pooled_figure(&p->a, times) - (p->b.units ? pooled_figure(&p->b, times) : 0);
+}
+
+int bs_paired(const bs_sums *a, const bs_sums *b, int n_units, int what, uint64_t seed,
+              double *diff, double ci[2])
+{
+    paired p = {{a, n_units, what, NULL}, {b, n_units, what, NULL}};
+    *diff = paired_figure(&p, NULL);
+    return bs_interval(paired_figure, &p, n_units, RESAMPLES, seed, ci);
+}
+
 void bs_row_head(const char *first)
 {
     printf("%-13s %7s  %-28s %-25s %8s  %-19s", first, "tokens", "dPPL [95%]", "KL mean [95%]",
@@ -171,11 +243,9 @@ void bs_row_print(const char *name, const bs_row *r)
     printf("%-13s %7ld  %-28s %-25s %8.4f  %-19s", name, r->n, c1, c2, r->fig[BS_P95], c3);
 }
 
-/* JSON has no NaN: a figure of no tokens is null */
-static json_t *num(double v, double scale)
-{
-    return isfinite(v) ? json_real(v * scale) : json_null();
-}
+json_t *bs_json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *num(double v, double scale) { return bs_json_number(v * scale); }
 
 json_t *bs_row_json(const bs_row *r)
 {
@@ -191,6 +261,12 @@ json_t *bs_row_json(const bs_row *r)
                             json_pack("[o, o]", num(r->ci[w][0], scale), num(r->ci[w][1], scale)));
     }
     return o;
+}
+
+json_t *bs_paired_json(double diff, const double ci[2])
+{
+    return json_pack("{s:o, s:[o, o]}", "diff", num(diff, 1), "diff_95", num(ci[0], 1),
+                     num(ci[1], 1));
 }
 
 double bench_median(double *v, int n)

@@ -1,4 +1,4 @@
-/* The figures bench --policy compares two runs by, and their uncertainty: log-softmax, KL
+/* The figures bench --policy compares two runs by, and their uncertainty: log-probabilities, KL
  * divergence and the top token of next-token distributions; percentiles; and bootstrap 95%
  * intervals over units (documents or conversations), each unit drawn whole, so that a figure's
  * interval shows how much it owes to which texts were chosen. */
@@ -9,10 +9,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out[0..n) = log-softmax of x; returns the index of the largest x (the first of equals) */
-int bs_log_softmax(const float *x, int n, double *out);
-/* KL(p || q) of two log-softmax rows, clamped at 0 (only rounding makes it negative) */
-double bs_kl(const double *lp, const double *lq, int n);
+/* A reference distribution p = softmax(x) that others are compared with: sum p log p, the
+ * log-sum-exp of x and its most likely token */
+typedef struct {
+    double plogp, lse;
+    int top;
+} bs_ref;
+
+/* The log-sum-exp of x[0..n) (log p of token i: x[i] minus it), and into *top (may be NULL) the
+ * index of the largest x, the first of equals. Summed in fixed chunks, in order, on the threads
+ * there are: any number of them gives the same bits. */
+double bs_lse(const float *x, int n, int *top);
+/* p[0..n) = softmax(x), and its figures into *ref */
+void bs_softmax(const float *x, int n, double *p, bs_ref *ref);
+/* KL(p || q), p a reference row, q = softmax(xq) of log-sum-exp lse_q; clamped at 0 (only
+ * rounding makes it negative). With p kept, no exponential is taken: sum p (log p - xq) + lse_q. */
+double bs_kl(const double *p, const bs_ref *ref, const float *xq, double lse_q, int n);
 
 /* Pooled figures of units resampled with replacement: times[u] is how often unit u was drawn. */
 typedef double (*bs_figure)(const void *ctx, const int *times);
@@ -51,6 +63,15 @@ typedef struct {
     double fig[BS_FIGURES], ci[BS_FIGURES][2];
 } bs_row;
 int bs_row_of(const bs_sums *units, int n_units, bs_values *kls, uint64_t seed, bs_row *row);
+/* A paired comparison: figure `what` (not BS_P95) of a minus b's, over the same units, each draw
+ * taking a unit from both (so that what the units share cancels), with its 95% interval; b NULL:
+ * a's figure alone */
+int bs_paired(const bs_sums *a, const bs_sums *b, int n_units, int what, uint64_t seed,
+              double *diff, double ci[2]);
+/* v as JSON, which has no NaN: a figure of no tokens is null */
+json_t *bs_json_number(double v);
+/* a paired difference as JSON: {"diff": d, "diff_95": [low, high]} (null where no token) */
+json_t *bs_paired_json(double diff, const double ci[2]);
 /* the row's figures under a header's columns (bs_row_head), without the line's end */
 void bs_row_head(const char *first);
 void bs_row_print(const char *name, const bs_row *row);

@@ -51,7 +51,9 @@ typedef struct {
     const int *ids; /* the document in progress */
     int P, V, L, H, n_docs, n_runs;
     rule_run *runs;
-    double *lp_full, *lp, *acc_full; /* acc_full: attention each position received so far */
+    double *p_full, *acc_full; /* acc_full: attention each position received so far */
+    bs_ref full;               /* p_full's figures */
+    double lp_full;            /* and the next token's log-probability in it */
     float *logits, *mass;
     int *spans, *kept;
     double sink, sink_uniform; /* the sink's sums, from the full runs */
@@ -121,7 +123,7 @@ static int evict(text_bench *tb, rule_run *r, int t)
 }
 
 /* Feeds token t to rule run r, compares its next-token distribution with the full run's (in
- * tb->lp_full, top_full), then evicts when over its budget. */
+ * tb->p_full, top_full), then evicts when over its budget. */
 static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
 {
     int len = kv_len(r->cache), probe = r->rule == R_H2O || r->rule == R_TOVA;
@@ -136,16 +138,18 @@ static int rule_step(text_bench *tb, rule_run *r, int t, int top_full, int d)
         for (int j = 0; j <= len; j++)
             r->score[j] += mean_mass(tb, j, len + 1);
     }
-    int top = bs_log_softmax(tb->logits, tb->V, tb->lp);
+    int top;
+    double lse = bs_lse(tb->logits, tb->V, &top);
     bs_sums *u = &r->units[d];
     if (r->lost) {
-        double kl = bs_kl(tb->lp_full, tb->lp, tb->V), nll = -tb->lp[tb->ids[t + 1]];
+        double kl = bs_kl(tb->p_full, &tb->full, tb->logits, lse, tb->V),
+               nll = lse - tb->logits[tb->ids[t + 1]];
         u->n++;
         u->n_nll++;
         u->top1 += top == top_full;
         u->kl += kl;
         u->nll += nll;
-        u->nll_full += -tb->lp_full[tb->ids[t + 1]];
+        u->nll_full += -tb->lp_full;
         if (bs_values_add(&r->kls, (float)kl, d))
             return -1;
         json_array_append_new(r->kl, json_real(kl));
@@ -171,7 +175,9 @@ static int full_step(text_bench *tb, kv_seq *full, int t, int *top)
         tb->sink_uniform += 1.0 / (t + 1);
         tb->sink_steps++;
     }
-    *top = bs_log_softmax(tb->logits, tb->V, tb->lp_full);
+    bs_softmax(tb->logits, tb->V, tb->p_full, &tb->full);
+    tb->lp_full = tb->logits[tb->ids[t + 1]] - tb->full.lse;
+    *top = tb->full.top;
     return 0;
 }
 
@@ -224,41 +230,47 @@ static int document(text_bench *tb, int d)
     return rc;
 }
 
-/* each rule against exact (kvchat's oldest-first) by mean KL: ranked only where the model's gates
- * hold and the two intervals part */
-static const char *text_verdict(int rule, const bs_row *row, const bs_row *exact, int hold)
+/* each rule against exact (kvchat's oldest-first): the paired difference of their mean KL over the
+ * documents, ranked only where the model's gates hold and its interval leaves out zero */
+static const char *text_verdict(int rule, const double diff[2], int hold)
 {
     if (rule == R_EXACT)
         return "(the default)";
-    return policy_rank(row->ci[BS_KL], exact->ci[BS_KL], hold, "closer than exact",
-                       "further than exact");
+    return policy_rank(diff, hold, "closer than exact", "further than exact");
 }
 
 static int print_budget(text_bench *tb, int B, uint64_t seed, int hold, json_t *out)
 {
-    bs_row exact = {0};
+    const rule_run *exact = NULL;
+    for (int i = 0; i < tb->n_runs; i++)
+        if (tb->runs[i].budget == B && tb->runs[i].rule == R_EXACT)
+            exact = &tb->runs[i];
     printf("\nbudget %d of %d positions (%.1f%%): over the tokens whose run had lost history "
            "(95%% intervals over the %d documents)\n",
            B, tb->P, 100.0 * B / tb->P, tb->n_docs);
     bs_row_head("rule");
-    printf(" %10s %8s %8s  %s\n", "recomputed", "time", "worst", "verdict");
+    printf(" %-27s %10s %8s %8s  %s\n", "KL - exact [95%]", "recomputed", "time", "worst",
+           "verdict");
     for (int i = 0; i < tb->n_runs; i++) {
         rule_run *r = &tb->runs[i];
         bs_row row;
+        double d, ci[2];
         if (r->budget != B)
             continue;
-        if (bs_row_of(r->units, tb->n_docs, &r->kls, seed, &row))
+        if (bs_row_of(r->units, tb->n_docs, &r->kls, seed, &row) ||
+            bs_paired(r->units, exact->units, tb->n_docs, BS_KL, seed, &d, ci))
             return -1;
-        if (r->rule == R_EXACT)
-            exact = row;
-        const char *v = text_verdict(r->rule, &row, &exact, hold);
+        const char *v = text_verdict(r->rule, ci, hold);
+        char dc[64];
+        snprintf(dc, sizeof dc, "%+.4f [%+.4f, %+.4f]", d, ci[0], ci[1]);
         bs_row_print(RULE[r->rule], &row);
-        printf(" %10ld %7.2fs %6.1fms  %s\n", r->recomputed, r->secs, 1e3 * r->worst, v);
+        printf(" %-27s %10ld %7.2fs %6.1fms  %s\n", dc, r->recomputed, r->secs, 1e3 * r->worst, v);
         json_array_append_new(
-            out, json_pack("{s:s, s:i, s:o, s:I, s:f, s:f, s:O, s:s}", "rule", RULE[r->rule],
-                           "budget", B, "figures", bs_row_json(&row), "recomputed",
-                           (json_int_t)r->recomputed, "seconds", r->secs, "worst_step_seconds",
-                           r->worst, "documents", r->docs, "verdict", v));
+            out,
+            json_pack("{s:s, s:i, s:o, s:o, s:I, s:f, s:f, s:O, s:s}", "rule", RULE[r->rule],
+                      "budget", B, "figures", bs_row_json(&row), "kl_vs_default",
+                      bs_paired_json(d, ci), "recomputed", (json_int_t)r->recomputed, "seconds",
+                      r->secs, "worst_step_seconds", r->worst, "documents", r->docs, "verdict", v));
     }
     return 0;
 }
@@ -319,15 +331,14 @@ int bench_text(loaded_model *lm, const char *path, const char *gate_recall, int 
                    (size_t)(tb.P + N_RULES * (budgets[0] + budgets[1] + budgets[2]) +
                             (tb.n_runs + 1) * (o.block_tokens + 1));
     tb.pool = kv_pool_create(lm->backend, cfg, &o, NULL);
-    tb.lp_full = malloc(sizeof(double) * (size_t)tb.V);
-    tb.lp = malloc(sizeof(double) * (size_t)tb.V);
+    tb.p_full = malloc(sizeof(double) * (size_t)tb.V);
     tb.acc_full = malloc(sizeof(double) * (size_t)tb.P);
     tb.logits = malloc(sizeof(float) * (size_t)tb.V);
     tb.mass = malloc(sizeof(float) * (size_t)tb.L * tb.H * (size_t)(tb.P + 1));
     tb.spans = malloc(sizeof(int) * (size_t)(tb.P + 2));
     tb.kept = malloc(sizeof(int) * (size_t)tb.P);
-    int ok = tb.runs && tb.pool && tb.lp_full && tb.lp && tb.acc_full && tb.logits && tb.mass &&
-             tb.spans && tb.kept;
+    int ok = tb.runs && tb.pool && tb.p_full && tb.acc_full && tb.logits && tb.mass && tb.spans &&
+             tb.kept;
     for (int i = 0; ok && i < tb.n_runs; i++) {
         rule_run *r = &tb.runs[i];
         r->rule = i % N_RULES;
@@ -393,8 +404,7 @@ out:
     json_decref(rows);
     kv_pool_free(tb.pool);
     free(tb.runs);
-    free(tb.lp_full);
-    free(tb.lp);
+    free(tb.p_full);
     free(tb.acc_full);
     free(tb.logits);
     free(tb.mass);

@@ -22,18 +22,19 @@ int policy_track_run(loaded_model *lm, const model_opts *mo, const policy_track 
                                   t->gate_recall, json);
 }
 
-/* "12.3456 [1.2, 3.4]"-style cells of a row's figure (NULL row: "-") */
-static void cell(char *out, size_t size, json_t *row, const char *key, double scale, int digits)
+/* "12.3456 [1.2, 3.4]"-style cells of a figure {key, key_ci} in obj (sign: "+" for a difference;
+ * missing: "-") */
+static void cell(char *out, size_t size, json_t *obj, const char *key, const char *ci_key,
+                 double scale, int digits, const char *sign)
 {
-    char ci[32];
-    snprintf(ci, sizeof ci, "%s_ci", key);
-    json_t *f = row ? json_object_get(json_object_get(row, "figures"), key) : NULL,
-           *c = row ? json_object_get(json_object_get(row, "figures"), ci) : NULL;
+    json_t *f = json_object_get(obj, key), *c = json_object_get(obj, ci_key);
     if (!json_is_number(f) || !json_is_number(json_array_get(c, 0))) {
         snprintf(out, size, "-");
         return;
     }
-    snprintf(out, size, "%.*f [%.*f, %.*f]", digits, scale * json_number_value(f), digits,
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "%%%s.*f [%%%s.*f, %%%s.*f]", sign, sign, sign);
+    snprintf(out, size, fmt, digits, scale * json_number_value(f), digits,
              scale * json_number_value(json_array_get(c, 0)), digits,
              scale * json_number_value(json_array_get(c, 1)));
 }
@@ -58,8 +59,9 @@ static const char *verdict_of(json_t *row)
     return v ? v : "-";
 }
 
-/* one table per window (budget): each rule's mean KL and top-1 (recall: its answers right and the
- * chats whose fact's turn it evicted) on the model and on the control, with their verdicts */
+/* one table per window (budget): each rule's mean KL and its difference from the default's on the
+ * model and on the control, with their verdicts (recall: its fill tokens right, their difference,
+ * and the chats whose fact's turn it evicted) */
 static void side_by_side(json_t *a, json_t *b, int recall)
 {
     json_t *ra = json_object_get(a, "rules"), *rb = json_object_get(b, "rules");
@@ -73,29 +75,35 @@ static void side_by_side(json_t *a, json_t *b, int recall)
         if (g != at) {
             at = g;
             printf("\nthe model and its control (random weights, the same shape), %s %lld: mean "
-                   "KL [95%%], top-1 %% [95%%]%s, verdict\n",
-                   grain, (long long)g, recall ? ", answers right % [95%], facts evicted" : "");
-            printf("%-13s | %-25s %-19s %-25s| %-25s %-19s %s\n", "rule", "the model", "", "",
+                   "KL [95%%], its difference from the default's [95%%], verdict%s\n",
+                   grain, (long long)g,
+                   recall ? "; fill top-1 % [95%], its difference, facts evicted" : "");
+            printf("%-13s | %-25s %-27s %-25s| %-25s %-27s %s\n", "rule", "the model", "", "",
                    "the control", "", "");
         }
         json_t *c = match(rb, row, grain);
-        char k[2][64], t[2][64];
-        cell(k[0], sizeof k[0], row, "kl_mean", 1, 4), cell(t[0], sizeof t[0], row, "top1", 100, 1);
-        cell(k[1], sizeof k[1], c, "kl_mean", 1, 4), cell(t[1], sizeof t[1], c, "top1", 100, 1);
-        printf("%-13s | %-25s %-19s %-25s| %-25s %-19s %s\n",
-               json_string_value(json_object_get(row, "rule")), k[0], t[0], verdict_of(row), k[1],
-               t[1], verdict_of(c));
+        char k[2][64], d[2][64];
+        for (int m = 0; m < 2; m++) {
+            json_t *r = m ? c : row;
+            cell(k[m], sizeof k[m], json_object_get(r, "figures"), "kl_mean", "kl_mean_ci", 1, 4,
+                 "");
+            cell(d[m], sizeof d[m], json_object_get(r, "kl_vs_default"), "diff", "diff_95", 1, 4,
+                 "+");
+        }
+        printf("%-13s | %-25s %-27s %-25s| %-25s %-27s %s\n",
+               json_string_value(json_object_get(row, "rule")), k[0], d[0], verdict_of(row), k[1],
+               d[1], verdict_of(c));
         for (int m = 0; recall && m < 2; m++) {
             json_t *q = json_object_get(m ? c : row, "recall");
             if (!q)
                 continue;
-            printf("%-13s   %s answers right %.1f%% [%.1f, %.1f], facts evicted %lld of %lld\n", "",
-                   m ? "control:" : "model:  ",
-                   100 * json_number_value(json_object_get(q, "answered")),
-                   100 * json_number_value(json_array_get(json_object_get(q, "answered_95"), 0)),
-                   100 * json_number_value(json_array_get(json_object_get(q, "answered_95"), 1)),
+            char f[64], fd[64];
+            cell(f, sizeof f, q, "fill_top1", "fill_top1_95", 100, 1, "");
+            cell(fd, sizeof fd, json_object_get(q, "vs_default"), "diff", "diff_95", 100, 1, "+");
+            printf("%-13s   %s fill top-1 %s, %s, facts evicted %lld of %lld: %s\n", "",
+                   m ? "control:" : "model:  ", f, fd,
                    (long long)json_integer_value(json_object_get(q, "fact_evicted")),
-                   (long long)json_integer_value(json_object_get(q, "asked")));
+                   (long long)json_integer_value(json_object_get(q, "asked")), verdict_of(q));
         }
     }
 }

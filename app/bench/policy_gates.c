@@ -112,12 +112,9 @@ static int measure(loaded_model *lm, const char *text, const char *recall, polic
     return 0;
 }
 
-const char *policy_rank(const double ci[2], const double base[2], int hold, const char *below,
-                        const char *above)
+const char *policy_rank(const double diff[2], int hold, const char *below, const char *above)
 {
-    return hold && ci[1] < base[0]   ? below
-           : hold && ci[0] > base[1] ? above
-                                     : "no difference measured";
+    return hold && diff[1] < 0 ? below : hold && diff[0] > 0 ? above : "no difference measured";
 }
 
 const char *policy_gates_verdict(const policy_gates *g)

@@ -22,10 +22,10 @@ typedef struct {
  * that is there but cannot be read is an error. Adds "model_gates" to doc. */
 int policy_gates_run(loaded_model *lm, const char *text, const char *recall, const char *near,
                      policy_gates *g, json_t *doc);
-/* a figure's interval against the default rule's: `below` or `above` it where every gate holds
- * (hold) and the two intervals part, else "no difference measured" */
-const char *policy_rank(const double ci[2], const double base[2], int hold, const char *below,
-                        const char *above);
+/* a rule against the default by the interval of their paired difference (bs_paired): `below` or
+ * `above` where every gate holds (hold) and the interval leaves out zero, else "no difference
+ * measured" */
+const char *policy_rank(const double diff[2], int hold, const char *below, const char *above);
 /* the line beside a comparison: "" where the gates hold, else why nothing is ranked */
 const char *policy_gates_verdict(const policy_gates *g);
 

@@ -8,89 +8,95 @@
 #include "bench_convs.h"
 #include "bench_policy.h"
 
-/* the random control against the oracle, by mean KL: the rules are told apart only where the
- * control is worse beyond both intervals */
-static int gate(const bs_row *random, const bs_row *oracle, int window)
+/* the random control against the oracle: their paired difference of mean KL; the rules are told
+ * apart only where the control is worse beyond its interval */
+static int gate(bench *b, const run *random, const run *oracle, int n_convs, int window,
+                const bs_row *rows, json_t *gates)
 {
-    int holds = random->ci[BS_KL][0] > oracle->ci[BS_KL][1];
-    printf("gate: the random turn (KL %.4f [%.4f, %.4f]) is worse than the oracle (%.4f [%.4f, "
-           "%.4f]) beyond both intervals: %s\n",
-           random->fig[BS_KL], random->ci[BS_KL][0], random->ci[BS_KL][1], oracle->fig[BS_KL],
-           oracle->ci[BS_KL][0], oracle->ci[BS_KL][1], holds ? "holds" : "FAILS");
+    double d, ci[2];
+    if (bs_paired(random->units, oracle->units, n_convs, BS_KL, b->mo.sp.seed, &d, ci))
+        return -1;
+    int holds = ci[0] > 0;
+    printf("gate: the random turn's mean KL (%.4f) minus the oracle's (%.4f) is %+.4f [95%% %+.4f, "
+           "%+.4f], above 0: %s\n",
+           rows[RANDOM].fig[BS_KL], rows[ORACLE].fig[BS_KL], d, ci[0], ci[1],
+           holds ? "holds" : "FAILS");
     if (!holds)
         printf("In the window of %d the rules' differences are noise.\n", window);
+    json_array_append_new(gates,
+                          json_pack("{s:i, s:b, s:o}", "window", window, "random_worse_than_oracle",
+                                    holds, "random_minus_oracle", bs_paired_json(d, ci)));
     return holds;
 }
 
-/* a rule against oldest-first (the default) by mean KL: ranked only where every gate holds and the
- * two intervals part */
-static const char *verdict(int rule, const bs_row *rows, int hold)
+/* a rule against oldest-first (the default), by the paired difference in diff */
+static const char *verdict(int rule, const double diff[2], int hold, const char *below,
+                           const char *above)
 {
-    if (rule == OLDEST || rule == RANDOM || rule == ORACLE)
-        return rule == OLDEST ? "(the default)" : rule == RANDOM ? "(the control)" : "(the bound)";
-    return policy_rank(rows[rule].ci[BS_KL], rows[OLDEST].ci[BS_KL], hold,
-                       "closer than oldest-first", "further than oldest-first");
+    if (rule == FULL || rule == OLDEST || rule == RANDOM || rule == ORACLE)
+        return rule == OLDEST   ? "(the default)"
+               : rule == RANDOM ? "(the control)"
+               : rule == ORACLE ? "(the bound)"
+                                : "";
+    return policy_rank(diff, hold, below, above);
 }
 
-/* recall: the share of the asked questions answered (every token the most likely one) */
-typedef struct {
-    const conv_cost *c;
-    int n;
-} answers;
-
-static double answered_share(const void *ctx, const int *times)
+static void diff_cell(char *out, size_t size, double d, const double ci[2], double scale,
+                      int digits)
 {
-    const answers *a = ctx;
-    double right = 0, asked = 0;
-    for (int u = 0; u < a->n; u++) {
-        double t = times ? times[u] : 1;
-        right += t * a->c[u].answered, asked += t * a->c[u].asked;
-    }
-    return asked ? right / asked : 0;
+    snprintf(out, size, "%+.*f [%+.*f, %+.*f]", digits, scale * d, digits, scale * ci[0], digits,
+             scale * ci[1]);
 }
 
-/* Per rule, over the questions that fitted the model's positions: the answers right, with their
- * interval, the chats whose fact's turn the rule had evicted by the answer's end, and the cost;
- * each rule's answers ranked against oldest-first's as its KL is */
+/* Per rule, over the questions that fitted the model's positions: the answers' fill tokens that
+ * were the most likely one, with their interval and their difference from oldest-first's (paired
+ * over the chats), the chats whose fact's turn the rule had evicted by the answer's end, and the
+ * cost */
 static int recall_table(bench *b, int window, int n_convs, int hold, json_t *rules)
 {
-    printf("recall: the answers whose every token is the most likely one (95%% intervals over the "
-           "questions), the chats whose fact's turn the rule evicted, the cost\n");
-    printf("%-13s %-22s %13s %10s %8s\n", "rule", "answered [95%]", "fact evicted", "recomputed",
-           "worst");
-    double ci[N_RULES][2] = {{0}}, share[N_RULES] = {0};
+    const run *oldest = NULL;
+    for (int i = 1; i < b->n_runs; i++)
+        if (b->runs[i].window == window && b->runs[i].rule == OLDEST)
+            oldest = &b->runs[i];
+    printf("recall: the answers' fill tokens that were the most likely one (95%% intervals over "
+           "the chats; the difference from oldest-first paired over them), the chats whose "
+           "fact's turn the rule evicted, the cost\n");
+    printf("%-13s %-22s %-27s %13s %10s %8s\n", "rule", "fill top-1 [95%]", "- oldest-first [95%]",
+           "fact evicted", "recomputed", "worst");
     for (int i = 0; i < b->n_runs; i++) {
         run *r = &b->runs[i];
         if (r->window != window && r->rule != FULL)
             continue;
-        answers a = {r->costs, n_convs};
-        long asked = 0, evicted = 0, rec = 0;
+        long asked = 0, evicted = 0, rec = 0, tokens = 0;
         for (int u = 0; u < n_convs; u++)
             asked += r->costs[u].asked, rec += r->costs[u].recomputed,
-                evicted += r->costs[u].asked && r->costs[u].fact_evicted;
-        share[r->rule] = answered_share(&a, NULL);
-        if (bs_interval(answered_share, &a, n_convs, 2000, b->mo.sp.seed, ci[r->rule]))
+                evicted += r->costs[u].asked && r->costs[u].fact_evicted, tokens += r->fills[u].n;
+        double share, ci[2], d, dci[2];
+        if (bs_paired(r->fills, NULL, n_convs, BS_TOP1, b->mo.sp.seed, &share, ci) ||
+            bs_paired(r->fills, oldest->fills, n_convs, BS_TOP1, b->mo.sp.seed, &d, dci))
             return -1;
-        const char *v = "";
-        if (r->rule != FULL && r->rule != OLDEST && r->rule != RANDOM && r->rule != ORACLE)
-            v = policy_rank(ci[r->rule], ci[OLDEST], hold, "fewer than oldest-first",
-                            "more than oldest-first");
-        char c[64];
-        snprintf(c, sizeof c, "%.1f%% [%.1f, %.1f]", 100 * share[r->rule], 100 * ci[r->rule][0],
-                 100 * ci[r->rule][1]);
-        printf("%-13s %-22s %5ld of %-5ld %10ld %6.1fms  %s\n", RULE[r->rule], c, evicted, asked,
-               rec, r->worst_ms, v);
+        const char *v = verdict(r->rule, dci, hold, "fewer right than oldest-first",
+                                "more right than oldest-first");
+        char c[64], dc[64];
+        snprintf(c, sizeof c, "%.1f%% [%.1f, %.1f]", share, ci[0], ci[1]);
+        diff_cell(dc, sizeof dc, d, dci, 1, 1);
+        printf("%-13s %-22s %-27s %5ld of %-5ld %10ld %6.1fms  %s\n", RULE[r->rule], c,
+               r->rule == FULL ? "" : dc, evicted, asked, rec, r->worst_ms, v);
         if (r->rule == FULL)
             continue;
         for (size_t k = 0; k < json_array_size(rules); k++) {
             json_t *row = json_array_get(rules, k);
             if (json_integer_value(json_object_get(row, "window")) == window &&
                 !strcmp(json_string_value(json_object_get(row, "rule")), RULE[r->rule]))
-                json_object_set_new(row, "recall",
-                                    json_pack("{s:f, s:[f,f], s:I, s:I, s:s}", "answered",
-                                              share[r->rule], "answered_95", ci[r->rule][0],
-                                              ci[r->rule][1], "asked", (json_int_t)asked,
-                                              "fact_evicted", (json_int_t)evicted, "verdict", v));
+                json_object_set_new(
+                    row, "recall",
+                    json_pack("{s:o, s:[o,o], s:I, s:o, s:I, s:I, s:s}", "fill_top1",
+                              bs_json_number(share / 100), "fill_top1_95",
+                              bs_json_number(ci[0] / 100), bs_json_number(ci[1] / 100),
+                              "fill_tokens", (json_int_t)tokens, "vs_default",
+                              bs_paired_json(d / 100, (double[2]){dci[0] / 100, dci[1] / 100}),
+                              "asked", (json_int_t)asked, "fact_evicted", (json_int_t)evicted,
+                              "verdict", v));
         }
     }
     return 0;
@@ -110,31 +116,39 @@ int policy_summary(bench *b, int window, int n_convs, int recall, const policy_g
         at[r->rule] = r;
     }
     printf("\nwindow %d of %d positions: over the reply tokens whose window had lost history "
-           "(95%% intervals over the %d conversations)\n",
+           "(95%% intervals over the %d conversations; the difference from oldest-first paired "
+           "over them)\n",
            window, b->lm->model.cfg.n_ctx, n_convs);
-    int apart = gate(&rows[RANDOM], &rows[ORACLE], window), hold = mg->holds && apart;
+    int apart = gate(b, at[RANDOM], at[ORACLE], n_convs, window, rows, gates);
+    if (apart < 0)
+        return -1;
+    int hold = mg->holds && apart;
     bs_row_head("rule");
-    printf(" %9s %10s %9s %8s  %s\n", "evictions", "recomputed", "evicting", "worst", "verdict");
+    printf(" %-27s %9s %10s %9s %8s  %s\n", "KL - oldest-first [95%]", "evictions", "recomputed",
+           "evicting", "worst", "verdict");
     for (int rule = 1; rule < N_RULES; rule++) {
         run *r = at[rule];
         if (!r)
             continue;
         long ev = 0, rec = 0;
-        double ms = 0;
+        double ms = 0, d, ci[2];
         for (int u = 0; u < n_convs; u++)
             ev += r->costs[u].evictions, rec += r->costs[u].recomputed, ms += r->costs[u].evict_ms;
-        const char *v = verdict(rule, rows, hold);
+        if (bs_paired(r->units, at[OLDEST]->units, n_convs, BS_KL, b->mo.sp.seed, &d, ci))
+            return -1;
+        const char *v =
+            verdict(rule, ci, hold, "closer than oldest-first", "further than oldest-first");
+        char dc[64];
+        diff_cell(dc, sizeof dc, d, ci, 1, 4);
         bs_row_print(RULE[rule], &rows[rule]);
-        printf(" %9ld %10ld %7.0fms %6.1fms  %s\n", ev, rec, ms, r->worst_ms, v);
-        json_array_append_new(rules,
-                              json_pack("{s:s, s:i, s:b, s:o, s:I, s:I, s:f, s:f, s:s}", "rule",
-                                        RULE[rule], "window", window, "approximate", rule == SHIFT,
-                                        "figures", bs_row_json(&rows[rule]), "evictions",
-                                        (json_int_t)ev, "recomputed", (json_int_t)rec, "evict_ms",
-                                        ms, "worst_evict_ms", r->worst_ms, "verdict", v));
+        printf(" %-27s %9ld %10ld %7.0fms %6.1fms  %s\n", dc, ev, rec, ms, r->worst_ms, v);
+        json_array_append_new(
+            rules, json_pack("{s:s, s:i, s:b, s:o, s:o, s:I, s:I, s:f, s:f, s:s}", "rule",
+                             RULE[rule], "window", window, "approximate", rule == SHIFT, "figures",
+                             bs_row_json(&rows[rule]), "kl_vs_default", bs_paired_json(d, ci),
+                             "evictions", (json_int_t)ev, "recomputed", (json_int_t)rec, "evict_ms",
+                             ms, "worst_evict_ms", r->worst_ms, "verdict", v));
     }
-    json_array_append_new(
-        gates, json_pack("{s:i, s:b}", "window", window, "random_worse_than_oracle", apart));
     return recall ? recall_table(b, window, n_convs, hold, rules) : 0;
 }
 

@@ -57,8 +57,7 @@ static int figure(const unit *units, int n, int which, double *fig, double ci[2]
 
 /* the losses of seq's first and last `ends` tokens (the two readings; the rows between only fill
  * the cache) from a fresh cache, in passes of CHUNK rows */
-static int losses(loaded_model *lm, const int *seq, int len, int ends, float *rows, double *lp,
-                  double *out)
+static int losses(loaded_model *lm, const int *seq, int len, int ends, float *rows, double *out)
 {
     int V = lm->model.cfg.vocab_size, rc = 0;
     kv_seq *cache = kv_seq_new(lm->pool, 0);
@@ -70,8 +69,8 @@ static int losses(loaded_model *lm, const int *seq, int len, int ends, float *ro
         for (int r = 0, p = at + 1; r < k && !rc; r++, p++) {
             if (p >= ends && p < len - ends)
                 continue;
-            bs_log_softmax(rows + (size_t)r * V, V, lp);
-            out[p] = -lp[seq[p]];
+            const float *row = rows + (size_t)r * V;
+            out[p] = bs_lse(row, V, NULL) - row[seq[p]];
         }
     }
     kv_seq_free(cache);
@@ -97,10 +96,10 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
                        ctx, GAP_MIN, 2 * PASSAGE + GAP_MIN);
     unit *units = err_malloc(sizeof *units * (size_t)(n / (PASSAGE + GAP_MIN) + 1), "passages");
     float *rows = err_malloc(sizeof *rows * (size_t)CHUNK * V, "a pass's logits");
-    double *lp = err_malloc(sizeof *lp * (size_t)V, "a row"), *loss;
+    double *loss;
     int *seq = err_malloc(sizeof *seq * (size_t)most, "a passage");
     loss = err_malloc(sizeof *loss * (size_t)most, "a passage's losses");
-    if (!units || !rows || !lp || !seq || !loss)
+    if (!units || !rows || !seq || !loss)
         goto out;
     rc = 0;
     for (long s = 0; !rc && count != max_passages; count++) {
@@ -111,7 +110,7 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
             break;
         memcpy(seq, ids + s, sizeof *seq * (size_t)(PASSAGE + gap));
         memcpy(seq + PASSAGE + gap, ids + s, sizeof *seq * PASSAGE);
-        rc = losses(lm, seq, 2 * PASSAGE + gap, PASSAGE, rows, lp, loss);
+        rc = losses(lm, seq, 2 * PASSAGE + gap, PASSAGE, rows, loss);
         unit *u = &units[count];
         *u = (unit){0, 0, PASSAGE - SKIP};
         for (int j = SKIP; j < PASSAGE; j++)
@@ -149,7 +148,6 @@ int copy_repeat(loaded_model *lm, const int *ids, int n, int max_passages, int q
 out:
     free(units);
     free(rows);
-    free(lp);
     free(seq);
     free(loss);
     return rc;
@@ -184,21 +182,10 @@ static int recall_tokens(loaded_model *lm, const bench_conv *c, int drop, int **
     return 0;
 }
 
-/* the fill's tokens in the answer: those whose bytes overlap the fill's */
-static int is_fill(const tokenizer *tok, const int *answer, int k, size_t from, size_t to)
-{
-    size_t at = 0, len = 0;
-    for (int i = 0; i <= k; i++) {
-        at += len;
-        tok_piece(tok, answer[i], &len);
-    }
-    return at < to && at + len > from;
-}
-
 /* correct top-1 guesses of the fill tokens in one chat, and how many there were; 1: the chat does
  * not fit the window */
-static int recall_one(loaded_model *lm, const bench_conv *c, int drop, float *rows, double *lp,
-                      double *right, long *count)
+static int recall_one(loaded_model *lm, const bench_conv *c, int drop, float *rows, double *right,
+                      long *count)
 {
     const char *answer = c->replies[c->n - 1], *f = strstr(answer, c->fill);
     int *ids = NULL, n = 0, cap = 0, at = 0, V = lm->model.cfg.vocab_size, rc;
@@ -218,8 +205,10 @@ static int recall_one(loaded_model *lm, const bench_conv *c, int drop, float *ro
     }
     size_t from = 1 + (size_t)(f - answer), to = from + strlen(c->fill); /* after its space */
     for (int k = 0; at + k < n && !rc; k++) {
-        if (is_fill(lm->tok, ids + at, k, from, to)) {
-            *right += bs_log_softmax(rows, V, lp) == ids[at + k];
+        if (bench_conv_fill(lm->tok, ids + at, k, from, to)) {
+            int top;
+            bs_lse(rows, V, &top);
+            *right += top == ids[at + k];
             ++*count;
         }
         if (at + k + 1 < n)
@@ -268,26 +257,19 @@ int copy_recall(loaded_model *lm, const char *path, int quiet, copy_figures *out
         return rc;
     unit *units = err_calloc((size_t)n + 1, sizeof *units, "the chats");
     float *rows = err_malloc(sizeof *rows * (size_t)V, "logits");
-    double *lp = err_malloc(sizeof *lp * (size_t)V, "a row");
-    rc = !units || !rows || !lp ? -1 : 0;
+    rc = !units || !rows ? -1 : 0;
     int used = 0, left_out = 0;
     for (int i = 0; i < n && !rc; i++) {
         const bench_conv *c = &convs[i];
         unit *u = &units[used];
-        if (!c->fill || !*c->fill || !strstr(c->replies[c->n - 1], c->fill) || c->n < 2) {
-            rc = err_set("--recall %s: chat %d: no \"fill\" inside its answer, or no exchange "
-                         "before the question",
-                         path, i + 1);
-            break;
-        }
         long with, without;
-        rc = recall_one(lm, c, 0, rows, lp, &u->a, &with);
+        rc = recall_one(lm, c, 0, rows, &u->a, &with);
         if (rc == 1) {
             rc = 0, left_out++;
             continue;
         }
         if (!rc)
-            rc = recall_one(lm, c, 1, rows, lp, &u->b, &without);
+            rc = recall_one(lm, c, 1, rows, &u->b, &without);
         u->n = with, used++;
         if (!rc && with != without)
             rc = err_set("--recall %s: chat %d: the fill's tokens differ without the fact", path,
@@ -306,7 +288,6 @@ int copy_recall(loaded_model *lm, const char *path, int quiet, copy_figures *out
     }
     free(units);
     free(rows);
-    free(lp);
     bench_convs_free(convs, n);
     return rc;
 }

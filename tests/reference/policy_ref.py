@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kvchat bench --policy's figures against the float64 NumPy GPT-2's own distributions.
 
-usage: policy_ref.py DIR BENCH.json
+usage: policy_ref.py DIR BENCH.json [RECALL.jsonl]
 The JSON holds, per conversation, each run's window at every reply's start and after each
 eviction, and the reply tokens; every token's window is rebuilt from them. For each exact rule and
 each reply token the reference runs the whole-history window and the rule's, and computes
@@ -13,13 +13,17 @@ windows are checked as windows only: its keys keep the positions they were compu
 oracle's pick is checked on its own terms: at a conversation's first eviction every rule starts
 from the same history, and dropping the oldest turn first is one of the oracle's trials, so the
 reference's reply loss under the oracle's window must be as near the full history's as under
-oldest-first's (to the oracle's tie, 1e-4 nats).
+oldest-first's (to the oracle's tie, 1e-4 nats). With the recall chats, each rule's answers' fill
+tokens (found by their bytes) and how many of them the rule's window made the most likely token
+must be the reference's.
 Prints the tokens checked and the largest difference; exits 1 on any mismatch."""
 import json
+import os
 import sys
 
 import numpy as np
 
+import bpe_ref
 from gpt2_ref import GPT2
 
 EOT = 50256
@@ -105,6 +109,44 @@ def check_oracle(dist, conv, full, bad):
     return 0
 
 
+def fill_tokens(ids, answer, fill):
+    """which of the answer's tokens hold the fill: their bytes overlap it in " " + answer"""
+    vocab = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "assets", "vocab.json")))
+    byte_of = {c: b for b, c in bpe_ref.bytes_to_unicode().items()}
+    piece = {i: bytes(byte_of[c] for c in s) for s, i in vocab.items()}
+    text, want = (" " + answer).encode(), fill.encode()
+    at, pos, which = text.index(want), 0, []
+    for k, i in enumerate(ids):
+        n = len(piece[i]) if i != EOT else 0
+        if pos < at + len(want) and pos + n > at:
+            which.append(k)
+        pos += n
+    return which
+
+
+def check_fills(dist, b, chats, bad):
+    """per rule and window: the answers' fill tokens and those the rule's window got top-1"""
+    got = {}
+    for conv, c in zip(b["conversations"], chats):
+        ids, starts = conv["reply_ids"], [w["at"] for w in conv["full_windows"]]
+        if len(starts) != len(c["turns"][0::2]):
+            continue  # the question did not fit the model's positions
+        which = [starts[-1] + k for k in fill_tokens(ids[starts[-1]:], c["answer"], c["fill"])]
+        for r in conv["runs"]:
+            ws = list(windows(r["windows"], ids, len(ids)))
+            g = got.setdefault((r["rule"], r["window"]), [0, 0])
+            g[0] += len(which)
+            g[1] += sum(int(np.argmax(dist(ws[k])[0])) == ids[k] for k in which)
+    for s in b["rules"]:
+        q, (n, right) = s["recall"], got.get((s["rule"], s["window"]), (0, 0))
+        kv = round(q["fill_top1"] * q["fill_tokens"]) if q["fill_tokens"] else 0
+        if q["fill_tokens"] != n or kv != right:
+            bad.append("%s in %d: %d of %d fill tokens top-1, the reference %d of %d"
+                       % (s["rule"], s["window"], kv, q["fill_tokens"], right, n))
+    return sum(g[0] for g in got.values())
+
+
 def main():
     m, b = GPT2(sys.argv[1]), json.load(open(sys.argv[2]))
     cache = {}
@@ -135,8 +177,12 @@ def main():
                 or abs(np.mean(agree) - f["top1"]) > 1e-12)):
             bad.append("%s in %d: the summary is not that of its %d tokens"
                        % (s["rule"], s["window"], len(kls)))
-    print("%d tokens in %d conversations, largest KL difference %.3g, %d oracle picks"
-          % (checked, len(b["conversations"]), worst, picks))
+    fills = ""
+    if len(sys.argv) > 3:
+        chats = [json.loads(ln) for ln in open(sys.argv[3]) if ln.strip()]
+        fills = ", %d fill tokens" % check_fills(dist, b, chats, bad)
+    print("%d tokens in %d conversations, largest KL difference %.3g, %d oracle picks%s"
+          % (checked, len(b["conversations"]), worst, picks, fills))
     for line in bad[:5]:
         print(line)
     sys.exit(1 if bad or not checked else 0)

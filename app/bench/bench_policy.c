@@ -9,8 +9,8 @@
  * next-token distribution is compared with the whole-history run's; over the tokens whose window
  * had lost history: the change in PPL, KL(full || rule) (mean, 95th percentile), top-1 agreement,
  * with bootstrap intervals over the conversations, and the cost. A recall conversation's last
- * reply is the answer to a question about an early turn: its log-probability and whether every
- * token of it is the most likely one. */
+ * reply is the answer to a question about an early turn: how many of its fill tokens (what only
+ * that turn gives) were the most likely token. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>

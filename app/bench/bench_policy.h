@@ -69,7 +69,8 @@ typedef struct {
 
 /* the table of the rules in window (n_convs conversations; recall: the answers' figures too), its
  * rows onto rules and its gate onto gates; each rule ranked against oldest-first only where the
- * model's gates (mg) and the random turn's against the oracle hold and the intervals part */
+ * model's gates (mg) and the random turn's against the oracle hold and the interval of its
+ * difference from oldest-first, paired over the conversations, leaves out zero */
 int policy_summary(bench *b, int window, int n_convs, int recall, const policy_gates *mg,
                    json_t *rules, json_t *gates);
 /* path's SHA-256 and where it came from, for the header */

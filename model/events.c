@@ -24,9 +24,13 @@ struct ev_bus {
     int check; /* KVCHAT_CHECK_EVENTS: each event emitted is held to the schema (the tests set it) */
 };
 
-/* nanoseconds the process spent stopped (Ctrl-Z, SIGTSTP), and when the current stop began: set
- * from a signal handler, so lock-free atomics */
+/* Nanoseconds the process spent stopped (Ctrl-Z, SIGTSTP), and when the current stop began. While
+ * a stop is open the clock stands at its start: after SIGCONT every thread runs on at once, and one
+ * that ends a token before the handler has continued the clock must not count the stop. Set from a
+ * signal handler, so lock-free: a sequence count, odd while a writer is at work, lets a reader take
+ * the two values of one state (the writer never waits for a reader). */
 static atomic_llong stopped_ns, stop_began_ns;
+static atomic_uint clock_seq;
 
 static long long mono_ns(void)
 {
@@ -35,15 +39,33 @@ static long long mono_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-double ev_clock(void) { return (double)(mono_ns() - atomic_load(&stopped_ns)) * 1e-9; }
+double ev_clock(void)
+{
+    long long now, began, stopped;
+    unsigned seq;
+    do {
+        seq = atomic_load(&clock_seq);
+        now = mono_ns();
+        began = atomic_load(&stop_began_ns);
+        stopped = atomic_load(&stopped_ns);
+    } while ((seq & 1) || seq != atomic_load(&clock_seq));
+    return (double)((began ? began : now) - stopped) * 1e-9;
+}
 
-void ev_clock_stop(void) { atomic_store(&stop_began_ns, mono_ns()); }
+void ev_clock_stop(void)
+{
+    atomic_fetch_add(&clock_seq, 1);
+    atomic_store(&stop_began_ns, mono_ns());
+    atomic_fetch_add(&clock_seq, 1);
+}
 
 void ev_clock_continue(void)
 {
+    atomic_fetch_add(&clock_seq, 1);
     long long began = atomic_exchange(&stop_began_ns, 0);
     if (began)
         atomic_fetch_add(&stopped_ns, mono_ns() - began);
+    atomic_fetch_add(&clock_seq, 1);
 }
 
 void ev_clock_stop_process(void)

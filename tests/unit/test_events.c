@@ -238,19 +238,25 @@ static void typed_emitters(void)
 }
 
 /* A stop (Ctrl-Z) leaves ev_clock: a duration measured across it does not count the time stopped
- * (a token's ms, a reply's tok/s), and the clock never runs back */
+ * (a token's ms, a reply's tok/s), and the clock never runs back. While the stop is open the clock
+ * stands: a thread that runs on after SIGCONT before the handler continues the clock reads no
+ * stopped time either. */
 static void clock_leaves_stops_out(void)
 {
+    struct timespec nap = {0, 300 * 1000 * 1000};
     double t0 = ev_clock();
     ev_clock_stop();
-    struct timespec nap = {0, 300 * 1000 * 1000};
+    double in0 = ev_clock();
     nanosleep(&nap, NULL);
+    double in1 = ev_clock();
     ev_clock_continue();
     double t1 = ev_clock();
     ev_clock_continue(); /* a continue without a stop changes nothing */
     double t2 = ev_clock();
     CHECK(t1 >= t0 && t1 - t0 < 0.15 && t2 >= t1 && t2 - t1 < 0.15,
           "across a stop of 0.3 s the clock moved %.3f s, then %.3f s", t1 - t0, t2 - t1);
+    CHECK(in1 == in0 && in0 >= t0 && t1 >= in1,
+          "while stopped the clock moved %.3f s (from %.3f to %.3f)", in1 - in0, in0, in1);
 }
 
 TEST_TABLE(events_tests, {"events/schema_checks", checks}, {"events/typed_accessors", accessors},

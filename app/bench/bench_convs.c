@@ -182,12 +182,17 @@ void bench_print_sources(const char *path)
     json_decref(c);
 }
 
-int bench_conv_fill(const tokenizer *tok, const int *answer, int k, size_t from, size_t to)
+int bench_conv_fill(const tokenizer *tok, const bench_conv *c, const int *answer, int n,
+                    size_t lead, unsigned char *is_fill)
 {
-    size_t at = 0, len = 0;
-    for (int i = 0; i <= k; i++) {
-        at += len;
-        tok_piece(tok, answer[i], &len);
+    const char *text = c->replies[c->n - 1];
+    size_t from = lead + (size_t)(strstr(text, c->fill) - text), to = from + strlen(c->fill);
+    size_t at = 0, len;
+    int count = 0;
+    for (int k = 0; k < n; k++, at += len) {
+        tok_piece(tok, answer[k], &len);
+        is_fill[k] = at < to && at + len > from;
+        count += is_fill[k];
     }
-    return at < to && at + len > from;
+    return count;
 }

@@ -22,9 +22,11 @@ typedef struct {
 int bench_convs_read(const char *messages, const char *chats, const char *recall, bench_conv **out,
                      int *n);
 void bench_convs_free(bench_conv *c, int n);
-/* whether the answer's token k holds part of the fill: its bytes overlap [from, to) of the text
- * answer[0..k] decodes to (a recall answer's fill is scored by its tokens alone) */
-int bench_conv_fill(const tokenizer *tok, const int *answer, int k, size_t from, size_t to);
+/* A recall chat's answer as n tokens, its text after `lead` bytes (the space a template writes
+ * before a reply): is_fill[k] = whether token k holds part of the fill (its bytes overlap the
+ * fill's), which scores an answer by what only the early turn gives. Returns how many do. */
+int bench_conv_fill(const tokenizer *tok, const bench_conv *c, const int *answer, int n,
+                    size_t lead, unsigned char *is_fill);
 /* the Debian packages and versions a held-out file came from, when corpus.py's corpus.json is
  * beside it (a line on stdout; nothing otherwise) */
 void bench_print_sources(const char *path);

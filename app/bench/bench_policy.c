@@ -92,7 +92,7 @@ static void on_logits(void *ctx, const float *logits, int V)
     }
     if (scored)
         r->reply_nll -= logits[id] - lse;
-    if (scored && bench_conv_fill(b->lm->tok, b->ids, k, b->fill[0], b->fill[1])) {
+    if (scored && b->is_fill[k]) {
         r->fills[b->u].n++;
         r->fills[b->u].top1 += top == id;
     }
@@ -254,16 +254,13 @@ static int conversation(bench *b, const bench_conv *c, template_kind tpl, int P,
     for (int t = 0; t < c->n && !rc; t++, turns++) {
         const char *msg = c->msgs[t];
         int need = turn_tokens(b, tpl, msg, t == 0);
-        b->fill[0] = b->fill[1] = 0;
-        if (c->recall && t == c->n - 1) { /* given_reply's text: the answer after its space */
-            const char *answer = c->replies[t];
-            b->fill[0] = (tpl == TPL_GPT2) + (size_t)(strstr(answer, c->fill) - answer);
-            b->fill[1] = b->fill[0] + strlen(c->fill);
-        }
         if (need < 0 || (b->forced && given_reply(b, tpl, c->replies[t]))) {
             rc = -1;
             break;
         }
+        memset(b->is_fill, 0, (size_t)b->cap);
+        if (c->recall && t == c->n - 1) /* given_reply's text: the answer after its space */
+            bench_conv_fill(b->lm->tok, c, b->ids, b->n_ids, tpl == TPL_GPT2, b->is_fill);
         if (!b->forced)
             b->n_ids = 0;
         if (engine_window_len(full->e, full->conv) + need + b->mo.n_predict + 1 > P)
@@ -418,9 +415,10 @@ int bench_policy(loaded_model *lm, const model_opts *mo, const char *messages, c
     b.cap = b.mo.n_predict + 2;
     b.p_rows = malloc(sizeof(double) * (size_t)b.V * (size_t)b.cap);
     b.full = malloc(sizeof *b.full * (size_t)b.cap);
+    b.is_fill = malloc((size_t)b.cap);
     json_t *out = json_array(), *rules = json_array(), *gates = json_array(),
            *model_gates = json_object();
-    if (longest < 0 || !b.p_rows || !b.full) {
+    if (longest < 0 || !b.p_rows || !b.full || !b.is_fill) {
         if (longest >= 0)
             err_set("out of memory for bench --policy (%d reply tokens' logits)", b.cap);
         goto done;
@@ -469,6 +467,7 @@ done:
     json_decref(model_gates);
     free(b.p_rows);
     free(b.full);
+    free(b.is_fill);
     free(b.ids);
     bench_convs_free(convs, n_convs);
     return rc;

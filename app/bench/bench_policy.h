@@ -60,10 +60,9 @@ typedef struct {
     size_t ids_cap;
     int forced; /* the reply is given */
     run *active;
-    int u; /* the conversation in progress */
-    size_t
-        fill[2];  /* the answer in progress: its fill's bytes in the reply's text ({0, 0}: none) */
-    uint64_t rng; /* the random rule's ranks */
+    int u;                  /* the conversation in progress */
+    unsigned char *is_fill; /* the reply in progress: which tokens hold a recall answer's fill */
+    uint64_t rng;           /* the random rule's ranks */
     json_t *reply_ids, *full_windows;
 } bench;
 

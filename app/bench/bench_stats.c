@@ -263,6 +263,12 @@ json_t *bs_row_json(const bs_row *r)
     return o;
 }
 
+void bs_diff_cell(char *out, size_t size, double diff, const double ci[2], double scale, int digits)
+{
+    snprintf(out, size, "%+.*f [%+.*f, %+.*f]", digits, scale * diff, digits, scale * ci[0], digits,
+             scale * ci[1]);
+}
+
 json_t *bs_paired_json(double diff, const double ci[2])
 {
     return json_pack("{s:o, s:[o, o]}", "diff", num(diff, 1), "diff_95", num(ci[0], 1),

@@ -70,6 +70,10 @@ int bs_paired(const bs_sums *a, const bs_sums *b, int n_units, int what, uint64_
               double *diff, double ci[2]);
 /* v as JSON, which has no NaN: a figure of no tokens is null */
 json_t *bs_json_number(double v);
+/* a paired difference as a table's cell, "+0.0123 [+0.0045, +0.0201]" (scaled; digits after the
+ * point) */
+void bs_diff_cell(char *out, size_t size, double diff, const double ci[2], double scale,
+                  int digits);
 /* a paired difference as JSON: {"diff": d, "diff_95": [low, high]} (null where no token) */
 json_t *bs_paired_json(double diff, const double ci[2]);
 /* the row's figures under a header's columns (bs_row_head), without the line's end */

@@ -262,7 +262,7 @@ static int print_budget(text_bench *tb, int B, uint64_t seed, int hold, json_t *
             return -1;
         const char *v = text_verdict(r->rule, ci, hold);
         char dc[64];
-        snprintf(dc, sizeof dc, "%+.4f [%+.4f, %+.4f]", d, ci[0], ci[1]);
+        bs_diff_cell(dc, sizeof dc, d, ci, 1, 4);
         bs_row_print(RULE[r->rule], &row);
         printf(" %-27s %10ld %7.2fs %6.1fms  %s\n", dc, r->recomputed, r->secs, 1e3 * r->worst, v);
         json_array_append_new(

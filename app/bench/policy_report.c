@@ -41,23 +41,13 @@ static const char *verdict(int rule, const double diff[2], int hold, const char 
     return policy_rank(diff, hold, below, above);
 }
 
-static void diff_cell(char *out, size_t size, double d, const double ci[2], double scale,
-                      int digits)
-{
-    snprintf(out, size, "%+.*f [%+.*f, %+.*f]", digits, scale * d, digits, scale * ci[0], digits,
-             scale * ci[1]);
-}
-
 /* Per rule, over the questions that fitted the model's positions: the answers' fill tokens that
  * were the most likely one, with their interval and their difference from oldest-first's (paired
  * over the chats), the chats whose fact's turn the rule had evicted by the answer's end, and the
  * cost */
-static int recall_table(bench *b, int window, int n_convs, int hold, json_t *rules)
+static int recall_table(bench *b, int window, const run *oldest, int n_convs, int hold,
+                        json_t *rules)
 {
-    const run *oldest = NULL;
-    for (int i = 1; i < b->n_runs; i++)
-        if (b->runs[i].window == window && b->runs[i].rule == OLDEST)
-            oldest = &b->runs[i];
     printf("recall: the answers' fill tokens that were the most likely one (95%% intervals over "
            "the chats; the difference from oldest-first paired over them), the chats whose "
            "fact's turn the rule evicted, the cost\n");
@@ -79,7 +69,7 @@ static int recall_table(bench *b, int window, int n_convs, int hold, json_t *rul
                                 "more right than oldest-first");
         char c[64], dc[64];
         snprintf(c, sizeof c, "%.1f%% [%.1f, %.1f]", share, ci[0], ci[1]);
-        diff_cell(dc, sizeof dc, d, dci, 1, 1);
+        bs_diff_cell(dc, sizeof dc, d, dci, 1, 1);
         printf("%-13s %-22s %-27s %5ld of %-5ld %10ld %6.1fms  %s\n", RULE[r->rule], c,
                r->rule == FULL ? "" : dc, evicted, asked, rec, r->worst_ms, v);
         if (r->rule == FULL)
@@ -139,7 +129,7 @@ int policy_summary(bench *b, int window, int n_convs, int recall, const policy_g
         const char *v =
             verdict(rule, ci, hold, "closer than oldest-first", "further than oldest-first");
         char dc[64];
-        diff_cell(dc, sizeof dc, d, ci, 1, 4);
+        bs_diff_cell(dc, sizeof dc, d, ci, 1, 4);
         bs_row_print(RULE[rule], &rows[rule]);
         printf(" %-27s %9ld %10ld %7.0fms %6.1fms  %s\n", dc, ev, rec, ms, r->worst_ms, v);
         json_array_append_new(
@@ -149,7 +139,7 @@ int policy_summary(bench *b, int window, int n_convs, int recall, const policy_g
                              "evictions", (json_int_t)ev, "recomputed", (json_int_t)rec, "evict_ms",
                              ms, "worst_evict_ms", r->worst_ms, "verdict", v));
     }
-    return recall ? recall_table(b, window, n_convs, hold, rules) : 0;
+    return recall ? recall_table(b, window, at[OLDEST], n_convs, hold, rules) : 0;
 }
 
 /* the file's SHA-256 and where it came from, for the header: a rerun can tell it ran on the same */

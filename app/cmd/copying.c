@@ -187,9 +187,9 @@ static int recall_tokens(loaded_model *lm, const bench_conv *c, int drop, int **
 static int recall_one(loaded_model *lm, const bench_conv *c, int drop, float *rows, double *right,
                       long *count)
 {
-    const char *answer = c->replies[c->n - 1], *f = strstr(answer, c->fill);
     int *ids = NULL, n = 0, cap = 0, at = 0, V = lm->model.cfg.vocab_size, rc;
     int ctx = kv_pool_opts(lm->pool)->window;
+    unsigned char *is_fill = NULL;
     *right = 0, *count = 0;
     if ((rc = recall_tokens(lm, c, drop, &ids, &n, &cap, &at)))
         goto out;
@@ -198,24 +198,25 @@ static int recall_one(loaded_model *lm, const bench_conv *c, int drop, float *ro
         goto out;
     }
     kv_seq *cache = kv_seq_new(lm->pool, 0);
-    if (!cache || gpt2_forward(&lm->model, lm->backend, cache, ids, at, rows)) {
-        rc = cache ? -1 : err_wrap("a recall chat's cache");
+    if (!(is_fill = err_malloc((size_t)(n - at), "the answer's fill")) || !cache ||
+        gpt2_forward(&lm->model, lm->backend, cache, ids, at, rows)) {
+        rc = cache || !is_fill ? -1 : err_wrap("a recall chat's cache");
         kv_seq_free(cache);
         goto out;
     }
-    size_t from = 1 + (size_t)(f - answer), to = from + strlen(c->fill); /* after its space */
+    *count = bench_conv_fill(lm->tok, c, ids + at, n - at, 1, is_fill); /* after its space */
     for (int k = 0; at + k < n && !rc; k++) {
-        if (bench_conv_fill(lm->tok, ids + at, k, from, to)) {
+        if (is_fill[k]) {
             int top;
             bs_lse(rows, V, &top);
             *right += top == ids[at + k];
-            ++*count;
         }
         if (at + k + 1 < n)
             rc = gpt2_forward(&lm->model, lm->backend, cache, ids + at + k, 1, rows);
     }
     kv_seq_free(cache);
 out:
+    free(is_fill);
     free(ids);
     return rc;
 }

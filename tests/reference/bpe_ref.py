@@ -25,6 +25,13 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
+def pieces(vocab_path):
+    """each id's bytes, as the vocabulary at vocab_path spells them"""
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    vocab = json.load(open(vocab_path, encoding="utf-8"))
+    return {i: bytes(byte_of[c] for c in s) for s, i in vocab.items()}
+
+
 def main():
     enc = json.load(open(sys.argv[1], encoding="utf-8"))
     lines = open(sys.argv[2], encoding="utf-8").read().split("\n")[1:]

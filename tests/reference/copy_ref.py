@@ -83,10 +83,8 @@ def encode(texts):
 
 
 def recall(m, path, out):
-    vocab = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                        "assets", "vocab.json")))
-    byte_of = {c: b for b, c in bpe_ref.bytes_to_unicode().items()}
-    piece = {i: bytes(byte_of[c] for c in s) for s, i in vocab.items()}
+    piece = bpe_ref.pieces(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "assets", "vocab.json"))
     chats = [json.loads(ln) for ln in open(path) if ln.strip()]
     right, tokens = [0, 0], 0
     for c in chats:

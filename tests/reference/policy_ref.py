@@ -109,12 +109,8 @@ def check_oracle(dist, conv, full, bad):
     return 0
 
 
-def fill_tokens(ids, answer, fill):
+def fill_tokens(piece, ids, answer, fill):
     """which of the answer's tokens hold the fill: their bytes overlap it in " " + answer"""
-    vocab = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                        "assets", "vocab.json")))
-    byte_of = {c: b for b, c in bpe_ref.bytes_to_unicode().items()}
-    piece = {i: bytes(byte_of[c] for c in s) for s, i in vocab.items()}
     text, want = (" " + answer).encode(), fill.encode()
     at, pos, which = text.index(want), 0, []
     for k, i in enumerate(ids):
@@ -127,12 +123,14 @@ def fill_tokens(ids, answer, fill):
 
 def check_fills(dist, b, chats, bad):
     """per rule and window: the answers' fill tokens and those the rule's window got top-1"""
-    got = {}
+    got, piece = {}, bpe_ref.pieces(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                 "..", "assets", "vocab.json"))
     for conv, c in zip(b["conversations"], chats):
         ids, starts = conv["reply_ids"], [w["at"] for w in conv["full_windows"]]
         if len(starts) != len(c["turns"][0::2]):
             continue  # the question did not fit the model's positions
-        which = [starts[-1] + k for k in fill_tokens(ids[starts[-1]:], c["answer"], c["fill"])]
+        answer = fill_tokens(piece, ids[starts[-1]:], c["answer"], c["fill"])
+        which = [starts[-1] + k for k in answer]
         for r in conv["runs"]:
             ws = list(windows(r["windows"], ids, len(ids)))
             g = got.setdefault((r["rule"], r["window"]), [0, 0])
